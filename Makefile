@@ -1,0 +1,49 @@
+# logproof: `make run` sets everything up and runs the demo; `make test` sets up and runs the tests.
+# Set-up is idempotent: Debian packages are installed only when missing, the virtual environment
+# is rebuilt only when pyproject.toml changes.
+
+PYTHON ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+STAMP := $(VENV)/.installed
+APT_PACKAGES := zookeeper kcat iproute2 util-linux
+
+.PHONY: setup system-packages run test test-all lint bench clean
+
+setup: system-packages $(STAMP)
+
+system-packages:
+	@missing=""; \
+	test -f /usr/share/java/zookeeper.jar || missing="$$missing zookeeper"; \
+	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
+	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
+	command -v setpriv >/dev/null 2>&1 || missing="$$missing util-linux"; \
+	if [ -n "$$missing" ]; then \
+	  echo "installing Debian packages:$$missing"; \
+	  SUDO=""; [ "$$(id -u)" = 0 ] || SUDO=sudo; \
+	  $$SUDO apt-get update -qq && \
+	  DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing; \
+	fi
+
+$(STAMP): pyproject.toml
+	test -x $(BIN)/python || $(PYTHON) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q -e '.[dev]'
+	touch $(STAMP)
+
+run: setup
+	$(BIN)/logproof demo
+
+test: setup
+	$(BIN)/python -m pytest
+
+test-all: setup
+	$(BIN)/python -m pytest -m "slow or not slow"
+
+lint: setup
+	$(BIN)/ruff check .
+	$(BIN)/mypy
+
+clean:
+	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis

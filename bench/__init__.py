@@ -1,0 +1,1 @@
+"""Benchmarks: each prints its figures and ends with one JSON line."""

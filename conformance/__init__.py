@@ -1,0 +1,1 @@
+"""Conformance: simulated ports, the deterministic cluster simulator, trace checking."""

@@ -1,0 +1,7 @@
+"""``python -m impl.cli``: the same as the ``logproof`` console script."""
+
+import sys
+
+from impl.cli import main
+
+sys.exit(main())

@@ -1,0 +1,121 @@
+"""Typed trace events emitted by the sans-IO cores at every transition.
+
+Why: ``conformance/`` replays a trace in the executable model from ``model/``; each event must be
+an enabled model action and every invariant must hold after it. A trace event therefore names the
+machine, the event (an enum member name, identical in ``spec/``, ``model/`` and ``impl/``), the
+subject the machine is about (``"t-0@1"`` for a partition on broker 1, ``"dir:/data/a"`` …) and
+the state before and after, plus whatever fields the abstraction function needs.
+
+This module is a sans-IO core: it imports neither trio, kazoo nor ``os``.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Protocol
+
+__sans_io__ = True
+
+TraceValue = str | int | bool | None | tuple["TraceValue", ...]
+
+
+def _freeze(fields: Mapping[str, object]) -> Mapping[str, TraceValue]:
+    frozen: dict[str, TraceValue] = {}
+    for key, value in fields.items():
+        frozen[key] = _freeze_value(value)
+    return MappingProxyType(frozen)
+
+
+def _freeze_value(value: object) -> TraceValue:
+    if value is None or isinstance(value, str | int | bool):
+        return value
+    if isinstance(value, list | tuple | frozenset | set):
+        items = sorted(value, key=repr) if isinstance(value, set | frozenset) else value
+        return tuple(_freeze_value(item) for item in items)
+    raise TypeError(f"trace field values must be str, int, bool, None or sequences, not {value!r}")
+
+
+@dataclass(frozen=True, slots=True)
+class TraceEvent:
+    """One transition of one machine.
+
+    Attributes:
+        machine: the machine's name, e.g. ``"replica_move"``, ``"log_dir"``, ``"replication"``,
+            ``"controller"``.
+        event: the event's enum member name, e.g. ``"CAUGHT_UP"``.
+        subject: what the machine instance is about, e.g. ``"t-0@1"``.
+        state_before: the state's enum member name before the transition.
+        state_after: the state's enum member name after it.
+        fields: extra values the model's abstraction function reads (offsets, epochs, dirs).
+    """
+
+    machine: str
+    event: str
+    subject: str
+    state_before: str
+    state_after: str
+    fields: Mapping[str, TraceValue] = field(default_factory=lambda: MappingProxyType({}))
+
+    @staticmethod
+    def of(
+        machine: str,
+        event: str,
+        subject: str,
+        state_before: str,
+        state_after: str,
+        **fields: object,
+    ) -> TraceEvent:
+        """Build an event, freezing ``fields`` into immutable values."""
+        return TraceEvent(machine, event, subject, state_before, state_after, _freeze(fields))
+
+    def to_json(self) -> str:
+        """One line of JSON with sorted keys: the byte-stable form used for trace digests."""
+        return json.dumps(
+            {
+                "machine": self.machine,
+                "event": self.event,
+                "subject": self.subject,
+                "before": self.state_before,
+                "after": self.state_after,
+                "fields": dict(self.fields),
+            },
+            sort_keys=True,
+            separators=(",", ":"),
+        )
+
+
+class TraceSink(Protocol):
+    """Where cores send trace events; the shells choose the sink."""
+
+    def emit(self, event: TraceEvent) -> None:
+        """Record one event."""
+
+
+class NullTraceSink:
+    """Drops every event (production default when nobody listens)."""
+
+    def emit(self, event: TraceEvent) -> None:
+        """Drop ``event``."""
+
+
+class ListTraceSink:
+    """Keeps every event in order, with a bound so a runaway run cannot eat memory."""
+
+    def __init__(self, events_max: int = 10_000_000) -> None:
+        self.events: list[TraceEvent] = []
+        self._events_max = events_max
+
+    def emit(self, event: TraceEvent) -> None:
+        """Append ``event``; raises OverflowError past the bound."""
+        if len(self.events) >= self._events_max:
+            raise OverflowError(f"trace longer than {self._events_max} events")
+        self.events.append(event)
+
+    def __iter__(self) -> Iterator[TraceEvent]:
+        return iter(self.events)
+
+    def __len__(self) -> int:
+        return len(self.events)

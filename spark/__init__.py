@@ -1,0 +1,1 @@
+"""PySpark campaigns that run the conformance simulator over many seeds."""

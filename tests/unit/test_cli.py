@@ -1,0 +1,45 @@
+"""The command line: help lists the subcommands, user mistakes are one line and non-zero."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+
+import pytest
+
+from impl.cli import CliError, main
+
+
+def test_help_lists_commands(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["--help"])
+    assert exit_info.value.code == 0
+    out = capsys.readouterr().out
+    assert "zookeeper" in out
+
+
+def test_unknown_command_is_usage_error(capsys: pytest.CaptureFixture[str]) -> None:
+    with pytest.raises(SystemExit) as exit_info:
+        main(["no-such-command"])
+    assert exit_info.value.code == 2
+    assert "invalid choice" in capsys.readouterr().err
+
+
+def test_bad_port_is_one_line_error(capsys: pytest.CaptureFixture[str]) -> None:
+    status = main(["zookeeper", "--port", "70000"])
+    assert status == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1
+    assert err.startswith("logproof: error: --port")
+
+
+def test_console_script_runs() -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "impl.cli", "--help"], capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0
+    assert "usage: logproof" in result.stdout
+
+
+def test_cli_error_carries_exit_status() -> None:
+    assert CliError("x", exit_status=3).exit_status == 3
