@@ -1,0 +1,316 @@
+"""The real :class:`~impl.storage.disk.Disk`: ``os`` calls with a small cache of open descriptors.
+
+Zero-copy: :meth:`OsDisk.copy_range` uses ``os.copy_file_range`` (in-kernel, and a reflink on
+file systems that support it), falling back to ``os.sendfile`` between two files, and to a
+read/write loop only to attribute an error to one side. Every ``OSError`` carries the path at fault
+in ``filename`` so that the log manager can take exactly one log dir offline.
+"""
+
+from __future__ import annotations
+
+import errno
+import os
+import shutil
+import stat
+from collections import OrderedDict
+
+from impl.storage.disk import DiskUsage
+
+_COPY_CHUNK_MAX_BYTES = 1 << 30
+
+
+def _with_path(error: OSError, path: str) -> OSError:
+    if error.filename == path:
+        return error
+    return OSError(error.errno, error.strerror or os.strerror(error.errno or errno.EIO), path)
+
+
+class OsFileSlice:
+    """A range of a file backed by its own descriptor (a ``dup`` taken when the slice opened).
+
+    The descriptor refers to the open file, not the name, so the slice keeps reading the same
+    bytes after the segment is renamed into ``.delete`` or unlinked by retention.
+    """
+
+    __slots__ = ("_fd", "_position", "_size")
+
+    def __init__(self, fd: int, position: int, size: int) -> None:
+        self._fd = fd
+        self._position = position
+        self._size = size
+
+    @property
+    def position(self) -> int:
+        """Byte offset of the range in the file."""
+        return self._position
+
+    @property
+    def size(self) -> int:
+        """Length of the range in bytes."""
+        return self._size
+
+    def fileno(self) -> int:
+        """The descriptor, for ``os.sendfile``; valid until :meth:`close`."""
+        if self._fd < 0:
+            raise ValueError("slice is closed")
+        return self._fd
+
+    def read_all(self) -> bytes:
+        """The range's bytes (shorter if the file shrank)."""
+        return os.pread(self.fileno(), self._size, self._position)
+
+    def close(self) -> None:
+        """Close the descriptor (idempotent)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class OsDisk:
+    """The file system, through ``os``; keeps up to ``open_files_max`` descriptors open."""
+
+    def __init__(self, open_files_max: int = 512) -> None:
+        self._fds: OrderedDict[str, int] = OrderedDict()
+        self._open_files_max = open_files_max
+        self._copy_file_range_works = hasattr(os, "copy_file_range")
+
+    # --- descriptor cache --------------------------------------------------------------------
+
+    def _fd(self, path: str) -> int:
+        fd = self._fds.get(path)
+        if fd is not None:
+            self._fds.move_to_end(path)
+            return fd
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
+        except OSError as error:
+            raise _with_path(error, path) from None
+        self._fds[path] = fd
+        while len(self._fds) > self._open_files_max:
+            _, old = self._fds.popitem(last=False)
+            os.close(old)
+        return fd
+
+    def _forget(self, path: str) -> None:
+        prefix = path.rstrip("/") + "/"
+        for cached in [p for p in self._fds if p == path or p.startswith(prefix)]:
+            os.close(self._fds.pop(cached))
+
+    def close(self) -> None:
+        """Close every cached descriptor."""
+        for fd in self._fds.values():
+            os.close(fd)
+        self._fds.clear()
+
+    # --- files -------------------------------------------------------------------------------
+
+    def create(self, path: str) -> None:
+        """Create or truncate ``path``."""
+        self._forget(path)
+        try:
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
+        except OSError as error:
+            raise _with_path(error, path) from None
+        self._fds[path] = fd
+
+    def append(self, path: str, data: bytes) -> int:
+        """Write at the end; return the offset written at."""
+        fd = self._fd(path)
+        try:
+            offset = os.fstat(fd).st_size
+            self._pwrite_all(fd, offset, data)
+        except OSError as error:
+            raise _with_path(error, path) from None
+        return offset
+
+    @staticmethod
+    def _pwrite_all(fd: int, offset: int, data: bytes) -> None:
+        view = memoryview(data)
+        while view:
+            written = os.pwrite(fd, view, offset)
+            offset += written
+            view = view[written:]
+
+    def pwrite(self, path: str, offset: int, data: bytes) -> None:
+        """Write ``data`` at ``offset``."""
+        fd = self._fd(path)
+        try:
+            self._pwrite_all(fd, offset, data)
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def read(self, path: str, offset: int, length: int) -> bytes:
+        """Up to ``length`` bytes from ``offset``."""
+        fd = self._fd(path)
+        chunks: list[bytes] = []
+        try:
+            while length > 0:
+                chunk = os.pread(fd, length, offset)
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                offset += len(chunk)
+                length -= len(chunk)
+        except OSError as error:
+            raise _with_path(error, path) from None
+        return b"".join(chunks)
+
+    def truncate(self, path: str, size: int) -> None:
+        """Cut the file to ``size`` bytes."""
+        try:
+            os.ftruncate(self._fd(path), size)
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def fsync(self, path: str) -> None:
+        """``fsync`` the file."""
+        try:
+            os.fsync(self._fd(path))
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def size(self, path: str) -> int:
+        """The file's size."""
+        try:
+            return os.stat(path).st_size
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def copy_range(self, src_path: str, src_offset: int, length: int, dst_path: str) -> int:
+        """Append a range of ``src_path`` to ``dst_path`` in the kernel."""
+        src_fd = self._fd(src_path)
+        dst_fd = self._fd(dst_path)
+        try:
+            dst_offset = os.fstat(dst_fd).st_size
+        except OSError as error:
+            raise _with_path(error, dst_path) from None
+        copied = 0
+        try:
+            while copied < length:
+                count = min(length - copied, _COPY_CHUNK_MAX_BYTES)
+                n = self._copy_once(src_fd, src_offset + copied, count, dst_fd, dst_offset + copied)
+                if n == 0:
+                    break
+                copied += n
+        except OSError:
+            # Redo the remainder by read and write: whichever side fails names the bad dir.
+            copied += self._copy_by_read_write(
+                src_path, src_offset + copied, length - copied, dst_path, dst_offset + copied
+            )
+        return copied
+
+    def _copy_once(
+        self, src_fd: int, src_offset: int, count: int, dst_fd: int, dst_offset: int
+    ) -> int:
+        if self._copy_file_range_works:
+            try:
+                return os.copy_file_range(src_fd, dst_fd, count, src_offset, dst_offset)
+            except OSError as error:
+                if error.errno not in (errno.EXDEV, errno.ENOSYS, errno.EINVAL, errno.EOPNOTSUPP):
+                    raise
+                self._copy_file_range_works = False
+        # sendfile writes at the destination's file position.
+        os.lseek(dst_fd, dst_offset, os.SEEK_SET)
+        return os.sendfile(dst_fd, src_fd, src_offset, count)
+
+    def _copy_by_read_write(
+        self, src_path: str, src_offset: int, length: int, dst_path: str, dst_offset: int
+    ) -> int:
+        copied = 0
+        while copied < length:
+            data = self.read(src_path, src_offset + copied, min(length - copied, 1 << 20))
+            if not data:
+                break
+            self.pwrite(dst_path, dst_offset + copied, data)
+            copied += len(data)
+        return copied
+
+    def open_slice(self, path: str, position: int, size: int) -> OsFileSlice:
+        """A ``dup`` of the cached descriptor, owned by the slice."""
+        try:
+            return OsFileSlice(os.dup(self._fd(path)), position, size)
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    # --- directories -------------------------------------------------------------------------
+
+    def mkdir(self, path: str) -> None:
+        """``mkdir``."""
+        try:
+            os.mkdir(path)
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def list_dir(self, path: str) -> list[str]:
+        """Sorted entry names."""
+        try:
+            return sorted(os.listdir(path))
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def is_dir(self, path: str) -> bool:
+        """Whether ``path`` is a directory; an I/O error (not absence) raises."""
+        try:
+            return stat.S_ISDIR(os.stat(path).st_mode)
+        except FileNotFoundError:
+            return False
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def exists(self, path: str) -> bool:
+        """Whether ``path`` exists; an I/O error (not absence) raises."""
+        try:
+            os.stat(path)
+        except FileNotFoundError:
+            return False
+        except OSError as error:
+            raise _with_path(error, path) from None
+        return True
+
+    def rename(self, src_path: str, dst_path: str) -> None:
+        """Atomic rename; refuses to replace an existing ``dst_path``."""
+        if os.path.lexists(dst_path):
+            raise OSError(errno.EEXIST, os.strerror(errno.EEXIST), dst_path)
+        self._forget(src_path)
+        try:
+            os.rename(src_path, dst_path)
+        except OSError as error:
+            raise _with_path(error, src_path) from None
+
+    def remove(self, path: str) -> None:
+        """Unlink a file."""
+        self._forget(path)
+        try:
+            os.unlink(path)
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def rmdir(self, path: str) -> None:
+        """Remove an empty directory."""
+        self._forget(path)
+        try:
+            os.rmdir(path)
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def fsync_dir(self, path: str) -> None:
+        """Open the directory read-only and ``fsync`` it."""
+        try:
+            fd = os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+            try:
+                os.fsync(fd)
+            finally:
+                os.close(fd)
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def disk_usage(self, path: str) -> DiskUsage:
+        """``statvfs`` of the file system: total bytes and bytes available to this user."""
+        try:
+            usage = shutil.disk_usage(path)
+        except OSError as error:
+            raise _with_path(error, path) from None
+        return DiskUsage(total_bytes=usage.total, usable_bytes=usage.free)
