@@ -1,0 +1,400 @@
+"""RecordBatch v2: parse and validate headers, check CRC-32C, assign offsets in place.
+
+Batches stay raw bytes end to end (DESIGN.md, "Wire protocol"): the broker validates a produce
+request's records with :func:`validate_client_records`, the log assigns offsets in place with
+:func:`assign_offsets` (base offset and partition leader epoch lie outside the CRC, so the CRC
+stays valid), and recovery finds the last whole valid batch with :func:`valid_prefix`.
+
+Layout (61-byte header, big-endian; see ``reference/wire-protocol.md`` §4)::
+
+    0 baseOffset int64 | 8 batchLength int32 (bytes after this field) | 12 partitionLeaderEpoch
+    int32 | 16 magic int8 | 17 crc uint32 (CRC-32C of bytes 21..end) | 21 attributes int16 |
+    23 lastOffsetDelta int32 | 27 baseTimestamp int64 | 35 maxTimestamp int64 | 43 producerId
+    int64 | 51 producerEpoch int16 | 53 baseSequence int32 | 57 recordCount int32 | 61 records
+
+Error codes, checked against Apache Kafka (``ProduceRequest.validateRecords``,
+``UnifiedLog.analyzeAndValidateRecords``, ``LogValidator.validateBatch``,
+``ByteBufferLogInputStream.nextBatch``):
+
+* base offset != 0 in a client batch, ``recordCount != lastOffsetDelta + 1`` or ``<= 0``, a control
+  batch from a client, ``baseSequence < 0`` with a producer id, more than one batch in a produce
+  request, or magic 0/1 (produce v3+ "only allowed to contain record batches with magic version 2";
+  Kafka would up-convert v0/v1 only for produce v0-v2, which this broker does not serve):
+  INVALID_RECORD (87);
+* a batch over ``message.max.bytes``: MESSAGE_TOO_LARGE (10), checked before the CRC as Kafka does;
+* fewer bytes than a header, a batch running past the end of the buffer, ``batchLength`` too small,
+  a magic Kafka does not know (< 0 or > 2), or a CRC mismatch: CORRUPT_MESSAGE (2).
+
+UNSUPPORTED_FOR_MESSAGE_FORMAT (43) is not produced here: Kafka uses it when a request needs a newer
+format than the topic's ``message.format.version``, which this broker fixes at v2.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+
+import crc32c as _crc32c
+
+from impl.storage.errors import CorruptBatch, InvalidRecord, MessageTooLarge
+
+__sans_io__ = True
+
+HEADER_SIZE = 61
+#: bytes before ``batchLength`` counts: baseOffset (8) + batchLength (4)
+LOG_OVERHEAD = 12
+MAGIC_V2 = 2
+MAGIC_OFFSET = 16
+CRC_OFFSET = 17
+ATTRIBUTES_OFFSET = 21
+PARTITION_LEADER_EPOCH_OFFSET = 12
+MAX_TIMESTAMP_OFFSET = 35
+
+_ATTR_COMPRESSION_MASK = 0x07
+_ATTR_TIMESTAMP_TYPE = 0x08
+_ATTR_TRANSACTIONAL = 0x10
+_ATTR_CONTROL = 0x20
+
+# baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
+# baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
+_HEADER = struct.Struct(">qiibIhiqqqhii")
+assert _HEADER.size == HEADER_SIZE
+_PREFIX = struct.Struct(">qiib")  # up to and including magic
+_OFFSET_AND_EPOCH = struct.Struct(">q")
+_EPOCH = struct.Struct(">i")
+_MAX_TIMESTAMP_CRC = struct.Struct(">q")
+
+
+def crc32c(data: bytes | bytearray | memoryview) -> int:
+    """CRC-32C (Castagnoli) of ``data``."""
+    return int(_crc32c.crc32c(data))
+
+
+@dataclass(frozen=True, slots=True)
+class BatchHeader:
+    """The 61-byte header of one v2 batch, and where it sits in its buffer."""
+
+    position: int
+    base_offset: int
+    batch_length: int
+    partition_leader_epoch: int
+    magic: int
+    crc: int
+    attributes: int
+    last_offset_delta: int
+    base_timestamp: int
+    max_timestamp: int
+    producer_id: int
+    producer_epoch: int
+    base_sequence: int
+    record_count: int
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Whole batch size: ``batchLength + 12``."""
+        return self.batch_length + LOG_OVERHEAD
+
+    @property
+    def last_offset(self) -> int:
+        """``baseOffset + lastOffsetDelta``."""
+        return self.base_offset + self.last_offset_delta
+
+    @property
+    def next_offset(self) -> int:
+        """The offset right after this batch."""
+        return self.last_offset + 1
+
+    @property
+    def compression(self) -> int:
+        """Codec id: 0 none, 1 gzip, 2 snappy, 3 lz4, 4 zstd."""
+        return self.attributes & _ATTR_COMPRESSION_MASK
+
+    @property
+    def is_log_append_time(self) -> bool:
+        """Timestamp type bit (1 = LOG_APPEND_TIME)."""
+        return bool(self.attributes & _ATTR_TIMESTAMP_TYPE)
+
+    @property
+    def is_transactional(self) -> bool:
+        """Transactional bit."""
+        return bool(self.attributes & _ATTR_TRANSACTIONAL)
+
+    @property
+    def is_control(self) -> bool:
+        """Control-batch bit."""
+        return bool(self.attributes & _ATTR_CONTROL)
+
+
+def parse_header(buffer: bytes | bytearray | memoryview, position: int = 0) -> BatchHeader:
+    """Parse the batch header at ``position`` and check that the whole batch is in ``buffer``.
+
+    The CRC is not checked here (see :func:`check_crc`).
+
+    Raises:
+        CorruptBatch: fewer than 61 bytes, a ``batchLength`` below the header's, a batch running
+            past the end of ``buffer``, or a magic other than 2 (v0/v1 included: on disk and from
+            a follower only v2 is valid).
+    """
+    available = len(buffer) - position
+    if available < _PREFIX.size:
+        raise CorruptBatch(f"batch at byte {position}: {available} bytes, shorter than a header")
+    _, batch_length, _, magic = _PREFIX.unpack_from(buffer, position)
+    if magic != MAGIC_V2:
+        raise CorruptBatch(f"batch at byte {position}: magic {magic}, only v2 is stored")
+    if batch_length < HEADER_SIZE - LOG_OVERHEAD:
+        raise CorruptBatch(f"batch at byte {position}: batchLength {batch_length} < header size")
+    if available < batch_length + LOG_OVERHEAD:
+        raise CorruptBatch(
+            f"batch at byte {position}: truncated, {available} of "
+            f"{batch_length + LOG_OVERHEAD} bytes present"
+        )
+    return BatchHeader(position, *_HEADER.unpack_from(buffer, position))
+
+
+def check_crc(buffer: bytes | bytearray | memoryview, header: BatchHeader) -> None:
+    """Raise :class:`CorruptBatch` unless the stored CRC covers bytes 21..end of the batch."""
+    start = header.position + ATTRIBUTES_OFFSET
+    end = header.position + header.size_in_bytes
+    actual = crc32c(memoryview(buffer)[start:end])
+    if actual != header.crc:
+        raise CorruptBatch(
+            f"batch at byte {header.position} (base offset {header.base_offset}): "
+            f"CRC-32C {actual:#010x} != stored {header.crc:#010x}"
+        )
+
+
+def iter_batches(buffer: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:
+    """Every batch header in ``buffer``, CRC-checked; ``buffer`` must hold whole batches only.
+
+    Raises:
+        CorruptBatch: at the first malformed or corrupt batch.
+    """
+    position = 0
+    while position < len(buffer):
+        header = parse_header(buffer, position)
+        check_crc(buffer, header)
+        yield header
+        position += header.size_in_bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ValidPrefix:
+    """How much of a buffer is whole, valid batches (used by recovery to cut a torn tail)."""
+
+    valid_bytes: int
+    headers: tuple[BatchHeader, ...]
+    error: str | None
+
+
+def valid_prefix(
+    buffer: bytes | bytearray | memoryview, expected_offset: int | None = None
+) -> ValidPrefix:
+    """The longest prefix of ``buffer`` made of whole batches with good CRCs and rising offsets.
+
+    Args:
+        buffer: a segment's bytes.
+        expected_offset: if given, the first batch must start at or after it, and each batch at
+            or after the previous batch's next offset.
+
+    Returns:
+        The valid length, the headers in it, and why the scan stopped (``None`` at the end).
+    """
+    headers: list[BatchHeader] = []
+    position = 0
+    next_offset = expected_offset
+    while position < len(buffer):
+        try:
+            header = parse_header(buffer, position)
+            check_crc(buffer, header)
+        except CorruptBatch as error:
+            return ValidPrefix(position, tuple(headers), str(error))
+        if next_offset is not None and header.base_offset < next_offset:
+            return ValidPrefix(
+                position,
+                tuple(headers),
+                f"batch at byte {position}: base offset {header.base_offset} < {next_offset}",
+            )
+        headers.append(header)
+        next_offset = header.next_offset
+        position += header.size_in_bytes
+    return ValidPrefix(position, tuple(headers), None)
+
+
+def validate_client_records(
+    records: bytes | bytearray | memoryview,
+    message_max_bytes: int,
+    *,
+    single_batch: bool = True,
+) -> list[BatchHeader]:
+    """Validate the records of one partition of a produce request (the leader path).
+
+    Args:
+        records: the raw ``records`` field.
+        message_max_bytes: ``message.max.bytes`` (or the topic's ``max.message.bytes``).
+        single_batch: produce v3+ allows exactly one batch per partition.
+
+    Returns:
+        The headers, in order.
+
+    Raises:
+        CorruptBatch, InvalidRecord, MessageTooLarge: see the module docstring.
+    """
+    if len(records) == 0:
+        raise InvalidRecord("produce request with no record batch for the partition")
+    headers: list[BatchHeader] = []
+    position = 0
+    while position < len(records):
+        available = len(records) - position
+        if available >= _PREFIX.size:
+            _, _, _, magic = _PREFIX.unpack_from(records, position)
+            if magic in (0, 1):
+                raise InvalidRecord(
+                    f"record batch with magic {magic}: produce requests may only carry magic 2"
+                )
+        header = parse_header(records, position)
+        if header.base_offset != 0:
+            raise InvalidRecord(
+                f"client batch with base offset {header.base_offset}; clients must send 0"
+            )
+        if header.size_in_bytes > message_max_bytes:
+            raise MessageTooLarge(
+                f"batch of {header.size_in_bytes} bytes exceeds message.max.bytes "
+                f"{message_max_bytes}"
+            )
+        check_crc(records, header)
+        if header.record_count <= 0 or header.record_count != header.last_offset_delta + 1:
+            raise InvalidRecord(
+                f"record count {header.record_count} inconsistent with last offset delta "
+                f"{header.last_offset_delta}"
+            )
+        if header.is_control:
+            raise InvalidRecord("clients may not send control batches")
+        if header.producer_id >= 0 and header.base_sequence < 0:
+            raise InvalidRecord(
+                f"producer id {header.producer_id} with invalid base sequence "
+                f"{header.base_sequence}"
+            )
+        headers.append(header)
+        position += header.size_in_bytes
+    if single_batch and len(headers) > 1:
+        raise InvalidRecord(f"{len(headers)} batches; produce v3+ allows exactly one per partition")
+    return headers
+
+
+def validate_replica_records(
+    records: bytes | bytearray | memoryview, next_offset: int
+) -> list[BatchHeader]:
+    """Validate batches a follower (or a mover) appends: offsets already assigned.
+
+    Args:
+        records: whole batches.
+        next_offset: the log end offset they must start at or after.
+
+    Raises:
+        CorruptBatch: malformed, corrupt, or offsets not rising from ``next_offset``.
+    """
+    headers: list[BatchHeader] = []
+    for header in iter_batches(records):
+        if header.base_offset < next_offset:
+            raise CorruptBatch(
+                f"replicated batch base offset {header.base_offset} < log end offset {next_offset}"
+            )
+        if header.last_offset_delta < 0:
+            raise CorruptBatch(f"negative last offset delta {header.last_offset_delta}")
+        next_offset = header.next_offset
+        headers.append(header)
+    return headers
+
+
+def assign_offsets(
+    records: bytearray, headers: Sequence[BatchHeader], base_offset: int, leader_epoch: int
+) -> int:
+    """Write base offsets (from ``base_offset``) and the leader epoch into ``records`` in place.
+
+    Both fields are outside the CRC, so the stored CRC remains valid; an assertion re-checks the
+    first batch (STYLE.md 5: check right before writing).
+
+    Returns:
+        The last offset assigned.
+    """
+    offset = base_offset
+    for header in headers:
+        _OFFSET_AND_EPOCH.pack_into(records, header.position, offset)
+        _EPOCH.pack_into(records, header.position + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+        offset += header.last_offset_delta + 1
+    if headers:
+        check_crc(records, parse_header(records, headers[0].position))
+    return offset - 1
+
+
+# --- building batches (tests, benchmarks, clients in-process) ----------------------------------
+
+
+def _zigzag(value: int) -> int:
+    return (value << 1) ^ (value >> 63)
+
+
+def _varint(value: int) -> bytes:
+    value = _zigzag(value) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while True:
+        byte = value & 0x7F
+        value >>= 7
+        if value:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _encode_record(
+    offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None
+) -> bytes:
+    body = bytearray(b"\x00")  # record attributes
+    body += _varint(timestamp_delta)
+    body += _varint(offset_delta)
+    body += _varint(-1) if key is None else _varint(len(key)) + key
+    body += _varint(-1) if value is None else _varint(len(value)) + value
+    body += _varint(0)  # no headers
+    return _varint(len(body)) + bytes(body)
+
+
+def build_batch(
+    values: Sequence[bytes | None],
+    *,
+    base_offset: int = 0,
+    timestamp_ms: int = 0,
+    partition_leader_epoch: int = -1,
+    keys: Sequence[bytes | None] | None = None,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """An uncompressed v2 batch of ``values``, all stamped ``timestamp_ms`` (CREATE_TIME)."""
+    assert values, "a batch holds at least one record"
+    keys = keys if keys is not None else [None] * len(values)
+    pairs = zip(keys, values, strict=True)
+    records = b"".join(_encode_record(i, 0, key, value) for i, (key, value) in enumerate(pairs))
+    body = bytearray(_HEADER.size - ATTRIBUTES_OFFSET) + records
+    struct.pack_into(
+        ">hiqqqhii",
+        body,
+        0,
+        0,
+        len(values) - 1,
+        timestamp_ms,
+        timestamp_ms,
+        producer_id,
+        producer_epoch,
+        base_sequence,
+        len(values),
+    )
+    crc = crc32c(body)
+    prefix = struct.pack(
+        ">qiibI", base_offset, len(body) + ATTRIBUTES_OFFSET - LOG_OVERHEAD, partition_leader_epoch,
+        MAGIC_V2, crc,
+    )
+    return prefix + bytes(body)
