@@ -1,0 +1,206 @@
+"""A simulated network between numbered nodes, with a deterministic delivery scheduler.
+
+Fault model (what :class:`SimNetwork` injects, each decided by its own seeded stream):
+
+* **Loss**: a message is dropped with probability ``loss_probability``.
+* **Delay**: each copy is delivered after a uniform delay in ``[delay_min_ns, delay_max_ns]``.
+* **Reordering**: follows from independent delays; ``reorder_probability`` adds an extra delay of
+  up to ``delay_max_ns`` so that a later message overtakes an earlier one between the same pair.
+* **Duplication**: with probability ``duplicate_probability`` a second copy is scheduled, with its
+  own delay.
+* **Partitions**: :meth:`SimNetwork.partition` cuts the links between groups of nodes; messages
+  sent across a cut are dropped, and so are those already in flight when they would arrive.
+
+It never corrupts a message (Kafka runs over TCP and checks batch CRCs) and never invents one.
+Why recovery is still possible: loss is probabilistic with ``loss_probability < 1``, so a protocol
+that retries gets through; :meth:`SimNetwork.heal` ends every partition and the simulator's fault
+schedule always heals before a run's final checks; duplicates and reordering are exactly what the
+replication protocol's epochs and offsets are there to tolerate.
+
+Delivery order is total and deterministic: by delivery time, then by the order messages were
+scheduled. This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+import heapq
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from conformance.clock import SimClock
+from conformance.rng import SimRng
+
+__sans_io__ = True
+
+NodeId = int
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkFaults:
+    """The fault mix of one run (chosen from the seed by the simulator)."""
+
+    loss_probability: float = 0.0
+    duplicate_probability: float = 0.0
+    reorder_probability: float = 0.0
+    delay_min_ns: int = 100_000
+    delay_max_ns: int = 2_000_000
+
+    def __post_init__(self) -> None:
+        assert 0.0 <= self.loss_probability < 1.0, "total loss leaves nothing to recover"
+        assert 0.0 <= self.duplicate_probability <= 1.0
+        assert 0.0 <= self.reorder_probability <= 1.0
+        assert 0 <= self.delay_min_ns <= self.delay_max_ns
+
+
+@dataclass(frozen=True, slots=True)
+class Delivery:
+    """One message as it arrives."""
+
+    source: NodeId
+    target: NodeId
+    payload: object
+    sent_ns: int
+    delivered_ns: int
+    sequence: int
+
+
+@dataclass(frozen=True, slots=True)
+class NetworkStatistics:
+    """Counters of one network's life."""
+
+    sent: int
+    delivered: int
+    lost: int
+    duplicated: int
+    dropped_by_partition: int
+    in_flight: int
+
+
+class SimNetwork:
+    """Messages between nodes with loss, delay, duplication, reordering and partitions.
+
+    Args:
+        clock: the run's virtual clock (read, never advanced, by the network).
+        rng: the network's own stream (``rng.stream("network")``).
+        faults: the fault mix.
+        in_flight_max: bound on queued messages; exceeding it is a simulator bug.
+    """
+
+    def __init__(
+        self,
+        clock: SimClock,
+        rng: SimRng,
+        faults: NetworkFaults | None = None,
+        in_flight_max: int = 1_000_000,
+    ) -> None:
+        self._clock = clock
+        self._rng = rng
+        self.faults = faults or NetworkFaults()
+        self._in_flight_max = in_flight_max
+        self._queue: list[tuple[int, int, Delivery]] = []
+        self._sequence = 0
+        self._group_of: dict[NodeId, int] = {}
+        self._sent = 0
+        self._delivered = 0
+        self._lost = 0
+        self._duplicated = 0
+        self._dropped_by_partition = 0
+
+    # --- partitions --------------------------------------------------------------------------
+
+    def partition(self, groups: Iterable[Iterable[NodeId]]) -> None:
+        """Cut every link between different groups; nodes in no group stay connected to all.
+
+        Args:
+            groups: disjoint sets of nodes; within a group nodes still talk.
+
+        Raises:
+            ValueError: a node appears in two groups.
+        """
+        group_of: dict[NodeId, int] = {}
+        for index, group in enumerate(groups):
+            for node in group:
+                if node in group_of:
+                    raise ValueError(f"node {node} is in two partition groups")
+                group_of[node] = index
+        self._group_of = group_of
+
+    def heal(self) -> None:
+        """End every partition."""
+        self._group_of = {}
+
+    def connected(self, source: NodeId, target: NodeId) -> bool:
+        """Whether a message from ``source`` to ``target`` can currently arrive."""
+        source_group = self._group_of.get(source)
+        target_group = self._group_of.get(target)
+        return source_group is None or target_group is None or source_group == target_group
+
+    # --- sending and delivering --------------------------------------------------------------
+
+    def send(self, source: NodeId, target: NodeId, payload: object) -> None:
+        """Send ``payload``; it arrives zero, one or two times, later, as the fault mix decides."""
+        self._sent += 1
+        if not self.connected(source, target):
+            self._dropped_by_partition += 1
+            return
+        if self._rng.chance(self.faults.loss_probability):
+            self._lost += 1
+            return
+        self._schedule(source, target, payload)
+        if self._rng.chance(self.faults.duplicate_probability):
+            self._duplicated += 1
+            self._schedule(source, target, payload)
+
+    def _schedule(self, source: NodeId, target: NodeId, payload: object) -> None:
+        faults = self.faults
+        delay_ns = faults.delay_min_ns + self._rng.randrange(
+            faults.delay_max_ns - faults.delay_min_ns + 1
+        )
+        if self._rng.chance(faults.reorder_probability):
+            delay_ns += self._rng.randrange(faults.delay_max_ns + 1)
+        now_ns = self._clock.monotonic_ns()
+        self._sequence += 1
+        delivery = Delivery(source, target, payload, now_ns, now_ns + delay_ns, self._sequence)
+        heapq.heappush(self._queue, (delivery.delivered_ns, delivery.sequence, delivery))
+        if len(self._queue) > self._in_flight_max:
+            raise OverflowError(f"more than {self._in_flight_max} messages in flight")
+
+    def next_delivery_ns(self) -> int | None:
+        """When the next queued message is due, or None when nothing is in flight."""
+        return self._queue[0][0] if self._queue else None
+
+    def deliver_nowait(self) -> list[Delivery]:
+        """Every message due at the current time, in delivery order (partitions re-checked).
+
+        Returns:
+            The deliveries; messages whose link is cut when they arrive are dropped instead.
+        """
+        now_ns = self._clock.monotonic_ns()
+        due: list[Delivery] = []
+        while self._queue and self._queue[0][0] <= now_ns:
+            _, _, delivery = heapq.heappop(self._queue)
+            if self.connected(delivery.source, delivery.target):
+                self._delivered += 1
+                due.append(delivery)
+            else:
+                self._dropped_by_partition += 1
+        return due
+
+    def drop_to(self, node: NodeId) -> int:
+        """Discard every in-flight message to ``node`` (it crashed); return how many."""
+        kept = [entry for entry in self._queue if entry[2].target != node]
+        dropped = len(self._queue) - len(kept)
+        heapq.heapify(kept)
+        self._queue = kept
+        return dropped
+
+    def statistics(self) -> NetworkStatistics:
+        """The counters so far."""
+        return NetworkStatistics(
+            sent=self._sent,
+            delivered=self._delivered,
+            lost=self._lost,
+            duplicated=self._duplicated,
+            dropped_by_partition=self._dropped_by_partition,
+            in_flight=len(self._queue),
+        )
