@@ -1,0 +1,85 @@
+"""Replica placement (KIP-879): the pluggable :class:`ReplicaPlacer` interface, Kafka's two
+built-in assignments, the multi-level rack-aware placer, and the ``PLACEMENT_SPREAD`` check.
+
+The controller calls :func:`place_replicas` with the placer :func:`load_replica_placer` built
+from ``broker.replica.placer``; everything here is sans-IO (the wire client is
+:mod:`impl.controller.placement.client`).
+"""
+
+from ._driver import BROKER_RACK_CONFIG as BROKER_RACK_CONFIG
+from ._driver import BROKER_REPLICA_PLACER_CONFIG as BROKER_REPLICA_PLACER_CONFIG
+from ._driver import BUILT_IN_PLACERS as BUILT_IN_PLACERS
+from ._driver import DEFAULT_REPLICA_PLACER as DEFAULT_REPLICA_PLACER
+from ._driver import load_replica_placer as load_replica_placer
+from ._driver import place_replicas as place_replicas
+from ._driver import placer_name as placer_name
+from ._errors import INVALID_CONFIG as INVALID_CONFIG
+from ._errors import INVALID_PARTITIONS as INVALID_PARTITIONS
+from ._errors import INVALID_REPLICA_ASSIGNMENT as INVALID_REPLICA_ASSIGNMENT
+from ._errors import INVALID_REPLICATION_FACTOR as INVALID_REPLICATION_FACTOR
+from ._errors import PlacementError as PlacementError
+from ._kafka import RACK_AWARE as RACK_AWARE
+from ._kafka import RACK_UNAWARE as RACK_UNAWARE
+from ._kafka import RackAwarePlacer as RackAwarePlacer
+from ._kafka import RackUnawarePlacer as RackUnawarePlacer
+from ._kafka import follower_index as follower_index
+from ._kafka import rack_alternated_brokers as rack_alternated_brokers
+from ._kafka import rack_aware_assignment as rack_aware_assignment
+from ._kafka import rack_unaware_assignment as rack_unaware_assignment
+from ._multi_level import MULTI_LEVEL as MULTI_LEVEL
+from ._multi_level import MultiLevelRackPlacer as MultiLevelRackPlacer
+from ._multi_level import RackNode as RackNode
+from ._multi_level import RackTree as RackTree
+from ._multi_level import RingWalk as RingWalk
+from ._multi_level import build_rack_tree as build_rack_tree
+from ._multi_level import parse_rack as parse_rack
+from ._multi_level import rack_name as rack_name
+from ._types import Assignment as Assignment
+from ._types import BrokerInfo as BrokerInfo
+from ._types import ClusterView as ClusterView
+from ._types import PlacementSpec as PlacementSpec
+from ._types import ReplicaPlacer as ReplicaPlacer
+from ._types import TopicPartition as TopicPartition
+from ._validate import usable_brokers as usable_brokers
+from ._validate import validate_assignment as validate_assignment
+
+__sans_io__ = True
+
+__all__ = [
+    "BROKER_RACK_CONFIG",
+    "BROKER_REPLICA_PLACER_CONFIG",
+    "BUILT_IN_PLACERS",
+    "DEFAULT_REPLICA_PLACER",
+    "INVALID_CONFIG",
+    "INVALID_PARTITIONS",
+    "INVALID_REPLICATION_FACTOR",
+    "INVALID_REPLICA_ASSIGNMENT",
+    "MULTI_LEVEL",
+    "RACK_AWARE",
+    "RACK_UNAWARE",
+    "Assignment",
+    "BrokerInfo",
+    "ClusterView",
+    "MultiLevelRackPlacer",
+    "PlacementError",
+    "PlacementSpec",
+    "RackAwarePlacer",
+    "RackNode",
+    "RackTree",
+    "RackUnawarePlacer",
+    "ReplicaPlacer",
+    "RingWalk",
+    "TopicPartition",
+    "build_rack_tree",
+    "follower_index",
+    "load_replica_placer",
+    "parse_rack",
+    "place_replicas",
+    "placer_name",
+    "rack_alternated_brokers",
+    "rack_aware_assignment",
+    "rack_name",
+    "rack_unaware_assignment",
+    "usable_brokers",
+    "validate_assignment",
+]
