@@ -5,6 +5,10 @@ every fake states its fault model at the top of its module.
 """
 
 from conformance.clock import SimClock as SimClock
+from conformance.disk import DiskStatistics as DiskStatistics
+from conformance.disk import SimDisk as SimDisk
+from conformance.disk import SimFileSlice as SimFileSlice
+from conformance.disk import SimulatedCrash as SimulatedCrash
 from conformance.network import Delivery as Delivery
 from conformance.network import NetworkFaults as NetworkFaults
 from conformance.network import NetworkStatistics as NetworkStatistics
@@ -14,10 +18,14 @@ from conformance.rng import derive_seed as derive_seed
 
 __all__ = [
     "Delivery",
+    "DiskStatistics",
     "NetworkFaults",
     "NetworkStatistics",
     "SimClock",
+    "SimDisk",
+    "SimFileSlice",
     "SimNetwork",
     "SimRng",
+    "SimulatedCrash",
     "derive_seed",
 ]
