@@ -34,6 +34,11 @@ from ._multi_level import RingWalk as RingWalk
 from ._multi_level import build_rack_tree as build_rack_tree
 from ._multi_level import parse_rack as parse_rack
 from ._multi_level import rack_name as rack_name
+from ._spread import PLACEMENT_SPREAD as PLACEMENT_SPREAD
+from ._spread import SpreadViolation as SpreadViolation
+from ._spread import check_placement_spread as check_placement_spread
+from ._spread import placement_spread_holds as placement_spread_holds
+from ._spread import placement_spread_violations as placement_spread_violations
 from ._types import Assignment as Assignment
 from ._types import BrokerInfo as BrokerInfo
 from ._types import ClusterView as ClusterView
@@ -55,6 +60,7 @@ __all__ = [
     "INVALID_REPLICATION_FACTOR",
     "INVALID_REPLICA_ASSIGNMENT",
     "MULTI_LEVEL",
+    "PLACEMENT_SPREAD",
     "RACK_AWARE",
     "RACK_UNAWARE",
     "Assignment",
@@ -69,12 +75,16 @@ __all__ = [
     "RackUnawarePlacer",
     "ReplicaPlacer",
     "RingWalk",
+    "SpreadViolation",
     "TopicPartition",
     "build_rack_tree",
+    "check_placement_spread",
     "follower_index",
     "load_replica_placer",
     "parse_rack",
     "place_replicas",
+    "placement_spread_holds",
+    "placement_spread_violations",
     "placer_name",
     "rack_alternated_brokers",
     "rack_aware_assignment",
