@@ -1,0 +1,199 @@
+"""Request decoding and response encoding with kio, and the ApiVersions error fallback.
+
+Decisions (the trio shell only carries them out):
+
+* a frame shorter than the fixed header prefix, a body kio cannot parse, or trailing bytes after
+  the body is :class:`MalformedRequestError`: Kafka closes the connection on an unparsable request;
+* an API key or version the broker does not accept is :class:`UnsupportedRequestError`, also closed,
+  except ApiVersions, which is answered in the v0 format with ``UNSUPPORTED_VERSION`` (35) and,
+  for request version 3 or higher, the ApiVersions range itself (KIP-511), so a client can retry
+  at a version the broker speaks.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+import io
+import struct
+from dataclasses import dataclass
+from typing import Any, Final
+
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from . import api_versions
+from ._framing import frame
+
+__sans_io__ = True
+
+_HEAD: Final = struct.Struct(">hhi")
+UNSUPPORTED_VERSION: Final = 35
+
+
+class MalformedRequestError(Exception):
+    """The client sent bytes that are not a request; the connection must be closed."""
+
+
+class UnsupportedRequestError(Exception):
+    """An API key or version the broker does not implement (not ApiVersions)."""
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHead:
+    """The fixed prefix every request header starts with."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class DecodedRequest:
+    """A parsed request: its head, client id, kio body, and the schema to answer with."""
+
+    head: RequestHead
+    client_id: str | None
+    body: Any
+    response_class: type[Any]
+
+    @property
+    def api_key(self) -> int:
+        """The request's API key."""
+        return self.head.api_key
+
+    @property
+    def api_version(self) -> int:
+        """The request's API version."""
+        return self.head.api_version
+
+
+def peek_head(frame_bytes: bytes) -> RequestHead:
+    """The (api key, version, correlation id) prefix of a request frame.
+
+    Raises:
+        MalformedRequestError: the frame is shorter than 8 bytes.
+    """
+    if len(frame_bytes) < _HEAD.size:
+        raise MalformedRequestError(f"request frame of {len(frame_bytes)} bytes has no header")
+    api_key, api_version, correlation_id = _HEAD.unpack_from(frame_bytes, 0)
+    return RequestHead(api_key, api_version, correlation_id)
+
+
+def decode_request(frame_bytes: bytes) -> DecodedRequest:
+    """Decode one request frame (without its size prefix).
+
+    Args:
+        frame_bytes: the frame body, a read-only ``bytes``.
+
+    Returns:
+        The decoded request.
+
+    Raises:
+        MalformedRequestError: unparsable bytes or trailing garbage.
+        UnsupportedRequestError: an API key or version outside :data:`api_versions.ACCEPTED`
+            (ApiVersions included: the caller answers it with :func:`api_versions_fallback`).
+    """
+    assert isinstance(frame_bytes, bytes)
+    head = peek_head(frame_bytes)
+    if not api_versions.is_accepted(head.api_key, head.api_version):
+        raise UnsupportedRequestError(f"api key {head.api_key} version {head.api_version}")
+    request_class: type[Any] = load_request_schema(head.api_key, head.api_version)
+    response_class: type[Any] = load_response_schema(head.api_key, head.api_version)
+    try:
+        header, header_size = entity_reader(request_class.__header_schema__)(frame_bytes, 0)
+        body, body_size = entity_reader(request_class)(frame_bytes, header_size)
+    except Exception as error:  # kio raises several types (ValueError, native errors)
+        raise MalformedRequestError(f"cannot decode api key {head.api_key}: {error!r}") from None
+    if header_size + body_size != len(frame_bytes):
+        raise MalformedRequestError(
+            f"{len(frame_bytes) - header_size - body_size} trailing bytes after the request"
+        )
+    return DecodedRequest(head, header.client_id, body, response_class)
+
+
+def encode_response(request: DecodedRequest, body: Any) -> bytes:
+    """The framed response (size prefix, response header, body) to ``request``.
+
+    Args:
+        request: the request being answered.
+        body: an instance of ``request.response_class``.
+
+    Returns:
+        The bytes to write on the connection.
+    """
+    assert type(body) is request.response_class, (type(body), request.response_class)
+    out = io.BytesIO()
+    header_class = request.response_class.__header_schema__
+    entity_writer(header_class)(out, header_class(correlation_id=request.head.correlation_id))
+    entity_writer(request.response_class)(out, body)
+    return frame(out.getvalue())
+
+
+def api_versions_fallback(head: RequestHead) -> bytes:
+    """The framed v0-format ApiVersions error answer to an ApiVersions version we lack.
+
+    Args:
+        head: the request's fixed header prefix (the rest need not be parsable).
+
+    Returns:
+        Response header v0 and an ApiVersions v0 body with error 35 and, for request version 3
+        or higher, one entry giving the broker's ApiVersions range.
+    """
+    assert head.api_key == api_versions.API_VERSIONS
+    entries = b""
+    count = 0
+    if head.api_version >= 3:
+        low, high = api_versions.ADVERTISED[api_versions.API_VERSIONS]
+        entries = struct.pack(">hhh", api_versions.API_VERSIONS, low, high)
+        count = 1
+    payload = struct.pack(">ihi", head.correlation_id, UNSUPPORTED_VERSION, count) + entries
+    return frame(payload)
+
+
+def encode_request(
+    api_key: int, api_version: int, correlation_id: int, client_id: str, body: Any
+) -> bytes:
+    """A framed request, for the broker's own clients (admin, inter-broker).
+
+    Args:
+        api_key: the API key.
+        api_version: the version ``body``'s class belongs to.
+        correlation_id: echoed by the server.
+        client_id: the header's client id.
+        body: an instance of ``load_request_schema(api_key, api_version)``.
+
+    Returns:
+        The bytes to send.
+    """
+    request_class: type[Any] = load_request_schema(api_key, api_version)
+    assert type(body) is request_class
+    out = io.BytesIO()
+    header_class = request_class.__header_schema__
+    entity_writer(header_class)(
+        out,
+        header_class(
+            request_api_key=api_key,
+            request_api_version=api_version,
+            correlation_id=correlation_id,
+            client_id=client_id,
+        ),
+    )
+    entity_writer(request_class)(out, body)
+    return frame(out.getvalue())
+
+
+def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple[int, Any]:
+    """Decode a response frame body into (correlation id, kio response).
+
+    Raises:
+        MalformedRequestError: the bytes do not parse as that response.
+    """
+    response_class: type[Any] = load_response_schema(api_key, api_version)
+    try:
+        header, size = entity_reader(response_class.__header_schema__)(frame_bytes, 0)
+        body, _ = entity_reader(response_class)(frame_bytes, size)
+    except Exception as error:
+        message = f"cannot decode response to api key {api_key}: {error!r}"
+        raise MalformedRequestError(message) from None
+    return header.correlation_id, body

@@ -1,0 +1,74 @@
+"""Kafka framing: a stream of ``int32 size`` + ``size`` bytes frames, with a size limit.
+
+Why sans-IO: the trio connection feeds whatever ``receive_some`` returned and takes out whole
+frames; the fuzz test feeds the same bytes all at once and byte by byte and checks that both give
+the same frames and the same error (STYLE.md item 12).
+
+A negative size or a size above ``socket.request.max.bytes`` is a client error Kafka answers by
+closing the connection (``InvalidReceiveException``); :class:`FrameError` carries that decision.
+"""
+
+from __future__ import annotations
+
+import struct
+from typing import Final
+
+__sans_io__ = True
+
+_SIZE: Final = struct.Struct(">i")
+
+
+class FrameError(Exception):
+    """The peer sent a size prefix the broker refuses; the connection must be closed."""
+
+
+class FrameDecoder:
+    """Incremental decoder: :meth:`feed` bytes, then :meth:`next_frame` until it returns None.
+
+    Args:
+        max_frame_bytes: the largest frame body accepted (``socket.request.max.bytes``).
+    """
+
+    def __init__(self, max_frame_bytes: int) -> None:
+        assert max_frame_bytes > 0
+        self._max_frame_bytes = max_frame_bytes
+        self._buffer = bytearray()
+        self._failed: FrameError | None = None
+
+    @property
+    def buffered_bytes(self) -> int:
+        """Bytes received and not yet returned as a frame."""
+        return len(self._buffer)
+
+    def feed(self, data: bytes) -> None:
+        """Append received bytes."""
+        self._buffer += data
+
+    def next_frame(self) -> bytes | None:
+        """The next complete frame body (read-only ``bytes``), or None if more bytes are needed.
+
+        Raises:
+            FrameError: the size prefix is negative or larger than the limit (sticky: every
+                later call raises it again).
+        """
+        if self._failed is not None:
+            raise self._failed
+        if len(self._buffer) < _SIZE.size:
+            return None
+        (size,) = _SIZE.unpack_from(self._buffer, 0)
+        if size < 0 or size > self._max_frame_bytes:
+            self._failed = FrameError(
+                f"frame size {size} outside 0..{self._max_frame_bytes} (socket.request.max.bytes)"
+            )
+            raise self._failed
+        end = _SIZE.size + size
+        if len(self._buffer) < end:
+            return None
+        frame = bytes(self._buffer[_SIZE.size : end])
+        del self._buffer[:end]
+        return frame
+
+
+def frame(payload: bytes) -> bytes:
+    """``payload`` with its int32 size prefix."""
+    return _SIZE.pack(len(payload)) + payload

@@ -1,0 +1,73 @@
+"""The API keys and versions this broker implements, and the ones it advertises.
+
+The advertised table keeps every minimum at or below aiokafka's maxima (Produce 7, Fetch 11,
+ListOffsets 3, Metadata 5, CreateTopics 3, InitProducerId 0) and every maximum at a version whose
+semantics the handlers implement: Fetch stops at 11 (v12 is flexible and v13 switches to topic
+ids), Produce at 8. Only ApiVersions v3, AlterReplicaLogDirs v2 and DescribeLogDirs v2+ are
+flexible; kio encodes their tagged fields.
+
+The controller-to-broker APIs (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6) are accepted at
+the one version the project's own controller sends and are not advertised to clients: no client
+sends them, and kafka-python infers a broker release from the advertised table.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from types import MappingProxyType
+from typing import Final
+
+__sans_io__ = True
+
+PRODUCE: Final = 0
+FETCH: Final = 1
+LIST_OFFSETS: Final = 2
+METADATA: Final = 3
+LEADER_AND_ISR: Final = 4
+STOP_REPLICA: Final = 5
+UPDATE_METADATA: Final = 6
+API_VERSIONS: Final = 18
+CREATE_TOPICS: Final = 19
+DELETE_TOPICS: Final = 20
+INIT_PRODUCER_ID: Final = 22
+ALTER_REPLICA_LOG_DIRS: Final = 34
+DESCRIBE_LOG_DIRS: Final = 35
+
+#: (min, max) per API key, as advertised in ApiVersions.
+ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
+    {
+        PRODUCE: (3, 8),
+        FETCH: (4, 11),
+        LIST_OFFSETS: (1, 5),
+        METADATA: (0, 8),
+        API_VERSIONS: (0, 3),
+        CREATE_TOPICS: (2, 4),
+        DELETE_TOPICS: (1, 3),
+        INIT_PRODUCER_ID: (0, 1),
+        ALTER_REPLICA_LOG_DIRS: (1, 2),
+        DESCRIBE_LOG_DIRS: (1, 4),
+    }
+)
+
+#: The versions the project's controller uses for the controller-to-broker APIs.
+LEADER_AND_ISR_VERSION: Final = 4
+STOP_REPLICA_VERSION: Final = 3
+UPDATE_METADATA_VERSION: Final = 6
+
+#: Everything the broker decodes: the advertised table plus the controller-to-broker APIs.
+ACCEPTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
+    {
+        **ADVERTISED,
+        LEADER_AND_ISR: (LEADER_AND_ISR_VERSION, LEADER_AND_ISR_VERSION),
+        STOP_REPLICA: (STOP_REPLICA_VERSION, STOP_REPLICA_VERSION),
+        UPDATE_METADATA: (UPDATE_METADATA_VERSION, UPDATE_METADATA_VERSION),
+    }
+)
+
+
+def is_accepted(api_key: int, api_version: int) -> bool:
+    """Whether the broker decodes and answers (api_key, api_version)."""
+    versions = ACCEPTED.get(api_key)
+    return versions is not None and versions[0] <= api_version <= versions[1]

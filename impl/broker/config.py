@@ -1,0 +1,337 @@
+"""Broker configuration: Kafka-style properties plus command-line overrides.
+
+The broker reads a ``.properties`` file (``key=value`` or ``key: value`` lines, ``#`` and ``!``
+comments, as Kafka does) and applies ``--override key=value`` on top. Every key is parsed into a
+typed field of :class:`BrokerConfig`; an unknown key or a bad value raises :class:`ConfigError`
+with one line naming the key, so the command line can print it and exit non-zero.
+
+This module is a sans-IO core: it parses text; the caller reads the file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Mapping
+from dataclasses import dataclass, field
+from typing import Final
+
+__sans_io__ = True
+
+#: Kafka's default for ``socket.request.max.bytes`` (100 MiB).
+SOCKET_REQUEST_MAX_BYTES_DEFAULT: Final = 104_857_600
+#: Kafka's default for ``message.max.bytes``.
+MESSAGE_MAX_BYTES_DEFAULT: Final = 1_048_588
+#: ``intra.broker.throttled.rate`` defaults to MAX_LONG (no throttle), as in KIP-113.
+THROTTLE_UNLIMITED: Final = 2**63 - 1
+
+
+class ConfigError(ValueError):
+    """A configuration key or value the broker cannot use (one line, names the key)."""
+
+
+@dataclass(frozen=True, slots=True)
+class Listener:
+    """One ``listeners`` entry: ``PLAINTEXT://host:port``."""
+
+    name: str
+    host: str
+    port: int
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerConfig:
+    """Every setting the broker uses, typed, with Kafka's names in the docstrings.
+
+    Attributes:
+        broker_id: ``broker.id``.
+        listeners: ``listeners`` (PLAINTEXT only).
+        advertised_host: ``advertised.host.name``; default the first listener's host.
+        log_dirs: ``log.dirs`` (comma-separated absolute paths; ``log.dir`` accepted too).
+        zookeeper_connect: ``zookeeper.connect`` (``host:port[,host:port][/chroot]``).
+        zookeeper_session_timeout_ms: ``zookeeper.session.timeout.ms``.
+        intra_broker_throttled_rate_bytes_per_second: ``intra.broker.throttled.rate`` (KIP-113).
+        num_replica_alter_log_dirs_threads: ``num.replica.alter.log.dirs.threads``; default the
+            number of log dirs.
+        min_insync_replicas: ``min.insync.replicas``.
+        default_replication_factor: ``default.replication.factor``.
+        num_partitions: ``num.partitions``.
+        segment_bytes: ``log.segment.bytes``.
+        segment_ms: ``log.roll.ms`` (``log.roll.hours`` accepted too).
+        retention_ms: ``log.retention.ms`` (``-1`` keeps everything; ``.hours``/``.minutes`` too).
+        retention_bytes: ``log.retention.bytes`` (``-1`` unlimited).
+        index_interval_bytes: ``log.index.interval.bytes``.
+        flush_interval_messages: ``log.flush.interval.messages`` (fsync after this many records).
+        rack: ``broker.rack``.
+        socket_request_max_bytes: ``socket.request.max.bytes``.
+        message_max_bytes: ``message.max.bytes``.
+        replica_lag_time_max_ms: ``replica.lag.time.max.ms``.
+        auto_create_topics_enable: ``auto.create.topics.enable``.
+        controlled_shutdown_enable: ``controlled.shutdown.enable``.
+        cluster_id: reported in Metadata.
+    """
+
+    broker_id: int
+    listeners: tuple[Listener, ...]
+    log_dirs: tuple[str, ...]
+    zookeeper_connect: str
+    advertised_host: str = ""
+    zookeeper_session_timeout_ms: int = 18_000
+    intra_broker_throttled_rate_bytes_per_second: int = THROTTLE_UNLIMITED
+    num_replica_alter_log_dirs_threads: int = 0
+    min_insync_replicas: int = 1
+    default_replication_factor: int = 1
+    num_partitions: int = 1
+    segment_bytes: int = 1_073_741_824
+    segment_ms: int = 7 * 24 * 3_600_000
+    retention_ms: int = 7 * 24 * 3_600_000
+    retention_bytes: int = -1
+    index_interval_bytes: int = 4096
+    flush_interval_messages: int = 2**63 - 1
+    rack: str | None = None
+    socket_request_max_bytes: int = SOCKET_REQUEST_MAX_BYTES_DEFAULT
+    message_max_bytes: int = MESSAGE_MAX_BYTES_DEFAULT
+    replica_lag_time_max_ms: int = 30_000
+    auto_create_topics_enable: bool = False
+    controlled_shutdown_enable: bool = True
+    cluster_id: str = "logproof"
+    extra: Mapping[str, str] = field(default_factory=dict)
+
+    @property
+    def host(self) -> str:
+        """The host advertised to clients."""
+        return self.advertised_host or self.listeners[0].host
+
+    @property
+    def port(self) -> int:
+        """The first listener's port (the one advertised)."""
+        return self.listeners[0].port
+
+    @property
+    def mover_threads(self) -> int:
+        """``num.replica.alter.log.dirs.threads`` with Kafka's default (one per log dir)."""
+        return self.num_replica_alter_log_dirs_threads or len(self.log_dirs)
+
+
+def parse_properties(text: str) -> dict[str, str]:
+    """Parse Java-properties text into a dict (later keys win).
+
+    Args:
+        text: the file's contents.
+
+    Returns:
+        ``{key: value}`` with surrounding whitespace stripped.
+
+    Raises:
+        ConfigError: a non-comment line without ``=`` or ``:``.
+    """
+    properties: dict[str, str] = {}
+    for number, raw in enumerate(text.splitlines(), start=1):
+        line = raw.strip()
+        if not line or line[0] in "#!":
+            continue
+        separators = [index for index in (line.find("="), line.find(":")) if index > 0]
+        if not separators:
+            raise ConfigError(f"line {number}: expected key=value, got {line!r}")
+        cut = min(separators)
+        properties[line[:cut].strip()] = line[cut + 1 :].strip()
+    return properties
+
+
+def parse_overrides(overrides: Iterable[str]) -> dict[str, str]:
+    """Parse ``key=value`` command-line overrides.
+
+    Raises:
+        ConfigError: an override without ``=`` or with an empty key.
+    """
+    result: dict[str, str] = {}
+    for override in overrides:
+        key, sep, value = override.partition("=")
+        if not sep or not key.strip():
+            raise ConfigError(f"--override must be key=value, not {override!r}")
+        result[key.strip()] = value.strip()
+    return result
+
+
+def _int(key: str, value: str, minimum: int | None = None, maximum: int | None = None) -> int:
+    try:
+        number = int(value)
+    except ValueError:
+        raise ConfigError(f"{key}: expected an integer, got {value!r}") from None
+    if minimum is not None and number < minimum:
+        raise ConfigError(f"{key}: must be at least {minimum}, got {number}")
+    if maximum is not None and number > maximum:
+        raise ConfigError(f"{key}: must be at most {maximum}, got {number}")
+    return number
+
+
+def _bool(key: str, value: str) -> bool:
+    lowered = value.lower()
+    if lowered not in {"true", "false"}:
+        raise ConfigError(f"{key}: expected true or false, got {value!r}")
+    return lowered == "true"
+
+
+def parse_listeners(value: str) -> tuple[Listener, ...]:
+    """Parse ``listeners`` (``PLAINTEXT://host:port[,…]``).
+
+    Raises:
+        ConfigError: an entry that is not ``NAME://host:port`` or a security protocol other than
+            PLAINTEXT.
+    """
+    listeners: list[Listener] = []
+    for entry in (item.strip() for item in value.split(",")):
+        if not entry:
+            continue
+        name, sep, address = entry.partition("://")
+        host, colon, port_text = address.rpartition(":")
+        if not sep or not colon:
+            raise ConfigError(f"listeners: expected NAME://host:port, got {entry!r}")
+        if name.upper() != "PLAINTEXT":
+            raise ConfigError(f"listeners: only PLAINTEXT is supported, got {name!r}")
+        port = _int("listeners", port_text, 0, 65535)
+        listeners.append(Listener(name.upper(), host.strip("[]") or "0.0.0.0", port))
+    if not listeners:
+        raise ConfigError("listeners: at least one listener is required")
+    return tuple(listeners)
+
+
+def _log_dirs(value: str) -> tuple[str, ...]:
+    dirs = tuple(item.strip() for item in value.split(",") if item.strip())
+    if not dirs:
+        raise ConfigError("log.dirs: at least one log dir is required")
+    for path in dirs:
+        if not path.startswith("/"):
+            raise ConfigError(f"log.dirs: {path!r} is not an absolute path")
+        if any(part == ".." for part in path.split("/")):
+            raise ConfigError(f"log.dirs: {path!r} contains '..'")
+    normalised = tuple(path.rstrip("/") or "/" for path in dirs)
+    if len(set(normalised)) != len(normalised):
+        raise ConfigError("log.dirs: a log dir is listed twice")
+    return normalised
+
+
+_HOURS_MS: Final = 3_600_000
+_MINUTES_MS: Final = 60_000
+
+# key → (field name, parser)
+_PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
+    "broker.id": ("broker_id", lambda k, v: _int(k, v, 0, 2**31 - 1)),
+    "listeners": ("listeners", lambda k, v: parse_listeners(v)),
+    "advertised.host.name": ("advertised_host", lambda k, v: v),
+    "log.dirs": ("log_dirs", lambda k, v: _log_dirs(v)),
+    "log.dir": ("log_dirs", lambda k, v: _log_dirs(v)),
+    "zookeeper.connect": ("zookeeper_connect", lambda k, v: v),
+    "zookeeper.session.timeout.ms": (
+        "zookeeper_session_timeout_ms",
+        lambda k, v: _int(k, v, 1000, 2**31 - 1),
+    ),
+    "intra.broker.throttled.rate": (
+        "intra_broker_throttled_rate_bytes_per_second",
+        lambda k, v: _int(k, v, 1, THROTTLE_UNLIMITED),
+    ),
+    "replica.alter.log.dirs.io.max.bytes.per.second": (
+        "intra_broker_throttled_rate_bytes_per_second",
+        lambda k, v: _int(k, v, 1, THROTTLE_UNLIMITED),
+    ),
+    "num.replica.alter.log.dirs.threads": (
+        "num_replica_alter_log_dirs_threads",
+        lambda k, v: _int(k, v, 1, 1024),
+    ),
+    "min.insync.replicas": ("min_insync_replicas", lambda k, v: _int(k, v, 1, 2**31 - 1)),
+    "default.replication.factor": (
+        "default_replication_factor",
+        lambda k, v: _int(k, v, 1, 2**15 - 1),
+    ),
+    "num.partitions": ("num_partitions", lambda k, v: _int(k, v, 1, 2**31 - 1)),
+    "log.segment.bytes": ("segment_bytes", lambda k, v: _int(k, v, 14, 2**31 - 1)),
+    "log.roll.ms": ("segment_ms", lambda k, v: _int(k, v, 1, 2**63 - 1)),
+    "log.roll.hours": ("segment_ms", lambda k, v: _int(k, v, 1, 2**31 - 1) * _HOURS_MS),
+    "log.retention.ms": ("retention_ms", lambda k, v: _int(k, v, -1, 2**63 - 1)),
+    "log.retention.minutes": (
+        "retention_ms",
+        lambda k, v: _int(k, v, -1, 2**31 - 1) * _MINUTES_MS,
+    ),
+    "log.retention.hours": (
+        "retention_ms",
+        lambda k, v: _int(k, v, -1, 2**31 - 1) * _HOURS_MS,
+    ),
+    "log.retention.bytes": ("retention_bytes", lambda k, v: _int(k, v, -1, 2**63 - 1)),
+    "log.index.interval.bytes": ("index_interval_bytes", lambda k, v: _int(k, v, 0, 2**31 - 1)),
+    "log.flush.interval.messages": (
+        "flush_interval_messages",
+        lambda k, v: _int(k, v, 1, 2**63 - 1),
+    ),
+    "broker.rack": ("rack", lambda k, v: v or None),
+    "socket.request.max.bytes": (
+        "socket_request_max_bytes",
+        lambda k, v: _int(k, v, 64, 2**31 - 1),
+    ),
+    "message.max.bytes": ("message_max_bytes", lambda k, v: _int(k, v, 64, 2**31 - 1)),
+    "replica.lag.time.max.ms": ("replica_lag_time_max_ms", lambda k, v: _int(k, v, 1, 2**31 - 1)),
+    "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
+    "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool),
+    "cluster.id": ("cluster_id", lambda k, v: v),
+}
+
+#: Keys Kafka users commonly set that this broker accepts and ignores (kept in ``extra``).
+_ACCEPTED_IGNORED: Final = frozenset(
+    {
+        "num.network.threads",
+        "num.io.threads",
+        "socket.send.buffer.bytes",
+        "socket.receive.buffer.bytes",
+        "num.recovery.threads.per.data.dir",
+        "offsets.topic.replication.factor",
+        "transaction.state.log.replication.factor",
+        "transaction.state.log.min.isr",
+        "log.retention.check.interval.ms",
+        "zookeeper.connection.timeout.ms",
+        "group.initial.rebalance.delay.ms",
+    }
+)
+
+
+def build_config(properties: Mapping[str, str]) -> BrokerConfig:
+    """Build a :class:`BrokerConfig` from properties (file values with overrides applied).
+
+    Args:
+        properties: ``{kafka key: text value}``.
+
+    Returns:
+        The typed configuration.
+
+    Raises:
+        ConfigError: an unknown key, a bad value, or a missing required key (``broker.id``,
+            ``listeners``, ``log.dirs``, ``zookeeper.connect``).
+    """
+    values: dict[str, object] = {}
+    extra: dict[str, str] = {}
+    for key, text in properties.items():
+        if key in _ACCEPTED_IGNORED:
+            extra[key] = text
+            continue
+        if key not in _PARSERS:
+            raise ConfigError(f"unknown config key {key!r}")
+        name, parser = _PARSERS[key]
+        values[name] = parser(key, text)
+    for required, name in (
+        ("broker.id", "broker_id"),
+        ("listeners", "listeners"),
+        ("log.dirs", "log_dirs"),
+        ("zookeeper.connect", "zookeeper_connect"),
+    ):
+        if name not in values:
+            raise ConfigError(f"missing required config key {required!r}")
+    if not str(values["zookeeper_connect"]).strip():
+        raise ConfigError("zookeeper.connect: must not be empty")
+    return BrokerConfig(extra=extra, **values)  # type: ignore[arg-type]
+
+
+def load_config(text: str, overrides: Iterable[str] = ()) -> BrokerConfig:
+    """Parse a properties file's text and apply ``key=value`` overrides.
+
+    Raises:
+        ConfigError: see :func:`build_config`.
+    """
+    properties = parse_properties(text)
+    properties.update(parse_overrides(overrides))
+    return build_config(properties)

@@ -1,0 +1,273 @@
+"""Controller-to-broker requests between the controller's dataclasses and kio's wire entities.
+
+The controller core (:mod:`impl.controller.requests`) speaks frozen dataclasses; on the wire they
+are Kafka's LeaderAndIsr v4, StopReplica v3 and UpdateMetadata v6 (kio 0.6.2 still carries them).
+Both directions live here so the conversion is one rename table read both ways: the inter-broker
+client encodes with :func:`request_to_wire` and decodes with :func:`response_from_wire`; the broker
+decodes with :func:`request_from_wire` and answers with :func:`response_to_wire`.
+
+``preferred_log_dir`` has no field in the Kafka schema; KIP-113 carries the preferred dir by
+AlterReplicaLogDirs instead, so it does not cross the wire.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Final
+
+from kio.index import load_request_schema, load_response_schema
+
+from impl.controller.requests import (
+    BrokerEndpoint,
+    ControllerRequest,
+    ControllerResponse,
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    StopReplicaPartition,
+    StopReplicaRequest,
+    UpdateMetadataPartitionState,
+    UpdateMetadataRequest,
+)
+
+from . import api_versions
+from ._kio_build import build
+
+__sans_io__ = True
+
+#: UpdateMetadata endpoint security protocol id of PLAINTEXT.
+_PLAINTEXT: Final = 0
+
+
+def api_of(request: ControllerRequest) -> tuple[int, int]:
+    """(api key, version) used on the wire for ``request``."""
+    if isinstance(request, LeaderAndIsrRequest):
+        return api_versions.LEADER_AND_ISR, api_versions.LEADER_AND_ISR_VERSION
+    if isinstance(request, StopReplicaRequest):
+        return api_versions.STOP_REPLICA, api_versions.STOP_REPLICA_VERSION
+    return api_versions.UPDATE_METADATA, api_versions.UPDATE_METADATA_VERSION
+
+
+def _group(items: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, list[dict[str, Any]]]]:
+    grouped: dict[str, list[dict[str, Any]]] = {}
+    for topic, item in items:
+        grouped.setdefault(topic, []).append(item)
+    return list(grouped.items())
+
+
+def request_to_wire(request: ControllerRequest) -> Any:
+    """The kio request entity for a controller request dataclass."""
+    api_key, version = api_of(request)
+    request_class: type[Any] = load_request_schema(api_key, version)
+    if isinstance(request, LeaderAndIsrRequest):
+        states = _group(
+            [
+                (
+                    state.topic,
+                    {
+                        "partition_index": state.partition,
+                        "controller_epoch": state.controller_epoch,
+                        "leader": state.leader,
+                        "leader_epoch": state.leader_epoch,
+                        "isr": state.isr,
+                        "partition_epoch": state.zk_version,
+                        "replicas": state.replicas,
+                        "adding_replicas": state.adding_replicas,
+                        "removing_replicas": state.removing_replicas,
+                        "is_new": state.is_new,
+                    },
+                )
+                for state in request.partition_states
+            ]
+        )
+        return build(
+            request_class,
+            {
+                "controller_id": request.controller_id,
+                "controller_epoch": request.controller_epoch,
+                "broker_epoch": request.broker_epoch,
+                "topic_states": [
+                    {"topic_name": topic, "partition_states": partitions}
+                    for topic, partitions in states
+                ],
+                "live_leaders": [
+                    {"broker_id": leader.broker_id, "host_name": leader.host, "port": leader.port}
+                    for leader in request.live_leaders
+                ],
+            },
+        )
+    if isinstance(request, StopReplicaRequest):
+        stops = _group(
+            [
+                (
+                    item.topic,
+                    {
+                        "partition_index": item.partition,
+                        "leader_epoch": item.leader_epoch,
+                        "delete_partition": item.delete_partition,
+                    },
+                )
+                for item in request.partitions
+            ]
+        )
+        return build(
+            request_class,
+            {
+                "controller_id": request.controller_id,
+                "controller_epoch": request.controller_epoch,
+                "broker_epoch": request.broker_epoch,
+                "topic_states": [
+                    {"topic_name": topic, "partition_states": partitions}
+                    for topic, partitions in stops
+                ],
+            },
+        )
+    updates = _group(
+        [
+            (
+                state.topic,
+                {
+                    "partition_index": state.partition,
+                    "controller_epoch": state.controller_epoch,
+                    "leader": state.leader,
+                    "leader_epoch": state.leader_epoch,
+                    "isr": state.isr,
+                    "zk_version": state.zk_version,
+                    "replicas": state.replicas,
+                    "offline_replicas": state.offline_replicas,
+                },
+            )
+            for state in request.partition_states
+        ]
+    )
+    return build(
+        request_class,
+        {
+            "controller_id": request.controller_id,
+            "controller_epoch": request.controller_epoch,
+            "broker_epoch": request.broker_epoch,
+            "topic_states": [
+                {"topic_name": topic, "partition_states": partitions}
+                for topic, partitions in updates
+            ],
+            "live_brokers": [
+                {
+                    "id_": broker.broker_id,
+                    "endpoints": [
+                        {
+                            "port": broker.port,
+                            "host": broker.host,
+                            "listener": "PLAINTEXT",
+                            "security_protocol": _PLAINTEXT,
+                        }
+                    ],
+                    "rack": broker.rack,
+                }
+                for broker in request.live_brokers
+            ],
+        },
+    )
+
+
+def request_from_wire(api_key: int, body: Any) -> ControllerRequest:
+    """The controller request dataclass for a decoded kio request (the broker side)."""
+    if api_key == api_versions.LEADER_AND_ISR:
+        return LeaderAndIsrRequest(
+            controller_id=int(body.controller_id),
+            controller_epoch=int(body.controller_epoch),
+            broker_epoch=int(body.broker_epoch),
+            partition_states=tuple(
+                LeaderAndIsrPartitionState(
+                    topic=topic.topic_name,
+                    partition=int(state.partition_index),
+                    controller_epoch=int(state.controller_epoch),
+                    leader=int(state.leader),
+                    leader_epoch=int(state.leader_epoch),
+                    isr=tuple(int(broker) for broker in state.isr),
+                    zk_version=int(state.partition_epoch),
+                    replicas=tuple(int(broker) for broker in state.replicas),
+                    adding_replicas=tuple(int(broker) for broker in state.adding_replicas),
+                    removing_replicas=tuple(int(broker) for broker in state.removing_replicas),
+                    is_new=bool(state.is_new),
+                )
+                for topic in body.topic_states
+                for state in topic.partition_states
+            ),
+            live_leaders=tuple(
+                BrokerEndpoint(int(leader.broker_id), leader.host_name, int(leader.port))
+                for leader in body.live_leaders
+            ),
+        )
+    if api_key == api_versions.STOP_REPLICA:
+        return StopReplicaRequest(
+            controller_id=int(body.controller_id),
+            controller_epoch=int(body.controller_epoch),
+            broker_epoch=int(body.broker_epoch),
+            partitions=tuple(
+                StopReplicaPartition(
+                    topic=topic.topic_name,
+                    partition=int(state.partition_index),
+                    leader_epoch=int(state.leader_epoch),
+                    delete_partition=bool(state.delete_partition),
+                )
+                for topic in body.topic_states
+                for state in topic.partition_states
+            ),
+        )
+    assert api_key == api_versions.UPDATE_METADATA, api_key
+    brokers: list[BrokerEndpoint] = []
+    for broker in body.live_brokers:
+        if not broker.endpoints:
+            continue
+        endpoint = broker.endpoints[0]
+        brokers.append(
+            BrokerEndpoint(int(broker.id_), endpoint.host, int(endpoint.port), broker.rack)
+        )
+    return UpdateMetadataRequest(
+        controller_id=int(body.controller_id),
+        controller_epoch=int(body.controller_epoch),
+        broker_epoch=int(body.broker_epoch),
+        live_brokers=tuple(brokers),
+        partition_states=tuple(
+            UpdateMetadataPartitionState(
+                topic=topic.topic_name,
+                partition=int(state.partition_index),
+                controller_epoch=int(state.controller_epoch),
+                leader=int(state.leader),
+                leader_epoch=int(state.leader_epoch),
+                isr=tuple(int(broker) for broker in state.isr),
+                zk_version=int(state.zk_version),
+                replicas=tuple(int(broker) for broker in state.replicas),
+                offline_replicas=tuple(int(broker) for broker in state.offline_replicas),
+            )
+            for topic in body.topic_states
+            for state in topic.partition_states
+        ),
+    )
+
+
+def response_to_wire(api_key: int, version: int, response: ControllerResponse) -> Any:
+    """The kio response entity for a broker's answer to a controller request."""
+    response_class: type[Any] = load_response_schema(api_key, version)
+    if api_key == api_versions.UPDATE_METADATA:
+        return build(response_class, {"error_code": response.error_code})
+    return build(
+        response_class,
+        {
+            "error_code": response.error_code,
+            "partition_errors": [
+                {"topic_name": topic, "partition_index": partition, "error_code": code}
+                for (topic, partition), code in sorted(response.partition_errors.items())
+            ],
+        },
+    )
+
+
+def response_from_wire(api_key: int, body: Any) -> ControllerResponse:
+    """The controller's view of a decoded kio response (errors other than NONE only)."""
+    errors: dict[tuple[str, int], int] = {}
+    for item in getattr(body, "partition_errors", ()):
+        code = int(item.error_code)
+        if code != 0:
+            errors[(item.topic_name, int(item.partition_index))] = code
+    return ControllerResponse(error_code=int(body.error_code), partition_errors=errors)

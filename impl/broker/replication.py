@@ -1,0 +1,295 @@
+"""The replication machine on the broker side: controller fencing, leader/follower transitions.
+
+Decisions taken here (the trio shell and the storage engine carry them out):
+
+* **Controller fencing** (design V3, KIP-380): a controller request whose ``broker_epoch`` is older
+  than this broker's registration is STALE_BROKER_EPOCH (77) — it was meant for an earlier
+  incarnation; one whose controller epoch is below the highest seen is STALE_CONTROLLER_EPOCH (11)
+  — it comes from a deposed controller (``CONTROLLER_FENCED``). Neither changes any state.
+* **Leader epochs** (KIP-101/279): a LeaderAndIsr partition state with a lower leader epoch than
+  the replica's is FENCED_LEADER_EPOCH (74); the same leader epoch with a newer partition epoch
+  (zkVersion) updates ISR and replicas; the same epochs again is an idempotent re-delivery
+  (after a controller failover) answered with no error and no change (``EPOCHS_MONOTONIC``).
+* **Offline replicas** (KIP-112): a replica on an offline log dir answers KAFKA_STORAGE_ERROR
+  (56); a missing replica is created only when ``is_new`` is set or no log dir is offline, so a
+  replica lost with a failed disk is never recreated empty on a good one
+  (``DIR_FAILURE_ISOLATION``, KAFKA-10314/16234).
+* **High watermark**: the leader's HW is the minimum LEO over the ISR, and never decreases.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, replace
+from typing import Final
+
+from impl.trace import NullTraceSink, TraceEvent, TraceSink
+
+__sans_io__ = True
+
+MACHINE: Final = "replication"
+
+NONE: Final = 0
+STALE_CONTROLLER_EPOCH: Final = 11
+KAFKA_STORAGE_ERROR: Final = 56
+FENCED_LEADER_EPOCH: Final = 74
+STALE_BROKER_EPOCH: Final = 77
+#: StopReplica's leader epoch meaning "the topic is being deleted" (``EpochDuringDelete``).
+EPOCH_DURING_DELETE: Final = -2
+#: A request that carries no broker epoch (older versions) is never stale.
+BROKER_EPOCH_UNKNOWN: Final = -1
+
+
+class ReplicaRole(enum.Enum):
+    """The role of one replica on this broker (design V3 §"replica")."""
+
+    LEADER = "LEADER"  #: serves produce and fetch; owns the HW
+    FOLLOWER = "FOLLOWER"  #: fetches from the leader
+    OFFLINE = "OFFLINE"  #: its log dir failed (KIP-112)
+
+
+class ReplicationEvent(enum.Enum):
+    """Events of the replication machine (names shared with ``model/replication.py``)."""
+
+    BECOME_LEADER = "BECOME_LEADER"  #: LeaderAndIsr names this broker leader
+    BECOME_FOLLOWER = "BECOME_FOLLOWER"  #: LeaderAndIsr names another broker leader
+    LEADER_APPEND = "LEADER_APPEND"  #: produce appended at the leader
+    FOLLOWER_FETCH = "FOLLOWER_FETCH"  #: a follower fetched (its LEO is known)
+    HW_ADVANCE = "HW_ADVANCE"  #: the leader's HW moved up
+    ISR_SHRINK = "ISR_SHRINK"  #: a replica left the ISR
+    ISR_EXPAND = "ISR_EXPAND"  #: a replica joined the ISR
+    TRUNCATE = "TRUNCATE"  #: a follower truncated its log
+    CRASH = "CRASH"  #: the broker stopped
+    RESTART = "RESTART"  #: the broker started again
+
+
+class TruncationPolicy(enum.Enum):
+    """How a new follower truncates (design V3 uses the HW; KIP-101/279 the leader epoch)."""
+
+    HIGH_WATERMARK = "HIGH_WATERMARK"  #: the V3 text: truncate to the HW (known bad: KIP-101)
+    LEADER_EPOCH = "LEADER_EPOCH"  #: KIP-101/279: ask the leader for the epoch's end offset
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionAssignment:
+    """One partition state of a LeaderAndIsr request (the fields this broker uses)."""
+
+    topic: str
+    partition: int
+    controller_epoch: int
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    partition_epoch: int
+    replicas: tuple[int, ...]
+    is_new: bool
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaState:
+    """What this broker knows about one of its replicas."""
+
+    topic: str
+    partition: int
+    role: ReplicaRole
+    leader: int
+    leader_epoch: int
+    partition_epoch: int
+    isr: tuple[int, ...]
+    replicas: tuple[int, ...]
+
+    @property
+    def subject(self) -> str:
+        """The trace subject ``topic-partition``."""
+        return f"{self.topic}-{self.partition}"
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderAndIsrDecision:
+    """The verdict for one partition of a LeaderAndIsr request.
+
+    Attributes:
+        error_code: what to answer for the partition.
+        state: the replica's new state (None: unchanged or refused).
+        create_log: the replica is missing and may be created.
+        became_leader: the state moved to LEADER (reset follower tracking, set the HW).
+    """
+
+    error_code: int
+    state: ReplicaState | None = None
+    create_log: bool = False
+    became_leader: bool = False
+
+
+class ControllerFence:
+    """Controller-epoch and broker-epoch fencing of controller-to-broker requests.
+
+    Args:
+        broker_id: this broker's id.
+        broker_epoch: this incarnation's epoch (the czxid of ``/brokers/ids/<id>``).
+    """
+
+    def __init__(self, broker_id: int, broker_epoch: int = BROKER_EPOCH_UNKNOWN) -> None:
+        self.broker_id = broker_id
+        self.broker_epoch = broker_epoch
+        self.controller_epoch = 0
+        self.controller_id = -1
+
+    def register(self, broker_epoch: int) -> None:
+        """Record this broker's (new) registration epoch; epochs only increase."""
+        assert broker_epoch >= self.broker_epoch, (broker_epoch, self.broker_epoch)
+        self.broker_epoch = broker_epoch
+
+    def check(self, controller_id: int, controller_epoch: int, broker_epoch: int) -> int:
+        """The top-level error for a controller request, updating the highest epoch seen.
+
+        Args:
+            controller_id: the sender.
+            controller_epoch: the sender's controller epoch.
+            broker_epoch: the broker epoch the request is addressed to (-1: not given).
+
+        Returns:
+            NONE, STALE_BROKER_EPOCH or STALE_CONTROLLER_EPOCH.
+        """
+        if broker_epoch != BROKER_EPOCH_UNKNOWN and broker_epoch < self.broker_epoch:
+            return STALE_BROKER_EPOCH
+        if controller_epoch < self.controller_epoch:
+            return STALE_CONTROLLER_EPOCH
+        self.controller_epoch = controller_epoch
+        self.controller_id = controller_id
+        return NONE
+
+
+def decide_leader_and_isr(
+    broker_id: int,
+    current: ReplicaState | None,
+    assignment: PartitionAssignment,
+    *,
+    hosted: bool,
+    replica_offline: bool,
+    any_dir_offline: bool,
+    trace: TraceSink | None = None,
+) -> LeaderAndIsrDecision:
+    """Decide one partition of a LeaderAndIsr request already past :class:`ControllerFence`.
+
+    Args:
+        broker_id: this broker.
+        current: the replica's state, None if this broker has no state for it.
+        assignment: the request's partition state.
+        hosted: a log for the partition exists on an online dir.
+        replica_offline: the partition's log is on an offline dir.
+        any_dir_offline: some configured log dir is offline.
+        trace: where to emit BECOME_LEADER / BECOME_FOLLOWER.
+
+    Returns:
+        The decision (error code, new state, whether to create the log).
+    """
+    sink = trace if trace is not None else NullTraceSink()
+    if replica_offline:
+        return LeaderAndIsrDecision(KAFKA_STORAGE_ERROR)
+    create_log = False
+    if not hosted:
+        if any_dir_offline and not assignment.is_new:
+            return LeaderAndIsrDecision(KAFKA_STORAGE_ERROR)
+        create_log = True
+    if current is not None and hosted:
+        if assignment.leader_epoch < current.leader_epoch:
+            return LeaderAndIsrDecision(FENCED_LEADER_EPOCH)
+        if (
+            assignment.leader_epoch == current.leader_epoch
+            and assignment.partition_epoch <= current.partition_epoch
+        ):
+            return LeaderAndIsrDecision(NONE)
+    role = ReplicaRole.LEADER if assignment.leader == broker_id else ReplicaRole.FOLLOWER
+    state = ReplicaState(
+        topic=assignment.topic,
+        partition=assignment.partition,
+        role=role,
+        leader=assignment.leader,
+        leader_epoch=assignment.leader_epoch,
+        partition_epoch=assignment.partition_epoch,
+        isr=assignment.isr,
+        replicas=assignment.replicas,
+    )
+    before = current.role.value if current is not None else "NONE"
+    became_leader = role is ReplicaRole.LEADER and (
+        current is None
+        or current.role is not ReplicaRole.LEADER
+        or current.leader_epoch != assignment.leader_epoch
+        or create_log
+    )
+    event = (
+        ReplicationEvent.BECOME_LEADER
+        if role is ReplicaRole.LEADER
+        else ReplicationEvent.BECOME_FOLLOWER
+    )
+    sink.emit(
+        TraceEvent.of(
+            MACHINE,
+            event.value,
+            f"{state.subject}@{broker_id}",
+            before,
+            role.value,
+            leader_epoch=assignment.leader_epoch,
+            isr=assignment.isr,
+        )
+    )
+    return LeaderAndIsrDecision(NONE, state, create_log, became_leader)
+
+
+def decide_stop_replica(
+    current: ReplicaState | None, leader_epoch: int, *, replica_offline: bool
+) -> int:
+    """The error for one partition of a StopReplica request (past :class:`ControllerFence`).
+
+    Args:
+        current: the replica's state (None if unknown here: stopping it is a no-op).
+        leader_epoch: the request's leader epoch (-1 none given, -2 topic deletion).
+        replica_offline: the replica's log dir is offline.
+
+    Returns:
+        NONE, KAFKA_STORAGE_ERROR or FENCED_LEADER_EPOCH.
+    """
+    if replica_offline:
+        return KAFKA_STORAGE_ERROR
+    if current is None or leader_epoch in (EPOCH_DURING_DELETE, -1):
+        return NONE
+    if leader_epoch < current.leader_epoch:
+        return FENCED_LEADER_EPOCH
+    return NONE
+
+
+def leader_high_watermark(
+    current_high_watermark: int,
+    leader_log_end_offset: int,
+    follower_log_end_offsets: Mapping[int, int],
+    isr: Sequence[int],
+    leader_id: int,
+) -> int:
+    """The leader's new HW: the minimum LEO over the ISR, never below the current HW.
+
+    Args:
+        current_high_watermark: the HW now.
+        leader_log_end_offset: the leader's LEO.
+        follower_log_end_offsets: the last LEO each follower reported by fetching.
+        isr: the in-sync replicas (including the leader).
+        leader_id: the leader's broker id.
+
+    Returns:
+        The HW to set.
+    """
+    offsets = [leader_log_end_offset]
+    for replica in isr:
+        if replica == leader_id:
+            continue
+        offsets.append(follower_log_end_offsets.get(replica, 0))
+    return max(current_high_watermark, min(offsets))
+
+
+def with_isr(state: ReplicaState, isr: tuple[int, ...], partition_epoch: int) -> ReplicaState:
+    """``state`` with a new ISR and partition epoch (an ISR change the controller confirmed)."""
+    assert partition_epoch >= state.partition_epoch
+    return replace(state, isr=isr, partition_epoch=partition_epoch)

@@ -1,0 +1,345 @@
+"""The trio TCP server: one task per connection, requests answered in order, one writer.
+
+Each connection runs a reader (frames in, requests handled one after another, as Kafka does by
+muting a channel until its response is queued) and a writer task that owns the socket's send side:
+``send_all`` for ordinary responses, and for Fetch the hand-written framing followed by
+``os.sendfile`` of each record slice (trio has no sendfile: the loop waits with
+``trio.lowlevel.wait_writable``). Because only the writer sends, framing and file bytes never
+interleave.
+
+Client errors (a refused size prefix, an unparsable request, an unsupported API) close the
+connection after the responses already queued are written; ApiVersions at an unsupported version
+gets the v0-format error answer instead. A handler failure (our bug) is logged with its traceback,
+counted in :attr:`Server.internal_errors`, and closes that connection only.
+
+Graceful stop (:meth:`Server.drain`): listeners close first, then each connection stops reading,
+finishes the requests it has already received, flushes its writer, and closes.
+"""
+
+from __future__ import annotations
+
+import errno
+import logging
+import math
+import os
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import trio
+
+from . import api_versions
+from ._codec import (
+    DecodedRequest,
+    MalformedRequestError,
+    UnsupportedRequestError,
+    api_versions_fallback,
+    decode_request,
+    peek_head,
+)
+from ._framing import FrameDecoder, FrameError
+
+log = logging.getLogger(__name__)
+
+RECEIVE_BYTES: Final = 256 * 1024
+#: Responses queued per connection before the reader waits for the writer.
+OUTGOING_QUEUE_MAX: Final = 64
+
+
+class RecordSlice(Protocol):
+    """A byte range of a segment file (the storage engine's ``FileSlice``)."""
+
+    @property
+    def position(self) -> int:
+        """Offset of the range in the file."""
+
+    @property
+    def size(self) -> int:
+        """Length of the range."""
+
+    def fileno(self) -> int:
+        """A descriptor for ``os.sendfile``."""
+
+    def read_all(self) -> bytes:
+        """The range's bytes (when there is no descriptor)."""
+
+    def close(self) -> None:
+        """Release the descriptor."""
+
+
+@dataclass(frozen=True, slots=True)
+class PiecesResponse:
+    """A response made of bytes and record slices (Fetch); slices are closed once sent."""
+
+    pieces: Sequence[bytes | Any]
+
+
+Response = bytes | PiecesResponse
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionInfo:
+    """Who is on the other end."""
+
+    peer: str
+    listener: str
+
+
+Handler = Callable[[DecodedRequest, ConnectionInfo], Awaitable[Response | None]]
+
+
+class ShortSliceError(Exception):
+    """A record slice yielded fewer bytes than announced (its file was truncated)."""
+
+
+async def sendfile_all(sock: trio.socket.SocketType, fd: int, offset: int, count: int) -> None:
+    """Send ``count`` bytes of file ``fd`` from ``offset`` on a non-blocking trio socket.
+
+    Raises:
+        ShortSliceError: the file ended early.
+        OSError: the socket failed.
+    """
+    while count > 0:
+        try:
+            sent = os.sendfile(sock.fileno(), fd, offset, count)
+        except BlockingIOError:
+            await trio.lowlevel.wait_writable(sock)
+            continue
+        if sent == 0:
+            raise ShortSliceError(f"file ended with {count} bytes left to send")
+        offset += sent
+        count -= sent
+        await trio.lowlevel.checkpoint()
+
+
+def _close_slices(pieces: Sequence[bytes | Any]) -> None:
+    for piece in pieces:
+        if not isinstance(piece, bytes):
+            piece.close()
+
+
+class _Connection:
+    def __init__(self, server: Server, stream: trio.SocketStream, info: ConnectionInfo) -> None:
+        self.server = server
+        self.stream = stream
+        self.info = info
+        self.read_scope: trio.CancelScope | None = None
+
+    async def run(self) -> None:
+        send_channel, receive_channel = trio.open_memory_channel[Response](OUTGOING_QUEUE_MAX)
+        try:
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._writer, receive_channel)
+                async with send_channel:
+                    await self._reader(send_channel)
+        finally:
+            with trio.CancelScope(shield=True):
+                await self.stream.aclose()
+
+    async def _reader(self, send_channel: trio.MemorySendChannel[Response]) -> None:
+        decoder = FrameDecoder(self.server.max_request_bytes)
+        while True:
+            try:
+                frame = decoder.next_frame()
+            except FrameError as error:
+                log.info("closing %s: %s", self.info.peer, error)
+                return
+            if frame is None:
+                if self.server.draining:
+                    return
+                with trio.CancelScope() as scope:
+                    self.read_scope = scope
+                    try:
+                        data = await self.stream.receive_some(RECEIVE_BYTES)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        return
+                self.read_scope = None
+                if scope.cancelled_caught or not data:
+                    return
+                decoder.feed(data)
+                continue
+            response = await self._handle_frame(frame)
+            if response is _CLOSE:
+                return
+            if response is not None:
+                assert isinstance(response, bytes | PiecesResponse)
+                await send_channel.send(response)
+
+    async def _handle_frame(self, frame: bytes) -> Response | object | None:
+        try:
+            request = decode_request(frame)
+        except UnsupportedRequestError as error:
+            head = peek_head(frame)
+            if head.api_key == api_versions.API_VERSIONS:
+                return api_versions_fallback(head)
+            log.info("closing %s: unsupported request %s", self.info.peer, error)
+            return _CLOSE
+        except MalformedRequestError as error:
+            log.info("closing %s: %s", self.info.peer, error)
+            return _CLOSE
+        try:
+            return await self.server.handler(request, self.info)
+        except Exception:
+            self.server.internal_errors += 1
+            log.exception(
+                "handler failed for api key %d v%d from %s",
+                request.api_key,
+                request.api_version,
+                self.info.peer,
+            )
+            return _CLOSE
+
+    async def _writer(self, receive_channel: trio.MemoryReceiveChannel[Response]) -> None:
+        failed = False
+        async with receive_channel:
+            async for response in receive_channel:
+                if failed:
+                    if isinstance(response, PiecesResponse):
+                        _close_slices(response.pieces)
+                    continue
+                try:
+                    await self._write(response)
+                except (trio.BrokenResourceError, trio.ClosedResourceError, OSError) as error:
+                    log.info("write to %s failed: %s", self.info.peer, error)
+                    failed = True
+                except ShortSliceError as error:
+                    log.warning("closing %s: %s", self.info.peer, error)
+                    failed = True
+                if failed:
+                    with trio.CancelScope(shield=True):
+                        await self.stream.aclose()
+
+    async def _write(self, response: Response) -> None:
+        if isinstance(response, bytes):
+            await self.stream.send_all(response)
+            return
+        try:
+            pending = bytearray()
+            for piece in response.pieces:
+                if isinstance(piece, bytes):
+                    pending += piece
+                    continue
+                if pending:
+                    await self.stream.send_all(bytes(pending))
+                    pending.clear()
+                await self._send_slice(piece)
+            if pending:
+                await self.stream.send_all(bytes(pending))
+        finally:
+            _close_slices(response.pieces)
+
+    async def _send_slice(self, piece: RecordSlice) -> None:
+        if piece.size == 0:
+            return
+        try:
+            fd = piece.fileno()
+        except (OSError, ValueError, NotImplementedError):
+            data = piece.read_all()
+            if len(data) != piece.size:
+                raise ShortSliceError(f"slice read {len(data)} of {piece.size} bytes") from None
+            await self.stream.send_all(data)
+            return
+        await sendfile_all(self.stream.socket, fd, piece.position, piece.size)
+
+
+_CLOSE: Final = object()
+
+
+class Server:
+    """Listens on the configured listeners and serves connections until drained.
+
+    Args:
+        handler: answers one decoded request (None: no response, e.g. Produce with acks=0).
+        max_request_bytes: ``socket.request.max.bytes``.
+    """
+
+    def __init__(self, handler: Handler, max_request_bytes: int) -> None:
+        self.handler = handler
+        self.max_request_bytes = max_request_bytes
+        self.draining = False
+        self.internal_errors = 0
+        self.ports: list[int] = []
+        self._listeners: list[trio.SocketListener] = []
+        self._connections: set[_Connection] = set()
+        self._connection_nursery: trio.Nursery | None = None
+        self._idle = trio.Event()
+        self._idle.set()
+
+    @property
+    def connection_count(self) -> int:
+        """Open connections."""
+        return len(self._connections)
+
+    async def serve(
+        self,
+        listeners: Sequence[tuple[str, int]],
+        *,
+        task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
+    ) -> None:
+        """Bind every (host, port), report the bound ports, and serve until :meth:`drain`.
+
+        Raises:
+            OSError: a listener cannot bind (e.g. ``EADDRINUSE``).
+        """
+        for host, port in listeners:
+            bound = await trio.open_tcp_listeners(port, host=host, backlog=128)
+            self._listeners.extend(bound)
+            for listener in bound:
+                self.ports.append(listener.socket.getsockname()[1])
+        async with trio.open_nursery() as nursery:
+            self._connection_nursery = nursery
+            for listener in self._listeners:
+                nursery.start_soon(self._accept_loop, listener)
+            task_status.started(list(self.ports))
+
+    async def _accept_loop(self, listener: trio.SocketListener) -> None:
+        async with listener:
+            while not self.draining:
+                try:
+                    stream = await listener.accept()
+                except (trio.ClosedResourceError, trio.BrokenResourceError):
+                    return
+                except OSError as error:
+                    if error.errno in (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM):
+                        log.warning("accept failed: %s", error)
+                        await trio.sleep(0.1)
+                        continue
+                    raise
+                assert self._connection_nursery is not None
+                self._connection_nursery.start_soon(self._run_connection, stream)
+
+    async def _run_connection(self, stream: trio.SocketStream) -> None:
+        try:
+            peer = stream.socket.getpeername()
+            info = ConnectionInfo(f"{peer[0]}:{peer[1]}", "PLAINTEXT")
+        except OSError:
+            await stream.aclose()
+            return
+        connection = _Connection(self, stream, info)
+        self._connections.add(connection)
+        self._idle = trio.Event() if self._idle.is_set() else self._idle
+        try:
+            await connection.run()
+        except (trio.BrokenResourceError, trio.ClosedResourceError):
+            pass
+        finally:
+            self._connections.discard(connection)
+            if not self._connections:
+                self._idle.set()
+
+    async def drain(self, timeout_seconds: float = 30.0) -> None:
+        """Stop accepting, let every connection finish what it received, wait (bounded).
+
+        Args:
+            timeout_seconds: after this, remaining connections are cancelled.
+        """
+        self.draining = True
+        for listener in self._listeners:
+            await listener.aclose()
+        for connection in list(self._connections):
+            if connection.read_scope is not None:
+                connection.read_scope.cancel()
+        with trio.move_on_after(timeout_seconds if timeout_seconds > 0 else math.inf):
+            await self._idle.wait()
+        if self._connection_nursery is not None:
+            self._connection_nursery.cancel_scope.cancel()

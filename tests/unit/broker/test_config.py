@@ -1,0 +1,54 @@
+from __future__ import annotations
+
+import pytest
+
+from impl.broker.config import ConfigError, Listener, load_config
+
+BASE = """
+# a comment
+broker.id=3
+listeners=PLAINTEXT://127.0.0.1:9092
+log.dirs=/data/a,/data/b/
+zookeeper.connect=127.0.0.1:2181/kafka
+"""
+
+
+def test_parses_kafka_properties_and_overrides() -> None:
+    config = load_config(BASE + "broker.rack: r1\n", ["min.insync.replicas=2", "log.roll.hours=2"])
+    assert config.broker_id == 3
+    assert config.listeners == (Listener("PLAINTEXT", "127.0.0.1", 9092),)
+    assert config.log_dirs == ("/data/a", "/data/b")
+    assert config.rack == "r1"
+    assert config.min_insync_replicas == 2
+    assert config.segment_ms == 2 * 3_600_000
+    assert config.mover_threads == 2
+
+
+@pytest.mark.parametrize(
+    ("extra", "fragment"),
+    [
+        ("broker.id=x", "broker.id: expected an integer"),
+        ("log.dirs=relative/dir", "not an absolute path"),
+        ("log.dirs=/a/../b", "'..'"),
+        ("listeners=SSL://h:1", "only PLAINTEXT"),
+        ("listeners=PLAINTEXT://h:99999", "at most 65535"),
+        ("no.such.key=1", "unknown config key"),
+        ("intra.broker.throttled.rate=0", "at least 1"),
+        ("controlled.shutdown.enable=maybe", "true or false"),
+    ],
+)
+def test_bad_values_are_one_line_errors(extra: str, fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(BASE + extra + "\n")
+    assert fragment in str(caught.value)
+    assert "\n" not in str(caught.value)
+
+
+def test_missing_required_key() -> None:
+    with pytest.raises(ConfigError, match=r"zookeeper\.connect"):
+        load_config("broker.id=1\nlisteners=PLAINTEXT://:9092\nlog.dirs=/a\n")
+
+
+def test_override_needs_equals() -> None:
+    with pytest.raises(ConfigError, match="key=value"):
+        load_config(BASE, ["broker.id"])

@@ -1,0 +1,128 @@
+from __future__ import annotations
+
+import io
+import random
+import struct
+from typing import Any
+
+import pytest
+from kio.index import load_request_schema, load_response_schema
+from kio.serial import entity_reader, entity_writer
+
+from impl.broker import api_versions
+from impl.broker._codec import (
+    MalformedRequestError,
+    UnsupportedRequestError,
+    api_versions_fallback,
+    decode_request,
+    encode_request,
+    encode_response,
+    peek_head,
+)
+from impl.broker._framing import FrameDecoder, FrameError, frame
+from impl.broker._kio_build import build
+
+
+def _frames(decoder: FrameDecoder) -> list[bytes]:
+    out = []
+    while (item := decoder.next_frame()) is not None:
+        out.append(item)
+    return out
+
+
+def test_whole_and_byte_by_byte_agree() -> None:
+    rng = random.Random(7)
+    payloads = [rng.randbytes(rng.randrange(0, 300)) for _ in range(20)]
+    stream = b"".join(frame(payload) for payload in payloads)
+    whole = FrameDecoder(1000)
+    whole.feed(stream)
+    assert _frames(whole) == payloads
+    single = FrameDecoder(1000)
+    collected: list[bytes] = []
+    for index in range(len(stream)):
+        single.feed(stream[index : index + 1])
+        collected.extend(_frames(single))
+    assert collected == payloads
+
+
+@pytest.mark.parametrize("size", [-1, 1001])
+def test_refused_sizes_are_sticky(size: int) -> None:
+    decoder = FrameDecoder(1000)
+    decoder.feed(struct.pack(">i", size))
+    for _ in range(2):
+        with pytest.raises(FrameError):
+            decoder.next_frame()
+
+
+def test_api_versions_request_roundtrip_and_fallback() -> None:
+    request_class = load_request_schema(18, 3)
+    body = build(request_class, {"client_software_name": "t", "client_software_version": "1"})
+    raw = encode_request(18, 3, 42, "client", body)
+    decoded = decode_request(raw[4:])
+    assert decoded.head.correlation_id == 42
+    assert decoded.client_id == "client"
+    assert decoded.body == body
+    response = build(
+        decoded.response_class,
+        {
+            "error_code": 0,
+            "api_keys": [
+                {"api_key": key, "min_version": low, "max_version": high}
+                for key, (low, high) in api_versions.ADVERTISED.items()
+            ],
+            "throttle_time": 0,
+        },
+    )
+    encoded = encode_response(decoded, response)
+    assert struct.unpack_from(">i", encoded)[0] == len(encoded) - 4
+    # ApiVersions v4 is not accepted: the fallback is a v0 body with error 35 and key 18's range.
+    v4 = struct.pack(">hhi", 18, 4, 9) + b"\x00\x01x\x00"
+    with pytest.raises(UnsupportedRequestError):
+        decode_request(v4)
+    fallback = api_versions_fallback(peek_head(v4))
+    response_v0: type[Any] = load_response_schema(18, 0)
+    parsed, _ = entity_reader(response_v0)(fallback, 8)
+    assert struct.unpack_from(">i", fallback, 4)[0] == 9
+    assert parsed.error_code == 35
+    assert [(k.api_key, k.min_version, k.max_version) for k in parsed.api_keys] == [(18, 0, 3)]
+
+
+def test_trailing_and_truncated_bytes_are_malformed() -> None:
+    request_class = load_request_schema(3, 8)
+    body = build(
+        request_class,
+        {
+            "topics": None,
+            "allow_auto_topic_creation": False,
+            "include_cluster_authorized_operations": False,
+            "include_topic_authorized_operations": False,
+        },
+    )
+    raw = encode_request(3, 8, 1, "c", body)[4:]
+    assert decode_request(raw).body == body
+    with pytest.raises(MalformedRequestError):
+        decode_request(raw + b"\x00")
+    with pytest.raises(MalformedRequestError):
+        decode_request(raw[:-1])
+    with pytest.raises(MalformedRequestError):
+        decode_request(raw[:5])
+    with pytest.raises(UnsupportedRequestError):
+        decode_request(struct.pack(">hhi", 999, 0, 1))
+
+
+def test_kafka_python_requests_decode() -> None:
+    kafka_protocol = pytest.importorskip("kafka.protocol.metadata")
+    request = kafka_protocol.MetadataRequest[8](
+        topics=None,
+        allow_auto_topic_creation=False,
+        include_cluster_authorized_operations=False,
+        include_topic_authorized_operations=False,
+    )
+    request.with_header(correlation_id=5, client_id="kp")
+    raw = request.encode(version=8, header=True, framed=True)
+    decoded = decode_request(bytes(raw[4:]))
+    assert decoded.api_key == 3
+    assert decoded.body.topics is None
+    out = io.BytesIO()
+    entity_writer(type(decoded.body))(out, decoded.body)
+    assert out.getvalue() == bytes(raw[4 + (len(raw) - 4 - len(out.getvalue())) :])
