@@ -1,0 +1,459 @@
+"""ZooKeeper paths and znode formats, as Apache Kafka's ZooKeeper mode writes them.
+
+Why: the layout is Kafka's (``kafka.zk.ZkData``), so the JSON is Kafka's JSON; encoding and
+decoding live here once, and every decoder rejects malformed data with :class:`ZnodeFormatError`
+(the peer's or the operator's fault) instead of guessing.
+
+This module is sans-IO.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+__sans_io__ = True
+
+CONTROLLER_PATH = "/controller"
+CONTROLLER_EPOCH_PATH = "/controller_epoch"
+BROKERS_PATH = "/brokers"
+BROKER_IDS_PATH = "/brokers/ids"
+TOPICS_PATH = "/brokers/topics"
+ADMIN_PATH = "/admin"
+DELETE_TOPICS_PATH = "/admin/delete_topics"
+REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
+ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
+ISR_CHANGE_PREFIX = "isr_change_"
+LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
+LOG_DIR_EVENT_PREFIX = "log_dir_event_"
+#: Kafka's ``LogDirEventNotificationHandler.LogDirFailureEvent``.
+LOG_DIR_FAILURE_EVENT = 1
+
+#: Persistent paths every cluster has; created (idempotently) by whoever starts first.
+PERSISTENT_PATHS = (
+    BROKERS_PATH,
+    BROKER_IDS_PATH,
+    TOPICS_PATH,
+    ADMIN_PATH,
+    DELETE_TOPICS_PATH,
+    ISR_CHANGE_NOTIFICATION_PATH,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
+)
+
+_TOPIC_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789._-")
+TOPIC_NAME_LENGTH_MAX = 249
+
+
+class ZnodeFormatError(ValueError):
+    """A znode's data (or an admin request) is not in the expected format."""
+
+
+def validate_topic_name(topic: str) -> None:
+    """Kafka's topic name rule.
+
+    Raises:
+        ZnodeFormatError: empty, ``.``/``..``, longer than 249, or outside ``[a-zA-Z0-9._-]``.
+    """
+    if not topic or topic in (".", "..") or len(topic) > TOPIC_NAME_LENGTH_MAX:
+        raise ZnodeFormatError(f"invalid topic name {topic!r}")
+    if not set(topic) <= _TOPIC_CHARS:
+        raise ZnodeFormatError(f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]")
+
+
+def broker_path(broker_id: int) -> str:
+    """``/brokers/ids/<id>``."""
+    return f"{BROKER_IDS_PATH}/{broker_id}"
+
+
+def topic_path(topic: str) -> str:
+    """``/brokers/topics/<t>``."""
+    return f"{TOPICS_PATH}/{topic}"
+
+
+def partitions_path(topic: str) -> str:
+    """``/brokers/topics/<t>/partitions``."""
+    return f"{TOPICS_PATH}/{topic}/partitions"
+
+
+def partition_path(topic: str, partition: int) -> str:
+    """``/brokers/topics/<t>/partitions/<p>``."""
+    return f"{TOPICS_PATH}/{topic}/partitions/{partition}"
+
+
+def partition_state_path(topic: str, partition: int) -> str:
+    """``/brokers/topics/<t>/partitions/<p>/state``."""
+    return f"{TOPICS_PATH}/{topic}/partitions/{partition}/state"
+
+
+def delete_topic_path(topic: str) -> str:
+    """``/admin/delete_topics/<t>``."""
+    return f"{DELETE_TOPICS_PATH}/{topic}"
+
+
+def _loads(data: bytes, what: str) -> Any:
+    try:
+        return json.loads(data.decode("utf-8"))
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ZnodeFormatError(f"{what}: not JSON: {data[:200]!r}") from error
+
+
+def _dumps(value: object) -> bytes:
+    return json.dumps(value, separators=(",", ":"), sort_keys=True).encode("utf-8")
+
+
+def _int(value: object, what: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int):
+        raise ZnodeFormatError(f"{what}: expected an integer, got {value!r}")
+    return value
+
+
+def _int_list(value: object, what: str) -> tuple[int, ...]:
+    if not isinstance(value, list):
+        raise ZnodeFormatError(f"{what}: expected a list of integers, got {value!r}")
+    return tuple(_int(item, what) for item in value)
+
+
+def _dict(value: object, what: str) -> dict[str, Any]:
+    if not isinstance(value, dict):
+        raise ZnodeFormatError(f"{what}: expected an object, got {value!r}")
+    return value
+
+
+# --- /controller and /controller_epoch -------------------------------------------------------
+
+
+def encode_controller(broker_id: int, timestamp_ms: int) -> bytes:
+    """``/controller`` data: ``{"version":1,"brokerid":id,"timestamp":"ms"}``."""
+    return _dumps({"version": 1, "brokerid": broker_id, "timestamp": str(timestamp_ms)})
+
+
+def decode_controller(data: bytes) -> int:
+    """The controller's broker id from ``/controller`` data (also accepts a bare integer).
+
+    Raises:
+        ZnodeFormatError: malformed data.
+    """
+    value = _loads(data, CONTROLLER_PATH)
+    if isinstance(value, int) and not isinstance(value, bool):
+        return value
+    return _int(_dict(value, CONTROLLER_PATH).get("brokerid"), "/controller brokerid")
+
+
+def encode_controller_epoch(epoch: int) -> bytes:
+    """``/controller_epoch`` data: the epoch as ASCII digits."""
+    return str(epoch).encode("ascii")
+
+
+def decode_controller_epoch(data: bytes) -> int:
+    """Parse ``/controller_epoch``.
+
+    Raises:
+        ZnodeFormatError: not a non-negative integer.
+    """
+    text = data.decode("ascii", "replace").strip()
+    if not text.isdigit():
+        raise ZnodeFormatError(f"/controller_epoch is not an integer: {data[:50]!r}")
+    return int(text)
+
+
+# --- /brokers/ids/<id> ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class BrokerRegistration:
+    """A live broker as registered in ``/brokers/ids/<id>``; ``epoch`` is the znode's czxid."""
+
+    broker_id: int
+    host: str
+    port: int
+    rack: str | None
+    epoch: int
+
+
+def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int) -> bytes:
+    """Kafka's version-5 broker registration JSON (one PLAINTEXT listener)."""
+    value: dict[str, object] = {
+        "version": 5,
+        "host": host,
+        "port": port,
+        "jmx_port": -1,
+        "timestamp": str(timestamp_ms),
+        "endpoints": [f"PLAINTEXT://{host}:{port}"],
+        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "features": {},
+    }
+    if rack is not None:
+        value["rack"] = rack
+    return _dumps(value)
+
+
+def decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerRegistration:
+    """Parse ``/brokers/ids/<id>``.
+
+    Raises:
+        ZnodeFormatError: malformed data.
+    """
+    value = _dict(_loads(data, broker_path(broker_id)), broker_path(broker_id))
+    host = value.get("host")
+    port = value.get("port")
+    if (not isinstance(host, str) or port is None) and value.get("endpoints"):
+        endpoint = str(value["endpoints"][0])
+        address = endpoint.split("://", 1)[-1]
+        host, _, port_text = address.rpartition(":")
+        port = int(port_text) if port_text.isdigit() else None
+    if not isinstance(host, str):
+        raise ZnodeFormatError(f"{broker_path(broker_id)}: no host")
+    rack = value.get("rack")
+    if rack is not None and not isinstance(rack, str):
+        raise ZnodeFormatError(f"{broker_path(broker_id)}: rack must be a string")
+    return BrokerRegistration(broker_id, host, _int(port, "broker port"), rack, epoch)
+
+
+# --- /brokers/topics/<t> ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TopicAssignment:
+    """``/brokers/topics/<t>``: replicas per partition, and a reassignment's adding/removing."""
+
+    partitions: Mapping[int, tuple[int, ...]]
+    adding_replicas: Mapping[int, tuple[int, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+    removing_replicas: Mapping[int, tuple[int, ...]] = field(
+        default_factory=lambda: MappingProxyType({})
+    )
+
+
+def validate_replicas(replicas: Sequence[int], what: str) -> None:
+    """A replica list is non-empty, of non-negative ids, without duplicates.
+
+    Raises:
+        ZnodeFormatError: otherwise.
+    """
+    if not replicas:
+        raise ZnodeFormatError(f"{what}: empty replica list")
+    if any(replica < 0 for replica in replicas):
+        raise ZnodeFormatError(f"{what}: negative broker id in {list(replicas)}")
+    if len(set(replicas)) != len(replicas):
+        raise ZnodeFormatError(f"{what}: duplicate broker in {list(replicas)}")
+
+
+def encode_topic(assignment: TopicAssignment) -> bytes:
+    """Kafka's version-2 topic JSON."""
+    def keyed(mapping: Mapping[int, tuple[int, ...]]) -> dict[str, list[int]]:
+        return {str(p): list(r) for p, r in sorted(mapping.items())}
+
+    return _dumps(
+        {
+            "version": 2,
+            "partitions": keyed(assignment.partitions),
+            "adding_replicas": keyed(assignment.adding_replicas),
+            "removing_replicas": keyed(assignment.removing_replicas),
+        }
+    )
+
+
+def _partition_map(value: object, what: str) -> Mapping[int, tuple[int, ...]]:
+    if value is None:
+        return MappingProxyType({})
+    result: dict[int, tuple[int, ...]] = {}
+    for key, replicas in _dict(value, what).items():
+        if not key.isdigit():
+            raise ZnodeFormatError(f"{what}: partition id {key!r} is not a number")
+        result[int(key)] = _int_list(replicas, what)
+    return MappingProxyType(result)
+
+
+def decode_topic(topic: str, data: bytes) -> TopicAssignment:
+    """Parse ``/brokers/topics/<t>``.
+
+    Raises:
+        ZnodeFormatError: malformed data, partitions not numbered 0..n-1, or bad replica lists.
+    """
+    what = topic_path(topic)
+    value = _dict(_loads(data, what), what)
+    partitions = _partition_map(value.get("partitions"), what)
+    if sorted(partitions) != list(range(len(partitions))):
+        raise ZnodeFormatError(f"{what}: partitions are not numbered 0..n-1: {sorted(partitions)}")
+    for partition, replicas in partitions.items():
+        validate_replicas(replicas, f"{what} partition {partition}")
+    return TopicAssignment(
+        partitions,
+        _partition_map(value.get("adding_replicas"), what),
+        _partition_map(value.get("removing_replicas"), what),
+    )
+
+
+# --- /brokers/topics/<t>/partitions/<p>/state -------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LeaderIsr:
+    """A partition's state znode plus its zkVersion (the partition epoch)."""
+
+    leader: int
+    leader_epoch: int
+    isr: tuple[int, ...]
+    controller_epoch: int
+    zk_version: int
+
+
+def encode_partition_state(leader: int, leader_epoch: int, isr: Sequence[int],
+                           controller_epoch: int) -> bytes:
+    """Kafka's partition state JSON."""
+    return _dumps(
+        {
+            "version": 1,
+            "leader": leader,
+            "leader_epoch": leader_epoch,
+            "isr": list(isr),
+            "controller_epoch": controller_epoch,
+        }
+    )
+
+
+def decode_partition_state(topic: str, partition: int, data: bytes, zk_version: int) -> LeaderIsr:
+    """Parse a partition state znode.
+
+    Raises:
+        ZnodeFormatError: malformed data.
+    """
+    what = partition_state_path(topic, partition)
+    value = _dict(_loads(data, what), what)
+    return LeaderIsr(
+        _int(value.get("leader"), f"{what} leader"),
+        _int(value.get("leader_epoch"), f"{what} leader_epoch"),
+        _int_list(value.get("isr"), f"{what} isr"),
+        _int(value.get("controller_epoch"), f"{what} controller_epoch"),
+        zk_version,
+    )
+
+
+# --- /admin/reassign_partitions ---------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ReassignmentTarget:
+    """One partition's target replicas (RAR) and optional log dir per replica (``"any"``=none)."""
+
+    topic: str
+    partition: int
+    replicas: tuple[int, ...]
+    log_dirs: tuple[str, ...] | None = None
+
+    def log_dir_of(self, broker_id: int) -> str | None:
+        """The requested log dir on ``broker_id``, or ``None`` for none/``any``."""
+        if self.log_dirs is None or broker_id not in self.replicas:
+            return None
+        log_dir = self.log_dirs[self.replicas.index(broker_id)]
+        return None if log_dir == "any" else log_dir
+
+
+def encode_reassignment(targets: Sequence[ReassignmentTarget]) -> bytes:
+    """Kafka's ``/admin/reassign_partitions`` JSON (``log_dirs`` as in KIP-113)."""
+    partitions: list[dict[str, object]] = []
+    for target in targets:
+        entry: dict[str, object] = {
+            "topic": target.topic,
+            "partition": target.partition,
+            "replicas": list(target.replicas),
+        }
+        if target.log_dirs is not None:
+            entry["log_dirs"] = list(target.log_dirs)
+        partitions.append(entry)
+    return _dumps({"version": 1, "partitions": partitions})
+
+
+def decode_reassignment(data: bytes) -> tuple[ReassignmentTarget, ...]:
+    """Parse ``/admin/reassign_partitions``.
+
+    Raises:
+        ZnodeFormatError: malformed JSON, duplicate partitions, bad replica lists, or
+            ``log_dirs`` of another length than ``replicas``.
+    """
+    what = REASSIGN_PARTITIONS_PATH
+    value = _dict(_loads(data, what), what)
+    entries = value.get("partitions")
+    if not isinstance(entries, list):
+        raise ZnodeFormatError(f"{what}: 'partitions' must be a list")
+    targets: list[ReassignmentTarget] = []
+    seen: set[tuple[str, int]] = set()
+    for raw in entries:
+        entry = _dict(raw, what)
+        topic = entry.get("topic")
+        if not isinstance(topic, str):
+            raise ZnodeFormatError(f"{what}: entry without a topic: {entry!r}")
+        validate_topic_name(topic)
+        partition = _int(entry.get("partition"), f"{what} partition")
+        replicas = _int_list(entry.get("replicas"), f"{what} replicas")
+        validate_replicas(replicas, f"{what} {topic}-{partition}")
+        if (topic, partition) in seen:
+            raise ZnodeFormatError(f"{what}: {topic}-{partition} listed twice")
+        seen.add((topic, partition))
+        log_dirs_raw = entry.get("log_dirs")
+        log_dirs: tuple[str, ...] | None = None
+        if log_dirs_raw is not None:
+            if not isinstance(log_dirs_raw, list) or not all(
+                isinstance(item, str) and item for item in log_dirs_raw
+            ):
+                raise ZnodeFormatError(f"{what}: log_dirs must be a list of non-empty strings")
+            if len(log_dirs_raw) != len(replicas):
+                raise ZnodeFormatError(
+                    f"{what}: {topic}-{partition} has {len(log_dirs_raw)} log_dirs "
+                    f"for {len(replicas)} replicas"
+                )
+            log_dirs = tuple(log_dirs_raw)
+        targets.append(ReassignmentTarget(topic, partition, replicas, log_dirs))
+    return tuple(targets)
+
+
+# --- notifications ----------------------------------------------------------------------------
+
+
+def encode_isr_change(partitions: Sequence[tuple[str, int]]) -> bytes:
+    """``/isr_change_notification/isr_change_<seq>`` data."""
+    return _dumps(
+        {"version": 1, "partitions": [{"topic": t, "partition": p} for t, p in partitions]}
+    )
+
+
+def decode_isr_change(data: bytes) -> tuple[tuple[str, int], ...]:
+    """Parse an ISR change notification.
+
+    Raises:
+        ZnodeFormatError: malformed data.
+    """
+    value = _dict(_loads(data, ISR_CHANGE_NOTIFICATION_PATH), ISR_CHANGE_NOTIFICATION_PATH)
+    entries = value.get("partitions")
+    if not isinstance(entries, list):
+        raise ZnodeFormatError(f"{ISR_CHANGE_NOTIFICATION_PATH}: 'partitions' must be a list")
+    result: list[tuple[str, int]] = []
+    for raw in entries:
+        entry = _dict(raw, ISR_CHANGE_NOTIFICATION_PATH)
+        topic = entry.get("topic")
+        if not isinstance(topic, str):
+            raise ZnodeFormatError(f"{ISR_CHANGE_NOTIFICATION_PATH}: entry without a topic")
+        result.append((topic, _int(entry.get("partition"), "isr change partition")))
+    return tuple(result)
+
+
+def encode_log_dir_event(broker_id: int) -> bytes:
+    """``/log_dir_event_notification/log_dir_event_<seq>`` data."""
+    return _dumps({"version": 1, "broker": broker_id, "event": LOG_DIR_FAILURE_EVENT})
+
+
+def decode_log_dir_event(data: bytes) -> int:
+    """The broker id of a log dir failure notification.
+
+    Raises:
+        ZnodeFormatError: malformed data or another event type.
+    """
+    what = LOG_DIR_EVENT_NOTIFICATION_PATH
+    value = _dict(_loads(data, what), what)
+    if value.get("event", LOG_DIR_FAILURE_EVENT) != LOG_DIR_FAILURE_EVENT:
+        raise ZnodeFormatError(f"{what}: unknown event {value.get('event')!r}")
+    return _int(value.get("broker"), f"{what} broker")
