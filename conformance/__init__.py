@@ -15,10 +15,21 @@ from conformance.network import NetworkStatistics as NetworkStatistics
 from conformance.network import SimNetwork as SimNetwork
 from conformance.rng import SimRng as SimRng
 from conformance.rng import derive_seed as derive_seed
+from conformance.trace_check import Abstraction as Abstraction
+from conformance.trace_check import ExecutableModel as ExecutableModel
+from conformance.trace_check import ModelAction as ModelAction
+from conformance.trace_check import TraceChecker as TraceChecker
+from conformance.trace_check import TraceVerdict as TraceVerdict
+from conformance.trace_check import TraceViolation as TraceViolation
+from conformance.trace_check import check_trace as check_trace
+from conformance.trace_check import parse_trace_line as parse_trace_line
 
 __all__ = [
+    "Abstraction",
     "Delivery",
     "DiskStatistics",
+    "ExecutableModel",
+    "ModelAction",
     "NetworkFaults",
     "NetworkStatistics",
     "SimClock",
@@ -27,5 +38,10 @@ __all__ = [
     "SimNetwork",
     "SimRng",
     "SimulatedCrash",
+    "TraceChecker",
+    "TraceVerdict",
+    "TraceViolation",
+    "check_trace",
     "derive_seed",
+    "parse_trace_line",
 ]

@@ -1,0 +1,336 @@
+"""Trace checking: replay an implementation trace in the executable model.
+
+Theory of operation
+-------------------
+The sans-IO cores emit an :class:`impl.trace.TraceEvent` at every transition. For each machine
+we know how to check, an :class:`Abstraction` says three things:
+
+* which model instance an event belongs to (by default one instance per ``subject``, e.g. one
+  replica-move model per ``"t-0@1"``) and that instance's initial model state;
+* which model action, with which parameters, the event is (or ``None`` when the event does not
+  change the abstract state: a stutter step);
+* whether the model's state after the action agrees with what the implementation reported
+  (``state_after`` and the event's fields), the refinement check.
+
+:class:`TraceChecker` replays events one by one, in trace order: the action must be enabled in
+the instance's current model state; the model steps; every invariant of the model must hold in
+the new state; the abstraction must accept the new state. The first failure stops the replay
+and is reported as a :class:`TraceViolation` naming the event index, the action, the invariant
+(if one broke) and the command that reproduces the run. Events of machines without an
+abstraction are counted as unchecked, so a report shows its coverage honestly.
+
+The checker is online: the simulator feeds each event as it is emitted and stops the run at the
+first violation, which keeps the failing trace short.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+import json
+from collections import Counter
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any, Protocol
+
+from impl.trace import TraceEvent, TraceValue
+
+__sans_io__ = True
+
+
+class ExecutableModel(Protocol):
+    """What the checker needs of a model (``model._dsl.Model`` provides exactly this)."""
+
+    @property
+    def name(self) -> str:
+        """The machine's name."""
+
+    def enabled(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> bool:
+        """Whether ``action(params)`` is enabled in ``state``."""
+
+    def step(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> Any:
+        """The successor of ``state`` under ``action(params)``."""
+
+    def check_invariants(self, state: Any) -> list[str]:
+        """The names of the invariants that ``state`` violates."""
+
+
+@dataclass(frozen=True, slots=True)
+class ModelAction:
+    """A model action with concrete parameters: what one trace event means in the model."""
+
+    name: str
+    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+
+    def label(self) -> str:
+        """``name(key=value, …)`` for reports."""
+        inner = ", ".join(f"{key}={_show(value)}" for key, value in self.params.items())
+        return f"{self.name}({inner})"
+
+
+class Abstraction(Protocol):
+    """Maps one machine's trace events onto a model.
+
+    ``machine`` is the trace machine name it handles (``"replica_move"``); ``model`` the
+    executable model its events are replayed in.
+    """
+
+    @property
+    def machine(self) -> str:
+        """The trace machine name."""
+
+    @property
+    def model(self) -> ExecutableModel:
+        """The executable model."""
+
+    def instance_key(self, event: TraceEvent) -> str:
+        """Which model instance ``event`` belongs to (usually ``event.subject``)."""
+
+    def initial_state(self, event: TraceEvent) -> Any:
+        """The model state of a new instance, before its first event ``event``."""
+
+    def action(self, state: Any, event: TraceEvent) -> ModelAction | None:
+        """The model action ``event`` is, or ``None`` if it leaves the abstract state unchanged.
+
+        Raises:
+            ValueError: the event cannot be mapped (an unknown event name, a missing field).
+        """
+
+    def mismatch(self, state: Any, event: TraceEvent) -> str | None:
+        """Why the model state after ``event`` disagrees with the implementation, or ``None``."""
+
+
+@dataclass(frozen=True, slots=True)
+class TraceViolation:
+    """The first event a model refused.
+
+    Attributes:
+        index: the event's position in the trace (0-based).
+        event: the event, as its one-line JSON.
+        machine: the event's machine.
+        subject: the model instance it was replayed in.
+        action: the model action's label, or ``""`` when the event could not be mapped.
+        kind: ``"unmapped"``, ``"not_enabled"``, ``"invariant"`` or ``"state_mismatch"``.
+        invariant: the first violated invariant's name (for ``kind == "invariant"``), else ``""``.
+        message: one line of explanation.
+        replay_command: how to reproduce the run.
+    """
+
+    index: int
+    event: str
+    machine: str
+    subject: str
+    action: str
+    kind: str
+    invariant: str
+    message: str
+    replay_command: str
+
+    def describe(self) -> str:
+        """A readable multi-line report."""
+        lines = [
+            f"trace event #{self.index} ({self.machine} {self.subject}) refused by the model:",
+            f"  event:  {self.event}",
+            f"  action: {self.action or '-'}",
+            f"  {self.kind}: {self.invariant + ': ' if self.invariant else ''}{self.message}",
+        ]
+        if self.replay_command:
+            lines.append(f"  replay: {self.replay_command}")
+        return "\n".join(lines)
+
+
+@dataclass(frozen=True, slots=True)
+class TraceVerdict:
+    """The result of checking one trace.
+
+    Attributes:
+        events_checked: events replayed in a model (stutters included).
+        events_unchecked: events of machines without an abstraction.
+        actions: how many times each model action was taken.
+        violation: the first violation, or ``None`` if the whole trace conforms.
+    """
+
+    events_checked: int
+    events_unchecked: int
+    actions: Mapping[str, int]
+    violation: TraceViolation | None
+
+    @property
+    def ok(self) -> bool:
+        """Whether the trace conforms."""
+        return self.violation is None
+
+
+class TraceChecker:
+    """Replays trace events, as they come, in the models of their machines.
+
+    Args:
+        abstractions: one per machine to check; events of other machines are counted only.
+        replay_command: printed with a violation (``logproof conformance replay --seed N``).
+    """
+
+    def __init__(self, abstractions: Sequence[Abstraction], replay_command: str = "") -> None:
+        self._abstractions: dict[str, Abstraction] = {}
+        for abstraction in abstractions:
+            assert abstraction.machine not in self._abstractions, abstraction.machine
+            self._abstractions[abstraction.machine] = abstraction
+        self._replay_command = replay_command
+        self._states: dict[tuple[str, str], Any] = {}
+        self._index = 0
+        self._checked = 0
+        self._unchecked = 0
+        self._actions: Counter[str] = Counter()
+        self.violation: TraceViolation | None = None
+
+    @property
+    def machines(self) -> tuple[str, ...]:
+        """The machines this checker replays."""
+        return tuple(sorted(self._abstractions))
+
+    def state_of(self, machine: str, instance: str) -> Any:
+        """The current model state of one instance (``None`` before its first event)."""
+        return self._states.get((machine, instance))
+
+    def feed(self, event: TraceEvent) -> TraceViolation | None:
+        """Replay one event.
+
+        Args:
+            event: the next event of the trace.
+
+        Returns:
+            The violation if this event (or an earlier one) was refused, else ``None``. After a
+            violation, later events are ignored.
+        """
+        if self.violation is not None:
+            return self.violation
+        index = self._index
+        self._index += 1
+        abstraction = self._abstractions.get(event.machine)
+        if abstraction is None:
+            self._unchecked += 1
+            return None
+        self._checked += 1
+        key = (event.machine, abstraction.instance_key(event))
+        state = self._states.get(key)
+        if state is None:
+            state = abstraction.initial_state(event)
+        try:
+            action = abstraction.action(state, event)
+        except ValueError as error:
+            return self._fail(
+                index, event, subject=key[1], action="", kind="unmapped", invariant="",
+                message=str(error),
+            )
+        if action is not None:
+            label = action.label()
+            model = abstraction.model
+            if not model.enabled(state, action.name, action.params):
+                return self._fail(
+                    index, event, subject=key[1], action=label, kind="not_enabled",
+                    invariant="", message=f"{label} is not enabled in {state!r}",
+                )
+            state = model.step(state, action.name, action.params)
+            self._actions[f"{event.machine}.{action.name}"] += 1
+            broken = model.check_invariants(state)
+            if broken:
+                return self._fail(
+                    index, event, subject=key[1], action=label, kind="invariant",
+                    invariant=broken[0], message=f"violated after {label} in {state!r}",
+                )
+        else:
+            label = ""
+        reason = abstraction.mismatch(state, event)
+        if reason is not None:
+            return self._fail(
+                index, event, subject=key[1], action=label, kind="state_mismatch",
+                invariant="", message=reason,
+            )
+        self._states[key] = state
+        return None
+
+    def _fail(
+        self,
+        index: int,
+        event: TraceEvent,
+        *,
+        subject: str,
+        action: str,
+        kind: str,
+        invariant: str,
+        message: str,
+    ) -> TraceViolation:
+        self.violation = TraceViolation(
+            index=index,
+            event=event.to_json(),
+            machine=event.machine,
+            subject=subject,
+            action=action,
+            kind=kind,
+            invariant=invariant,
+            message=message,
+            replay_command=self._replay_command,
+        )
+        return self.violation
+
+    def verdict(self) -> TraceVerdict:
+        """The verdict on everything fed so far."""
+        return TraceVerdict(
+            events_checked=self._checked,
+            events_unchecked=self._unchecked,
+            actions=MappingProxyType(dict(sorted(self._actions.items()))),
+            violation=self.violation,
+        )
+
+
+def check_trace(
+    events: Iterable[TraceEvent], abstractions: Sequence[Abstraction], replay_command: str = ""
+) -> TraceVerdict:
+    """Replay a whole trace; stop at the first violation.
+
+    Args:
+        events: the trace, in emission order.
+        abstractions: one per machine to check.
+        replay_command: printed with a violation.
+
+    Returns:
+        The verdict.
+    """
+    checker = TraceChecker(abstractions, replay_command)
+    for event in events:
+        if checker.feed(event) is not None:
+            break
+    return checker.verdict()
+
+
+def parse_trace_line(line: str) -> TraceEvent:
+    """The inverse of :meth:`impl.trace.TraceEvent.to_json`.
+
+    Raises:
+        ValueError: the line is not a trace event.
+    """
+    try:
+        data = json.loads(line)
+        fields: dict[str, Any] = data["fields"]
+        return TraceEvent.of(
+            str(data["machine"]),
+            str(data["event"]),
+            str(data["subject"]),
+            str(data["before"]),
+            str(data["after"]),
+            **{key: _thaw(value) for key, value in fields.items()},
+        )
+    except (KeyError, TypeError, json.JSONDecodeError) as error:
+        raise ValueError(f"not a trace event: {line[:120]!r}") from error
+
+
+def _thaw(value: Any) -> TraceValue:
+    if isinstance(value, list):
+        return tuple(_thaw(item) for item in value)
+    assert value is None or isinstance(value, str | int | bool), value
+    return value
+
+
+def _show(value: object) -> str:
+    name = getattr(value, "name", None)
+    return name if isinstance(name, str) else repr(value)
