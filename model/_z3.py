@@ -1,0 +1,297 @@
+"""The symbolic interpretation: the same model functions evaluated over Z3 terms.
+
+Every scalar variable at a step becomes one Z3 constant named ``name@step``; an array becomes one
+constant per key (``name[key]@step``), since index sets are small and finite. Enums become Z3
+enumeration sorts (one per Python enum class, shared by every model). An action instance becomes
+the two-state formula ``guard ∧ ⋀ post.v = update(v) ∧ ⋀ post.w = pre.w`` for every ``w`` outside
+the update: the frame.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from typing import Any, ClassVar
+
+import z3
+
+from ._dsl import (
+    CONCRETE,
+    ActionInstance,
+    ArrayValue,
+    BoolSort,
+    EnumSort,
+    IntSort,
+    Model,
+    ModelError,
+    Ops,
+    State,
+    Term,
+    Var,
+    _flatten,
+)
+
+__sans_io__ = True
+
+#: The pinned seed of every solver (``smt.random_seed`` and ``sat.random_seed``).
+SOLVER_SEED = 0
+
+_ENUM_SORTS: dict[type[enum.Enum], tuple[Any, dict[enum.Enum, Any], dict[str, enum.Enum]]] = {}
+
+
+def pin_seeds(seed: int = SOLVER_SEED) -> None:
+    """Pin Z3's global random seeds so that every run gives the same models and statistics."""
+    z3.set_param("smt.random_seed", seed)
+    z3.set_param("sat.random_seed", seed)
+
+
+def new_solver(timeout_ms: int | None = None) -> Any:
+    """A fresh solver with pinned seeds (and a timeout when given)."""
+    pin_seeds()
+    solver = z3.Solver()
+    solver.set("random_seed", SOLVER_SEED)
+    if timeout_ms is not None:
+        solver.set("timeout", timeout_ms)
+    return solver
+
+
+def enum_sort(enum_type: type[enum.Enum]) -> tuple[Any, dict[enum.Enum, Any], dict[str, enum.Enum]]:
+    """The Z3 enumeration sort of a Python enum: ``(sort, member → constant, name → member)``."""
+    cached = _ENUM_SORTS.get(enum_type)
+    if cached is None:
+        sort_name = f"{enum_type.__module__}.{enum_type.__qualname__}"
+        members = list(enum_type)
+        names = [f"{enum_type.__name__}.{member.name}" for member in members]
+        sort, constants = z3.EnumSort(sort_name, names)
+        cached = (
+            sort,
+            dict(zip(members, constants, strict=True)),
+            dict(zip(names, members, strict=True)),
+        )
+        _ENUM_SORTS[enum_type] = cached
+    return cached
+
+
+def lift(value: Term) -> Term:
+    """A Python constant as a Z3 term (enum members to enum constants); terms unchanged."""
+    if isinstance(value, enum.Enum):
+        return enum_sort(type(value))[1][value]
+    if isinstance(value, bool):
+        return z3.BoolVal(value)
+    if isinstance(value, int):
+        return z3.IntVal(value)
+    return value
+
+
+class Z3Ops(Ops):
+    """Operations building Z3 terms: the symbolic interpretation."""
+
+    symbolic: ClassVar[bool] = True
+
+    def And(self, *terms: Term) -> Term:  # noqa: N802
+        """Conjunction."""
+        items = [lift(term) for term in _flatten(terms)]
+        return z3.And(*items) if items else z3.BoolVal(True)
+
+    def Or(self, *terms: Term) -> Term:  # noqa: N802
+        """Disjunction."""
+        items = [lift(term) for term in _flatten(terms)]
+        return z3.Or(*items) if items else z3.BoolVal(False)
+
+    def Not(self, term: Term) -> Term:  # noqa: N802
+        """Negation."""
+        return z3.Not(lift(term))
+
+    def Implies(self, antecedent: Term, consequent: Term) -> Term:  # noqa: N802
+        """Implication."""
+        return z3.Implies(lift(antecedent), lift(consequent))
+
+    def If(self, condition: Term, then: Term, otherwise: Term) -> Term:  # noqa: N802
+        """If-then-else; over arrays it is taken key by key."""
+        if isinstance(then, ArrayValue) or isinstance(otherwise, ArrayValue):
+            if not (isinstance(then, ArrayValue) and isinstance(otherwise, ArrayValue)):
+                raise ModelError("If over an array needs two arrays")
+            return ArrayValue(
+                {key: self.If(condition, then[key], otherwise[key]) for key in then},
+                self,
+            )
+        if isinstance(condition, bool):
+            return then if condition else otherwise
+        return z3.If(lift(condition), lift(then), lift(otherwise))
+
+    def Eq(self, left: Term, right: Term) -> Term:  # noqa: N802
+        """Equality."""
+        if not z3.is_expr(left) and not z3.is_expr(right):
+            return z3.BoolVal(left == right)
+        return lift(left) == lift(right)
+
+    def Distinct(self, *terms: Term) -> Term:  # noqa: N802
+        """Pairwise distinct."""
+        items = [lift(term) for term in _flatten(terms)]
+        return z3.Distinct(*items) if len(items) > 1 else z3.BoolVal(True)
+
+    def Sum(self, *terms: Term) -> Term:  # noqa: N802
+        """Integer sum."""
+        items = [lift(term) for term in _flatten(terms)]
+        return z3.Sum(*items) if items else z3.IntVal(0)
+
+    def is_symbolic_key(self, key: Any) -> bool:
+        """Whether the key or a component of it is a Z3 term."""
+        if isinstance(key, tuple):
+            return any(z3.is_expr(part) for part in key)
+        return bool(z3.is_expr(key))
+
+    def _key_matches(self, candidate: Any, key: Any) -> Term:
+        if isinstance(key, tuple):
+            return self.And(*[self.Eq(part, wanted) for part, wanted in zip(
+                candidate, key, strict=True)])
+        return self.Eq(candidate, key)
+
+    def select(self, array: ArrayValue, key: Any) -> Term:
+        """``array[key]`` as an ``If`` chain over the finite index set."""
+        items = array.items()
+        result = items[-1][1]
+        for candidate, value in reversed(items[:-1]):
+            result = self.If(self._key_matches(candidate, key), value, result)
+        return result
+
+    def store(self, array: ArrayValue, key: Any, value: Term) -> ArrayValue:
+        """``array`` with ``key`` mapped to ``value``, key by key."""
+        if not self.is_symbolic_key(key):
+            return array.set(key, value)
+        return ArrayValue(
+            {
+                candidate: self.If(self._key_matches(candidate, key), value, old)
+                for candidate, old in array.items()
+            },
+            self,
+        )
+
+
+SYMBOLIC = Z3Ops()
+
+
+def _z3_sort(variable: Var) -> Any:
+    sort = variable.sort
+    if isinstance(sort, BoolSort):
+        return z3.BoolSort()
+    if isinstance(sort, IntSort):
+        return z3.IntSort()
+    return enum_sort(sort.enum_type)[0]
+
+
+def _in_domain(variable: Var, term: Any) -> Any:
+    sort = variable.sort
+    if isinstance(sort, IntSort):
+        return z3.And(term >= sort.low, term <= sort.high)
+    return z3.BoolVal(True)
+
+
+def _key_text(key: Any) -> str:
+    parts = key if isinstance(key, tuple) else (key,)
+    return ",".join(part.name if isinstance(part, enum.Enum) else str(part) for part in parts)
+
+
+class Encoding:
+    """The Z3 encoding of one model: states per step, init, actions, invariants, decoding."""
+
+    def __init__(self, model: Model) -> None:
+        self.model = model
+        self.instances: tuple[ActionInstance, ...] = model.instances()
+
+    def state(self, tag: str) -> State:
+        """Fresh Z3 constants for every variable at step ``tag``."""
+        values: dict[str, Term] = {}
+        for name, variable in self.model.variables.items():
+            sort = _z3_sort(variable)
+            if variable.is_array:
+                values[name] = ArrayValue(
+                    {
+                        key: z3.Const(f"{name}[{_key_text(key)}]@{tag}", sort)
+                        for key in variable.index_keys()
+                    },
+                    SYMBOLIC,
+                )
+            else:
+                values[name] = z3.Const(f"{name}@{tag}", sort)
+        return State(values)
+
+    def domain(self, state: State) -> Any:
+        """Every integer variable of ``state`` within its bounds."""
+        parts: list[Any] = []
+        for name, variable in self.model.variables.items():
+            if not isinstance(variable.sort, IntSort):
+                continue
+            value = state[name]
+            terms = value.values() if isinstance(value, ArrayValue) else (value,)
+            parts.extend(_in_domain(variable, term) for term in terms)
+        return z3.And(*parts) if parts else z3.BoolVal(True)
+
+    def equal(self, left: Mapping[str, Term], right: Mapping[str, Term]) -> Any:
+        """Variable-wise equality of two assignments."""
+        parts: list[Any] = []
+        for name, variable in self.model.variables.items():
+            if variable.is_array:
+                left_array: ArrayValue = left[name]
+                right_array: ArrayValue = right[name]
+                parts.extend(
+                    lift(left_array[key]) == lift(right_array[key]) for key in variable.index_keys()
+                )
+            else:
+                parts.append(lift(left[name]) == lift(right[name]))
+        return z3.And(*parts)
+
+    def init(self, state: State) -> Any:
+        """``state`` is one of the initial states."""
+        options = [
+            self.equal(state.as_dict(), self.model.initial_values(SYMBOLIC, args))
+            for args in self.model.init_decl.instances()
+        ]
+        return z3.Or(*options)
+
+    def transition(self, instance: ActionInstance, pre: State, post: State) -> Any:
+        """The two-state formula of one action instance, frame included.
+
+        Raises:
+            FrameError: the action updates a variable outside its frame.
+        """
+        result = instance.call(SYMBOLIC, pre)
+        values = self.model.resolve_update(SYMBOLIC, pre, instance, result)
+        return z3.And(lift(result.guard), self.equal(post.as_dict(), values))
+
+    def guard(self, instance: ActionInstance, pre: State) -> Any:
+        """The guard of one action instance."""
+        return lift(instance.call(SYMBOLIC, pre).guard)
+
+    def invariant(self, name: str, state: State) -> Any:
+        """Invariant ``name`` over ``state``."""
+        return lift(self.model.invariants[name].body(SYMBOLIC, state))
+
+    def witness(self, name: str, state: State) -> Any:
+        """Witness ``name`` over ``state``."""
+        return lift(self.model.witnesses[name].body(SYMBOLIC, state))
+
+    def decode(self, solution: Any, state: State) -> State:
+        """The concrete state a Z3 model assigns to the constants of ``state``."""
+        values: dict[str, Term] = {}
+        for name, variable in self.model.variables.items():
+            value = state[name]
+            if variable.is_array:
+                values[name] = ArrayValue(
+                    {key: self._value(variable, solution, term) for key, term in value.items()},
+                    CONCRETE,
+                )
+            else:
+                values[name] = self._value(variable, solution, value)
+        return State(values)
+
+    @staticmethod
+    def _value(variable: Var, solution: Any, term: Any) -> Term:
+        evaluated = solution.eval(term, model_completion=True)
+        sort = variable.sort
+        if isinstance(sort, BoolSort):
+            return bool(z3.is_true(evaluated))
+        if isinstance(sort, IntSort):
+            return int(evaluated.as_long())
+        assert isinstance(sort, EnumSort)
+        return enum_sort(sort.enum_type)[2][str(evaluated)]

@@ -1,0 +1,1 @@
+"""A package shaped like ``model/`` for testing discovery."""

@@ -1,0 +1,218 @@
+"""The modelling layer itself: concrete and symbolic readings agree, frames are enforced,
+proofs can fail, counterexamples replay."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import z3
+
+from model import (
+    ActionNotEnabled,
+    ArrayValue,
+    Bool,
+    ConcreteOps,
+    Encoding,
+    FrameError,
+    Model,
+    ModelDefinition,
+    Ops,
+    State,
+    Status,
+    Term,
+    Transition,
+    Variant,
+    check_variant,
+)
+from model._z3 import new_solver
+
+from ._lockserv import LOCKSERV, Phase
+
+
+def test_concrete_interpretation_steps_and_guards() -> None:
+    model = LOCKSERV.model()
+    [initial] = model.initial_states()
+    assert initial.held == ArrayValue({0: False, 1: False}, ConcreteOps())
+    after = model.step(initial, "lock", {"n": 1})
+    assert after.held[1] is True
+    assert after.phase is Phase.GRANTED
+    assert not model.enabled(after, "lock", {"n": 0})
+    with pytest.raises(ActionNotEnabled):
+        model.step(after, "lock", {"n": 0})
+    assert model.check_invariants(after) == []
+    with pytest.raises(KeyError):
+        model.step(after, "lock", {"n": 7})
+
+
+def test_shipped_variant_is_proved_and_false_invariant_violated() -> None:
+    result = check_variant(LOCKSERV, "shipped")
+    assert result.result("MUTEX").status is Status.PROVED
+    assert result.result("HELD_MEANS_TAKEN").status is Status.PROVED
+    few = result.result("FEW_GRANTS")
+    assert few.status is Status.VIOLATED
+    assert few.counterexample is not None
+    assert few.counterexample.length == 5
+    assert few.counterexample.replayed
+    assert result.witnesses[0].reached
+    assert result.ok, result.problems()
+
+
+def test_known_bad_variant_counterexample_names_instances() -> None:
+    result = check_variant(LOCKSERV, "no_free_check")
+    mutex = result.result("MUTEX")
+    assert mutex.status is Status.VIOLATED
+    assert mutex.counterexample is not None
+    labels = [str(step.action) for step in mutex.counterexample.steps[1:]]
+    assert sorted(labels) == ["lock(n=0)", "lock(n=1)"]
+    changed = {change[0] for change in mutex.counterexample.steps[1].changes}
+    assert "server_free" in changed
+    assert result.ok, result.problems()
+
+
+def test_frame_is_enforced_both_ways() -> None:
+    model = LOCKSERV.model("leak_frame")
+    [initial] = model.initial_states()
+    locked = model.step(initial, "lock", {"n": 0})
+    with pytest.raises(FrameError):
+        model.step(locked, "unlock", {"n": 0})
+    result = check_variant(LOCKSERV, "leak_frame")
+    assert not result.ok
+    assert any("frame" in problem for problem in result.problems())
+
+
+def test_non_inductive_invariant_is_not_proved() -> None:
+    """Without its lemma, MUTEX is true but not inductive: the report must say which pair."""
+
+    def build(variant: Variant) -> Model:
+        model = LOCKSERV.build(variant)
+        invariant = model.invariants["MUTEX"]
+        model.invariants["MUTEX"] = type(invariant)(
+            invariant.name, invariant.body, invariant.kind, (), invariant.doc)
+        return model
+
+    weak = ModelDefinition("weak", "no lemma", build, (Variant("shipped", "", shipped=True),), 4)
+    result = check_variant(weak)
+    mutex = result.result("MUTEX")
+    assert mutex.status is Status.HOLDS
+    assert mutex.status_text == "holds to depth 4"
+    assert "not preserved by action" in mutex.note
+    assert "lock(n=" in mutex.note or "unlock(n=" in mutex.note
+
+
+def test_unreachable_witness_is_a_problem() -> None:
+    def build(variant: Variant) -> Model:
+        model = LOCKSERV.build(variant)
+
+        @model.witness("BOTH_HELD")
+        def both(o: Ops, s: State) -> Term:
+            return o.And(s.held[0], s.held[1])
+
+        return model
+
+    definition = ModelDefinition(
+        "vacuous", "", build, (Variant("shipped", "", shipped=True,
+                                       expected={"FEW_GRANTS": Status.VIOLATED}),), 3)
+    result = check_variant(definition)
+    assert any("BOTH_HELD" in problem for problem in result.problems())
+
+
+def test_bad_expectation_is_reported() -> None:
+    definition = ModelDefinition(
+        "lockserv", "", LOCKSERV.build,
+        (Variant("shipped", "", shipped=True, expected={"MUTEX": Status.VIOLATED}),), 3)
+    result = check_variant(definition)
+    assert any("MUTEX is proved, expected violated" in p for p in result.problems())
+    with pytest.raises(ValueError, match="depth"):
+        check_variant(definition, depth=0)
+
+
+def _random_state(model: Model, rng: random.Random) -> State:
+    values: dict[str, Term] = {}
+    for name, variable in model.variables.items():
+        options = variable.sort.values()
+        if variable.is_array:
+            values[name] = ArrayValue(
+                {key: rng.choice(options) for key in variable.index_keys()}, ConcreteOps())
+        else:
+            values[name] = rng.choice(options)
+    return State(values)
+
+
+def _pin(encoding: Encoding, symbolic: State, concrete: State) -> list[object]:
+    from model._z3 import lift
+
+    constraints: list[object] = []
+    for name, variable in encoding.model.variables.items():
+        if variable.is_array:
+            for key in variable.index_keys():
+                constraints.append(symbolic[name][key] == lift(concrete[name][key]))
+        else:
+            constraints.append(symbolic[name] == lift(concrete[name]))
+    return constraints
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_concrete_equals_symbolic_on_random_states(seed: int) -> None:
+    """For random states: guards, successors and invariants agree between the two readings."""
+    rng = random.Random(seed)
+    for definition_variant in ("shipped", "no_free_check"):
+        model = LOCKSERV.model(definition_variant)
+        encoding = Encoding(model)
+        pre = encoding.state("pre")
+        post = encoding.state("post")
+        for _ in range(10):
+            state = _random_state(model, rng)
+            for name in model.invariants:
+                solver = new_solver()
+                solver.add(*_pin(encoding, pre, state))
+                solver.add(encoding.invariant(name, pre))
+                assert (solver.check() == z3.sat) == model.holds(state, name)
+            for instance in model.instances():
+                enabled = model.enabled(state, instance.action.name, dict(instance.args))
+                solver = new_solver()
+                solver.add(*_pin(encoding, pre, state))
+                solver.add(encoding.transition(instance, pre, post))
+                assert (solver.check() == z3.sat) == enabled
+                if enabled:
+                    expected = model.step_instance(state, instance)
+                    assert encoding.decode(solver.model(), post) == expected
+
+
+def test_tiny_model_with_failing_proof() -> None:
+    """A counter that may exceed its claimed bound: BMC finds it at exactly depth 2."""
+
+    def build(variant: Variant) -> Model:
+        m = Model("counter")
+        m.var("count", __import__("model").Int(0, 5))
+        m.var("stopped", Bool())
+
+        @m.init()
+        def init(o: Ops) -> dict[str, Term]:
+            return {"count": 0, "stopped": False}
+
+        @m.action(modifies=["count"])
+        def tick(o: Ops, s: State) -> Transition:
+            return Transition(o.And(o.Not(s.stopped), s.count < 5), {"count": s.count + 1})
+
+        @m.invariant("BELOW_TWO")
+        def below_two(o: Ops, s: State) -> Term:
+            return s.count < 2
+
+        @m.witness("ONE")
+        def one(o: Ops, s: State) -> Term:
+            return s.count == 1
+
+        return m
+
+    definition = ModelDefinition(
+        "counter", "", build,
+        (Variant("shipped", "", shipped=True, expected={"BELOW_TWO": Status.VIOLATED}),), 5)
+    result = check_variant(definition)
+    below = result.result("BELOW_TWO")
+    assert below.status is Status.VIOLATED
+    assert below.depth == 2
+    assert below.counterexample is not None
+    assert [step.action for step in below.counterexample.steps] == [None, "tick", "tick"]
+    assert below.counterexample.steps[-1].changes == (("count", "1", "2"),)
+    assert result.ok
