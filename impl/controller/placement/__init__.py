@@ -13,6 +13,7 @@ from ._driver import DEFAULT_REPLICA_PLACER as DEFAULT_REPLICA_PLACER
 from ._driver import load_replica_placer as load_replica_placer
 from ._driver import place_replicas as place_replicas
 from ._driver import placer_name as placer_name
+from ._driver import propose_reassignment as propose_reassignment
 from ._errors import INVALID_CONFIG as INVALID_CONFIG
 from ._errors import INVALID_PARTITIONS as INVALID_PARTITIONS
 from ._errors import INVALID_REPLICA_ASSIGNMENT as INVALID_REPLICA_ASSIGNMENT
@@ -34,6 +35,40 @@ from ._multi_level import RingWalk as RingWalk
 from ._multi_level import build_rack_tree as build_rack_tree
 from ._multi_level import parse_rack as parse_rack
 from ._multi_level import rack_name as rack_name
+from ._protocol import (
+    CREATE_REPLICA_PLACEMENT_API_KEY as CREATE_REPLICA_PLACEMENT_API_KEY,
+)
+from ._protocol import (
+    CREATE_REPLICA_PLACEMENT_MAX_VERSION as CREATE_REPLICA_PLACEMENT_MAX_VERSION,
+)
+from ._protocol import (
+    CREATE_REPLICA_PLACEMENT_MIN_VERSION as CREATE_REPLICA_PLACEMENT_MIN_VERSION,
+)
+from ._protocol import (
+    CREATE_REPLICA_PLACEMENT_REQUEST_HEADER_VERSION,
+    CREATE_REPLICA_PLACEMENT_RESPONSE_HEADER_VERSION,
+)
+from ._protocol import CreateReplicaPlacementRequest as CreateReplicaPlacementRequest
+from ._protocol import CreateReplicaPlacementResponse as CreateReplicaPlacementResponse
+from ._protocol import PartitionPlacement as PartitionPlacement
+from ._protocol import PlacementWireError as PlacementWireError
+from ._protocol import (
+    decode_create_replica_placement_request as decode_create_replica_placement_request,
+)
+from ._protocol import (
+    decode_create_replica_placement_response as decode_create_replica_placement_response,
+)
+from ._protocol import (
+    encode_create_replica_placement_request as encode_create_replica_placement_request,
+)
+from ._protocol import (
+    encode_create_replica_placement_response as encode_create_replica_placement_response,
+)
+from ._protocol import encode_request_header as encode_request_header
+from ._protocol import handle_create_replica_placement as handle_create_replica_placement
+from ._protocol import parse_response_payload as parse_response_payload
+from ._protocol import request_frame as request_frame
+from ._protocol import response_frame as response_frame
 from ._spread import PLACEMENT_SPREAD as PLACEMENT_SPREAD
 from ._spread import SpreadViolation as SpreadViolation
 from ._spread import check_placement_spread as check_placement_spread
@@ -54,6 +89,11 @@ __all__ = [
     "BROKER_RACK_CONFIG",
     "BROKER_REPLICA_PLACER_CONFIG",
     "BUILT_IN_PLACERS",
+    "CREATE_REPLICA_PLACEMENT_API_KEY",
+    "CREATE_REPLICA_PLACEMENT_MAX_VERSION",
+    "CREATE_REPLICA_PLACEMENT_MIN_VERSION",
+    "CREATE_REPLICA_PLACEMENT_REQUEST_HEADER_VERSION",
+    "CREATE_REPLICA_PLACEMENT_RESPONSE_HEADER_VERSION",
     "DEFAULT_REPLICA_PLACER",
     "INVALID_CONFIG",
     "INVALID_PARTITIONS",
@@ -66,9 +106,13 @@ __all__ = [
     "Assignment",
     "BrokerInfo",
     "ClusterView",
+    "CreateReplicaPlacementRequest",
+    "CreateReplicaPlacementResponse",
     "MultiLevelRackPlacer",
+    "PartitionPlacement",
     "PlacementError",
     "PlacementSpec",
+    "PlacementWireError",
     "RackAwarePlacer",
     "RackNode",
     "RackTree",
@@ -79,17 +123,27 @@ __all__ = [
     "TopicPartition",
     "build_rack_tree",
     "check_placement_spread",
+    "decode_create_replica_placement_request",
+    "decode_create_replica_placement_response",
+    "encode_create_replica_placement_request",
+    "encode_create_replica_placement_response",
+    "encode_request_header",
     "follower_index",
+    "handle_create_replica_placement",
     "load_replica_placer",
     "parse_rack",
+    "parse_response_payload",
     "place_replicas",
     "placement_spread_holds",
     "placement_spread_violations",
     "placer_name",
+    "propose_reassignment",
     "rack_alternated_brokers",
     "rack_aware_assignment",
     "rack_name",
     "rack_unaware_assignment",
+    "request_frame",
+    "response_frame",
     "usable_brokers",
     "validate_assignment",
 ]

@@ -13,12 +13,12 @@ from __future__ import annotations
 import importlib
 from collections.abc import Callable, Mapping, Sequence
 
-from impl.ports import Rng
+from impl.ports import Rng, SeededRng
 
 from ._errors import INVALID_CONFIG, PlacementError
 from ._kafka import RACK_AWARE, RACK_UNAWARE, RackAwarePlacer, RackUnawarePlacer
 from ._multi_level import MULTI_LEVEL, MultiLevelRackPlacer
-from ._types import Assignment, ClusterView, PlacementSpec, ReplicaPlacer
+from ._types import Assignment, ClusterView, PlacementSpec, ReplicaPlacer, TopicPartition
 from ._validate import usable_brokers, validate_assignment
 
 __sans_io__ = True
@@ -133,3 +133,55 @@ def place_replicas(
         assignment = used.place(placement_spec, cluster_view, broker_ids)
     validate_assignment(assignment, placement_spec, brokers, placer_name(used))
     return [list(replicas) for replicas in assignment]
+
+
+def propose_reassignment(
+    current_assignment: Mapping[TopicPartition, Sequence[int]],
+    cluster_view: ClusterView,
+    placer: ReplicaPlacer | str,
+    seed: int,
+    *,
+    broker_ids: Sequence[int] | None = None,
+    force_simple_placement: bool = False,
+) -> dict[TopicPartition, list[int]]:
+    """A new assignment for the given partitions, as ``kafka-reassign-partitions --generate``.
+
+    Each topic is placed afresh, topics in name order, with the number of partitions given for
+    it and the replication factor of its lowest partition (Kafka reads the first partition's);
+    the i-th lowest partition id gets the i-th placed replica list. One seed drives every draw,
+    so the same inputs and seed give the same proposal.
+
+    Args:
+        current_assignment: the partitions to move, with their current replicas.
+        cluster_view: the usable brokers with racks (and the whole current assignment).
+        placer: the placer, or its ``broker.replica.placer`` name (then built with the seed).
+        seed: the seed of every random draw.
+        broker_ids: the brokers to move to (``--broker-list``), ``None`` for all.
+        force_simple_placement: use Kafka's rack-unaware assignment (``--disable-rack-aware``).
+
+    Returns:
+        The proposed replicas of every given partition, leader first.
+
+    Raises:
+        PlacementError: a partition without replicas, or the topics cannot be placed.
+    """
+    rng = SeededRng(seed)
+    chosen = load_replica_placer(placer, rng) if isinstance(placer, str) else placer
+    by_topic: dict[str, list[TopicPartition]] = {}
+    for tp in current_assignment:
+        by_topic.setdefault(tp.topic, []).append(tp)
+    proposal: dict[TopicPartition, list[int]] = {}
+    for topic in sorted(by_topic):
+        partitions = sorted(by_topic[topic])
+        replication_factor = len(current_assignment[partitions[0]])
+        if replication_factor == 0:
+            raise PlacementError(f"partition {partitions[0]} has no replicas to reassign")
+        spec = PlacementSpec(
+            partition_count=len(partitions),
+            replication_factor=replication_factor,
+            force_simple_placement=force_simple_placement,
+        )
+        assignment = place_replicas(chosen, spec, cluster_view, broker_ids, rng=rng)
+        for tp, replicas in zip(partitions, assignment, strict=True):
+            proposal[tp] = replicas
+    return proposal
