@@ -198,7 +198,7 @@ def test_handler_places_and_reports_errors() -> None:
     assert {b for p in subset.placements for b in p.replicas} == {1, 3}
 
 
-def _serve_once(sock: socket.socket, advertise: bool) -> None:
+def serve_once(sock: socket.socket, advertise: bool) -> None:
     """A minimal broker: ApiVersions v0, then one CreateReplicaPlacement."""
 
     def read_frame() -> bytes:
@@ -246,7 +246,7 @@ def _serve_once(sock: socket.socket, advertise: bool) -> None:
 def test_client_talks_to_a_broker(advertise: bool) -> None:
     client_end, server_end = socket.socketpair()
     client_end.settimeout(10)
-    server = threading.Thread(target=_serve_once, args=(server_end, advertise))
+    server = threading.Thread(target=serve_once, args=(server_end, advertise))
     server.start()
     try:
         request = CreateReplicaPlacementRequest(partition_count=3, replication_factor=3)
