@@ -1,0 +1,624 @@
+"""Request handlers: one method per API, each serving every version the broker accepts.
+
+Each handler reads the kio request, asks the cores and the replica manager, and describes the
+response once as nested mappings; :func:`impl.broker._kio_build.build` turns that into the
+request version's response class. Fetch is the exception: its response is written by
+:mod:`impl.broker.fetch_response` so record bytes can go out with ``os.sendfile``.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Awaitable, Callable, Sequence
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import trio
+
+from impl.storage.errors import OffsetOutOfRange, StorageError
+from impl.storage.names import TopicPartition
+
+from . import api_versions, controller_wire
+from ._codec import DecodedRequest, encode_response
+from ._kio_build import build
+from .config import BrokerConfig
+from .fetch_response import FetchPartitionReply, encode_fetch_response
+from .metadata_cache import BrokerEndpoint, MetadataCache
+from .replica_manager import ReplicaManager
+from .replication import ReplicaRole
+from .server import ConnectionInfo, PiecesResponse, Response
+from .topic_names import topic_name_error
+
+log = logging.getLogger(__name__)
+
+NONE: Final = 0
+OFFSET_OUT_OF_RANGE: Final = 1
+UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+LEADER_NOT_AVAILABLE: Final = 5
+NOT_LEADER_OR_FOLLOWER: Final = 6
+REQUEST_TIMED_OUT: Final = 7
+INVALID_TOPIC_EXCEPTION: Final = 17
+TOPIC_ALREADY_EXISTS: Final = 36
+INVALID_PARTITIONS: Final = 37
+INVALID_REPLICATION_FACTOR: Final = 38
+INVALID_REPLICA_ASSIGNMENT: Final = 39
+INVALID_CONFIG: Final = 40
+INVALID_REQUEST: Final = 42
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Final = 53
+KAFKA_STORAGE_ERROR: Final = 56
+LOG_DIR_NOT_FOUND: Final = 57
+FENCED_LEADER_EPOCH: Final = 74
+UNKNOWN_LEADER_EPOCH: Final = 75
+#: Topic-level configs CreateTopics accepts (the storage engine applies broker-wide values).
+SUPPORTED_TOPIC_CONFIGS: Final[frozenset[str]] = frozenset()
+#: Kafka's ``LIST_OFFSETS`` special timestamps.
+LATEST_TIMESTAMP: Final = -1
+EARLIEST_TIMESTAMP: Final = -2
+
+
+class TopicAdmin(Protocol):
+    """Topic creation and deletion through ZooKeeper (the controller's admin helpers)."""
+
+    async def create_topic(
+        self,
+        topic: str,
+        partition_count: int,
+        replication_factor: int,
+        assignment: dict[int, tuple[int, ...]] | None,
+        validate_only: bool,
+    ) -> tuple[int, str | None]:
+        """Create (or only validate) a topic; (error code, message)."""
+
+    async def delete_topic(self, topic: str) -> int:
+        """Mark a topic for deletion; an error code."""
+
+
+class LogDirs(Protocol):
+    """The KIP-113 operations of the storage engine, as the broker answers them."""
+
+    def describe_log_dirs(
+        self, topics: dict[str, set[int] | None] | None
+    ) -> list[dict[str, Any]]:
+        """Per log dir: ``{"log_dir", "error_code", "topics": [{"name", "partitions": [...]}],
+        "total_bytes", "usable_bytes"}`` in the DescribeLogDirs response shape."""
+
+    def alter_replica_log_dir(self, tp: TopicPartition, log_dir: str) -> int:
+        """Start (or cancel) a move of ``tp`` to ``log_dir``; an error code."""
+
+
+ProducerIdAllocator = Callable[[], Awaitable[int]]
+ControllerRequestHandler = Callable[[int, Any], Any]
+
+
+@dataclass
+class HandlerContext:
+    """Everything the handlers read or drive."""
+
+    config: BrokerConfig
+    metadata: MetadataCache
+    replicas: ReplicaManager
+    topic_admin: TopicAdmin
+    log_dirs: LogDirs
+    allocate_producer_id: ProducerIdAllocator
+    on_update_metadata: Callable[[Any], None]
+
+
+def _throttle() -> dict[str, Any]:
+    return {"throttle_time": 0}
+
+
+class RequestHandlers:
+    """Dispatches decoded requests to the API handlers."""
+
+    def __init__(self, context: HandlerContext) -> None:
+        self.context = context
+        self._handlers: dict[int, Callable[[DecodedRequest], Awaitable[Response | None]]] = {
+            api_versions.API_VERSIONS: self.api_versions,
+            api_versions.METADATA: self.metadata,
+            api_versions.PRODUCE: self.produce,
+            api_versions.FETCH: self.fetch,
+            api_versions.LIST_OFFSETS: self.list_offsets,
+            api_versions.CREATE_TOPICS: self.create_topics,
+            api_versions.DELETE_TOPICS: self.delete_topics,
+            api_versions.INIT_PRODUCER_ID: self.init_producer_id,
+            api_versions.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
+            api_versions.ALTER_REPLICA_LOG_DIRS: self.alter_replica_log_dirs,
+            api_versions.LEADER_AND_ISR: self.controller_request,
+            api_versions.STOP_REPLICA: self.controller_request,
+            api_versions.UPDATE_METADATA: self.controller_request,
+        }
+
+    async def __call__(self, request: DecodedRequest, info: ConnectionInfo) -> Response | None:
+        """Answer one request (None: no response is sent)."""
+        handler = self._handlers[request.api_key]
+        return await handler(request)
+
+    def _answer(self, request: DecodedRequest, data: dict[str, Any]) -> bytes:
+        return encode_response(request, build(request.response_class, data))
+
+    # --- ApiVersions, Metadata -------------------------------------------------------------
+
+    async def api_versions(self, request: DecodedRequest) -> Response:
+        """ApiVersions v0-v3: the advertised table."""
+        return self._answer(
+            request,
+            {
+                "error_code": NONE,
+                "api_keys": [
+                    {"api_key": key, "min_version": low, "max_version": high}
+                    for key, (low, high) in sorted(api_versions.ADVERTISED.items())
+                ],
+                **_throttle(),
+            },
+        )
+
+    async def metadata(self, request: DecodedRequest) -> Response:
+        """Metadata v0-v8 from the metadata cache (leader epochs reported as -1)."""
+        cache = self.context.metadata
+        requested = request.body.topics
+        if requested is None or (request.api_version == 0 and not requested):
+            names = cache.topics
+        else:
+            names = [topic.name for topic in requested]
+        topics: list[dict[str, Any]] = []
+        live = {broker.broker_id for broker in cache.brokers}
+        for name in names:
+            if topic_name_error(name) is not None:
+                topics.append({"error_code": INVALID_TOPIC_EXCEPTION, "name": name,
+                               "partitions": []})
+                continue
+            if not cache.has_topic(name):
+                topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
+                               "partitions": []})
+                continue
+            partitions = []
+            for state in cache.partitions(name):
+                error = NONE if state.leader in live else LEADER_NOT_AVAILABLE
+                partitions.append(
+                    {
+                        "error_code": error,
+                        "partition_index": state.partition,
+                        "leader_id": state.leader if state.leader in live else -1,
+                        "leader_epoch": -1,
+                        "replica_nodes": state.replicas,
+                        "isr_nodes": state.isr,
+                        "offline_replicas": state.offline_replicas,
+                    }
+                )
+            topics.append({"error_code": NONE, "name": name, "is_internal": False,
+                           "partitions": partitions})
+        return self._answer(
+            request,
+            {
+                **_throttle(),
+                "brokers": [
+                    {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    for b in cache.brokers
+                ],
+                "cluster_id": self.context.config.cluster_id,
+                "controller_id": cache.controller_id,
+                "topics": topics,
+            },
+        )
+
+    # --- Produce ---------------------------------------------------------------------------
+
+    async def produce(self, request: DecodedRequest) -> Response | None:
+        """Produce v3-v8: one batch per partition, acks 0/1/all, idempotence."""
+        body = request.body
+        if body.transactional_id is not None:
+            return self._produce_all(request, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
+        timeout_ms = int(body.timeout.total_seconds() * 1000)
+        results: list[tuple[str, list[dict[str, Any]]]] = []
+        for topic in body.topic_data:
+            partitions: list[dict[str, Any]] = []
+            for item in topic.partition_data:
+                if topic_name_error(topic.name) is not None:
+                    outcome_code, base, append_time, start = INVALID_TOPIC_EXCEPTION, -1, -1, -1
+                    message = None
+                else:
+                    result = await self.context.replicas.produce(
+                        TopicPartition(topic.name, int(item.index)),
+                        item.records,
+                        int(body.acks),
+                        timeout_ms,
+                    )
+                    outcome_code, base = result.error_code, result.base_offset
+                    append_time, start = result.log_append_time_ms, result.log_start_offset
+                    message = result.error_message
+                partitions.append(
+                    {
+                        "index": item.index,
+                        "error_code": outcome_code,
+                        "base_offset": base,
+                        "log_append_time": None if append_time < 0 else _datetime(append_time),
+                        "log_start_offset": start,
+                        "record_errors": [],
+                        "error_message": message,
+                    }
+                )
+            results.append((topic.name, partitions))
+        if int(body.acks) == 0:
+            return None
+        return self._answer(
+            request,
+            {
+                "responses": [
+                    {"name": name, "partition_responses": partitions}
+                    for name, partitions in results
+                ],
+                **_throttle(),
+            },
+        )
+
+    def _produce_all(self, request: DecodedRequest, code: int) -> Response | None:
+        if int(request.body.acks) == 0:
+            return None
+        return self._answer(
+            request,
+            {
+                "responses": [
+                    {
+                        "name": topic.name,
+                        "partition_responses": [
+                            {"index": item.index, "error_code": code, "base_offset": -1,
+                             "log_append_time": None, "log_start_offset": -1,
+                             "record_errors": []}
+                            for item in topic.partition_data
+                        ],
+                    }
+                    for topic in request.body.topic_data
+                ],
+                **_throttle(),
+            },
+        )
+
+    # --- Fetch -----------------------------------------------------------------------------
+
+    def _fetch_partition(
+        self,
+        tp: TopicPartition,
+        item: Any,
+        replica_id: int,
+        budget_bytes: int,
+        have_data: bool,
+    ) -> FetchPartitionReply:
+        replicas = self.context.replicas
+        if topic_name_error(tp.topic) is not None:
+            return FetchPartitionReply(tp.partition, UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
+        error, partition_log = replicas.leader_log(tp)
+        if error != NONE:
+            return FetchPartitionReply(tp.partition, error, -1, -1, -1)
+        state = replicas.states[tp]
+        requested_epoch = int(getattr(item, "current_leader_epoch", -1))
+        if requested_epoch >= 0 and requested_epoch != state.leader_epoch:
+            code = FENCED_LEADER_EPOCH if requested_epoch < state.leader_epoch else (
+                UNKNOWN_LEADER_EPOCH
+            )
+            return FetchPartitionReply(tp.partition, code, -1, -1, -1)
+        fetch_offset = int(item.fetch_offset)
+        if replica_id >= 0:
+            replicas.record_follower_fetch(tp, replica_id, fetch_offset)
+        high_watermark = partition_log.high_watermark
+        log_start_offset = partition_log.log_start_offset
+        limit = min(int(item.partition_max_bytes), budget_bytes)
+        slices: list[Any] = []
+        if limit > 0 or not have_data:
+            try:
+                slices = partition_log.read(
+                    fetch_offset, max(limit, 0), None if replica_id >= 0 else high_watermark
+                )
+            except OffsetOutOfRange:
+                return FetchPartitionReply(
+                    tp.partition, OFFSET_OUT_OF_RANGE, high_watermark, high_watermark,
+                    log_start_offset,
+                )
+            except StorageError as storage_error:
+                return FetchPartitionReply(tp.partition, int(storage_error.error_code), -1, -1,
+                                           -1)
+            except OSError as os_error:
+                log.warning("read of %s failed: %s", tp, os_error)
+                return FetchPartitionReply(tp.partition, KAFKA_STORAGE_ERROR, -1, -1, -1)
+        return FetchPartitionReply(
+            tp.partition, NONE, high_watermark, high_watermark, log_start_offset, tuple(slices)
+        )
+
+    def _fetch_once(self, body: Any) -> tuple[list[tuple[str, list[FetchPartitionReply]]], int,
+                                              bool]:
+        replica_id = int(body.replica_id)
+        budget = int(body.max_bytes)
+        total = 0
+        errors = False
+        topics: list[tuple[str, list[FetchPartitionReply]]] = []
+        for topic in body.topics:
+            replies: list[FetchPartitionReply] = []
+            for item in topic.partitions:
+                reply = self._fetch_partition(
+                    TopicPartition(topic.topic, int(item.partition)), item, replica_id,
+                    budget - total, total > 0,
+                )
+                total += reply.records_size
+                errors = errors or reply.error_code != NONE
+                replies.append(reply)
+            topics.append((topic.topic, replies))
+        return topics, total, errors
+
+    async def fetch(self, request: DecodedRequest) -> Response:
+        """Fetch v4-v11: records below the HW (LEO for followers), zero-copy, delayed."""
+        body = request.body
+        max_wait_seconds = max(body.max_wait.total_seconds(), 0.0)
+        deadline = trio.current_time() + max_wait_seconds
+        min_bytes = int(body.min_bytes)
+        while True:
+            topics, total, errors = self._fetch_once(body)
+            if total >= min_bytes or errors or trio.current_time() >= deadline:
+                break
+            for _, replies in topics:
+                for reply in replies:
+                    for piece in reply.record_slices:
+                        piece.close()  # type: ignore[attr-defined]
+            await self.context.replicas.wait_changed(deadline)
+        pieces = encode_fetch_response(
+            request.api_version, request.head.correlation_id, topics, session_id=0
+        )
+        return PiecesResponse(pieces)
+
+    # --- ListOffsets -----------------------------------------------------------------------
+
+    async def list_offsets(self, request: DecodedRequest) -> Response:
+        """ListOffsets v1-v5: earliest (-2), latest (-1, the HW) or by timestamp."""
+        replicas = self.context.replicas
+        topics = []
+        for topic in request.body.topics:
+            partitions = []
+            for item in topic.partitions:
+                tp = TopicPartition(topic.name, int(item.partition_index))
+                entry: dict[str, Any] = {"partition_index": item.partition_index,
+                                         "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                if topic_name_error(topic.name) is not None:
+                    entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
+                    partitions.append(entry)
+                    continue
+                error, partition_log = replicas.leader_log(tp)
+                if error != NONE:
+                    entry["error_code"] = error
+                    partitions.append(entry)
+                    continue
+                entry["error_code"] = NONE
+                timestamp = int(item.timestamp)
+                if timestamp == LATEST_TIMESTAMP:
+                    entry["offset"] = partition_log.high_watermark
+                elif timestamp == EARLIEST_TIMESTAMP:
+                    entry["offset"] = partition_log.log_start_offset
+                else:
+                    found = partition_log.offset_for_timestamp(timestamp)
+                    if found is not None and found[0] < partition_log.high_watermark:
+                        entry["offset"], entry["timestamp"] = found
+                partitions.append(entry)
+            topics.append({"name": topic.name, "partitions": partitions})
+        return self._answer(request, {**_throttle(), "topics": topics})
+
+    # --- CreateTopics, DeleteTopics --------------------------------------------------------
+
+    async def create_topics(self, request: DecodedRequest) -> Response:
+        """CreateTopics v2-v4 through ZooKeeper; waits (bounded) until metadata shows it."""
+        body = request.body
+        timeout_seconds = max(body.timeout.total_seconds(), 0.0)
+        names = [topic.name for topic in body.topics]
+        results: list[dict[str, Any]] = []
+        created: list[str] = []
+        for topic in body.topics:
+            code, message = await self._create_one(topic, names, bool(body.validate_only))
+            if code == NONE and not body.validate_only:
+                created.append(topic.name)
+            results.append({"name": topic.name, "error_code": code, "error_message": message})
+        if created and timeout_seconds > 0:
+            ready = await self._wait_metadata(
+                lambda: all(self._topic_ready(name) for name in created), timeout_seconds
+            )
+            if not ready:
+                for result in results:
+                    if result["name"] in created:
+                        result["error_code"] = REQUEST_TIMED_OUT
+                        result["error_message"] = "topic created; metadata not yet propagated"
+        return self._answer(request, {**_throttle(), "topics": results})
+
+    def _topic_ready(self, name: str) -> bool:
+        cache = self.context.metadata
+        partitions = cache.partitions(name)
+        return bool(partitions) and all(state.leader >= 0 for state in partitions)
+
+    async def _wait_metadata(self, condition: Callable[[], bool], timeout_seconds: float) -> bool:
+        deadline = trio.current_time() + timeout_seconds
+        while not condition():
+            if trio.current_time() >= deadline:
+                return False
+            await self.context.replicas.wait_changed(deadline)
+        return True
+
+    async def _create_one(
+        self, topic: Any, names: Sequence[str], validate_only: bool
+    ) -> tuple[int, str | None]:
+        name = topic.name
+        reason = topic_name_error(name)
+        if reason is not None:
+            return INVALID_TOPIC_EXCEPTION, reason
+        if names.count(name) > 1:
+            return INVALID_REQUEST, f"topic {name!r} appears more than once in the request"
+        for config in topic.configs:
+            if config.name not in SUPPORTED_TOPIC_CONFIGS:
+                return INVALID_CONFIG, f"topic config {config.name!r} is not supported"
+        partitions = int(topic.num_partitions)
+        factor = int(topic.replication_factor)
+        assignment: dict[int, tuple[int, ...]] | None = None
+        if topic.assignments:
+            if partitions != -1 or factor != -1:
+                return INVALID_REQUEST, (
+                    "give either replica assignments or num_partitions and replication_factor"
+                )
+            assignment = {
+                int(item.partition_index): tuple(int(b) for b in item.broker_ids)
+                for item in topic.assignments
+            }
+            if sorted(assignment) != list(range(len(assignment))):
+                return INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered 0..n-1"
+            live = {broker.broker_id for broker in self.context.metadata.brokers}
+            for replicas in assignment.values():
+                if not replicas or len(set(replicas)) != len(replicas):
+                    return INVALID_REPLICA_ASSIGNMENT, "empty or duplicate replica list"
+                if not set(replicas) <= live:
+                    return INVALID_REPLICA_ASSIGNMENT, "assignment names a broker not alive"
+            partitions = len(assignment)
+            factor = len(next(iter(assignment.values())))
+        else:
+            if partitions == -1:
+                partitions = self.context.config.num_partitions
+            if factor == -1:
+                factor = self.context.config.default_replication_factor
+            if partitions <= 0:
+                return INVALID_PARTITIONS, f"number of partitions must be positive: {partitions}"
+            if factor <= 0:
+                return INVALID_REPLICATION_FACTOR, f"replication factor must be positive: {factor}"
+            live_count = len(self.context.metadata.brokers)
+            if factor > live_count:
+                return INVALID_REPLICATION_FACTOR, (
+                    f"replication factor {factor} larger than the {live_count} live brokers"
+                )
+        if self.context.metadata.has_topic(name):
+            return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
+        return await self.context.topic_admin.create_topic(
+            name, partitions, factor, assignment, validate_only
+        )
+
+    async def delete_topics(self, request: DecodedRequest) -> Response:
+        """DeleteTopics v1-v3 through ZooKeeper; waits (bounded) until metadata drops it."""
+        body = request.body
+        timeout_seconds = max(body.timeout.total_seconds(), 0.0)
+        results: list[dict[str, Any]] = []
+        deleted: list[str] = []
+        for name in body.topic_names:
+            if topic_name_error(name) is not None or not self.context.metadata.has_topic(name):
+                results.append({"name": name, "error_code": UNKNOWN_TOPIC_OR_PARTITION})
+                continue
+            code = await self.context.topic_admin.delete_topic(name)
+            if code == NONE:
+                deleted.append(name)
+            results.append({"name": name, "error_code": code})
+        if deleted and timeout_seconds > 0:
+            gone = await self._wait_metadata(
+                lambda: not any(self.context.metadata.has_topic(name) for name in deleted),
+                timeout_seconds,
+            )
+            if not gone:
+                for result in results:
+                    if result["name"] in deleted:
+                        result["error_code"] = REQUEST_TIMED_OUT
+        return self._answer(request, {**_throttle(), "responses": results})
+
+    # --- InitProducerId --------------------------------------------------------------------
+
+    async def init_producer_id(self, request: DecodedRequest) -> Response:
+        """InitProducerId v0-v1 for idempotent producers (transactions are not supported)."""
+        if request.body.transactional_id is not None:
+            return self._answer(
+                request,
+                {**_throttle(), "error_code": TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+                 "producer_id": -1, "producer_epoch": -1},
+            )
+        producer_id = await self.context.allocate_producer_id()
+        return self._answer(
+            request,
+            {**_throttle(), "error_code": NONE, "producer_id": producer_id, "producer_epoch": 0},
+        )
+
+    # --- KIP-113 ---------------------------------------------------------------------------
+
+    async def describe_log_dirs(self, request: DecodedRequest) -> Response:
+        """DescribeLogDirs v1-v4 (KIP-113): per dir, its partitions, sizes and lags."""
+        requested = request.body.topics
+        topics: dict[str, set[int] | None] | None = None
+        if requested is not None:
+            topics = {}
+            for topic in requested:
+                topics.setdefault(topic.topic, set())
+                wanted = topics[topic.topic]
+                assert wanted is not None
+                wanted.update(int(p) for p in topic.partitions)
+        results = self.context.log_dirs.describe_log_dirs(topics)
+        return self._answer(request, {**_throttle(), "error_code": NONE, "results": results})
+
+    async def alter_replica_log_dirs(self, request: DecodedRequest) -> Response:
+        """AlterReplicaLogDirs v1-v2 (KIP-113): the dir must be one of ``log.dirs`` exactly."""
+        configured = set(self.context.config.log_dirs)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for entry in request.body.dirs:
+            path = entry.path
+            for topic in entry.topics:
+                results = by_topic.setdefault(topic.name, [])
+                for partition in topic.partitions:
+                    if topic_name_error(topic.name) is not None:
+                        code = INVALID_TOPIC_EXCEPTION
+                    elif path not in configured:
+                        code = LOG_DIR_NOT_FOUND
+                    else:
+                        code = self.context.log_dirs.alter_replica_log_dir(
+                            TopicPartition(topic.name, int(partition)), path
+                        )
+                    results.append({"partition_index": partition, "error_code": code})
+        return self._answer(
+            request,
+            {
+                **_throttle(),
+                "results": [
+                    {"topic_name": name, "partitions": partitions}
+                    for name, partitions in by_topic.items()
+                ],
+            },
+        )
+
+    # --- controller to broker --------------------------------------------------------------
+
+    async def controller_request(self, request: DecodedRequest) -> Response:
+        """LeaderAndIsr, StopReplica, UpdateMetadata from the controller."""
+        converted = controller_wire.request_from_wire(request.api_key, request.body)
+        response = self.handle_controller_request(converted)
+        return encode_response(
+            request,
+            controller_wire.response_to_wire(request.api_key, request.api_version, response),
+        )
+
+    def handle_controller_request(self, converted: Any) -> Any:
+        """Apply a controller request dataclass; returns the ``ControllerResponse``."""
+        from impl.controller.requests import (  # noqa: PLC0415 (types only used here)
+            ControllerResponse,
+            LeaderAndIsrRequest,
+            StopReplicaRequest,
+        )
+
+        replicas = self.context.replicas
+        if isinstance(converted, LeaderAndIsrRequest):
+            return replicas.leader_and_isr(converted)
+        if isinstance(converted, StopReplicaRequest):
+            return replicas.stop_replica(converted)
+        code = replicas.fence.check(
+            converted.controller_id, converted.controller_epoch, converted.broker_epoch
+        )
+        if code != NONE:
+            return ControllerResponse(error_code=code)
+        self.context.on_update_metadata(converted)
+        replicas.notify()
+        return ControllerResponse()
+
+
+def _datetime(milliseconds: int) -> Any:
+    import datetime  # noqa: PLC0415
+
+    return datetime.datetime.fromtimestamp(milliseconds / 1000.0, tz=datetime.UTC)
+
+
+def metadata_brokers(live_brokers: Sequence[Any]) -> list[BrokerEndpoint]:
+    """Metadata-cache endpoints from controller ``BrokerEndpoint`` dataclasses."""
+    return [BrokerEndpoint(b.broker_id, b.host, b.port, b.rack) for b in live_brokers]
+
+
+__all__ = ["HandlerContext", "LogDirs", "ReplicaRole", "RequestHandlers", "TopicAdmin"]

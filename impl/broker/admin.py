@@ -1,0 +1,465 @@
+"""A blocking Python AdminClient speaking Kafka's wire protocol itself (KIP-113's AdminClient).
+
+It needs only the Python standard library and kio: one socket per broker, ApiVersions v0 first
+to pick, per API, the highest version both sides speak, then Metadata, CreateTopics,
+DeleteTopics, DescribeLogDirs and AlterReplicaLogDirs. The KIP-113 calls are
+:meth:`AdminClient.alter_replica_log_dirs`, :meth:`AdminClient.describe_log_dirs` and
+:meth:`AdminClient.describe_replica_log_dirs` (current dir, temporary dir and offset lag).
+
+Every read is bounded by the socket timeout and a response size limit; a broker that cannot be
+reached or answers garbage raises :class:`AdminClientError`.
+"""
+
+from __future__ import annotations
+
+import itertools
+import socket
+import struct
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from kio.schema.errors import ErrorCode
+
+from . import api_versions
+from ._codec import MalformedRequestError, decode_response, encode_request
+from ._kio_build import build
+
+RESPONSE_MAX_BYTES: Final = 256 * 1024 * 1024
+CLIENT_ID: Final = "logproof-admin"
+#: The versions this client can speak, per API key.
+_CLIENT_RANGES: Final[Mapping[int, tuple[int, int]]] = {
+    api_versions.METADATA: (1, 8),
+    api_versions.CREATE_TOPICS: (2, 4),
+    api_versions.DELETE_TOPICS: (1, 3),
+    api_versions.DESCRIBE_LOG_DIRS: (1, 4),
+    api_versions.ALTER_REPLICA_LOG_DIRS: (1, 2),
+}
+
+
+class AdminClientError(Exception):
+    """The cluster could not be reached, lacks an API, or answered something unreadable."""
+
+
+def error_name(code: int) -> str:
+    """Kafka's upper-case name of an error code (``LOG_DIR_NOT_FOUND``)."""
+    try:
+        return ErrorCode(code).name.upper()
+    except ValueError:
+        return f"ERROR_{code}"
+
+
+@dataclass(frozen=True, slots=True)
+class TopicPartitionReplica:
+    """A replica: a partition on one broker (KIP-113)."""
+
+    topic: str
+    partition: int
+    broker_id: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaInfo:
+    """One replica in a log dir (KIP-113 ``ReplicaInfo``)."""
+
+    size: int
+    offset_lag: int
+    is_future: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirInfo:
+    """One log dir of a broker (KIP-113 ``LogDirInfo``): error 0 when it is live."""
+
+    error_code: int
+    replicas: Mapping[tuple[str, int], ReplicaInfo]
+    total_bytes: int = -1
+    usable_bytes: int = -1
+
+    @property
+    def is_live(self) -> bool:
+        """Whether the dir is online."""
+        return self.error_code == 0
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaLogDirInfo:
+    """Where a replica lives and its move progress (KIP-113 ``ReplicaDirInfo``)."""
+
+    current_log_dir: str | None
+    future_log_dir: str | None
+    future_offset_lag: int
+
+
+@dataclass(frozen=True, slots=True)
+class PartitionInfo:
+    """A partition in Metadata."""
+
+    partition: int
+    error_code: int
+    leader: int
+    replicas: tuple[int, ...]
+    isr: tuple[int, ...]
+    offline_replicas: tuple[int, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterMetadata:
+    """Brokers, controller and topics as Metadata reports them."""
+
+    brokers: Mapping[int, tuple[str, int, str | None]]
+    controller_id: int
+    topics: Mapping[str, tuple[int, tuple[PartitionInfo, ...]]] = field(default_factory=dict)
+
+
+def parse_bootstrap_servers(value: str) -> list[tuple[str, int]]:
+    """``host:port[,host:port]`` → addresses.
+
+    Raises:
+        AdminClientError: an entry without a numeric port.
+    """
+    addresses: list[tuple[str, int]] = []
+    for entry in (item.strip() for item in value.split(",")):
+        if not entry:
+            continue
+        host, colon, port = entry.rpartition(":")
+        if not colon or not port.isdigit() or not host or not 0 < int(port) < 65536:
+            raise AdminClientError(f"bad bootstrap server {entry!r}: expected HOST:PORT")
+        addresses.append((host.strip("[]"), int(port)))
+    if not addresses:
+        raise AdminClientError("no bootstrap server given")
+    return addresses
+
+
+class _Connection:
+    def __init__(self, host: str, port: int, timeout_seconds: float) -> None:
+        self.address = f"{host}:{port}"
+        try:
+            self.sock = socket.create_connection((host, port), timeout=timeout_seconds)
+        except OSError as error:
+            raise AdminClientError(f"cannot connect to {self.address}: {error}") from None
+        self.correlation = itertools.count(1)
+        self.ranges: dict[int, tuple[int, int]] = {}
+
+    def close(self) -> None:
+        self.sock.close()
+
+    def _receive_exact(self, count: int) -> bytes:
+        chunks: list[bytes] = []
+        remaining = count
+        while remaining:
+            try:
+                chunk = self.sock.recv(min(remaining, 1 << 20))
+            except OSError as error:
+                raise AdminClientError(f"{self.address}: {error}") from None
+            if not chunk:
+                raise AdminClientError(f"{self.address} closed the connection")
+            chunks.append(chunk)
+            remaining -= len(chunk)
+        return b"".join(chunks)
+
+    def call(self, api_key: int, version: int, body: Any) -> Any:
+        correlation_id = next(self.correlation)
+        frame = encode_request(api_key, version, correlation_id, CLIENT_ID, body)
+        try:
+            self.sock.sendall(frame)
+        except OSError as error:
+            raise AdminClientError(f"{self.address}: {error}") from None
+        (size,) = struct.unpack(">i", self._receive_exact(4))
+        if not 4 <= size <= RESPONSE_MAX_BYTES:
+            raise AdminClientError(f"{self.address} sent a response frame of {size} bytes")
+        payload = self._receive_exact(size)
+        try:
+            received_id, response = decode_response(api_key, version, payload)
+        except MalformedRequestError as error:
+            raise AdminClientError(f"{self.address}: {error}") from None
+        if received_id != correlation_id:
+            raise AdminClientError(f"{self.address} answered another request")
+        return response
+
+    def negotiate(self) -> None:
+        from kio.schema.api_versions.v0.request import ApiVersionsRequest  # noqa: PLC0415
+
+        response = self.call(api_versions.API_VERSIONS, 0, ApiVersionsRequest())
+        if int(response.error_code) != 0:
+            raise AdminClientError(
+                f"{self.address} refused ApiVersions: {error_name(int(response.error_code))}"
+            )
+        self.ranges = {
+            int(item.api_key): (int(item.min_version), int(item.max_version))
+            for item in response.api_keys
+        }
+
+    def version_for(self, api_key: int) -> int:
+        low, high = _CLIENT_RANGES[api_key]
+        broker = self.ranges.get(api_key)
+        if broker is None or broker[1] < low or broker[0] > high:
+            raise AdminClientError(f"{self.address} does not support api key {api_key}")
+        return min(high, broker[1])
+
+
+class AdminClient:
+    """Administers a cluster through any of its brokers.
+
+    Args:
+        bootstrap_servers: ``host:port[,host:port]``.
+        timeout_seconds: per socket operation.
+    """
+
+    def __init__(self, bootstrap_servers: str, *, timeout_seconds: float = 30.0) -> None:
+        self._bootstrap = parse_bootstrap_servers(bootstrap_servers)
+        self._timeout_seconds = timeout_seconds
+        self._connections: dict[tuple[str, int], _Connection] = {}
+        self._metadata: ClusterMetadata | None = None
+
+    def __enter__(self) -> AdminClient:
+        return self
+
+    def __exit__(self, *exc_info: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        """Close every connection."""
+        for connection in self._connections.values():
+            connection.close()
+        self._connections.clear()
+
+    def _connect(self, address: tuple[str, int]) -> _Connection:
+        connection = self._connections.get(address)
+        if connection is None:
+            connection = _Connection(address[0], address[1], self._timeout_seconds)
+            try:
+                connection.negotiate()
+            except AdminClientError:
+                connection.close()
+                raise
+            self._connections[address] = connection
+        return connection
+
+    def _any(self) -> _Connection:
+        errors = []
+        for address in self._bootstrap:
+            try:
+                return self._connect(address)
+            except AdminClientError as error:
+                errors.append(str(error))
+        raise AdminClientError("; ".join(errors))
+
+    def _broker(self, broker_id: int) -> _Connection:
+        metadata = self._metadata or self.metadata()
+        broker = metadata.brokers.get(broker_id)
+        if broker is None:
+            metadata = self.metadata()
+            broker = metadata.brokers.get(broker_id)
+            if broker is None:
+                raise AdminClientError(f"broker {broker_id} is not alive in the cluster")
+        return self._connect((broker[0], broker[1]))
+
+    def _call(self, connection: _Connection, api_key: int, data: Mapping[str, Any]) -> Any:
+        from kio.index import load_request_schema  # noqa: PLC0415
+
+        version = connection.version_for(api_key)
+        request_class: type[Any] = load_request_schema(api_key, version)
+        return connection.call(api_key, version, build(request_class, data))
+
+    # --- metadata and topics ---------------------------------------------------------------
+
+    def metadata(self, topics: Sequence[str] | None = None) -> ClusterMetadata:
+        """Brokers, controller and topics (all topics when ``topics`` is None)."""
+        response = self._call(
+            self._any(),
+            api_versions.METADATA,
+            {
+                "topics": None if topics is None else [{"name": name} for name in topics],
+                "allow_auto_topic_creation": False,
+                "include_cluster_authorized_operations": False,
+                "include_topic_authorized_operations": False,
+            },
+        )
+        brokers = {
+            int(b.node_id): (b.host, int(b.port), b.rack) for b in response.brokers
+        }
+        described: dict[str, tuple[int, tuple[PartitionInfo, ...]]] = {}
+        for topic in response.topics:
+            partitions = tuple(
+                sorted(
+                    (
+                        PartitionInfo(
+                            int(p.partition_index),
+                            int(p.error_code),
+                            int(p.leader_id),
+                            tuple(int(r) for r in p.replica_nodes),
+                            tuple(int(r) for r in p.isr_nodes),
+                            tuple(int(r) for r in getattr(p, "offline_replicas", ())),
+                        )
+                        for p in topic.partitions
+                    ),
+                    key=lambda info: info.partition,
+                )
+            )
+            described[topic.name] = (int(topic.error_code), partitions)
+        metadata = ClusterMetadata(brokers, int(response.controller_id), described)
+        self._metadata = metadata
+        return metadata
+
+    def create_topics(
+        self,
+        topics: Iterable[tuple[str, int, int] | tuple[str, Mapping[int, Sequence[int]]]],
+        *,
+        timeout_ms: int = 30_000,
+        validate_only: bool = False,
+    ) -> dict[str, tuple[int, str | None]]:
+        """Create topics: ``(name, partitions, replication factor)`` or ``(name, assignment)``.
+
+        Returns:
+            name → (error code, message).
+        """
+        entries = []
+        for spec in topics:
+            if len(spec) == 3:
+                name, partitions, factor = spec
+                entries.append({"name": name, "num_partitions": partitions,
+                                "replication_factor": factor, "assignments": [],
+                                "configs": []})
+            else:
+                name, assignment = spec
+                entries.append({
+                    "name": name, "num_partitions": -1, "replication_factor": -1,
+                    "assignments": [{"partition_index": p, "broker_ids": list(replicas)}
+                                    for p, replicas in sorted(assignment.items())],
+                    "configs": [],
+                })
+        response = self._call(
+            self._any(), api_versions.CREATE_TOPICS,
+            {"topics": entries, "timeout": timeout_ms, "validate_only": validate_only},
+        )
+        return {
+            topic.name: (int(topic.error_code), getattr(topic, "error_message", None))
+            for topic in response.topics
+        }
+
+    def delete_topics(self, names: Iterable[str], *, timeout_ms: int = 30_000) -> dict[str, int]:
+        """Delete topics; name → error code."""
+        response = self._call(
+            self._any(), api_versions.DELETE_TOPICS,
+            {"topic_names": list(names), "timeout": timeout_ms},
+        )
+        return {item.name: int(item.error_code) for item in response.responses}
+
+    # --- KIP-113 ---------------------------------------------------------------------------
+
+    def describe_log_dirs(
+        self,
+        broker_ids: Iterable[int] | None = None,
+        *,
+        topics: Iterable[str] | None = None,
+    ) -> dict[int, dict[str, LogDirInfo]]:
+        """Each broker's log dirs with their replicas (KIP-113 ``describeLogDirs``).
+
+        Args:
+            broker_ids: the brokers to ask (default: every live broker).
+            topics: restrict to these topics (default: all).
+
+        Returns:
+            broker id → log dir path → :class:`LogDirInfo`.
+        """
+        metadata = self.metadata() if topics is not None or broker_ids is None else (
+            self._metadata or self.metadata()
+        )
+        brokers = sorted(metadata.brokers) if broker_ids is None else list(broker_ids)
+        request_topics: list[dict[str, Any]] | None = None
+        if topics is not None:
+            request_topics = []
+            for name in topics:
+                partitions = metadata.topics.get(name, (0, ()))[1]
+                request_topics.append(
+                    {"topic": name, "partitions": [info.partition for info in partitions]}
+                )
+        result: dict[int, dict[str, LogDirInfo]] = {}
+        for broker_id in brokers:
+            response = self._call(
+                self._broker(broker_id), api_versions.DESCRIBE_LOG_DIRS,
+                {"topics": request_topics},
+            )
+            dirs: dict[str, LogDirInfo] = {}
+            for item in response.results:
+                replicas = {
+                    (topic.name, int(p.partition_index)): ReplicaInfo(
+                        int(p.partition_size), int(p.offset_lag), bool(p.is_future_key)
+                    )
+                    for topic in item.topics
+                    for p in topic.partitions
+                }
+                dirs[item.log_dir] = LogDirInfo(
+                    int(item.error_code), replicas,
+                    int(getattr(item, "total_bytes", -1)), int(getattr(item, "usable_bytes", -1)),
+                )
+            result[broker_id] = dirs
+        return result
+
+    def describe_replica_log_dirs(
+        self, replicas: Iterable[TopicPartitionReplica]
+    ) -> dict[TopicPartitionReplica, ReplicaLogDirInfo]:
+        """Current dir, temporary (future) dir and its offset lag per replica (KIP-113)."""
+        wanted = list(replicas)
+        by_broker: dict[int, list[TopicPartitionReplica]] = {}
+        for replica in wanted:
+            by_broker.setdefault(replica.broker_id, []).append(replica)
+        result: dict[TopicPartitionReplica, ReplicaLogDirInfo] = {}
+        for broker_id, items in by_broker.items():
+            request_topics: dict[str, set[int]] = {}
+            for replica in items:
+                request_topics.setdefault(replica.topic, set()).add(replica.partition)
+            response = self._call(
+                self._broker(broker_id), api_versions.DESCRIBE_LOG_DIRS,
+                {"topics": [{"topic": name, "partitions": sorted(partitions)}
+                            for name, partitions in request_topics.items()]},
+            )
+            current: dict[tuple[str, int], str] = {}
+            future: dict[tuple[str, int], tuple[str, int]] = {}
+            for item in response.results:
+                if int(item.error_code) != 0:
+                    continue
+                for topic in item.topics:
+                    for p in topic.partitions:
+                        key = (topic.name, int(p.partition_index))
+                        if p.is_future_key:
+                            future[key] = (item.log_dir, int(p.offset_lag))
+                        else:
+                            current[key] = item.log_dir
+            for replica in items:
+                key = (replica.topic, replica.partition)
+                future_dir, lag = future.get(key, (None, 0))
+                result[replica] = ReplicaLogDirInfo(current.get(key), future_dir, lag)
+        return result
+
+    def alter_replica_log_dirs(
+        self, assignment: Mapping[TopicPartitionReplica, str]
+    ) -> dict[TopicPartitionReplica, int]:
+        """Move replicas to log dirs (KIP-113 ``alterReplicaLogDirs``); replica → error code.
+
+        ``REPLICA_NOT_AVAILABLE`` (9) means the broker does not host the replica yet and has
+        remembered the dir for when it does; callers retry.
+        """
+        by_broker: dict[int, dict[str, dict[str, list[int]]]] = {}
+        for replica, path in assignment.items():
+            by_broker.setdefault(replica.broker_id, {}).setdefault(path, {}).setdefault(
+                replica.topic, []
+            ).append(replica.partition)
+        result: dict[TopicPartitionReplica, int] = {}
+        for broker_id, dirs in by_broker.items():
+            response = self._call(
+                self._broker(broker_id), api_versions.ALTER_REPLICA_LOG_DIRS,
+                {"dirs": [
+                    {"path": path, "topics": [
+                        {"name": name, "partitions": partitions}
+                        for name, partitions in topics.items()
+                    ]}
+                    for path, topics in dirs.items()
+                ]},
+            )
+            for topic in response.results:
+                for p in topic.partitions:
+                    result[TopicPartitionReplica(topic.topic_name, int(p.partition_index),
+                                                 broker_id)] = int(p.error_code)
+        return result

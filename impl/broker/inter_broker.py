@@ -1,0 +1,142 @@
+"""The inter-broker client: controller requests to brokers over Kafka's wire protocol.
+
+The controller's trio service calls :meth:`InterBrokerClient.send` with a request dataclass; the
+client keeps one connection per broker, sends the request as LeaderAndIsr v4, StopReplica v3 or
+UpdateMetadata v6 (:mod:`impl.broker.controller_wire`), and returns the broker's answer as a
+``ControllerResponse``. Requests to one broker go one at a time, in order, as Kafka's
+``ControllerChannelManager`` sends them. A broken connection is reopened once per request; a
+broker that cannot be reached raises :class:`BrokerUnreachableError` and the controller decides.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+from typing import Any, Final
+
+import trio
+
+from impl.controller.requests import ControllerRequest, ControllerResponse
+
+from . import controller_wire
+from ._codec import MalformedRequestError, decode_response, encode_request
+from ._framing import FrameDecoder, FrameError
+
+log = logging.getLogger(__name__)
+
+RESPONSE_MAX_BYTES: Final = 64 * 1024 * 1024
+REQUEST_TIMEOUT_SECONDS: Final = 30.0
+CONNECT_TIMEOUT_SECONDS: Final = 5.0
+
+
+class BrokerUnreachableError(Exception):
+    """The broker could not be reached or answered garbage (the peer's fault)."""
+
+
+class _BrokerConnection:
+    def __init__(self, host: str, port: int) -> None:
+        self.host = host
+        self.port = port
+        self.stream: trio.SocketStream | None = None
+        self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
+        self.lock = trio.Lock()
+
+    async def close(self) -> None:
+        if self.stream is not None:
+            stream, self.stream = self.stream, None
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def roundtrip(self, frame: bytes, correlation_id: int) -> bytes:
+        if self.stream is None:
+            with trio.fail_after(CONNECT_TIMEOUT_SECONDS):
+                self.stream = await trio.open_tcp_stream(self.host, self.port)
+            self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
+        stream = self.stream
+        with trio.fail_after(REQUEST_TIMEOUT_SECONDS):
+            await stream.send_all(frame)
+            while True:
+                payload = self.decoder.next_frame()
+                if payload is not None:
+                    break
+                data = await stream.receive_some(65536)
+                if not data:
+                    raise trio.BrokenResourceError("connection closed by the broker")
+                self.decoder.feed(data)
+        if len(payload) < 4 or int.from_bytes(payload[:4], "big", signed=True) != correlation_id:
+            raise MalformedRequestError("response with an unexpected correlation id")
+        return payload
+
+
+class InterBrokerClient:
+    """Sends controller requests to brokers.
+
+    Args:
+        client_id: the request header's client id (e.g. ``controller-1``).
+        endpoint_of: broker id → (host, port), or None if unknown.
+    """
+
+    def __init__(
+        self, client_id: str, endpoint_of: Callable[[int], tuple[str, int] | None]
+    ) -> None:
+        self._client_id = client_id
+        self._endpoint_of = endpoint_of
+        self._connections: dict[int, _BrokerConnection] = {}
+        self._correlation = itertools.count(1)
+
+    async def send(self, broker_id: int, request: ControllerRequest) -> ControllerResponse:
+        """Send one request and return the broker's answer.
+
+        Raises:
+            BrokerUnreachableError: unknown endpoint, connection failure twice, timeout, or a
+                malformed answer.
+        """
+        api_key, version = controller_wire.api_of(request)
+        body = controller_wire.request_to_wire(request)
+        for attempt in range(2):
+            connection = await self._connection(broker_id)
+            correlation_id = next(self._correlation) & 0x7FFFFFFF
+            frame = encode_request(api_key, version, correlation_id, self._client_id, body)
+            async with connection.lock:
+                try:
+                    payload = await connection.roundtrip(frame, correlation_id)
+                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                        trio.TooSlowError, FrameError, MalformedRequestError) as error:
+                    await connection.close()
+                    self._connections.pop(broker_id, None)
+                    if attempt == 1:
+                        raise BrokerUnreachableError(
+                            f"broker {broker_id} at {connection.host}:{connection.port}: {error}"
+                        ) from error
+                    continue
+            try:
+                _, response = decode_response(api_key, version, payload)
+            except MalformedRequestError as error:
+                raise BrokerUnreachableError(f"broker {broker_id}: {error}") from error
+            return controller_wire.response_from_wire(api_key, response)
+        raise AssertionError("unreachable: the loop returns or raises")
+
+    async def _connection(self, broker_id: int) -> _BrokerConnection:
+        endpoint = self._endpoint_of(broker_id)
+        if endpoint is None:
+            raise BrokerUnreachableError(f"no endpoint known for broker {broker_id}")
+        connection = self._connections.get(broker_id)
+        if connection is not None and (connection.host, connection.port) != endpoint:
+            await connection.close()
+            connection = None
+        if connection is None:
+            connection = _BrokerConnection(*endpoint)
+            self._connections[broker_id] = connection
+        return connection
+
+    async def aclose(self) -> None:
+        """Close every connection."""
+        for connection in list(self._connections.values()):
+            await connection.close()
+        self._connections.clear()
+
+
+def describe(request: Any) -> str:
+    """A short description of a controller request for logs."""
+    return type(request).__name__

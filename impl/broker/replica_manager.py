@@ -1,0 +1,479 @@
+"""The broker's replicas: partition roles, produce and fetch on the storage engine, HW, waits.
+
+The trio shell around the replication core (:mod:`impl.broker.replication`) and the
+idempotence core (:mod:`impl.broker.producer_state`). It owns, per partition hosted here, the
+:class:`~impl.broker.replication.ReplicaState` the controller last gave, the producer state, a
+partition lock that makes "check sequence, append, record" atomic, and an event that wakes
+delayed fetches and ``acks=all`` produces when the log or the HW moves.
+
+Storage is reached only through the storage engine's facade (``LogManager`` / ``PartitionLog``):
+this module never touches files.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Final, Protocol
+
+import trio
+
+from impl.controller.requests import (
+    ControllerResponse,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+)
+from impl.storage import record_batch as rb
+from impl.storage.errors import RecordBatchError, StorageError
+from impl.storage.names import TopicPartition
+from impl.trace import NullTraceSink, TraceSink
+
+from . import replication
+from .producer_state import PartitionProducerState, SequenceVerdict
+from .replication import (
+    ControllerFence,
+    PartitionAssignment,
+    ReplicaRole,
+    ReplicaState,
+    decide_leader_and_isr,
+    decide_stop_replica,
+    leader_high_watermark,
+)
+
+log = logging.getLogger(__name__)
+
+NONE: Final = 0
+OFFSET_OUT_OF_RANGE: Final = 1
+UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+NOT_LEADER_OR_FOLLOWER: Final = 6
+REQUEST_TIMED_OUT: Final = 7
+NOT_ENOUGH_REPLICAS: Final = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND: Final = 20
+INVALID_REQUIRED_ACKS: Final = 21
+KAFKA_STORAGE_ERROR: Final = 56
+FENCED_LEADER_EPOCH: Final = 74
+UNKNOWN_LEADER_EPOCH: Final = 75
+UNKNOWN_SERVER_ERROR: Final = -1
+
+
+class PartitionLogPort(Protocol):
+    """What the broker uses of the storage engine's ``PartitionLog``."""
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset still in the log."""
+
+    @property
+    def log_end_offset(self) -> int:
+        """Offset the next appended record gets."""
+
+    @property
+    def high_watermark(self) -> int:
+        """Offsets below it are committed and visible to consumers."""
+
+    @high_watermark.setter
+    def high_watermark(self, value: int) -> None: ...
+
+    async def append_as_leader(
+        self, records: bytes, leader_epoch: int
+    ) -> tuple[int, int, int]:
+        """Validate and append client batches; (base offset, last offset, append time ms)."""
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None) -> list[Any]:
+        """File slices from ``fetch_offset`` (at least one whole batch, KIP-74)."""
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """The first (offset, timestamp) at or after ``timestamp_ms``."""
+
+
+class LogManagerPort(Protocol):
+    """What the broker uses of the storage engine's ``LogManager``."""
+
+    def get(self, tp: TopicPartition) -> Any:
+        """The live log of ``tp`` or None."""
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceResult:
+    """One partition's produce outcome."""
+
+    error_code: int
+    base_offset: int = -1
+    log_append_time_ms: int = -1
+    log_start_offset: int = -1
+    error_message: str | None = None
+
+
+class ReplicaManager:
+    """The replicas of this broker.
+
+    Args:
+        broker_id: this broker.
+        logs: the storage engine's log manager (see :class:`LogManagerPort`).
+        min_insync_replicas: ``min.insync.replicas``.
+        message_max_bytes: ``message.max.bytes``.
+        trace: where the replication core's events go.
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        logs: Any,
+        *,
+        min_insync_replicas: int,
+        message_max_bytes: int,
+        trace: TraceSink | None = None,
+    ) -> None:
+        self.broker_id = broker_id
+        self.logs = logs
+        self.fence = ControllerFence(broker_id)
+        self.min_insync_replicas = min_insync_replicas
+        self.message_max_bytes = message_max_bytes
+        self.trace: TraceSink = trace if trace is not None else NullTraceSink()
+        self.states: dict[TopicPartition, ReplicaState] = {}
+        self._producers: dict[TopicPartition, PartitionProducerState] = {}
+        self._locks: dict[TopicPartition, trio.Lock] = {}
+        self._changed = trio.Event()
+        self.follower_log_end_offsets: dict[TopicPartition, dict[int, int]] = {}
+        self.on_state_change: Callable[[], None] | None = None
+
+    # --- waiting ---------------------------------------------------------------------------
+
+    def notify(self) -> None:
+        """Wake every task waiting for a log or HW change."""
+        self._changed.set()
+        self._changed = trio.Event()
+
+    async def wait_changed(self, deadline: float) -> None:
+        """Wait until the next :meth:`notify` or ``deadline`` (``trio.current_time`` scale)."""
+        event = self._changed
+        with trio.move_on_at(deadline):
+            await event.wait()
+
+    # --- lookups ---------------------------------------------------------------------------
+
+    def _lock(self, tp: TopicPartition) -> trio.Lock:
+        lock = self._locks.get(tp)
+        if lock is None:
+            lock = self._locks[tp] = trio.Lock()
+        return lock
+
+    def leader_log(self, tp: TopicPartition) -> tuple[int, Any]:
+        """(error code, live log) for a partition this broker must lead."""
+        state = self.states.get(tp)
+        if state is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, None
+        if state.role is ReplicaRole.OFFLINE:
+            return KAFKA_STORAGE_ERROR, None
+        if state.role is not ReplicaRole.LEADER:
+            return NOT_LEADER_OR_FOLLOWER, None
+        partition_log = self._get_log(tp)
+        if partition_log is None:
+            return KAFKA_STORAGE_ERROR, None
+        return NONE, partition_log
+
+    def _get_log(self, tp: TopicPartition) -> Any:
+        try:
+            return self.logs.get(tp)
+        except StorageError:
+            return None
+
+    def producer_state(self, tp: TopicPartition) -> PartitionProducerState:
+        """The idempotence state of ``tp`` (rebuilt from the log on first use)."""
+        state = self._producers.get(tp)
+        if state is None:
+            state = PartitionProducerState()
+            partition_log = self._get_log(tp)
+            if partition_log is not None:
+                self._replay_producers(partition_log, state)
+            self._producers[tp] = state
+        return state
+
+    def _replay_producers(self, partition_log: Any, state: PartitionProducerState) -> None:
+        offset = partition_log.log_start_offset
+        end = partition_log.log_end_offset
+        while offset < end:
+            slices = partition_log.read(offset, 1 << 20, None)
+            if not slices:
+                return
+            try:
+                data = b"".join(piece.read_all() for piece in slices)
+            finally:
+                for piece in slices:
+                    piece.close()
+            advanced = False
+            for header in rb.iter_batches(data):
+                if header.next_offset <= offset:
+                    continue
+                state.replay(
+                    header.producer_id,
+                    header.producer_epoch,
+                    first_sequence=header.base_sequence,
+                    record_count=header.record_count,
+                    first_offset=header.base_offset,
+                    last_offset=header.last_offset,
+                )
+                offset = header.next_offset
+                advanced = True
+            if not advanced:
+                return
+
+    # --- produce ---------------------------------------------------------------------------
+
+    async def produce(
+        self, tp: TopicPartition, records: bytes | None, acks: int, timeout_ms: int
+    ) -> ProduceResult:
+        """Append one partition's batch as leader, honouring idempotence and ``acks``.
+
+        Returns:
+            The partition's result (error codes per Kafka: 3, 6, 19, 20, 21, 56, 2, 10, 87, 45,
+            47, 7).
+        """
+        if acks not in (0, 1, -1):
+            return ProduceResult(INVALID_REQUIRED_ACKS)
+        error, partition_log = self.leader_log(tp)
+        if error != NONE:
+            return ProduceResult(error)
+        state = self.states[tp]
+        if acks == -1 and len(state.isr) < self.min_insync_replicas:
+            return ProduceResult(NOT_ENOUGH_REPLICAS)
+        data = records if records is not None else b""
+        try:
+            headers = rb.validate_client_records(data, self.message_max_bytes)
+        except RecordBatchError as batch_error:
+            return ProduceResult(int(batch_error.error_code), error_message=str(batch_error))
+        header = headers[0]
+        async with self._lock(tp):
+            producers = self.producer_state(tp) if header.producer_id >= 0 else None
+            if producers is not None:
+                verdict = producers.check(
+                    header.producer_id,
+                    header.producer_epoch,
+                    header.base_sequence,
+                    header.record_count,
+                )
+                if verdict.verdict is SequenceVerdict.REJECT:
+                    return ProduceResult(verdict.error_code, log_start_offset=-1)
+                if verdict.verdict is SequenceVerdict.DUPLICATE:
+                    assert verdict.duplicate_of is not None
+                    return ProduceResult(
+                        NONE,
+                        verdict.duplicate_of.first_offset,
+                        -1,
+                        partition_log.log_start_offset,
+                    )
+            try:
+                base_offset, last_offset, append_time_ms = await partition_log.append_as_leader(
+                    data, state.leader_epoch
+                )
+            except RecordBatchError as batch_error:
+                return ProduceResult(int(batch_error.error_code), error_message=str(batch_error))
+            except StorageError as storage_error:
+                return ProduceResult(
+                    int(storage_error.error_code), error_message=str(storage_error)
+                )
+            except OSError as os_error:
+                log.warning("append to %s failed: %s", tp, os_error)
+                return ProduceResult(KAFKA_STORAGE_ERROR, error_message=str(os_error))
+            if producers is not None:
+                producers.record(
+                    header.producer_id,
+                    header.producer_epoch,
+                    first_sequence=header.base_sequence,
+                    record_count=header.record_count,
+                    first_offset=base_offset,
+                    last_offset=last_offset,
+                )
+            self._advance_high_watermark(tp, partition_log)
+        self.notify()
+        if acks == -1:
+            deadline = trio.current_time() + max(timeout_ms, 0) / 1000.0
+            while partition_log.high_watermark <= last_offset:
+                current = self.states.get(tp)
+                if current is None or current.role is not ReplicaRole.LEADER:
+                    return ProduceResult(NOT_LEADER_OR_FOLLOWER)
+                if trio.current_time() >= deadline:
+                    return ProduceResult(REQUEST_TIMED_OUT)
+                await self.wait_changed(deadline)
+        log_append_time = append_time_ms if append_time_ms >= 0 else -1
+        return ProduceResult(NONE, base_offset, log_append_time, partition_log.log_start_offset)
+
+    def _advance_high_watermark(self, tp: TopicPartition, partition_log: Any) -> None:
+        state = self.states.get(tp)
+        if state is None or state.role is not ReplicaRole.LEADER:
+            return
+        new_high_watermark = leader_high_watermark(
+            partition_log.high_watermark,
+            partition_log.log_end_offset,
+            self.follower_log_end_offsets.get(tp, {}),
+            state.isr,
+            self.broker_id,
+        )
+        if new_high_watermark != partition_log.high_watermark:
+            partition_log.high_watermark = new_high_watermark
+
+    def record_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> None:
+        """A follower fetched from ``fetch_offset``: its LEO is at least that; maybe move the HW."""
+        offsets = self.follower_log_end_offsets.setdefault(tp, {})
+        if offsets.get(replica_id, -1) < fetch_offset:
+            offsets[replica_id] = fetch_offset
+            partition_log = self._get_log(tp)
+            if partition_log is not None:
+                before = partition_log.high_watermark
+                self._advance_high_watermark(tp, partition_log)
+                if partition_log.high_watermark != before:
+                    self.notify()
+
+    # --- controller requests ---------------------------------------------------------------
+
+    def _offline(self, tp: TopicPartition) -> bool:
+        is_offline = getattr(self.logs, "is_offline", None)
+        return bool(is_offline(tp)) if is_offline is not None else False
+
+    def _any_dir_offline(self) -> bool:
+        offline_dirs = getattr(self.logs, "offline_dirs", ())
+        return bool(offline_dirs() if callable(offline_dirs) else offline_dirs)
+
+    def _create_log(self, tp: TopicPartition, is_new: bool) -> Any:
+        return self.logs.create(tp, is_new)
+
+    def leader_and_isr(self, request: LeaderAndIsrRequest) -> ControllerResponse:
+        """Apply a LeaderAndIsr request (fencing, per-partition epochs, log creation).
+
+        Returns:
+            The response: a top-level error, or per-partition errors.
+        """
+        top = self.fence.check(request.controller_id, request.controller_epoch,
+                               request.broker_epoch)
+        if top != NONE:
+            return ControllerResponse(error_code=top)
+        errors: dict[tuple[str, int], int] = {}
+        for item in request.partition_states:
+            tp = TopicPartition(item.topic, item.partition)
+            offline = self._offline(tp)
+            hosted = not offline and self._get_log(tp) is not None
+            decision = decide_leader_and_isr(
+                self.broker_id,
+                self.states.get(tp),
+                PartitionAssignment(
+                    topic=item.topic,
+                    partition=item.partition,
+                    controller_epoch=item.controller_epoch,
+                    leader=item.leader,
+                    leader_epoch=item.leader_epoch,
+                    isr=item.isr,
+                    partition_epoch=item.zk_version,
+                    replicas=item.replicas,
+                    is_new=item.is_new,
+                ),
+                hosted=hosted,
+                replica_offline=offline,
+                any_dir_offline=self._any_dir_offline(),
+                trace=self.trace,
+            )
+            if decision.error_code != NONE:
+                errors[(item.topic, item.partition)] = decision.error_code
+                if decision.error_code == KAFKA_STORAGE_ERROR:
+                    self._mark_offline(tp, item)
+                continue
+            if decision.state is None:
+                continue
+            if decision.create_log:
+                try:
+                    self._create_log(tp, item.is_new)
+                except StorageError as error:
+                    errors[(item.topic, item.partition)] = int(error.error_code)
+                    continue
+                except OSError as error:
+                    log.warning("creating %s failed: %s", tp, error)
+                    errors[(item.topic, item.partition)] = KAFKA_STORAGE_ERROR
+                    continue
+            self.states[tp] = decision.state
+            if decision.became_leader:
+                self.follower_log_end_offsets[tp] = {}
+            partition_log = self._get_log(tp)
+            if partition_log is not None and decision.state.role is ReplicaRole.LEADER:
+                self._set_leader_epoch(partition_log, decision.state.leader_epoch)
+                self._advance_high_watermark(tp, partition_log)
+        self.notify()
+        if self.on_state_change is not None:
+            self.on_state_change()
+        return ControllerResponse(partition_errors=errors)
+
+    def _set_leader_epoch(self, partition_log: Any, leader_epoch: int) -> None:
+        assign = getattr(partition_log, "assign_leader_epoch", None)
+        if assign is not None:
+            assign(leader_epoch, partition_log.log_end_offset)
+
+    def _mark_offline(self, tp: TopicPartition, item: Any) -> None:
+        current = self.states.get(tp)
+        self.states[tp] = ReplicaState(
+            topic=tp.topic,
+            partition=tp.partition,
+            role=ReplicaRole.OFFLINE,
+            leader=item.leader,
+            leader_epoch=current.leader_epoch if current is not None else -1,
+            partition_epoch=current.partition_epoch if current is not None else -1,
+            isr=item.isr,
+            replicas=item.replicas,
+        )
+
+    def stop_replica(self, request: StopReplicaRequest) -> ControllerResponse:
+        """Apply a StopReplica request: forget the replica, delete its log when asked."""
+        top = self.fence.check(request.controller_id, request.controller_epoch,
+                               request.broker_epoch)
+        if top != NONE:
+            return ControllerResponse(error_code=top)
+        errors: dict[tuple[str, int], int] = {}
+        for item in request.partitions:
+            tp = TopicPartition(item.topic, item.partition)
+            offline = self._offline(tp)
+            code = decide_stop_replica(
+                self.states.get(tp), item.leader_epoch, replica_offline=offline
+            )
+            if code != NONE:
+                errors[(item.topic, item.partition)] = code
+                continue
+            self.states.pop(tp, None)
+            self.follower_log_end_offsets.pop(tp, None)
+            if item.delete_partition:
+                self._producers.pop(tp, None)
+                try:
+                    self.logs.delete(tp)
+                except StorageError as error:
+                    errors[(item.topic, item.partition)] = int(error.error_code)
+                except OSError as error:
+                    log.warning("deleting %s failed: %s", tp, error)
+                    errors[(item.topic, item.partition)] = KAFKA_STORAGE_ERROR
+        self.notify()
+        if self.on_state_change is not None:
+            self.on_state_change()
+        return ControllerResponse(partition_errors=errors)
+
+    def mark_dir_offline(self, partitions: Iterable[TopicPartition]) -> None:
+        """A log dir failed: its replicas go OFFLINE (KIP-112) and stop serving."""
+        for tp in partitions:
+            current = self.states.get(tp)
+            if current is None:
+                continue
+            self.states[tp] = ReplicaState(
+                topic=current.topic,
+                partition=current.partition,
+                role=ReplicaRole.OFFLINE,
+                leader=current.leader,
+                leader_epoch=current.leader_epoch,
+                partition_epoch=current.partition_epoch,
+                isr=current.isr,
+                replicas=current.replicas,
+            )
+        self.notify()
+
+
+__all__ = [
+    "LogManagerPort",
+    "PartitionLogPort",
+    "ProduceResult",
+    "ReplicaManager",
+    "replication",
+]
