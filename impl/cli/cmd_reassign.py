@@ -1,0 +1,173 @@
+"""``logproof reassign --execute|--verify``: the log-dir part of a reassignment (KIP-113 §2).
+
+The reassignment JSON is Kafka's (``{"version":1,"partitions":[{"topic","partition","replicas",
+"log_dirs"}]}``), with ``"any"`` allowed for a replica whose dir does not matter. ``--execute``
+sends AlterReplicaLogDirs to each broker for the replicas with an explicit dir, retrying those
+answered REPLICA_NOT_AVAILABLE every 100 ms until ``--timeout`` (default 10 s, as in the KIP);
+when the replica sets differ from the current assignment and ``--zookeeper`` is given, it also
+starts the cross-broker reassignment by creating ``/admin/reassign_partitions``.
+``--verify`` prints each replica's move state and exits 0 only when every move has completed.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+from pathlib import Path
+from typing import Any
+
+from impl.broker.admin import AdminClient, AdminClientError, TopicPartitionReplica, error_name
+from impl.broker.log_dir_moves import (
+    LogDirMoveState,
+    ReassignmentFileError,
+    ReplicaMove,
+    move_state,
+    replica_moves,
+)
+from impl.controller.znodes import ReassignmentTarget, ZnodeFormatError, decode_reassignment
+
+from ._errors import CliError
+
+REPLICA_NOT_AVAILABLE = 9
+RETRY_INTERVAL_SECONDS = 0.1
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``reassign`` subcommand."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "reassign", help="move replicas between log dirs (KIP-113) and check the moves",
+        description="Execute or verify a reassignment JSON with per-replica log_dirs.",
+    )
+    mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--execute", action="store_true", help="start the moves")
+    mode.add_argument("--verify", action="store_true", help="report each replica's move state")
+    parser.add_argument("--reassignment-json-file", type=Path, required=True)
+    parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT]")
+    parser.add_argument("--timeout", type=float, default=10.0,
+                        help="seconds to retry REPLICA_NOT_AVAILABLE (default 10)")
+    parser.add_argument("--zookeeper", default=None,
+                        help="HOST:PORT[/chroot], needed only to change replica sets")
+    parser.set_defaults(handler=run)
+
+
+def _load(path: Path) -> tuple[tuple[ReassignmentTarget, ...], list[ReplicaMove]]:
+    try:
+        data = path.read_bytes()
+    except OSError as error:
+        raise CliError(f"cannot read {path}: {error.strerror}") from None
+    try:
+        targets = decode_reassignment(data)
+        moves = replica_moves(targets)
+    except (ZnodeFormatError, ReassignmentFileError) as error:
+        raise CliError(f"{path}: {error}") from None
+    if not targets:
+        raise CliError(f"{path}: no partitions to reassign")
+    return targets, moves
+
+
+def run(arguments: argparse.Namespace) -> int:
+    """Execute or verify."""
+    if arguments.timeout <= 0:
+        raise CliError("--timeout must be positive")
+    targets, moves = _load(arguments.reassignment_json_file)
+    try:
+        with AdminClient(arguments.bootstrap_server) as admin:
+            if arguments.execute:
+                return _execute(admin, arguments, targets, moves)
+            return _verify(admin, moves)
+    except AdminClientError as error:
+        raise CliError(str(error)) from None
+
+
+def _replica_sets_change(admin: AdminClient, targets: tuple[ReassignmentTarget, ...]) -> bool:
+    metadata = admin.metadata(sorted({target.topic for target in targets}))
+    for target in targets:
+        code, partitions = metadata.topics.get(target.topic, (3, ()))
+        if code != 0:
+            raise CliError(f"topic {target.topic!r}: {error_name(code)}")
+        current = {info.partition: info.replicas for info in partitions}
+        if target.partition not in current:
+            raise CliError(f"partition {target.topic}-{target.partition} does not exist")
+        if set(current[target.partition]) != set(target.replicas):
+            return True
+    return False
+
+
+def _start_cross_broker(zookeeper: str, targets: tuple[ReassignmentTarget, ...]) -> None:
+    import trio  # noqa: PLC0415
+
+    from impl.controller import admin as zk_admin  # noqa: PLC0415
+    from impl.controller._kazoo import KazooCoordinator  # noqa: PLC0415
+    from impl.controller.coordinator import CoordinatorError  # noqa: PLC0415
+
+    async def main() -> None:
+        coordinator = await KazooCoordinator.connect(zookeeper)
+        try:
+            await zk_admin.reassign_partitions(coordinator, targets)
+        finally:
+            await coordinator.close()
+
+    try:
+        trio.run(main)
+    except (CoordinatorError, zk_admin.AdminError, ZnodeFormatError) as error:
+        raise CliError(f"cannot start the reassignment: {error}") from None
+
+
+def _execute(
+    admin: AdminClient,
+    arguments: argparse.Namespace,
+    targets: tuple[ReassignmentTarget, ...],
+    moves: list[ReplicaMove],
+) -> int:
+    if _replica_sets_change(admin, targets):
+        if arguments.zookeeper is None:
+            raise CliError("the replica sets change: give --zookeeper to start that part")
+        _start_cross_broker(arguments.zookeeper, targets)
+        print("Started the cross-broker reassignment.")
+    pending = {
+        TopicPartitionReplica(m.topic, m.partition, m.broker_id): m.target_log_dir for m in moves
+    }
+    deadline = time.monotonic() + arguments.timeout
+    while pending:
+        results = admin.alter_replica_log_dirs(pending)
+        for replica, code in results.items():
+            if code == 0:
+                pending.pop(replica, None)
+            elif code != REPLICA_NOT_AVAILABLE:
+                raise CliError(
+                    f"broker {replica.broker_id} refused to move {replica.topic}-"
+                    f"{replica.partition} to {pending.get(replica)}: {error_name(code)}"
+                )
+        if not pending:
+            break
+        if time.monotonic() >= deadline:
+            names = ", ".join(f"{r.topic}-{r.partition}@{r.broker_id}" for r in sorted(
+                pending, key=lambda r: (r.topic, r.partition, r.broker_id)))
+            raise CliError(f"timed out waiting for replicas to exist: {names}")
+        time.sleep(RETRY_INTERVAL_SECONDS)  # a retry pace, as the KIP's tool, not a wait
+    print(f"Started {len(moves)} replica move(s) between log dirs.")
+    return 0
+
+
+def _verify(admin: AdminClient, moves: list[ReplicaMove]) -> int:
+    if not moves:
+        print("No replica names a log dir; nothing to verify.")
+        return 0
+    broker_ids = sorted({move.broker_id for move in moves})
+    described = admin.describe_log_dirs(broker_ids)
+    replicas = admin.describe_replica_log_dirs(
+        [TopicPartitionReplica(m.topic, m.partition, m.broker_id) for m in moves]
+    )
+    complete = True
+    for move in moves:
+        info = replicas[TopicPartitionReplica(move.topic, move.partition, move.broker_id)]
+        status = move_state(
+            move,
+            described.get(move.broker_id, {}).keys(),
+            info.current_log_dir,
+            info.future_log_dir,
+            info.future_offset_lag,
+        )
+        complete = complete and status.state is LogDirMoveState.COMPLETED
+        print(status.describe())
+    return 0 if complete else 1

@@ -1,0 +1,105 @@
+"""``logproof topics create|describe|delete``: topic administration over the wire protocol."""
+
+from __future__ import annotations
+
+import argparse
+from typing import Any
+
+from impl.broker.admin import AdminClient, AdminClientError, error_name
+
+from ._errors import CliError
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``topics`` subcommand."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "topics", help="create, describe or delete topics",
+        description="Create, describe or delete topics through any broker of the cluster.",
+    )
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
+    create = actions.add_parser("create", help="create a topic")
+    create.add_argument("--topic", required=True)
+    create.add_argument("--partitions", type=int, default=1)
+    create.add_argument("--replication-factor", type=int, default=1)
+    create.add_argument(
+        "--replica-assignment", default=None,
+        help="explicit replicas: '1:2,2:3' is partition 0 on brokers 1,2 and partition 1 on 2,3",
+    )
+    describe = actions.add_parser("describe", help="describe topics")
+    describe.add_argument("--topic", default=None, help="one topic (default: all)")
+    delete = actions.add_parser("delete", help="delete a topic")
+    delete.add_argument("--topic", required=True)
+    for sub, handler in ((create, _create), (describe, _describe), (delete, _delete)):
+        sub.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT]")
+        sub.add_argument("--timeout", type=float, default=30.0, help="seconds (default 30)")
+        sub.set_defaults(handler=handler)
+
+
+def _assignment(text: str) -> dict[int, list[int]]:
+    assignment: dict[int, list[int]] = {}
+    for index, group in enumerate(text.split(",")):
+        try:
+            assignment[index] = [int(broker) for broker in group.split(":")]
+        except ValueError:
+            raise CliError(f"--replica-assignment: bad broker list {group!r}") from None
+    return assignment
+
+
+def _create(arguments: argparse.Namespace) -> int:
+    if arguments.replica_assignment is None and (
+        arguments.partitions <= 0 or arguments.replication_factor <= 0
+    ):
+        raise CliError("--partitions and --replication-factor must be positive")
+    try:
+        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+            spec: Any
+            if arguments.replica_assignment is not None:
+                spec = (arguments.topic, _assignment(arguments.replica_assignment))
+            else:
+                spec = (arguments.topic, arguments.partitions, arguments.replication_factor)
+            result = admin.create_topics([spec], timeout_ms=int(arguments.timeout * 1000))
+    except AdminClientError as error:
+        raise CliError(str(error)) from None
+    code, message = result.get(arguments.topic, (-1, "no answer for the topic"))
+    if code != 0:
+        raise CliError(f"cannot create {arguments.topic!r}: {error_name(code)}"
+                       + (f" ({message})" if message else ""))
+    print(f"Created topic {arguments.topic}.")
+    return 0
+
+
+def _describe(arguments: argparse.Namespace) -> int:
+    try:
+        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+            metadata = admin.metadata(None if arguments.topic is None else [arguments.topic])
+    except AdminClientError as error:
+        raise CliError(str(error)) from None
+    for name in sorted(metadata.topics):
+        code, partitions = metadata.topics[name]
+        if code != 0:
+            raise CliError(f"topic {name!r}: {error_name(code)}")
+        factor = len(partitions[0].replicas) if partitions else 0
+        print(f"Topic: {name}\tPartitionCount: {len(partitions)}\tReplicationFactor: {factor}")
+        for info in partitions:
+            print(
+                f"\tTopic: {name}\tPartition: {info.partition}\tLeader: {info.leader}\t"
+                f"Replicas: {','.join(map(str, info.replicas))}\t"
+                f"Isr: {','.join(map(str, info.isr))}"
+                + (f"\tOffline: {','.join(map(str, info.offline_replicas))}"
+                   if info.offline_replicas else "")
+            )
+    return 0
+
+
+def _delete(arguments: argparse.Namespace) -> int:
+    try:
+        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+            result = admin.delete_topics([arguments.topic],
+                                         timeout_ms=int(arguments.timeout * 1000))
+    except AdminClientError as error:
+        raise CliError(str(error)) from None
+    code = result.get(arguments.topic, -1)
+    if code != 0:
+        raise CliError(f"cannot delete {arguments.topic!r}: {error_name(code)}")
+    print(f"Deleted topic {arguments.topic}.")
+    return 0
