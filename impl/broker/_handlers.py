@@ -287,7 +287,7 @@ class RequestHandlers:
         if topic_name_error(tp.topic) is not None:
             return FetchPartitionReply(tp.partition, UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
         error, partition_log = replicas.leader_log(tp)
-        if error != NONE:
+        if partition_log is None:
             return FetchPartitionReply(tp.partition, error, -1, -1, -1)
         state = replicas.states[tp]
         requested_epoch = int(getattr(item, "current_leader_epoch", -1))
@@ -380,7 +380,7 @@ class RequestHandlers:
                     partitions.append(entry)
                     continue
                 error, partition_log = replicas.leader_log(tp)
-                if error != NONE:
+                if partition_log is None:
                     entry["error_code"] = error
                     partitions.append(entry)
                     continue

@@ -67,6 +67,7 @@ class BrokerConfig:
         auto_create_topics_enable: ``auto.create.topics.enable``.
         controlled_shutdown_enable: ``controlled.shutdown.enable``.
         cluster_id: reported in Metadata.
+        replica_placer: ``broker.replica.placer`` (KIP-879): the placer CreateTopics uses.
     """
 
     broker_id: int
@@ -93,6 +94,7 @@ class BrokerConfig:
     auto_create_topics_enable: bool = False
     controlled_shutdown_enable: bool = True
     cluster_id: str = "logproof"
+    replica_placer: str = "rack-aware"
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -270,6 +272,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
     "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool),
     "cluster.id": ("cluster_id", lambda k, v: v),
+    "broker.replica.placer": ("replica_placer", lambda k, v: v),
 }
 
 #: Keys Kafka users commonly set that this broker accepts and ignores (kept in ``extra``).

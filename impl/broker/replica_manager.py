@@ -15,18 +15,19 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, Protocol
+from typing import Final
 
 import trio
 
 from impl.controller.requests import (
     ControllerResponse,
+    LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     StopReplicaRequest,
 )
+from impl.storage import LogManager, PartitionLog, TopicPartition
 from impl.storage import record_batch as rb
 from impl.storage.errors import RecordBatchError, StorageError
-from impl.storage.names import TopicPartition
 from impl.trace import NullTraceSink, TraceSink
 
 from . import replication
@@ -57,43 +58,6 @@ UNKNOWN_LEADER_EPOCH: Final = 75
 UNKNOWN_SERVER_ERROR: Final = -1
 
 
-class PartitionLogPort(Protocol):
-    """What the broker uses of the storage engine's ``PartitionLog``."""
-
-    @property
-    def log_start_offset(self) -> int:
-        """First offset still in the log."""
-
-    @property
-    def log_end_offset(self) -> int:
-        """Offset the next appended record gets."""
-
-    @property
-    def high_watermark(self) -> int:
-        """Offsets below it are committed and visible to consumers."""
-
-    @high_watermark.setter
-    def high_watermark(self, value: int) -> None: ...
-
-    async def append_as_leader(
-        self, records: bytes, leader_epoch: int
-    ) -> tuple[int, int, int]:
-        """Validate and append client batches; (base offset, last offset, append time ms)."""
-
-    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None) -> list[Any]:
-        """File slices from ``fetch_offset`` (at least one whole batch, KIP-74)."""
-
-    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """The first (offset, timestamp) at or after ``timestamp_ms``."""
-
-
-class LogManagerPort(Protocol):
-    """What the broker uses of the storage engine's ``LogManager``."""
-
-    def get(self, tp: TopicPartition) -> Any:
-        """The live log of ``tp`` or None."""
-
-
 @dataclass(frozen=True, slots=True)
 class ProduceResult:
     """One partition's produce outcome."""
@@ -119,7 +83,7 @@ class ReplicaManager:
     def __init__(
         self,
         broker_id: int,
-        logs: Any,
+        logs: LogManager,
         *,
         min_insync_replicas: int,
         message_max_bytes: int,
@@ -159,7 +123,7 @@ class ReplicaManager:
             lock = self._locks[tp] = trio.Lock()
         return lock
 
-    def leader_log(self, tp: TopicPartition) -> tuple[int, Any]:
+    def leader_log(self, tp: TopicPartition) -> tuple[int, PartitionLog | None]:
         """(error code, live log) for a partition this broker must lead."""
         state = self.states.get(tp)
         if state is None:
@@ -169,11 +133,11 @@ class ReplicaManager:
         if state.role is not ReplicaRole.LEADER:
             return NOT_LEADER_OR_FOLLOWER, None
         partition_log = self._get_log(tp)
-        if partition_log is None:
+        if partition_log is None or partition_log.offline:
             return KAFKA_STORAGE_ERROR, None
         return NONE, partition_log
 
-    def _get_log(self, tp: TopicPartition) -> Any:
+    def _get_log(self, tp: TopicPartition) -> PartitionLog | None:
         try:
             return self.logs.get(tp)
         except StorageError:
@@ -190,7 +154,7 @@ class ReplicaManager:
             self._producers[tp] = state
         return state
 
-    def _replay_producers(self, partition_log: Any, state: PartitionProducerState) -> None:
+    def _replay_producers(self, partition_log: PartitionLog, state: PartitionProducerState) -> None:
         offset = partition_log.log_start_offset
         end = partition_log.log_end_offset
         while offset < end:
@@ -233,7 +197,7 @@ class ReplicaManager:
         if acks not in (0, 1, -1):
             return ProduceResult(INVALID_REQUIRED_ACKS)
         error, partition_log = self.leader_log(tp)
-        if error != NONE:
+        if partition_log is None:
             return ProduceResult(error)
         state = self.states[tp]
         if acks == -1 and len(state.isr) < self.min_insync_replicas:
@@ -299,7 +263,7 @@ class ReplicaManager:
         log_append_time = append_time_ms if append_time_ms >= 0 else -1
         return ProduceResult(NONE, base_offset, log_append_time, partition_log.log_start_offset)
 
-    def _advance_high_watermark(self, tp: TopicPartition, partition_log: Any) -> None:
+    def _advance_high_watermark(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
         state = self.states.get(tp)
         if state is None or state.role is not ReplicaRole.LEADER:
             return
@@ -328,14 +292,15 @@ class ReplicaManager:
     # --- controller requests ---------------------------------------------------------------
 
     def _offline(self, tp: TopicPartition) -> bool:
-        is_offline = getattr(self.logs, "is_offline", None)
-        return bool(is_offline(tp)) if is_offline is not None else False
+        if tp in self.logs.offline_replicas:
+            return True
+        partition_log = self._get_log(tp)
+        return partition_log is not None and bool(partition_log.offline)
 
     def _any_dir_offline(self) -> bool:
-        offline_dirs = getattr(self.logs, "offline_dirs", ())
-        return bool(offline_dirs() if callable(offline_dirs) else offline_dirs)
+        return bool(self.logs.offline_dirs)
 
-    def _create_log(self, tp: TopicPartition, is_new: bool) -> Any:
+    def _create_log(self, tp: TopicPartition, is_new: bool) -> PartitionLog:
         return self.logs.create(tp, is_new)
 
     def leader_and_isr(self, request: LeaderAndIsrRequest) -> ControllerResponse:
@@ -401,12 +366,13 @@ class ReplicaManager:
             self.on_state_change()
         return ControllerResponse(partition_errors=errors)
 
-    def _set_leader_epoch(self, partition_log: Any, leader_epoch: int) -> None:
-        assign = getattr(partition_log, "assign_leader_epoch", None)
-        if assign is not None:
-            assign(leader_epoch, partition_log.log_end_offset)
+    def _set_leader_epoch(self, partition_log: PartitionLog, leader_epoch: int) -> None:
+        try:
+            partition_log.assign_epoch(leader_epoch, partition_log.log_end_offset)
+        except StorageError as error:
+            log.warning("recording leader epoch %d: %s", leader_epoch, error)
 
-    def _mark_offline(self, tp: TopicPartition, item: Any) -> None:
+    def _mark_offline(self, tp: TopicPartition, item: LeaderAndIsrPartitionState) -> None:
         current = self.states.get(tp)
         self.states[tp] = ReplicaState(
             topic=tp.topic,
@@ -471,8 +437,6 @@ class ReplicaManager:
 
 
 __all__ = [
-    "LogManagerPort",
-    "PartitionLogPort",
     "ProduceResult",
     "ReplicaManager",
     "replication",

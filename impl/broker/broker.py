@@ -1,0 +1,426 @@
+"""One broker: storage, the request server, ZooKeeper registration and the controller candidate.
+
+Start-up order: open the log dirs (recovery), bind the listeners (so the controller can reach
+this broker), register ``/brokers/ids/<id>`` (its czxid is the broker epoch that fences requests
+meant for an older incarnation), then run the controller candidate, which — once elected — sends
+LeaderAndIsr, StopReplica and UpdateMetadata to every broker, this one included, over the wire.
+
+Stop (SIGTERM/SIGINT in ``logproof broker``, or :meth:`Broker.request_stop`): the server stops
+accepting, every connection finishes the requests it has received and flushes, the controller
+candidate and the ZooKeeper sessions end (the registration vanishes), and the log manager writes
+its checkpoints.
+"""
+
+from __future__ import annotations
+
+import logging
+import random
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+import trio
+
+from impl.controller import admin as zk_admin
+from impl.controller._kazoo import KazooCoordinator
+from impl.controller.coordinator import (
+    Coordinator,
+    CoordinatorError,
+    NoNodeError,
+    SessionEvent,
+    SessionState,
+)
+from impl.controller.placement import PlacementError, load_replica_placer
+from impl.controller.requests import ControllerRequest, ControllerResponse, UpdateMetadataRequest
+from impl.controller.znodes import ZnodeFormatError, topic_path
+from impl.ports import SeededRng
+from impl.storage import LogManager, StorageConfig, TopicPartition
+from impl.trace import NullTraceSink, TraceSink
+
+from ._handlers import HandlerContext, RequestHandlers, metadata_brokers
+from .config import BrokerConfig
+from .inter_broker import InterBrokerClient
+from .metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
+from .producer_ids import ProducerIdAllocator
+from .replica_manager import ReplicaManager
+from .server import Server
+
+log = logging.getLogger(__name__)
+
+NONE = 0
+TOPIC_ALREADY_EXISTS = 36
+INVALID_REQUEST = 42
+UNKNOWN_TOPIC_OR_PARTITION = 3
+UNKNOWN_SERVER_ERROR = -1
+
+#: Builds the controller candidate: (coordinator, broker id, send) → an object with ``run()``.
+ControllerFactory = Callable[
+    [Coordinator, int, Callable[[int, ControllerRequest], Awaitable[ControllerResponse]]], Any
+]
+
+
+def storage_config(config: BrokerConfig) -> StorageConfig:
+    """The storage engine's settings from the broker's."""
+    return StorageConfig(
+        log_dirs=config.log_dirs,
+        broker_id=config.broker_id,
+        segment_bytes=config.segment_bytes,
+        roll_ms=config.segment_ms,
+        retention_ms=config.retention_ms,
+        retention_bytes=config.retention_bytes,
+        message_max_bytes=config.message_max_bytes,
+        index_interval_bytes=config.index_interval_bytes,
+        intra_broker_throttled_rate=config.intra_broker_throttled_rate_bytes_per_second,
+        num_replica_alter_log_dirs_threads=config.num_replica_alter_log_dirs_threads or None,
+    )
+
+
+class _ZooKeeperTopicAdmin:
+    """CreateTopics/DeleteTopics by writing ZooKeeper; the controller does the rest."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    async def create_topic(
+        self,
+        topic: str,
+        partition_count: int,
+        replication_factor: int,
+        assignment: dict[int, tuple[int, ...]] | None,
+        validate_only: bool,
+    ) -> tuple[int, str | None]:
+        coordinator = self._broker.coordinator
+        assert coordinator is not None
+        try:
+            if await coordinator.exists(topic_path(topic)) is not None:
+                return TOPIC_ALREADY_EXISTS, f"topic {topic!r} already exists"
+            if validate_only:
+                return NONE, None
+            seed = self._broker.rng.getrandbits(63)
+            if assignment is not None:
+                await zk_admin.create_topic(coordinator, topic, assignment=assignment)
+            else:
+                await zk_admin.create_topic(
+                    coordinator,
+                    topic,
+                    partition_count=partition_count,
+                    replication_factor=replication_factor,
+                    placer=load_replica_placer(self._broker.config.replica_placer,
+                                               SeededRng(seed)),
+                    rng=SeededRng(seed),
+                )
+        except zk_admin.TopicExistsError as error:
+            return TOPIC_ALREADY_EXISTS, str(error)
+        except PlacementError as error:
+            return error.error_code, str(error)
+        except (ZnodeFormatError, zk_admin.AdminError) as error:
+            return INVALID_REQUEST, str(error)
+        except CoordinatorError as error:
+            log.warning("creating topic %s: ZooKeeper error %r", topic, error)
+            return UNKNOWN_SERVER_ERROR, f"ZooKeeper: {error!r}"
+        return NONE, None
+
+    async def delete_topic(self, topic: str) -> int:
+        coordinator = self._broker.coordinator
+        assert coordinator is not None
+        try:
+            await zk_admin.delete_topic(coordinator, topic)
+        except (zk_admin.UnknownTopicError, NoNodeError):
+            return UNKNOWN_TOPIC_OR_PARTITION
+        except CoordinatorError as error:
+            log.warning("deleting topic %s: ZooKeeper error %r", topic, error)
+            return UNKNOWN_SERVER_ERROR
+        return NONE
+
+
+class _StorageLogDirs:
+    """The KIP-113 operations answered from the log manager."""
+
+    def __init__(self, logs: LogManager) -> None:
+        self._logs = logs
+
+    def describe_log_dirs(
+        self, topics: dict[str, set[int] | None] | None
+    ) -> list[dict[str, Any]]:
+        results: list[dict[str, Any]] = []
+        for description in self._logs.describe():
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for replica in description.replicas:
+                if topics is not None:
+                    wanted = topics.get(replica.tp.topic, set())
+                    if wanted is not None and replica.tp.partition not in wanted:
+                        continue
+                by_topic.setdefault(replica.tp.topic, []).append(
+                    {
+                        "partition_index": replica.tp.partition,
+                        "partition_size": replica.size_bytes,
+                        "offset_lag": replica.offset_lag,
+                        "is_future_key": replica.is_temporary,
+                    }
+                )
+            results.append(
+                {
+                    "error_code": int(description.error_code),
+                    "log_dir": description.path,
+                    "topics": [
+                        {"name": name, "partitions": partitions}
+                        for name, partitions in sorted(by_topic.items())
+                    ],
+                    "total_bytes": description.total_bytes,
+                    "usable_bytes": description.usable_bytes,
+                }
+            )
+        return results
+
+    def alter_replica_log_dir(self, tp: TopicPartition, log_dir: str) -> int:
+        return int(self._logs.alter_replica_log_dir(tp, log_dir))
+
+
+def default_controller_factory() -> ControllerFactory | None:
+    """The controller engineer's ``ControllerService`` factory, when the package provides it."""
+    try:
+        from impl.controller import service  # type: ignore[attr-defined]  # noqa: PLC0415
+    except ImportError:
+        return None
+    factory: ControllerFactory | None = getattr(service, "controller_factory", None)
+    return factory
+
+
+class Broker:
+    """One broker process's worth of state.
+
+    Args:
+        config: the parsed configuration.
+        controller_factory: builds the controller candidate (None: this broker never becomes
+            controller; another process must run one).
+        trace: where the cores' trace events go.
+    """
+
+    def __init__(
+        self,
+        config: BrokerConfig,
+        *,
+        controller_factory: ControllerFactory | None = None,
+        trace: TraceSink | None = None,
+        rng_seed: int | None = None,
+    ) -> None:
+        self.config = config
+        self.trace: TraceSink = trace if trace is not None else NullTraceSink()
+        self.rng = random.Random(rng_seed)
+        self.controller_factory = controller_factory
+        self.metadata = MetadataCache()
+        self.logs: LogManager | None = None
+        self.replicas: ReplicaManager | None = None
+        self.server: Server | None = None
+        self.coordinator: KazooCoordinator | None = None
+        self.controller_coordinator: KazooCoordinator | None = None
+        self.inter_broker = InterBrokerClient(f"controller-{config.broker_id}", self._endpoint_of)
+        self.broker_epoch = -1
+        self.port = config.port
+        self._stop = trio.Event()
+        self._stopped = trio.Event()
+        self._failed_dirs: list[str] = []
+        self._dir_failed = trio.Event()
+        #: endpoints of registered brokers not yet in the metadata cache (the controller's view)
+        self._live_brokers: dict[int, tuple[str, int]] = {}
+
+    @property
+    def bootstrap(self) -> str:
+        """``host:port`` of this broker's advertised listener."""
+        return f"{self.config.host}:{self.port}"
+
+    def request_stop(self) -> None:
+        """Ask :meth:`serve` to stop gracefully (safe to call from the trio thread)."""
+        self._stop.set()
+
+    async def wait_stopped(self) -> None:
+        """Wait until :meth:`serve` has finished stopping."""
+        await self._stopped.wait()
+
+    def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        if broker_id == self.config.broker_id:
+            return self.config.host, self.port
+        broker = self.metadata.broker(broker_id)
+        if broker is not None:
+            return broker.host, broker.port
+        return self._live_brokers.get(broker_id)
+
+    def _on_update_metadata(self, request: UpdateMetadataRequest) -> None:
+        self.metadata.update(
+            request.controller_id,
+            metadata_brokers(request.live_brokers),
+            [
+                PartitionMetadata(
+                    state.topic,
+                    state.partition,
+                    state.leader,
+                    state.leader_epoch,
+                    state.isr,
+                    state.replicas,
+                    state.offline_replicas,
+                )
+                for state in request.partition_states
+            ],
+        )
+
+    def _on_dir_failure(self, log_dir: str) -> None:
+        self._failed_dirs.append(log_dir)
+        logs, replicas = self.logs, self.replicas
+        if logs is None or replicas is None:
+            return
+        replicas.mark_dir_offline(logs.offline_replicas)
+        self._dir_failed.set()
+
+    async def _report_dir_failures(self) -> None:
+        while True:
+            await self._dir_failed.wait()
+            self._dir_failed = trio.Event()
+            while self._failed_dirs:
+                log_dir = self._failed_dirs.pop(0)
+                log.error("log dir %s failed; telling the controller", log_dir)
+                coordinator = self.coordinator
+                if coordinator is None:
+                    continue
+                try:
+                    await zk_admin.notify_log_dir_failure(coordinator, self.config.broker_id)
+                except CoordinatorError as error:
+                    log.warning("cannot notify the log dir failure: %r", error)
+
+    async def send_controller_request(
+        self, broker_id: int, request: ControllerRequest
+    ) -> ControllerResponse:
+        """The controller's send callback: every request goes over the wire.
+
+        The endpoint of a broker not yet in this broker's metadata cache is read from its
+        registration in ZooKeeper.
+        """
+        if self._endpoint_of(broker_id) is None and self.coordinator is not None:
+            for registration in (await zk_admin.read_live_brokers(self.coordinator)).values():
+                self._live_brokers[registration.broker_id] = (registration.host,
+                                                              registration.port)
+        return await self.inter_broker.send(broker_id, request)
+
+    async def _register(self) -> None:
+        coordinator = self.coordinator
+        assert coordinator is not None
+        epoch = await zk_admin.register_broker(
+            coordinator,
+            self.config.broker_id,
+            self.config.host,
+            self.port,
+            self.config.rack,
+            timestamp_ms=int(trio.current_time() * 1000),
+        )
+        self.broker_epoch = epoch
+        assert self.replicas is not None
+        if epoch > self.replicas.fence.broker_epoch:
+            self.replicas.fence.register(epoch)
+
+    async def _watch_session(self) -> None:
+        coordinator = self.coordinator
+        assert coordinator is not None
+        expired = False
+        while True:
+            event = await coordinator.next_event()
+            if not isinstance(event, SessionEvent):
+                continue
+            if event.state is SessionState.EXPIRED:
+                expired = True
+            elif event.state is SessionState.CONNECTED and expired:
+                expired = False
+                try:
+                    await self._register()
+                    log.info("re-registered after session expiry, epoch %d", self.broker_epoch)
+                except (CoordinatorError, zk_admin.AdminError) as error:
+                    log.error("re-registration failed: %r", error)
+            elif event.state is SessionState.CLOSED:
+                return
+
+    async def serve(self, *, task_status: trio.TaskStatus[Broker] = trio.TASK_STATUS_IGNORED
+                    ) -> None:
+        """Run until :meth:`request_stop`; reports itself once registered.
+
+        Raises:
+            OSError: a listener cannot bind.
+            CoordinatorError: ZooKeeper cannot be reached at start-up.
+            zk_admin.BrokerIdInUseError: another live broker has this id.
+        """
+        config = self.config
+        logs = LogManager.open(storage_config(config), trace=self.trace,
+                               on_dir_failure=self._on_dir_failure)
+        self.logs = logs
+        replicas = ReplicaManager(
+            config.broker_id,
+            logs,
+            min_insync_replicas=config.min_insync_replicas,
+            message_max_bytes=config.message_max_bytes,
+            trace=self.trace,
+        )
+        self.replicas = replicas
+        handlers = RequestHandlers(
+            HandlerContext(
+                config=config,
+                metadata=self.metadata,
+                replicas=replicas,
+                topic_admin=_ZooKeeperTopicAdmin(self),
+                log_dirs=_StorageLogDirs(logs),
+                allocate_producer_id=self._allocate_producer_id,
+                on_update_metadata=self._on_update_metadata,
+            )
+        )
+        server = Server(handlers, config.socket_request_max_bytes)
+        self.server = server
+        try:
+            async with trio.open_nursery() as nursery:
+                ports = await nursery.start(
+                    server.serve, [(listener.host, listener.port) for listener in config.listeners]
+                )
+                self.port = config.port or ports[0]
+                self.metadata.add_brokers(
+                    [BrokerEndpoint(config.broker_id, config.host, self.port, config.rack)]
+                )
+                logs.run(nursery)
+                self.coordinator = await KazooCoordinator.connect(
+                    config.zookeeper_connect,
+                    session_timeout_ms=config.zookeeper_session_timeout_ms,
+                )
+                self._producer_ids = ProducerIdAllocator(self.coordinator, config.broker_id)
+                await self._register()
+                nursery.start_soon(self._watch_session)
+                nursery.start_soon(self._report_dir_failures)
+                if self.controller_factory is not None:
+                    self.controller_coordinator = await KazooCoordinator.connect(
+                        config.zookeeper_connect,
+                        session_timeout_ms=config.zookeeper_session_timeout_ms,
+                    )
+                    controller = self.controller_factory(
+                        self.controller_coordinator, config.broker_id,
+                        self.send_controller_request,
+                    )
+                    nursery.start_soon(controller.run)
+                log.info("broker %d serving on %s (epoch %d)", config.broker_id, self.bootstrap,
+                         self.broker_epoch)
+                task_status.started(self)
+                await self._stop.wait()
+                await self._shutdown(nursery)
+        finally:
+            self._stopped.set()
+
+    async def _shutdown(self, nursery: trio.Nursery) -> None:
+        with trio.CancelScope(shield=True):
+            assert self.server is not None
+            await self.server.drain()
+            await self.inter_broker.aclose()
+            for coordinator in (self.controller_coordinator, self.coordinator):
+                if coordinator is not None:
+                    try:
+                        await coordinator.close()
+                    except CoordinatorError as error:
+                        log.warning("closing ZooKeeper session: %r", error)
+            if self.logs is not None:
+                self.logs.close()
+        nursery.cancel_scope.cancel()
+
+    async def _allocate_producer_id(self) -> int:
+        return await self._producer_ids.allocate()
+
+    _producer_ids: ProducerIdAllocator
