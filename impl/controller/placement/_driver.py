@@ -82,7 +82,14 @@ def load_replica_placer(name: str, rng: Rng) -> ReplicaPlacer:
             f"{BROKER_REPLICA_PLACER_CONFIG}={name!r}: {module_name} has no callable {attribute}",
             INVALID_CONFIG,
         )
-    placer = factory(rng=rng)
+    try:
+        placer = factory(rng=rng)
+    except Exception as error:  # a plugin's constructor can fail in any way: its blame
+        raise PlacementError(
+            f"{BROKER_REPLICA_PLACER_CONFIG}={name!r}: {attribute}(rng=...) failed: "
+            f"{_one_line(error)}",
+            INVALID_CONFIG,
+        ) from error
     if not callable(getattr(placer, "place", None)):
         raise PlacementError(
             f"{BROKER_REPLICA_PLACER_CONFIG}={name!r} built a {type(placer).__name__} without a "
@@ -91,6 +98,10 @@ def load_replica_placer(name: str, rng: Rng) -> ReplicaPlacer:
         )
     result: ReplicaPlacer = placer
     return result
+
+
+def _one_line(error: BaseException) -> str:
+    return " ".join(f"{type(error).__name__}: {error}".split())
 
 
 def placer_name(placer: ReplicaPlacer) -> str:
@@ -127,7 +138,14 @@ def place_replicas(
     assignment: Assignment | None = None
     used = placer
     if not placement_spec.force_simple_placement:
-        assignment = placer.place(placement_spec, cluster_view, broker_ids)
+        try:
+            assignment = placer.place(placement_spec, cluster_view, broker_ids)
+        except (PlacementError, AssertionError):
+            raise
+        except Exception as error:  # a plugin's bug is answered as an error, not a crash
+            raise PlacementError(
+                f"placer {placer_name(placer)} failed: {_one_line(error)}"
+            ) from error
     if assignment is None:
         used = RackUnawarePlacer(rng)
         assignment = used.place(placement_spec, cluster_view, broker_ids)

@@ -28,6 +28,6 @@ class PlacementError(ValueError):
     """
 
     def __init__(self, message: str, error_code: int = INVALID_REPLICA_ASSIGNMENT) -> None:
-        assert "\n" not in message, "placement errors are one line"
-        super().__init__(message)
+        # One line whatever a plugin or a user put in it: the CLI and the wire print it as is.
+        super().__init__(" ".join(message.split()))
         self.error_code = error_code
