@@ -24,6 +24,7 @@ from kio.serial import entity_reader, entity_writer
 
 from . import api_versions
 from ._framing import frame
+from ._kio_build import null_field
 
 __sans_io__ = True
 
@@ -109,6 +110,9 @@ def decode_request(frame_bytes: bytes) -> DecodedRequest:
         raise MalformedRequestError(
             f"{len(frame_bytes) - header_size - body_size} trailing bytes after the request"
         )
+    missing = null_field(body)
+    if missing is not None:
+        raise MalformedRequestError(f"api key {head.api_key}: null in non-nullable {missing}")
     return DecodedRequest(head, header.client_id, body, response_class)
 
 

@@ -119,3 +119,49 @@ def build(cls: type[Any], data: Mapping[str, Any]) -> Any:
 def has_field(cls: type[Any], name: str) -> bool:
     """Whether kio entity ``cls`` has a field ``name`` (i.e. this version carries it)."""
     return name in _spec(cls)
+
+
+_nullability: dict[type[Any], list[tuple[str, bool, int, type[Any] | None]]] = {}
+
+
+def _is_nullable(annotation: Any) -> bool:
+    origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):
+        return type(None) in typing.get_args(annotation)
+    return False
+
+
+def _nullability_spec(cls: type[Any]) -> list[tuple[str, bool, int, type[Any] | None]]:
+    cached = _nullability.get(cls)
+    if cached is None:
+        spec = _spec(cls)
+        cached = [
+            (item.name, _is_nullable(item.type), spec[item.name][0], spec[item.name][1])
+            for item in dataclasses.fields(cls)
+        ]
+        _nullability[cls] = cached
+    return cached
+
+
+def null_field(entity: Any) -> str | None:
+    """The dotted name of a non-nullable field holding None, or None if there is none.
+
+    Why: kio's native reader decodes a length of -1 as None even where the schema does not
+    allow null (a non-nullable array or string); Kafka rejects such a request while parsing.
+    """
+    for name, nullable, kind, nested in _nullability_spec(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                return name
+            continue
+        if kind == _NESTED_TUPLE and nested is not None:
+            for item in value:
+                inner = null_field(item)
+                if inner is not None:
+                    return f"{name}.{inner}"
+        elif kind == _NESTED and nested is not None:
+            inner = null_field(value)
+            if inner is not None:
+                return f"{name}.{inner}"
+    return None
