@@ -48,13 +48,17 @@ from impl.controller.coordinator import (
     SetResult,
 )
 
+from ._coordinator_brokers import BrokerUnreachableError, Delivery, RecordingBrokers
 from ._coordinator_contract import ContractViolationError, check_coordinator_contract
 from ._coordinator_server import SimulatedZooKeeperServer
 
 __all__ = [
+    "BrokerUnreachableError",
     "ContractViolationError",
     "CoordinatorHarness",
+    "Delivery",
     "KazooHarness",
+    "RecordingBrokers",
     "SimulatedCoordinator",
     "SimulatedHarness",
     "SimulatedZooKeeper",

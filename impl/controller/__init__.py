@@ -6,6 +6,10 @@ Public surface:
   adapter :class:`KazooCoordinator` (kazoo, bridged into trio);
 - the controller-to-broker requests (:class:`LeaderAndIsrRequest`, :class:`StopReplicaRequest`,
   :class:`UpdateMetadataRequest`) and :class:`ControllerResponse`;
+- :class:`ControllerService`, the controller (election, fencing, failover, broker failure,
+  topics, log-dir failure, reassignment) run inside each broker with the broker's ``send``; its
+  sans-IO core :class:`Controller` and the machine's names (:class:`ControllerEvent`,
+  :class:`PartitionState`, :class:`ReplicaState`, :class:`ReassignmentPhase`);
 - the znode formats (:mod:`impl.controller.znodes`);
 - the ZooKeeper-side helpers of brokers and administrators (:func:`register_broker`,
   :func:`create_topic`, :func:`delete_topic`, :func:`add_partitions`,
@@ -14,6 +18,8 @@ Public surface:
 
 from ._kazoo import KazooCoordinator as KazooCoordinator
 from ._kazoo import expire_session as expire_session
+from ._service import ControllerService as ControllerService
+from ._service import SendFunction as SendFunction
 from ._zookeeper_server import EmbeddedZooKeeper as EmbeddedZooKeeper
 from ._zookeeper_server import ZooKeeperUnavailableError as ZooKeeperUnavailableError
 from ._zookeeper_server import find_free_loopback_port as find_free_loopback_port
@@ -35,6 +41,11 @@ from .admin import read_topic as read_topic
 from .admin import reassign_partitions as reassign_partitions
 from .admin import register_broker as register_broker
 from .admin import update_isr as update_isr
+from .controller import Controller as Controller
+from .controller import ControllerConfig as ControllerConfig
+from .controller import ControllerEvent as ControllerEvent
+from .controller import PartitionState as PartitionState
+from .controller import ReplicaState as ReplicaState
 from .coordinator import ANY_VERSION as ANY_VERSION
 from .coordinator import BadArgumentsError as BadArgumentsError
 from .coordinator import BadVersionError as BadVersionError
@@ -65,6 +76,7 @@ from .coordinator import SetResult as SetResult
 from .coordinator import WatchEvent as WatchEvent
 from .coordinator import WatchEventType as WatchEventType
 from .coordinator import WatchKind as WatchKind
+from .reassignment import ReassignmentPhase as ReassignmentPhase
 from .requests import ERROR_KAFKA_STORAGE_ERROR as ERROR_KAFKA_STORAGE_ERROR
 from .requests import ERROR_NONE as ERROR_NONE
 from .requests import ERROR_STALE_BROKER_EPOCH as ERROR_STALE_BROKER_EPOCH
@@ -101,8 +113,12 @@ __all__ = [
     "CheckOp",
     "CheckResult",
     "ConnectionLossError",
+    "Controller",
+    "ControllerConfig",
+    "ControllerEvent",
     "ControllerRequest",
     "ControllerResponse",
+    "ControllerService",
     "Coordinator",
     "CoordinatorClosedError",
     "CoordinatorError",
@@ -124,9 +140,13 @@ __all__ = [
     "NotEmptyError",
     "Op",
     "OpResult",
+    "PartitionState",
     "ReassignmentInProgressError",
+    "ReassignmentPhase",
     "ReassignmentTarget",
+    "ReplicaState",
     "RolledBackError",
+    "SendFunction",
     "SessionEvent",
     "SessionExpiredError",
     "SessionState",

@@ -1,0 +1,130 @@
+"""Shared pieces of the controller tests: a waitable trace sink and a cluster of sessions."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+
+import trio
+
+from conformance.coordinator import RecordingBrokers, SimulatedZooKeeper
+from impl.controller import (
+    ControllerService,
+    Coordinator,
+    KazooCoordinator,
+    expire_session,
+    register_broker,
+)
+from impl.trace import TraceEvent
+
+WAIT_S = 30.0
+
+
+class WaitableTraceSink:
+    """Keeps trace events and lets a test wait (bounded) for a condition over them."""
+
+    def __init__(self) -> None:
+        self.events: list[TraceEvent] = []
+        self._changed = trio.Event()
+
+    def emit(self, event: TraceEvent) -> None:
+        self.events.append(event)
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def named(self, event: str, subject: str | None = None) -> list[TraceEvent]:
+        return [e for e in self.events
+                if e.event == event and (subject is None or e.subject == subject)]
+
+    async def wait_for(self, condition: Callable[[], bool], timeout_s: float = WAIT_S) -> None:
+        with trio.fail_after(timeout_s):
+            while not condition():
+                await self._changed.wait()
+
+
+@dataclass
+class Cluster:
+    """Sessions of one ZooKeeper: brokers' sessions and controller services."""
+
+    connect: Callable[[], Awaitable[Coordinator]]
+    expire: Callable[[Coordinator], Awaitable[None]]
+    nursery: trio.Nursery
+    transport: RecordingBrokers = field(default_factory=RecordingBrokers)
+    sessions: dict[int, Coordinator] = field(default_factory=dict)
+    services: dict[int, ControllerService] = field(default_factory=dict)
+    traces: dict[int, WaitableTraceSink] = field(default_factory=dict)
+
+    async def add_broker(self, broker_id: int) -> Coordinator:
+        coordinator = await self.connect()
+        self.sessions[broker_id] = coordinator
+        await register_broker(coordinator, broker_id, "127.0.0.1", 9000 + broker_id,
+                              rack=f"r{broker_id % 2}")
+        return coordinator
+
+    async def start_controller(
+        self, service_id: int, *, unclean_leader_election: bool = False,
+        partitions_per_write_max: int = 500,
+    ) -> ControllerService:
+        coordinator = await self.connect()
+        self.sessions[service_id] = coordinator
+        sink = WaitableTraceSink()
+        service = ControllerService(
+            trace_sink=sink,
+            unclean_leader_election=unclean_leader_election,
+            partitions_per_write_max=partitions_per_write_max,
+        )
+        self.services[service_id] = service
+        self.traces[service_id] = sink
+        await self.nursery.start(service.run, coordinator, service_id, self.transport.send)
+        return service
+
+
+@asynccontextmanager
+async def cluster(backend: str, hosts: str | None = None) -> AsyncIterator[Cluster]:
+    """A cluster over the real ZooKeeper (``backend == "zookeeper"``) or the simulated one."""
+    server = SimulatedZooKeeper()
+
+    async def open_real() -> Coordinator:
+        assert hosts is not None
+        return await KazooCoordinator.connect(hosts, session_timeout_ms=4_000)
+
+    async def open_simulated() -> Coordinator:
+        await trio.lowlevel.checkpoint()
+        return server.connect(4_000)
+
+    async def expire_real(coordinator: Coordinator) -> None:
+        assert hosts is not None
+        assert isinstance(coordinator, KazooCoordinator)
+        client_id = coordinator.client_id
+        assert client_id is not None
+        await expire_session(hosts, client_id)
+
+    async def expire_simulated(coordinator: Coordinator) -> None:
+        await trio.lowlevel.checkpoint()
+        server.expire_session(coordinator.session_id)
+        server.reconnect(coordinator.session_id)
+
+    real = backend == "zookeeper"
+    async with trio.open_nursery() as nursery:
+        state = Cluster(open_real if real else open_simulated,
+                        expire_real if real else expire_simulated, nursery)
+        try:
+            yield state
+        finally:
+            for coordinator in state.sessions.values():
+                await coordinator.close()
+            nursery.cancel_scope.cancel()
+
+
+async def wait_any_active(*services: ControllerService) -> None:
+    """Wait (bounded) until one of ``services`` is the controller."""
+    with trio.fail_after(WAIT_S):
+        async with trio.open_nursery() as nursery:
+
+            async def wait_one(service: ControllerService) -> None:
+                await service.wait_active()
+                nursery.cancel_scope.cancel()
+
+            for service in services:
+                nursery.start_soon(wait_one, service)
