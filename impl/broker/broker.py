@@ -15,15 +15,14 @@ from __future__ import annotations
 
 import logging
 import random
-from collections.abc import Awaitable, Callable
 from typing import Any
 
 import trio
 
+from impl.controller import ControllerService
 from impl.controller import admin as zk_admin
 from impl.controller._kazoo import KazooCoordinator
 from impl.controller.coordinator import (
-    Coordinator,
     CoordinatorError,
     NoNodeError,
     SessionEvent,
@@ -52,10 +51,6 @@ INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_SERVER_ERROR = -1
 
-#: Builds the controller candidate: (coordinator, broker id, send) → an object with ``run()``.
-ControllerFactory = Callable[
-    [Coordinator, int, Callable[[int, ControllerRequest], Awaitable[ControllerResponse]]], Any
-]
 
 
 def storage_config(config: BrokerConfig) -> StorageConfig:
@@ -175,23 +170,14 @@ class _StorageLogDirs:
         return int(self._logs.alter_replica_log_dir(tp, log_dir))
 
 
-def default_controller_factory() -> ControllerFactory | None:
-    """The controller engineer's ``ControllerService`` factory, when the package provides it."""
-    try:
-        from impl.controller import service  # type: ignore[attr-defined]  # noqa: PLC0415
-    except ImportError:
-        return None
-    factory: ControllerFactory | None = getattr(service, "controller_factory", None)
-    return factory
-
-
 class Broker:
     """One broker process's worth of state.
 
     Args:
         config: the parsed configuration.
-        controller_factory: builds the controller candidate (None: this broker never becomes
-            controller; another process must run one).
+        run_controller: run the controller candidate (the controller engineer's
+            ``ControllerService``); False only when something else plays the controller (tests
+            that send controller requests themselves).
         trace: where the cores' trace events go.
     """
 
@@ -199,14 +185,15 @@ class Broker:
         self,
         config: BrokerConfig,
         *,
-        controller_factory: ControllerFactory | None = None,
+        run_controller: bool = True,
         trace: TraceSink | None = None,
         rng_seed: int | None = None,
     ) -> None:
         self.config = config
         self.trace: TraceSink = trace if trace is not None else NullTraceSink()
         self.rng = random.Random(rng_seed)
-        self.controller_factory = controller_factory
+        self.run_controller = run_controller
+        self.controller: ControllerService | None = None
         self.metadata = MetadataCache()
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
@@ -220,6 +207,7 @@ class Broker:
         self._stopped = trio.Event()
         self._failed_dirs: list[str] = []
         self._dir_failed = trio.Event()
+        self._controller_scope = trio.CancelScope()
         #: endpoints of registered brokers not yet in the metadata cache (the controller's view)
         self._live_brokers: dict[int, tuple[str, int]] = {}
 
@@ -387,16 +375,13 @@ class Broker:
                 await self._register()
                 nursery.start_soon(self._watch_session)
                 nursery.start_soon(self._report_dir_failures)
-                if self.controller_factory is not None:
+                if self.run_controller:
                     self.controller_coordinator = await KazooCoordinator.connect(
                         config.zookeeper_connect,
                         session_timeout_ms=config.zookeeper_session_timeout_ms,
                     )
-                    controller = self.controller_factory(
-                        self.controller_coordinator, config.broker_id,
-                        self.send_controller_request,
-                    )
-                    nursery.start_soon(controller.run)
+                    self.controller = ControllerService(trace_sink=self.trace)
+                    await nursery.start(self._run_controller)
                 log.info("broker %d serving on %s (epoch %d)", config.broker_id, self.bootstrap,
                          self.broker_epoch)
                 task_status.started(self)
@@ -405,9 +390,23 @@ class Broker:
         finally:
             self._stopped.set()
 
+    async def _run_controller(
+        self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
+    ) -> None:
+        assert self.controller is not None
+        assert self.controller_coordinator is not None
+        with self._controller_scope:
+            await self.controller.run(
+                self.controller_coordinator,
+                self.config.broker_id,
+                self.send_controller_request,
+                task_status=task_status,
+            )
+
     async def _shutdown(self, nursery: trio.Nursery) -> None:
         with trio.CancelScope(shield=True):
             assert self.server is not None
+            self._controller_scope.cancel()
             await self.server.drain()
             await self.inter_broker.aclose()
             for coordinator in (self.controller_coordinator, self.coordinator):

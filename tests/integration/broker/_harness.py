@@ -17,7 +17,7 @@ from typing import Any, TypeVar
 
 import trio
 
-from impl.broker.broker import Broker, ControllerFactory
+from impl.broker.broker import Broker
 from impl.broker.config import load_config
 from impl.controller.requests import (
     BrokerEndpoint,
@@ -43,7 +43,7 @@ class RunningBroker:
         broker_id: int = 1,
         dirs: int = 2,
         overrides: Sequence[str] = (),
-        controller_factory: ControllerFactory | None = None,
+        run_controller: bool = False,
     ) -> None:
         self.log_dirs = [str(root / f"d{index}") for index in range(dirs)]
         text = (
@@ -51,7 +51,7 @@ class RunningBroker:
             f"log.dirs={','.join(self.log_dirs)}\nzookeeper.connect={zk_connect}\n"
         )
         self.config = load_config(text, overrides)
-        self.broker = Broker(self.config, controller_factory=controller_factory, rng_seed=1)
+        self.broker = Broker(self.config, run_controller=run_controller, rng_seed=1)
         self._token: trio.lowlevel.TrioToken | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
