@@ -1,0 +1,348 @@
+"""The executor side of a campaign: run every seed of a range and turn each result into a row.
+
+Theory of operation: a Spark task receives a :class:`TaskSpec` (the code version, the runner
+module's name and the base configuration) and an iterator of :class:`SeedRange` s. For each seed it
+draws the run's configuration from the seed (``runner.swarm_config(seed, brokers=…, log_dirs=…,
+steps=…)``), runs it (``runner.run_seed(seed, config)``) and yields one flat row (a tuple in
+:data:`RUN_COLUMNS` order: tuples are the cheapest thing to pickle back to the driver). The task
+is therefore ``(code_version, seed, swarm_config) -> verdict``: nothing else enters a verdict.
+
+A runner that *raises* does not stop the campaign: the seed gets verdict ``error`` with the
+exception's type and message, and its replay command, so a crash of the simulator (an
+``AssertionError`` from one of its executable-spec assertions included) is reported like any
+other failing seed rather than swallowed or allowed to kill the million seeds around it.
+
+This module is imported on executors from the zip the driver ships; it imports nothing from
+pyspark so that it can also run (and be tested) without Spark.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import importlib
+import json
+import os
+import socket
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from spark._errors import RunnerUnavailableError
+from spark._plan import BaseConfig, SeedRange
+
+#: verdicts a row can carry; ``pass`` and ``fail`` come from the runner, ``error`` means it raised.
+VERDICTS = ("pass", "fail", "error")
+
+#: the Parquet columns, in the order of the tuples tasks return.
+RUN_COLUMNS = (
+    "seed",
+    "code_version",
+    "runner",
+    "config_brokers",
+    "config_log_dirs",
+    "config_steps",
+    "config_json",
+    "verdict",
+    "violated_invariant",
+    "steps",
+    "events",
+    "duration_seconds",
+    "trace_digest",
+    "replay_command",
+    "error",
+    "executor",
+)
+
+RunRow = tuple[
+    int, str, str, int, int, int, str, str, str | None, int, int, float, str, str, str | None, str
+]
+
+
+@dataclass(frozen=True, slots=True)
+class TaskSpec:
+    """What every task of a campaign shares.
+
+    Attributes:
+        code_version: the driver's ``git`` commit (``+dirty`` when the tree differs from it).
+        runner: the dotted name of the runner module.
+        base: the configuration every seed shares.
+    """
+
+    code_version: str
+    runner: str
+    base: BaseConfig
+
+
+@dataclass(frozen=True, slots=True)
+class RunRecord:
+    """One simulated run: one row of the campaign's Parquet output (see :data:`RUN_COLUMNS`)."""
+
+    seed: int
+    code_version: str
+    runner: str
+    config_brokers: int
+    config_log_dirs: int
+    config_steps: int
+    config_json: str
+    verdict: str
+    violated_invariant: str | None
+    steps: int
+    events: int
+    duration_seconds: float
+    trace_digest: str
+    replay_command: str
+    error: str | None
+    executor: str
+
+    def __post_init__(self) -> None:
+        assert self.verdict in VERDICTS, self.verdict
+        assert (self.verdict == "pass") == (self.violated_invariant is None and self.error is None)
+
+    @property
+    def failed(self) -> bool:
+        """Whether the run found a problem (an invariant violated or the runner raising)."""
+        return self.verdict != "pass"
+
+    def to_row(self) -> RunRow:
+        """The record as a tuple in :data:`RUN_COLUMNS` order."""
+        row: RunRow = dataclasses.astuple(self)
+        return row
+
+    @staticmethod
+    def from_row(row: Iterable[Any]) -> RunRecord:
+        """The inverse of :meth:`to_row`."""
+        return RunRecord(*row)
+
+
+@dataclass(frozen=True, slots=True)
+class RunnerModule:
+    """The functions a campaign calls, taken from the runner module.
+
+    Attributes:
+        name: the module's dotted name.
+        run_seed: ``run_seed(seed, config) -> result``; the result has ``verdict``,
+            ``violated_invariant``, ``steps``, ``events``, ``trace_digest``, ``replay_command``.
+        swarm_config: ``swarm_config(seed, *, brokers, log_dirs, steps) -> config``.
+        shrink: ``shrink(seed, config) -> shrunk`` or ``None`` when the module cannot shrink.
+    """
+
+    name: str
+    run_seed: Callable[[int, Any], Any]
+    swarm_config: Callable[..., Any]
+    shrink: Callable[[int, Any], Any] | None
+
+
+def load_runner(name: str) -> RunnerModule:
+    """Import the runner module ``name`` and take its functions.
+
+    Args:
+        name: a dotted module name, e.g. ``"conformance"``.
+
+    Returns:
+        The module's ``run_seed``, ``swarm_config`` and (optional) ``shrink``.
+
+    Raises:
+        RunnerUnavailableError: the module cannot be imported or lacks ``run_seed`` or
+            ``swarm_config``.
+    """
+    try:
+        module: ModuleType = importlib.import_module(name)
+    except ImportError as error:
+        message = f"runner module {name!r} cannot be imported: {error}"
+        raise RunnerUnavailableError(message) from error
+    required = ("run_seed", "swarm_config")
+    missing = [attr for attr in required if not callable(getattr(module, attr, None))]
+    if missing:
+        raise RunnerUnavailableError(
+            f"runner module {name!r} has no {' and no '.join(missing)}: it cannot run a campaign"
+        )
+    shrink = getattr(module, "shrink", None)
+    return RunnerModule(
+        name=name,
+        run_seed=module.run_seed,
+        swarm_config=module.swarm_config,
+        shrink=shrink if callable(shrink) else None,
+    )
+
+
+def config_for_seed(runner: RunnerModule, seed: int, base: BaseConfig) -> Any:
+    """The run configuration of ``seed``: drawn from the seed by the runner (``options_swarm``)."""
+    return runner.swarm_config(seed, brokers=base.brokers, log_dirs=base.log_dirs, steps=base.steps)
+
+
+def config_to_json(config: Any) -> str:
+    """A byte-stable JSON rendering of a run configuration (a dataclass or a mapping)."""
+    if dataclasses.is_dataclass(config) and not isinstance(config, type):
+        value: Any = dataclasses.asdict(config)
+    elif isinstance(config, dict):
+        value = config
+    else:
+        value = {"repr": repr(config)}
+    return json.dumps(value, sort_keys=True, separators=(",", ":"), default=_json_default)
+
+
+def _json_default(value: object) -> object:
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, frozenset | set):
+        return sorted(value, key=repr)
+    return repr(value)
+
+
+def verdict_name(verdict: object) -> str:
+    """Normalise a runner's verdict (an enum member or a string) to ``pass`` or ``fail``.
+
+    Raises:
+        ValueError: the verdict is neither.
+    """
+    text = verdict.name if isinstance(verdict, enum.Enum) else str(verdict)
+    lowered = text.lower()
+    if lowered in ("pass", "passed", "ok"):
+        return "pass"
+    if lowered in ("fail", "failed", "violation", "violated"):
+        return "fail"
+    raise ValueError(f"unknown verdict {verdict!r}")
+
+
+def fallback_replay_command(spec: TaskSpec, seed: int) -> str:
+    """The command that re-runs one seed without Spark (used when the runner raised)."""
+    return (
+        f"logproof fuzz replay --runner {spec.runner} --seed {seed} "
+        f"--brokers {spec.base.brokers} --log-dirs {spec.base.log_dirs} --steps {spec.base.steps}"
+    )
+
+
+def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> RunRecord:
+    """Run one seed and describe it.
+
+    Args:
+        runner: the loaded runner module.
+        spec: the campaign's shared task description.
+        seed: the seed.
+        executor: ``host:pid`` of the process running it (reported, never used in a verdict).
+
+    Returns:
+        The run's record; verdict ``error`` when the runner raised.
+    """
+    config_json = ""
+    started = time.perf_counter()
+    try:
+        config = config_for_seed(runner, seed, spec.base)
+        config_json = config_to_json(config)
+        result = runner.run_seed(seed, config)
+        duration_seconds = time.perf_counter() - started
+        verdict = verdict_name(result.verdict)
+        invariant = result.violated_invariant
+        return RunRecord(
+            seed=seed,
+            code_version=spec.code_version,
+            runner=spec.runner,
+            config_brokers=spec.base.brokers,
+            config_log_dirs=spec.base.log_dirs,
+            config_steps=spec.base.steps,
+            config_json=config_json,
+            verdict=verdict,
+            violated_invariant=None if verdict == "pass" else str(invariant or "UNNAMED"),
+            steps=int(result.steps),
+            events=int(result.events),
+            duration_seconds=duration_seconds,
+            trace_digest=str(result.trace_digest),
+            replay_command=str(result.replay_command),
+            error=None,
+            executor=executor,
+        )
+    except Exception as error:  # a crashing seed is a finding, reported with its replay command
+        return RunRecord(
+            seed=seed,
+            code_version=spec.code_version,
+            runner=spec.runner,
+            config_brokers=spec.base.brokers,
+            config_log_dirs=spec.base.log_dirs,
+            config_steps=spec.base.steps,
+            config_json=config_json,
+            verdict="error",
+            violated_invariant=None,
+            steps=0,
+            events=0,
+            duration_seconds=time.perf_counter() - started,
+            trace_digest="",
+            replay_command=fallback_replay_command(spec, seed),
+            error=f"{type(error).__name__}: {error}".splitlines()[0][:500],
+            executor=executor,
+        )
+
+
+def executor_name() -> str:
+    """``host:pid`` of this process."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def run_seed_ranges(spec: TaskSpec, ranges: Iterable[SeedRange]) -> Iterator[RunRow]:
+    """The body of one Spark task: every seed of every range, in order.
+
+    Args:
+        spec: the campaign's shared task description.
+        ranges: the partition's seed ranges (one, as the driver builds them).
+
+    Yields:
+        One row per seed, in :data:`RUN_COLUMNS` order.
+
+    Raises:
+        RunnerUnavailableError: the runner module is missing on the executor.
+    """
+    runner = load_runner(spec.runner)
+    executor = executor_name()
+    for seed_range in ranges:
+        for seed in range(seed_range.first_seed, seed_range.stop_seed):
+            yield run_one(runner, spec, seed, executor).to_row()
+
+
+@dataclass(frozen=True, slots=True)
+class ShrinkRecord:
+    """A failing seed after shrinking.
+
+    Attributes:
+        seed: the failing seed.
+        shrunk: ``True`` when the runner produced a smaller reproduction.
+        description: the minimal fault schedule (or why there is none), one line.
+        replay_command: the command that replays the shrunk run (the seed's own when not shrunk).
+        detail_json: the runner's shrink result as JSON (``""`` when not shrunk).
+    """
+
+    seed: int
+    shrunk: bool
+    description: str
+    replay_command: str
+    detail_json: str
+
+
+def shrink_seed(spec: TaskSpec, seed_and_replay: tuple[int, str]) -> ShrinkRecord:
+    """Shrink one failing seed with the runner's ``shrink`` (runs as a Spark task).
+
+    Args:
+        spec: the campaign's shared task description.
+        seed_and_replay: the failing seed and its replay command.
+
+    Returns:
+        The shrunk reproduction, or the seed itself with the reason it was not shrunk.
+    """
+    seed, replay_command = seed_and_replay
+    runner = load_runner(spec.runner)
+    if runner.shrink is None:
+        return ShrinkRecord(seed, False, f"{spec.runner} has no shrink()", replay_command, "")
+    try:
+        shrunk = runner.shrink(seed, config_for_seed(runner, seed, spec.base))
+    except Exception as error:  # a shrinker crash must not hide the failure it was shrinking
+        message = f"shrink raised {type(error).__name__}: {error}".splitlines()[0][:500]
+        return ShrinkRecord(seed, False, message, replay_command, "")
+    description = str(getattr(shrunk, "description", "") or repr(shrunk)).splitlines()[0][:500]
+    return ShrinkRecord(
+        seed=seed,
+        shrunk=True,
+        description=description,
+        replay_command=str(getattr(shrunk, "replay_command", replay_command)),
+        detail_json=config_to_json(shrunk),
+    )
