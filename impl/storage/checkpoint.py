@@ -1,0 +1,96 @@
+"""Checkpoint files: Kafka's text formats and the atomic write (temp, fsync, rename, fsync dir).
+
+Per log dir: ``replication-offset-checkpoint`` (HW per partition),
+``recovery-point-offset-checkpoint`` (offset below which segments were fsynced) and
+``meta.properties``. Per partition: ``leader-epoch-checkpoint`` (see :mod:`leader_epoch`).
+
+The offset-checkpoint format is version ``0``, the entry count, then ``<topic> <partition>
+<offset>`` per line. The write goes through the :class:`~impl.storage.disk.Disk` port only, so this
+module is a sans-IO core too.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from impl.storage.disk import Disk
+from impl.storage.names import TopicPartition
+
+__sans_io__ = True
+
+REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
+RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
+META_PROPERTIES = "meta.properties"
+TEMP_SUFFIX = ".tmp"
+
+
+def format_offsets(offsets: Mapping[TopicPartition, int]) -> str:
+    """Kafka's offset-checkpoint text, entries sorted for byte-stable files."""
+    lines = ["0", str(len(offsets))]
+    lines += [f"{tp.topic} {tp.partition} {offset}" for tp, offset in sorted(offsets.items())]
+    return "\n".join(lines) + "\n"
+
+
+def parse_offsets(text: str) -> dict[TopicPartition, int]:
+    """Parse an offset-checkpoint file.
+
+    Raises:
+        ValueError: malformed (wrong version, wrong count, bad line).
+    """
+    lines = [line for line in text.splitlines() if line.strip()]
+    if len(lines) < 2 or lines[0].strip() != "0":
+        raise ValueError("offset checkpoint: bad version line")
+    count = int(lines[1])
+    if count != len(lines) - 2:
+        raise ValueError(f"offset checkpoint: {len(lines) - 2} entries, header says {count}")
+    offsets: dict[TopicPartition, int] = {}
+    for line in lines[2:]:
+        topic, partition, offset = line.rsplit(" ", 2)
+        offsets[TopicPartition(topic, int(partition))] = int(offset)
+    return offsets
+
+
+def format_meta_properties(broker_id: int) -> str:
+    """``meta.properties`` as a ZooKeeper-mode Kafka broker writes it (version 0)."""
+    return f"version=0\nbroker.id={broker_id}\n"
+
+
+def parse_meta_properties(text: str) -> dict[str, str]:
+    """``key=value`` lines, comments skipped."""
+    properties: dict[str, str] = {}
+    for raw_line in text.splitlines():
+        line = raw_line.strip()
+        if line and not line.startswith("#") and "=" in line:
+            key, value = line.split("=", 1)
+            properties[key.strip()] = value.strip()
+    return properties
+
+
+def write_atomically(disk: Disk, dir_path: str, name: str, text: str) -> None:
+    """Replace ``dir_path/name`` with ``text`` so a crash leaves the old or the new file whole.
+
+    Write ``name.tmp``, fsync it, rename it over ``name``, fsync the dir. The rename over an
+    existing file is done as remove + rename because the port's rename refuses to replace; a crash
+    between them leaves only ``name.tmp``, which :func:`read_checkpoint` falls back to.
+    """
+    temp = f"{dir_path}/{name}{TEMP_SUFFIX}"
+    final = f"{dir_path}/{name}"
+    disk.create(temp)
+    disk.append(temp, text.encode())
+    disk.fsync(temp)
+    if disk.exists(final):
+        disk.remove(final)
+    disk.rename(temp, final)
+    disk.fsync_dir(dir_path)
+
+
+def read_checkpoint(disk: Disk, dir_path: str, name: str) -> str | None:
+    """The checkpoint's text: the file, else a complete leftover temp file, else ``None``."""
+    final = f"{dir_path}/{name}"
+    if disk.exists(final):
+        return disk.read(final, 0, disk.size(final)).decode()
+    temp = final + TEMP_SUFFIX
+    if disk.exists(temp):
+        return disk.read(temp, 0, disk.size(temp)).decode()
+    return None

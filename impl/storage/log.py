@@ -1,0 +1,638 @@
+"""One on-disk copy of a partition: a dir of segments in one log dir, driven through ``Disk``.
+
+A :class:`Log` is synchronous and has no lock: the trio-facing :class:`PartitionLog` (in
+:mod:`impl.storage.partition`) serialises writers with the partition lock. Every ``OSError``
+escapes unchanged (its ``filename`` names the dir) for the log manager to take the dir offline.
+
+Segments: ``<20-digit base offset>.log`` holds v2 batches exactly as appended; ``.index`` is a
+sparse list of 8-byte entries (``int32`` offset relative to the segment's base, ``int32`` byte
+position of the batch starting at that offset), one per ``log.index.interval.bytes``. Unlike
+Kafka's index, whose entries name the last offset of the appended records, each entry here names
+the first offset of the batch at the position, so a position in the index is always a batch
+boundary (movers copy up to such boundaries).
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+
+from impl.ports import Clock
+from impl.storage import record_batch as rb
+from impl.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, read_checkpoint, write_atomically
+from impl.storage.config import StorageConfig
+from impl.storage.disk import Disk, FileSlice
+from impl.storage.errors import CorruptBatch, OffsetOutOfRange
+from impl.storage.leader_epoch import LeaderEpochCache
+from impl.storage.names import (
+    INDEX_SUFFIX,
+    LOG_SUFFIX,
+    DirKind,
+    TopicPartition,
+    dir_name,
+    parse_segment_name,
+    segment_index_name,
+    segment_log_name,
+)
+
+_INDEX_ENTRY = struct.Struct(">ii")
+_PEEK = struct.Struct(">qi")  # baseOffset, batchLength
+_SCAN_BLOCK_BYTES = 1 << 20
+_HEADER_TAIL = struct.Struct(">i")  # lastOffsetDelta at byte 23
+_MAX_TS = struct.Struct(">q")  # maxTimestamp at byte 35
+
+
+@dataclass
+class Segment:
+    """In-memory state of one segment (the files are the truth; this is derived on load)."""
+
+    base_offset: int
+    log_path: str
+    index_path: str
+    size: int = 0
+    next_offset: int = 0
+    #: ``(absolute offset, position)`` of batch starts, sparse, rising
+    index: list[tuple[int, int]] = field(default_factory=list)
+    bytes_since_index_entry: int = 0
+    created_ms: int = 0
+    #: newest record timestamp; ``None`` until computed (lazily after a load)
+    max_timestamp: int | None = None
+    #: bytes of the segment known to be fsynced
+    durable_size: int = 0
+
+    def lookup(self, offset: int) -> tuple[int, int]:
+        """The last index entry at or before ``offset`` (or the segment start)."""
+        low, high = 0, len(self.index)
+        while low < high:
+            mid = (low + high) // 2
+            if self.index[mid][0] <= offset:
+                low = mid + 1
+            else:
+                high = mid
+        if low == 0:
+            return self.base_offset, 0
+        return self.index[low - 1]
+
+
+@dataclass(frozen=True, slots=True)
+class BatchPosition:
+    """Where a batch sits: its byte position, base and next offsets, size, max timestamp."""
+
+    position: int
+    base_offset: int
+    next_offset: int
+    size: int
+    max_timestamp: int
+
+
+@dataclass(frozen=True, slots=True)
+class StorageEnv:
+    """What every log shares: the disk port, the settings and the clock."""
+
+    disk: Disk
+    config: StorageConfig
+    clock: Clock
+
+
+class Log:
+    """A partition's segments in one dir (``topic-partition`` or ``topic-partition.move``)."""
+
+    def __init__(self, env: StorageEnv, log_dir: str, tp: TopicPartition, kind: DirKind) -> None:
+        self.env = env
+        self.disk = env.disk
+        self.config = env.config
+        self.clock = env.clock
+        self.log_dir = log_dir
+        self.tp = tp
+        self.kind = kind
+        self.segments: list[Segment] = []
+        self.epochs = LeaderEpochCache()
+        self.high_watermark = 0
+        self.recovery_point = 0
+
+    # --- paths and sizes ------------------------------------------------------------------
+
+    @property
+    def path(self) -> str:
+        """The partition dir."""
+        return f"{self.log_dir}/{dir_name(self.tp, self.kind)}"
+
+    @property
+    def log_start_offset(self) -> int:
+        """Base offset of the oldest segment."""
+        return self.segments[0].base_offset if self.segments else 0
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be written (LEO)."""
+        return self.segments[-1].next_offset if self.segments else 0
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes in all segments."""
+        return sum(segment.size for segment in self.segments)
+
+    @property
+    def active(self) -> Segment:
+        """The segment appends go to."""
+        return self.segments[-1]
+
+    # --- creation and loading -------------------------------------------------------------
+
+    @classmethod
+    def create(
+        cls,
+        env: StorageEnv,
+        log_dir: str,
+        tp: TopicPartition,
+        kind: DirKind,
+        *,
+        first_segment_base: int | None = 0,
+    ) -> Log:
+        """Make the dir (durably) and, unless ``first_segment_base`` is None, an empty segment."""
+        disk = env.disk
+        log = cls(env, log_dir, tp, kind)
+        disk.mkdir(log.path)
+        if first_segment_base is not None:
+            log._new_segment(first_segment_base)
+            disk.fsync_dir(log.path)
+        disk.fsync_dir(log_dir)
+        return log
+
+    @classmethod
+    def load(
+        cls,
+        env: StorageEnv,
+        log_dir: str,
+        tp: TopicPartition,
+        kind: DirKind,
+        *,
+        recovery_point: int = 0,
+        high_watermark: int = 0,
+    ) -> Log:
+        """Open an existing dir, recovering segments from the recovery point on.
+
+        Segments wholly below ``recovery_point`` were fsynced: their index is trusted if it is
+        consistent. From the segment holding the recovery point on, every batch is re-read and
+        CRC-checked; the first bad or torn batch is cut off with everything after it, and later
+        segments are deleted (DESIGN.md "Storage format").
+        """
+        disk = env.disk
+        log = cls(env, log_dir, tp, kind)
+        names = disk.list_dir(log.path)
+        bases = sorted(
+            parsed[0]
+            for name in names
+            if (parsed := parse_segment_name(name)) is not None and parsed[1] == LOG_SUFFIX
+        )
+        for name in names:
+            parsed = parse_segment_name(name)
+            if parsed is not None and parsed[1] == INDEX_SUFFIX and parsed[0] not in bases:
+                disk.remove(f"{log.path}/{name}")
+        recovering = False
+        for position, base in enumerate(bases):
+            following = bases[position + 1] if position + 1 < len(bases) else None
+            trusted = (
+                not recovering and following is not None and following <= recovery_point
+            )
+            expected = log.segments[-1].next_offset if log.segments else None
+            segment = log._load_segment(base, trusted=trusted, expected_offset=expected)
+            if segment is None:  # base offset overlaps the previous segment: corrupt
+                log._delete_segment_files(base)
+                for later in bases[position + 1 :]:
+                    log._delete_segment_files(later)
+                break
+            log.segments.append(segment)
+            if not trusted:
+                recovering = True
+            if segment.size < disk.size(segment.log_path):
+                # torn or corrupt tail: cut here and drop every later segment
+                disk.truncate(segment.log_path, segment.size)
+                disk.fsync(segment.log_path)
+                for later in bases[position + 1 :]:
+                    log._delete_segment_files(later)
+                break
+        if not log.segments:
+            log._new_segment(0)
+        text = read_checkpoint(disk, log.path, LEADER_EPOCH_CHECKPOINT)
+        if text is not None:
+            try:
+                log.epochs = LeaderEpochCache.from_text(text)
+            except (ValueError, AssertionError):
+                log.epochs = LeaderEpochCache()
+        log.epochs.truncate_from_end(log.log_end_offset)
+        log.recovery_point = min(recovery_point, log.log_end_offset)
+        log.high_watermark = max(log.log_start_offset, min(high_watermark, log.log_end_offset))
+        for segment in log.segments:
+            segment.durable_size = segment.size
+        return log
+
+    def _load_segment(
+        self, base: int, *, trusted: bool, expected_offset: int | None
+    ) -> Segment | None:
+        log_path = f"{self.path}/{segment_log_name(base)}"
+        index_path = f"{self.path}/{segment_index_name(base)}"
+        if expected_offset is not None and base < expected_offset:
+            return None
+        segment = Segment(base, log_path, index_path, created_ms=self.clock.wall_ms())
+        segment.next_offset = base
+        size = self.disk.size(log_path)
+        if trusted:
+            index = self._read_index(segment, size)
+            if index is not None:
+                segment.index = index
+                start_offset, start = index[-1] if index else (base, 0)
+                segment.next_offset = start_offset
+                segment.size = start
+                self._scan(segment, start, size, check_crc=False, build_index=False)
+                if segment.size == size:
+                    return segment
+        segment.index = []
+        segment.size = 0
+        segment.next_offset = base
+        self._scan(segment, 0, size, check_crc=not trusted, build_index=True)
+        self._rewrite_index(segment)
+        return segment
+
+    def _read_index(self, segment: Segment, log_size: int) -> list[tuple[int, int]] | None:
+        if not self.disk.exists(segment.index_path):
+            return None
+        raw = self.disk.read(segment.index_path, 0, self.disk.size(segment.index_path))
+        raw = raw[: len(raw) - len(raw) % _INDEX_ENTRY.size]
+        entries: list[tuple[int, int]] = []
+        last_offset, last_position = segment.base_offset - 1, -1
+        for relative, position in _INDEX_ENTRY.iter_unpack(raw):
+            offset = segment.base_offset + relative
+            if offset <= last_offset or position <= last_position or position >= log_size:
+                return None
+            entries.append((offset, position))
+            last_offset, last_position = offset, position
+        return entries
+
+    def _scan(
+        self, segment: Segment, start: int, end: int, *, check_crc: bool, build_index: bool
+    ) -> None:
+        """Walk batches from ``start``, advancing ``segment``; stop at the first bad or torn one."""
+        buffer = b""
+        buffer_start = start
+        position = start
+        while position < end:
+            relative = position - buffer_start
+            if len(buffer) - relative < _PEEK.size:
+                buffer = self.disk.read(segment.log_path, position, _SCAN_BLOCK_BYTES)
+                buffer_start, relative = position, 0
+                if len(buffer) < _PEEK.size:
+                    return
+            batch_length = _PEEK.unpack_from(buffer, relative)[1]
+            whole = batch_length + rb.LOG_OVERHEAD
+            if batch_length < rb.HEADER_SIZE - rb.LOG_OVERHEAD or position + whole > end:
+                return
+            if len(buffer) - relative < whole:
+                buffer = self.disk.read(
+                    segment.log_path, position, max(_SCAN_BLOCK_BYTES, whole)
+                )
+                buffer_start, relative = position, 0
+                if len(buffer) < whole:
+                    return
+            if not self._accept(segment, buffer, relative, position, check_crc, build_index):
+                return
+            position += whole
+
+    def _accept(  # noqa: PLR0917 (hot loop helper)
+        self,
+        segment: Segment,
+        buffer: bytes,
+        offset_in_buffer: int,
+        file_position: int,
+        check_crc: bool,
+        build_index: bool,
+    ) -> bool:
+        try:
+            header = rb.parse_header(buffer, offset_in_buffer)
+            if check_crc:
+                rb.check_crc(buffer, header)
+        except CorruptBatch:
+            return False
+        if header.base_offset < segment.next_offset or header.last_offset_delta < 0:
+            return False
+        if file_position != segment.size:
+            return False
+        if build_index and segment.bytes_since_index_entry >= self.config.index_interval_bytes:
+            segment.index.append((header.base_offset, file_position))
+            segment.bytes_since_index_entry = 0
+        segment.size = file_position + header.size_in_bytes
+        segment.next_offset = header.next_offset
+        segment.bytes_since_index_entry += header.size_in_bytes
+        segment.max_timestamp = max(segment.max_timestamp or -1, header.max_timestamp)
+        return True
+
+    def _rewrite_index(self, segment: Segment) -> None:
+        self.disk.create(segment.index_path)
+        if segment.index:
+            self.disk.append(
+                segment.index_path,
+                b"".join(
+                    _INDEX_ENTRY.pack(offset - segment.base_offset, position)
+                    for offset, position in segment.index
+                ),
+            )
+
+    def _new_segment(self, base_offset: int) -> Segment:
+        segment = Segment(
+            base_offset,
+            f"{self.path}/{segment_log_name(base_offset)}",
+            f"{self.path}/{segment_index_name(base_offset)}",
+            next_offset=base_offset,
+            created_ms=self.clock.wall_ms(),
+            max_timestamp=-1,
+        )
+        self.disk.create(segment.log_path)
+        self.disk.create(segment.index_path)
+        self.segments.append(segment)
+        return segment
+
+    def _delete_segment_files(self, base_offset: int) -> None:
+        for name in (segment_log_name(base_offset), segment_index_name(base_offset)):
+            path = f"{self.path}/{name}"
+            if self.disk.exists(path):
+                self.disk.remove(path)
+
+    # --- appends ----------------------------------------------------------------------------
+
+    def maybe_roll(self, incoming_bytes: int) -> None:
+        """Roll to a new segment at the LEO if the active one is full or old (and non-empty)."""
+        active = self.active
+        if active.size == 0:
+            return
+        too_big = active.size + incoming_bytes > self.config.segment_bytes
+        too_old = self.clock.wall_ms() - active.created_ms >= self.config.roll_ms
+        if too_big or too_old:
+            self.roll()
+
+    def roll(self) -> Segment:
+        """Start a new segment at the LEO; the old one is fsynced (it will never change)."""
+        old = self.active
+        self.disk.fsync(old.log_path)
+        self.disk.fsync(old.index_path)
+        old.durable_size = old.size
+        segment = self._new_segment(self.log_end_offset)
+        self.disk.fsync_dir(self.path)
+        self.recovery_point = max(self.recovery_point, old.next_offset)
+        return segment
+
+    def append(self, records: bytes | bytearray, headers: list[rb.BatchHeader]) -> None:
+        """Append whole, validated batches whose offsets are already assigned."""
+        assert headers, "append of no batch"
+        assert headers[0].base_offset >= self.log_end_offset, (headers[0], self.log_end_offset)
+        self.maybe_roll(len(records))
+        segment = self.active
+        position = self.disk.append(segment.log_path, bytes(records))
+        assert position == segment.size, (position, segment.size, segment.log_path)
+        new_entries: list[tuple[int, int]] = []
+        for header in headers:
+            if segment.bytes_since_index_entry >= self.config.index_interval_bytes:
+                new_entries.append((header.base_offset, position + header.position))
+                segment.bytes_since_index_entry = 0
+            segment.bytes_since_index_entry += header.size_in_bytes
+            if segment.max_timestamp is not None:
+                segment.max_timestamp = max(segment.max_timestamp, header.max_timestamp)
+        if new_entries:
+            segment.index.extend(new_entries)
+            self.disk.append(
+                segment.index_path,
+                b"".join(_INDEX_ENTRY.pack(o - segment.base_offset, p) for o, p in new_entries),
+            )
+        segment.size += len(records)
+        segment.next_offset = headers[-1].next_offset
+
+    # --- reads ------------------------------------------------------------------------------
+
+    def _segment_for(self, offset: int) -> int:
+        low, high = 0, len(self.segments)
+        while low < high:
+            mid = (low + high) // 2
+            if self.segments[mid].base_offset <= offset:
+                low = mid + 1
+            else:
+                high = mid
+        return max(low - 1, 0)
+
+    def _peek(self, segment: Segment, position: int) -> BatchPosition:
+        raw = self.disk.read(segment.log_path, position, rb.HEADER_SIZE)
+        if len(raw) < rb.HEADER_SIZE:
+            raise CorruptBatch(f"{segment.log_path}: short header at {position}")
+        base_offset, batch_length = _PEEK.unpack_from(raw, 0)
+        last_delta = _HEADER_TAIL.unpack_from(raw, 23)[0]
+        max_timestamp = _MAX_TS.unpack_from(raw, rb.MAX_TIMESTAMP_OFFSET)[0]
+        return BatchPosition(
+            position,
+            base_offset,
+            base_offset + last_delta + 1,
+            batch_length + rb.LOG_OVERHEAD,
+            max_timestamp,
+        )
+
+    def position_of(self, segment: Segment, offset: int) -> BatchPosition | None:
+        """The first batch in ``segment`` whose last offset is at least ``offset``."""
+        _, position = segment.lookup(offset)
+        while position < segment.size:
+            batch = self._peek(segment, position)
+            if batch.next_offset > offset:
+                return batch
+            position += batch.size
+        return None
+
+    def read(self, fetch_offset: int, max_bytes: int, max_offset: int | None) -> list[FileSlice]:
+        """Slices from the batch holding ``fetch_offset``, up to ``max_bytes`` (at least one
+        whole batch, KIP-74), stopping before batches at or past ``max_offset``.
+
+        Raises:
+            OffsetOutOfRange: ``fetch_offset`` below the log start offset or past the LEO.
+        """
+        if fetch_offset < self.log_start_offset or fetch_offset > self.log_end_offset:
+            raise OffsetOutOfRange(
+                f"{self.tp}: offset {fetch_offset} outside "
+                f"[{self.log_start_offset}, {self.log_end_offset}]"
+            )
+        limit = self.log_end_offset if max_offset is None else min(max_offset, self.log_end_offset)
+        if fetch_offset >= limit:
+            return []
+        index = self._segment_for(fetch_offset)
+        while index < len(self.segments):
+            segment = self.segments[index]
+            start = self.position_of(segment, fetch_offset)
+            if start is not None:
+                break
+            index += 1
+        else:
+            return []
+        if start.base_offset >= limit:
+            return []
+        end = segment.size
+        if limit < segment.next_offset:
+            # the batch holding ``limit`` is excluded, as Kafka's read(maxOffset) does
+            stop = self.position_of(segment, limit)
+            end = segment.size if stop is None else stop.position
+            if end <= start.position:
+                return []
+        size = min(end - start.position, max(max_bytes, start.size))
+        if size <= 0:
+            return []
+        return [self.disk.open_slice(segment.log_path, start.position, size)]
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """The first batch whose max timestamp is at least ``timestamp_ms``: ``(offset, ts)``."""
+        for segment in self.segments:
+            if self._segment_max_timestamp(segment) < timestamp_ms:
+                continue
+            position = 0
+            while position < segment.size:
+                batch = self._peek(segment, position)
+                if batch.max_timestamp >= timestamp_ms:
+                    return batch.base_offset, batch.max_timestamp
+                position += batch.size
+        return None
+
+    def _segment_max_timestamp(self, segment: Segment) -> int:
+        if segment.max_timestamp is None:
+            newest = -1
+            position = 0
+            while position < segment.size:
+                batch = self._peek(segment, position)
+                newest = max(newest, batch.max_timestamp)
+                position += batch.size
+            segment.max_timestamp = newest
+        return segment.max_timestamp
+
+    # --- truncation, retention, flush -------------------------------------------------------
+
+    def truncate_to(self, offset: int) -> bool:
+        """Remove every batch whose last offset is at least ``offset``; returns whether any was.
+
+        The LEO becomes ``offset`` or the base of the batch holding it (a batch is never split).
+        """
+        if offset >= self.log_end_offset:
+            return False
+        if offset <= self.log_start_offset:
+            self.truncate_fully(self.log_start_offset if offset < self.log_start_offset else offset)
+            return True
+        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+            dropped = self.segments.pop()
+            self._delete_segment_files(dropped.base_offset)
+        segment = self.active
+        cut = self.position_of(segment, offset)
+        if cut is not None:
+            segment.size = cut.position
+            segment.next_offset = cut.base_offset
+            segment.index = [e for e in segment.index if e[1] < cut.position]
+            self.disk.truncate(segment.log_path, cut.position)
+            self._rewrite_index(segment)
+            segment.bytes_since_index_entry = self.config.index_interval_bytes
+            segment.durable_size = min(segment.durable_size, segment.size)
+            segment.max_timestamp = None
+        self.disk.fsync(segment.log_path)
+        segment.durable_size = segment.size
+        self._after_truncation()
+        return True
+
+    def truncate_fully(self, start_offset: int) -> None:
+        """Drop every segment and start empty at ``start_offset``."""
+        for segment in self.segments:
+            self._delete_segment_files(segment.base_offset)
+        self.segments = []
+        self._new_segment(start_offset)
+        self.disk.fsync_dir(self.path)
+        self._after_truncation()
+
+    def _after_truncation(self) -> None:
+        leo = self.log_end_offset
+        if self.epochs.truncate_from_end(leo):
+            self.write_epoch_checkpoint()
+        self.high_watermark = max(self.log_start_offset, min(self.high_watermark, leo))
+        self.recovery_point = min(self.recovery_point, leo)
+
+    def delete_segments_below(self, offset: int) -> int:
+        """Delete whole segments that end at or below ``offset`` (never the active one)."""
+        deleted = 0
+        while len(self.segments) > 1 and self.segments[0].next_offset <= offset:
+            segment = self.segments.pop(0)
+            self._delete_segment_files(segment.base_offset)
+            deleted += 1
+        if deleted and self.epochs.truncate_from_start(self.log_start_offset):
+            self.write_epoch_checkpoint()
+        return deleted
+
+    def retention_target(self, now_ms: int) -> int:
+        """The log start offset retention would move to (``log.retention.*``); only segments
+        wholly below the HW are eligible, the active segment never."""
+        target = self.log_start_offset
+        total = self.size_in_bytes
+        for segment in self.segments[:-1]:
+            if segment.next_offset > self.high_watermark:
+                break
+            expired = (
+                self.config.retention_ms >= 0
+                and self._segment_max_timestamp(segment) < now_ms - self.config.retention_ms
+            )
+            oversize = (
+                self.config.retention_bytes >= 0
+                and total - segment.size >= self.config.retention_bytes
+            )
+            if not (expired or oversize):
+                break
+            total -= segment.size
+            target = segment.next_offset
+        return target
+
+    def flush(self) -> None:
+        """Fsync everything written; the recovery point becomes the LEO."""
+        for segment in self.segments:
+            if segment.durable_size != segment.size or segment is self.active:
+                self.disk.fsync(segment.log_path)
+                self.disk.fsync(segment.index_path)
+                segment.durable_size = segment.size
+        self.recovery_point = self.log_end_offset
+
+    def renamed(self, kind: DirKind) -> None:
+        """The dir was renamed to ``kind``'s name: follow it (segment paths change)."""
+        self.kind = kind
+        for segment in self.segments:
+            segment.log_path = f"{self.path}/{segment_log_name(segment.base_offset)}"
+            segment.index_path = f"{self.path}/{segment_index_name(segment.base_offset)}"
+
+    def segment_with_base(self, base_offset: int) -> Segment | None:
+        """The segment starting at ``base_offset``, if any."""
+        if not self.segments:
+            return None
+        segment = self.segments[self._segment_for(base_offset)]
+        return segment if segment.base_offset == base_offset else None
+
+    def start_segment(self, base_offset: int) -> Segment:
+        """Close the active segment (fsync) and start one at ``base_offset`` (== the LEO)."""
+        assert base_offset == self.log_end_offset, (base_offset, self.log_end_offset)
+        old = self.active
+        self.disk.fsync(old.log_path)
+        self.disk.fsync(old.index_path)
+        old.durable_size = old.size
+        segment = self._new_segment(base_offset)
+        self.disk.fsync_dir(self.path)
+        return segment
+
+    def append_index_entries(self, segment: Segment, entries: list[tuple[int, int]]) -> None:
+        """Add sparse index entries (copied from a source segment by a mover)."""
+        if entries:
+            segment.index.extend(entries)
+            self.disk.append(
+                segment.index_path,
+                b"".join(_INDEX_ENTRY.pack(o - segment.base_offset, p) for o, p in entries),
+            )
+
+    def write_epoch_checkpoint(self) -> None:
+        """Persist the leader-epoch cache atomically."""
+        write_atomically(self.disk, self.path, LEADER_EPOCH_CHECKPOINT, self.epochs.to_text())
+
+    def make_durable(self) -> None:
+        """Fsync data, index, epoch checkpoint and the dir itself (before a swap's renames)."""
+        self.flush()
+        self.write_epoch_checkpoint()
+        self.disk.fsync_dir(self.path)

@@ -1,0 +1,1094 @@
+"""The log manager (JBOD over several log dirs) and the broker's per-partition handle.
+
+This is the trio shell around the storage cores: it loads and recovers dirs at startup
+(:mod:`move_recovery`), places new replicas, runs movers (:mod:`replica_move` effects carried out
+through :mod:`mover`), deletes ``.delete`` dirs in the background, writes checkpoints, and turns
+every ``OSError`` into a dir failure (:mod:`log_dir_failure`).
+
+Concurrency: everything runs on one trio thread. Disk calls are synchronous; a mover yields to
+the event loop between chunks, and the swap (final catch-up to in-memory swap) runs under the
+partition lock without yielding, so appends, truncations and retention never see a half-swapped
+partition.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import NamedTuple
+
+import trio
+
+from impl.ports import Clock, SystemClock
+from impl.storage import log_dir_failure as ldf
+from impl.storage import mover
+from impl.storage import record_batch as rb
+from impl.storage import replica_move as rm
+from impl.storage.checkpoint import (
+    META_PROPERTIES,
+    RECOVERY_POINT_CHECKPOINT,
+    REPLICATION_OFFSET_CHECKPOINT,
+    format_meta_properties,
+    format_offsets,
+    parse_meta_properties,
+    parse_offsets,
+    read_checkpoint,
+    write_atomically,
+)
+from impl.storage.config import StorageConfig
+from impl.storage.disk import Disk, FileSlice
+from impl.storage.errors import ErrorCode, LogDirOffline, ReplicaNotAvailable
+from impl.storage.log import Log, StorageEnv
+from impl.storage.move_recovery import PartitionDirs, RecoveryDecision, classify_all
+from impl.storage.names import DirKind, TopicPartition, dir_name, parse_dir_name
+from impl.storage.throttle import TokenBucket
+from impl.trace import NullTraceSink, TraceSink
+
+MoveState = rm.MoveState
+
+
+class AppendInfo(NamedTuple):
+    """Result of an append: offsets assigned and the append time (-1: CREATE_TIME topics)."""
+
+    base_offset: int
+    last_offset: int
+    append_time_ms: int
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDescription:
+    """One replica in DescribeLogDirs (KIP-113 §3)."""
+
+    tp: TopicPartition
+    size_bytes: int
+    log_end_offset: int
+    offset_lag: int
+    is_temporary: bool
+
+
+@dataclass(frozen=True, slots=True)
+class LogDirDescription:
+    """One log dir in DescribeLogDirs; ``error_code`` is KAFKA_STORAGE_ERROR when offline."""
+
+    path: str
+    online: bool
+    error_code: ErrorCode
+    total_bytes: int
+    usable_bytes: int
+    replicas: tuple[ReplicaDescription, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class ReplicaDirInfo:
+    """DescribeReplicaLogDirs: where a replica lives and how far its move is.
+
+    ``move_state`` lets ``reassign --verify`` tell Missing (``current_dir`` None), Active
+    (COPYING/CAUGHT_UP/SWAPPING with ``future_offset_lag``), Cancelled and Completed (DONE).
+    """
+
+    tp: TopicPartition
+    current_dir: str | None
+    future_dir: str | None
+    future_offset_lag: int
+    move_state: MoveState
+    offline: bool
+
+
+class PartitionLog:
+    """The broker's handle on one hosted partition; stays valid across a move's swap.
+
+    File slices returned by :meth:`read` own a duplicate descriptor: they stay readable after a
+    concurrent segment deletion, truncation or move swap, and the caller must close them.
+    """
+
+    def __init__(self, manager: LogManager, log: Log) -> None:
+        self._manager = manager
+        self._log = log
+        self.tp = log.tp
+        #: the ``.move`` destination while a move runs
+        self.future: Log | None = None
+        #: held by appends, truncation and a mover's final catch-up and swap (KIP-113 step 4)
+        self.lock = trio.Lock()
+        self.offline = False
+
+    # --- state --------------------------------------------------------------------------------
+
+    @property
+    def log(self) -> Log:
+        """The live on-disk copy (replaced by a move's swap)."""
+        return self._log
+
+    @property
+    def log_dir(self) -> str:
+        """The log dir holding the live copy."""
+        return self._log.log_dir
+
+    @property
+    def log_start_offset(self) -> int:
+        """First offset still in the log."""
+        return self._log.log_start_offset
+
+    @property
+    def log_end_offset(self) -> int:
+        """The next offset to be written (LEO)."""
+        return self._log.log_end_offset
+
+    @property
+    def high_watermark(self) -> int:
+        """The HW (checkpointed to ``replication-offset-checkpoint`` of the live log's dir)."""
+        return self._log.high_watermark
+
+    @high_watermark.setter
+    def high_watermark(self, offset: int) -> None:
+        assert self._log.log_start_offset <= offset <= self._log.log_end_offset, (
+            offset, self._log.log_start_offset, self._log.log_end_offset,
+        )
+        self._log.high_watermark = offset
+
+    @property
+    def size_in_bytes(self) -> int:
+        """Bytes in the live copy's segments."""
+        return self._log.size_in_bytes
+
+    def _check_online(self) -> None:
+        if self.offline:
+            raise LogDirOffline(self._log.log_dir, f"{self.tp} is offline")
+
+    # --- writes -------------------------------------------------------------------------------
+
+    async def append_as_leader(self, records: bytes, leader_epoch: int) -> AppendInfo:
+        """Validate a produce request's records, assign offsets from the LEO, append.
+
+        Returns:
+            ``(base_offset, last_offset, append_time_ms)``; ``append_time_ms`` is -1
+            (CREATE_TIME).
+
+        Raises:
+            CorruptBatch, InvalidRecord, MessageTooLarge: nothing appended.
+            LogDirOffline: the partition's dir failed (now or earlier).
+        """
+        headers = rb.validate_client_records(records, self._manager.config.message_max_bytes)
+        async with self.lock:
+            self._check_online()
+            log = self._log
+            buffer = bytearray(records)
+            base = log.log_end_offset
+            last = rb.assign_offsets(buffer, headers, base, leader_epoch)
+            assigned: list[rb.BatchHeader] = []
+            offset = base
+            for header in headers:
+                assigned.append(dataclasses.replace(
+                    header, base_offset=offset, partition_leader_epoch=leader_epoch
+                ))
+                offset += header.last_offset_delta + 1
+            with self._manager.io(log.log_dir):
+                if log.epochs.assign(leader_epoch, base):
+                    log.write_epoch_checkpoint()
+                log.append(buffer, assigned)
+        return AppendInfo(base, last, -1)
+
+    async def append_as_follower(self, records: bytes) -> AppendInfo:
+        """Append batches fetched from the leader (offsets and epochs already assigned).
+
+        Raises:
+            CorruptBatch: bad batch or offsets below the LEO; nothing appended.
+            LogDirOffline: the partition's dir failed.
+        """
+        async with self.lock:
+            self._check_online()
+            log = self._log
+            headers = rb.validate_replica_records(records, log.log_end_offset)
+            if not headers:
+                return AppendInfo(log.log_end_offset, log.log_end_offset - 1, -1)
+            with self._manager.io(log.log_dir):
+                changed = False
+                for header in headers:
+                    changed |= log.epochs.assign(header.partition_leader_epoch, header.base_offset)
+                if changed:
+                    log.write_epoch_checkpoint()
+                log.append(records, headers)
+        return AppendInfo(headers[0].base_offset, headers[-1].last_offset, -1)
+
+    def truncate_to(self, offset: int) -> None:
+        """Remove records at and after ``offset`` (follower truncation); a ``.move`` follows.
+
+        Runs synchronously, so it never interleaves with an append or a swap.
+        """
+        self._check_online()
+        with self._manager.io(self._log.log_dir):
+            self._log.truncate_to(offset)
+        if self.future is not None:
+            with self._manager.io(self.future.log_dir):
+                self.future.truncate_to(offset)
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        """Record that leader epoch ``epoch`` starts at ``start_offset`` (on becoming leader)."""
+        self._check_online()
+        with self._manager.io(self._log.log_dir):
+            if self._log.epochs.assign(epoch, start_offset):
+                self._log.write_epoch_checkpoint()
+
+    def flush(self) -> None:
+        """Fsync everything appended (the recovery point becomes the LEO)."""
+        self._check_online()
+        with self._manager.io(self._log.log_dir):
+            self._log.flush()
+
+    # --- reads --------------------------------------------------------------------------------
+
+    def read(
+        self, fetch_offset: int, max_bytes: int, max_offset: int | None = None
+    ) -> list[FileSlice]:
+        """Slices of whole batches from ``fetch_offset`` (see :meth:`Log.read`).
+
+        Args:
+            fetch_offset: first offset wanted.
+            max_bytes: size limit (the first batch is returned whole even if larger, KIP-74).
+            max_offset: exclusive upper bound (the HW for consumers), ``None`` for the LEO.
+
+        Raises:
+            OffsetOutOfRange, LogDirOffline.
+        """
+        self._check_online()
+        with self._manager.io(self._log.log_dir):
+            return self._log.read(fetch_offset, max_bytes, max_offset)
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        """KIP-279 OffsetsForLeaderEpoch: ``(largest epoch <= epoch, its end offset)``."""
+        self._check_online()
+        return self._log.epochs.end_offset_for_epoch(epoch, self._log.log_end_offset)
+
+    @property
+    def latest_epoch(self) -> int:
+        """The newest leader epoch in the cache (-1 if none)."""
+        return self._log.epochs.latest_epoch
+
+    def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
+        """ListOffsets: ``-1`` latest (LEO), ``-2`` earliest, else the first batch whose max
+        timestamp is at least ``timestamp_ms``, as ``(offset, timestamp)``; ``None`` if none."""
+        self._check_online()
+        if timestamp_ms == -1:
+            return self.log_end_offset, -1
+        if timestamp_ms == -2:
+            return self.log_start_offset, -1
+        with self._manager.io(self._log.log_dir):
+            return self._log.offset_for_timestamp(timestamp_ms)
+
+
+DirFailureCallback = Callable[[str], None]
+
+
+class _DeleteRequest(NamedTuple):
+    log_dir: str
+    tp: TopicPartition
+
+
+class LogManager:
+    """All log dirs of one broker. Open with :meth:`open` (which recovers), then :meth:`run`."""
+
+    def __init__(
+        self,
+        config: StorageConfig,
+        disk: Disk,
+        clock: Clock,
+        trace: TraceSink,
+        on_dir_failure: DirFailureCallback | None,
+    ) -> None:
+        self.config = config
+        self.env = StorageEnv(disk, config, clock)
+        self.disk = disk
+        self.clock = clock
+        self.trace = trace
+        self._on_dir_failure = on_dir_failure
+        self._dir_states: dict[str, ldf.LogDirState] = dict.fromkeys(
+            config.log_dirs, ldf.LogDirState.ONLINE
+        )
+        self._partitions: dict[TopicPartition, PartitionLog] = {}
+        self._moves: dict[TopicPartition, rm.Move] = {}
+        self._preferred_dirs: dict[TopicPartition, str] = {}
+        self._offline_partitions: set[TopicPartition] = set()
+        self._lost: set[TopicPartition] = set()
+        self._pending_deletes: list[_DeleteRequest] = []
+        self._bucket = TokenBucket(config.intra_broker_throttled_rate, clock.monotonic_ns())
+        self._mover_count = config.mover_count
+        self._movers_active: set[TopicPartition] = set()
+        self._wakeup = trio.Event()
+        self._closed = False
+        self.recovery_decisions: list[RecoveryDecision] = []
+        #: test hook: called before each move effect is carried out
+        self.effect_hook: Callable[[TopicPartition, rm.MoveEffect], None] | None = None
+
+    # --- opening and recovery ---------------------------------------------------------------
+
+    @classmethod
+    def open(
+        cls,
+        config: StorageConfig,
+        *,
+        disk: Disk | None = None,
+        clock: Clock | None = None,
+        trace: TraceSink | None = None,
+        on_dir_failure: DirFailureCallback | None = None,
+    ) -> LogManager:
+        """Open every configured dir, recover (KIP-113 §3), and load the live logs.
+
+        A dir that cannot be read is offline from the start (KIP-112); the broker serves the
+        rest. Moves found half-done are resumed when :meth:`run` starts the movers.
+        """
+        if disk is None:
+            from impl.storage.os_disk import OsDisk  # noqa: PLC0415 (the shell's default port)
+
+            disk = OsDisk()
+        manager = cls(
+            config, disk, clock or SystemClock(), trace or NullTraceSink(), on_dir_failure
+        )
+        manager._recover()
+        return manager
+
+    def _recover(self) -> None:
+        found: dict[TopicPartition, dict[DirKind, set[str]]] = {}
+        checkpoints: dict[str, tuple[dict[TopicPartition, int], dict[TopicPartition, int]]] = {}
+        for log_dir in self.config.log_dirs:
+            try:
+                names = self._open_dir(log_dir)
+                checkpoints[log_dir] = (
+                    self._read_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT),
+                    self._read_offsets(log_dir, RECOVERY_POINT_CHECKPOINT),
+                )
+            except (OSError, ValueError):
+                self._fail_dir(log_dir, ldf.LogDirEvent.UNREADABLE_AT_STARTUP)
+                continue
+            for name in names:
+                parsed = parse_dir_name(name)
+                if parsed is not None:
+                    tp, kind = parsed
+                    found.setdefault(tp, {}).setdefault(kind, set()).add(log_dir)
+        any_bad = bool(self.offline_dirs)
+        dirs = [
+            PartitionDirs(
+                tp,
+                frozenset(kinds.get(DirKind.LIVE, ())),
+                frozenset(kinds.get(DirKind.MOVE, ())),
+                frozenset(kinds.get(DirKind.DELETE, ())),
+            )
+            for tp, kinds in found.items()
+        ]
+        self.recovery_decisions = classify_all(dirs, any_bad)
+        for decision in self.recovery_decisions:
+            self.trace.emit(decision.trace())
+            self._apply_decision(decision, checkpoints)
+
+    def _open_dir(self, log_dir: str) -> list[str]:
+        if not self.disk.exists(log_dir):
+            self.disk.mkdir(log_dir)
+        names = self.disk.list_dir(log_dir)
+        text = read_checkpoint(self.disk, log_dir, META_PROPERTIES)
+        if text is None:
+            write_atomically(
+                self.disk, log_dir, META_PROPERTIES, format_meta_properties(self.config.broker_id)
+            )
+        else:
+            broker_id = parse_meta_properties(text).get("broker.id")
+            if broker_id is not None and int(broker_id) != self.config.broker_id:
+                raise ValueError(f"{log_dir}: meta.properties broker.id {broker_id}")
+        return names
+
+    def _read_offsets(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
+        text = read_checkpoint(self.disk, log_dir, name)
+        if text is None:
+            return {}
+        try:
+            return parse_offsets(text)
+        except ValueError:
+            return {}
+
+    def _apply_decision(
+        self,
+        decision: RecoveryDecision,
+        checkpoints: dict[str, tuple[dict[TopicPartition, int], dict[TopicPartition, int]]],
+    ) -> None:
+        tp = decision.tp
+        for log_dir in decision.delete_dirs:
+            self._pending_deletes.append(_DeleteRequest(log_dir, tp))
+        for log_dir in decision.delete_move_dirs:
+            with self._io_nowait(log_dir):
+                self._retire(log_dir, tp, DirKind.MOVE)
+        if decision.offline:
+            self._offline_partitions.add(tp)
+            self._lost.add(tp)
+            return
+        live_dir = decision.live_dir
+        if live_dir is None:
+            return
+        try:
+            if decision.promote_dir is not None:
+                self.disk.rename(
+                    f"{live_dir}/{dir_name(tp, DirKind.MOVE)}", f"{live_dir}/{dir_name(tp)}"
+                )
+                self.disk.fsync_dir(live_dir)
+            hw, recovery = checkpoints.get(live_dir, ({}, {}))
+            log = Log.load(
+                self.env, live_dir, tp, DirKind.LIVE,
+                recovery_point=recovery.get(tp, 0), high_watermark=hw.get(tp, 0),
+            )
+        except OSError as error:
+            self._fail_dir(self._dir_of(error, live_dir), ldf.LogDirEvent.IO_ERROR)
+            self._offline_partitions.add(tp)
+            self._lost.add(tp)
+            return
+        partition = PartitionLog(self, log)
+        self._partitions[tp] = partition
+        if decision.resume_dest_dir is not None:
+            self._step(tp, rm.MoveInput(rm.MoveEvent.REQUESTED, decision.resume_dest_dir,
+                                        source_leo=log.log_end_offset))
+
+    def _retire(self, log_dir: str, tp: TopicPartition, kind: DirKind) -> None:
+        """Rename ``tp<kind>`` to ``tp.delete`` durably and queue its deletion."""
+        doomed = f"{log_dir}/{dir_name(tp, DirKind.DELETE)}"
+        if self.disk.exists(doomed):
+            self._delete_tree(doomed)
+        self.disk.rename(f"{log_dir}/{dir_name(tp, kind)}", doomed)
+        self.disk.fsync_dir(log_dir)
+        self._pending_deletes.append(_DeleteRequest(log_dir, tp))
+
+    def _delete_tree(self, path: str) -> None:
+        for name in self.disk.list_dir(path):
+            self.disk.remove(f"{path}/{name}")
+        self.disk.rmdir(path)
+
+    # --- failure handling -------------------------------------------------------------------
+
+    def _dir_of(self, error: OSError, default: str) -> str:
+        filename = error.filename if isinstance(error.filename, str) else ""
+        best = default
+        for log_dir in self.config.log_dirs:
+            inside = filename == log_dir or filename.startswith(log_dir.rstrip("/") + "/")
+            if inside and (best == default or len(log_dir) > len(best)):
+                best = log_dir
+        return best
+
+    def io(self, log_dir: str) -> _IoGuard:
+        """Context manager: an ``OSError`` inside takes its dir offline and raises
+        :class:`LogDirOffline` instead."""
+        return _IoGuard(self, log_dir)
+
+    def _io_nowait(self, log_dir: str) -> _IoSwallow:
+        return _IoSwallow(self, log_dir)
+
+    def _fail_dir(self, log_dir: str, event: ldf.LogDirEvent) -> None:
+        if log_dir not in self._dir_states:
+            return
+        on_dir = tuple(
+            str(tp) for tp, p in self._partitions.items()
+            if p.log_dir == log_dir or (p.future is not None and p.future.log_dir == log_dir)
+        )
+        transition = ldf.step(log_dir, self._dir_states[log_dir], event, on_dir)
+        self._dir_states[log_dir] = transition.state
+        self.trace.emit(transition.trace)
+        for effect in transition.effects:
+            if isinstance(effect, ldf.OfflineReplicas):
+                self._offline_replicas_on(log_dir)
+            elif self._on_dir_failure is not None:
+                self._on_dir_failure(effect.log_dir)
+
+    def _offline_replicas_on(self, log_dir: str) -> None:
+        for tp, partition in list(self._partitions.items()):
+            move = self._moves.get(tp)
+            moving = move is not None and move.state in (
+                MoveState.COPYING, MoveState.CAUGHT_UP, MoveState.SWAPPING,
+            )
+            involved = partition.log_dir == log_dir or (
+                moving and move is not None and move.dest_dir == log_dir
+            )
+            if moving and involved:
+                self._step(tp, rm.MoveInput(rm.MoveEvent.DIR_FAILED, log_dir))
+            elif partition.log_dir == log_dir:
+                self._mark_offline(tp)
+
+    def _mark_offline(self, tp: TopicPartition) -> None:
+        partition = self._partitions.get(tp)
+        if partition is not None:
+            partition.offline = True
+        self._offline_partitions.add(tp)
+        self._lost.add(tp)
+
+    # --- the move machine driver ------------------------------------------------------------
+
+    def _step(self, tp: TopicPartition, event: rm.MoveInput) -> rm.Move:
+        move = self._moves.get(tp, rm.Move(tp))
+        if event.event is rm.MoveEvent.REQUESTED and tp in self._partitions:
+            move = dataclasses.replace(move, source_dir=self._partitions[tp].log_dir)
+        transition = rm.step(move, event)
+        self._moves[tp] = transition.move
+        self.trace.emit(transition.trace)
+        for effect in transition.effects:
+            if self._moves[tp] is not transition.move:
+                break  # an effect failed and stepped the machine (DIR_FAILED)
+            self._carry_out(tp, effect)
+        return self._moves[tp]
+
+    def _carry_out(self, tp: TopicPartition, effect: rm.MoveEffect) -> None:
+        if self.effect_hook is not None:
+            self.effect_hook(tp, effect)
+        partition = self._partitions.get(tp)
+        move = self._moves[tp]
+        match effect:
+            case rm.RecordPreferredDir(log_dir=log_dir):
+                self._preferred_dirs[tp] = log_dir
+            case rm.ForgetPreferredDir():
+                self._preferred_dirs.pop(tp, None)
+            case rm.CreateMoveDir(dest_dir=dest_dir):
+                assert partition is not None
+                with self._move_io(tp, dest_dir):
+                    path = f"{dest_dir}/{dir_name(tp, DirKind.MOVE)}"
+                    if self.disk.exists(path):  # resuming after a crash (KIP-113 §3 rule 1)
+                        future = Log.load(self.env, dest_dir, tp, DirKind.MOVE)
+                    else:
+                        future = Log.create(
+                            self.env, dest_dir, tp, DirKind.MOVE,
+                            first_segment_base=partition.log_start_offset,
+                        )
+                    partition.future = future
+                    self._wakeup.set()
+            case rm.AbandonMoveDir(dest_dir=dest_dir):
+                assert partition is not None
+                partition.future = None
+                with self._io_nowait(dest_dir):
+                    if self.disk.exists(f"{dest_dir}/{dir_name(tp, DirKind.MOVE)}"):
+                        self._retire(dest_dir, tp, DirKind.MOVE)
+            case rm.CopyChunk() | rm.AcquireLock():
+                self._wakeup.set()  # the mover loop acts on COPYING / CAUGHT_UP
+            case rm.CopyRemaining():
+                assert partition is not None
+                assert partition.future is not None
+                future = partition.future
+                with self._move_io(tp, future.log_dir) as guard:
+                    copied = mover.copy_all(partition.log, future)
+                    # under the lock nobody waits for the throttle: the bytes become debt
+                    self._bucket.charge(copied, self.clock.monotonic_ns())
+                    future.epochs = partition.log.epochs.copy()  # KAFKA-15608
+                    future.high_watermark = partition.log.high_watermark
+                if not guard.failed:
+                    self._step(tp, rm.MoveInput(
+                        rm.MoveEvent.FINAL_CATCH_UP,
+                        source_leo=partition.log_end_offset, dest_leo=future.log_end_offset,
+                    ))
+            case rm.SyncDest():
+                assert partition is not None
+                assert partition.future is not None
+                future = partition.future
+                with self._move_io(tp, future.log_dir) as guard:
+                    future.make_durable()
+                    self.disk.fsync_dir(future.log_dir)
+                    # the dest dir's checkpoints learn the HW now: a promotion keeps it
+                    self._write_dir_checkpoints(future.log_dir, extra=future)
+                if not guard.failed:
+                    self._step(tp, rm.MoveInput(rm.MoveEvent.DEST_DURABLE))
+            case rm.RenameSourceToDelete(source_dir=source_dir):
+                assert partition is not None
+                with self._move_io(tp, source_dir) as guard:
+                    doomed = f"{source_dir}/{dir_name(tp, DirKind.DELETE)}"
+                    if self.disk.exists(doomed):
+                        self._delete_tree(doomed)
+                    self.disk.rename(partition.log.path, doomed)
+                    partition.log.renamed(DirKind.DELETE)
+                    self.disk.fsync_dir(source_dir)
+                if not guard.failed:
+                    self._step(tp, rm.MoveInput(rm.MoveEvent.SOURCE_RENAMED))
+            case rm.RenameMoveToLive(dest_dir=dest_dir):
+                assert partition is not None
+                assert partition.future is not None
+                future = partition.future
+                with self._move_io(tp, dest_dir) as guard:
+                    self.disk.rename(future.path, f"{dest_dir}/{dir_name(tp)}")
+                    future.renamed(DirKind.LIVE)
+                    self.disk.fsync_dir(dest_dir)
+                if not guard.failed:
+                    self._step(tp, rm.MoveInput(rm.MoveEvent.DEST_RENAMED))
+            case rm.SwapLog():
+                assert partition is not None
+                assert partition.future is not None
+                source = partition.log
+                future = partition.future
+                future.high_watermark = source.high_watermark  # KAFKA-9263: on the new log
+                partition._log = future
+                partition.future = None
+                # KAFKA-8362: per-dir checkpoints move with the partition
+                for log_dir in (source.log_dir, future.log_dir):
+                    with self._io_nowait(log_dir):
+                        self._write_dir_checkpoints(log_dir)
+            case rm.ReleaseLock():
+                assert partition is not None
+                partition.lock.release()
+                if move.state is MoveState.SWAPPING and move.dest_renamed:
+                    self._step(tp, rm.MoveInput(rm.MoveEvent.LOG_SWAPPED))
+            case rm.DeleteAsync(log_dir=log_dir):
+                self._pending_deletes.append(_DeleteRequest(log_dir, tp))
+                self._wakeup.set()
+            case rm.RestoreSource(source_dir=source_dir):
+                assert partition is not None
+                with self._io_nowait(source_dir):
+                    self.disk.rename(partition.log.path, f"{source_dir}/{dir_name(tp)}")
+                    partition.log.renamed(DirKind.LIVE)
+                    self.disk.fsync_dir(source_dir)
+            case rm.DropMove():
+                if partition is not None:
+                    partition.future = None
+            case rm.MarkPartitionOffline():
+                self._mark_offline(tp)
+
+    def _move_io(self, tp: TopicPartition, default_dir: str) -> _MoveIoGuard:
+        return _MoveIoGuard(self, tp, default_dir)
+
+    def _move_failed(self, tp: TopicPartition, error: OSError, default_dir: str) -> None:
+        failed = self._dir_of(error, default_dir)
+        self._fail_dir(failed, ldf.LogDirEvent.IO_ERROR)
+        move = self._moves.get(tp)
+        if move is not None and failed in (move.source_dir, move.dest_dir) and move.state in (
+            MoveState.COPYING, MoveState.CAUGHT_UP, MoveState.SWAPPING
+        ):
+            # the dir was already offline (reported before): the move still stops
+            self._step(tp, rm.MoveInput(rm.MoveEvent.DIR_FAILED, failed))
+
+    # --- public API ---------------------------------------------------------------------------
+
+    @property
+    def log_dirs(self) -> tuple[str, ...]:
+        """The configured dirs."""
+        return self.config.log_dirs
+
+    @property
+    def offline_dirs(self) -> frozenset[str]:
+        """Dirs that failed (until restart)."""
+        return frozenset(d for d, s in self._dir_states.items() if s is ldf.LogDirState.OFFLINE)
+
+    @property
+    def offline_replicas(self) -> frozenset[TopicPartition]:
+        """Partitions this broker hosts (or hosted) that cannot be served."""
+        return frozenset(self._offline_partitions)
+
+    def set_dir_failure_callback(self, callback: DirFailureCallback | None) -> None:
+        """Call ``callback(log_dir)`` once per failed dir (the broker tells the controller)."""
+        self._on_dir_failure = callback
+
+    def partitions(self) -> dict[TopicPartition, PartitionLog]:
+        """Every hosted partition (offline ones included, with ``offline`` set)."""
+        return dict(self._partitions)
+
+    def get(self, tp: TopicPartition) -> PartitionLog | None:
+        """The partition's handle, or ``None`` if not hosted here."""
+        return self._partitions.get(tp)
+
+    def create(self, tp: TopicPartition, is_new: bool = False) -> PartitionLog:
+        """Host ``tp`` (LeaderAndIsr): the existing log, or a new empty one.
+
+        Placement: the remembered AlterReplicaLogDirs dir if it is online, else the online dir
+        with the fewest bytes (ties: fewest replicas, then config order).
+
+        Args:
+            is_new: the controller says the replica is new (LeaderAndIsr ``isNew``). Without it
+                a replica is not created empty while it is known lost with a failed dir or while
+                any dir is offline (it may be there): KAFKA-16234, KAFKA-10314.
+
+        Raises:
+            LogDirOffline: refused by the rule above, or the chosen dir failed while creating.
+        """
+        existing = self._partitions.get(tp)
+        if existing is not None:
+            existing._check_online()
+            return existing
+        if not is_new and (tp in self._lost or self.offline_dirs):
+            raise LogDirOffline(
+                next(iter(sorted(self.offline_dirs)), ""),
+                f"{tp} may be on an offline log dir; not recreated without isNew",
+            )
+        online = [d for d in self.config.log_dirs if d not in self.offline_dirs]
+        if not online:
+            raise LogDirOffline("", "every log dir is offline")
+        preferred = self._preferred_dirs.get(tp)
+        log_dir = preferred if preferred in online else self._least_loaded(online)
+        assert log_dir is not None
+        with self.io(log_dir):
+            log = Log.create(self.env, log_dir, tp, DirKind.LIVE)
+        partition = PartitionLog(self, log)
+        self._partitions[tp] = partition
+        self._lost.discard(tp)
+        self._offline_partitions.discard(tp)
+        if self._moves.get(tp, rm.Move(tp)).state is MoveState.PENDING_PLACEMENT:
+            self._step(tp, rm.MoveInput(rm.MoveEvent.REPLICA_CREATED))
+        return partition
+
+    def _least_loaded(self, online: list[str]) -> str:
+        load: dict[str, tuple[int, int]] = dict.fromkeys(online, (0, 0))
+        for partition in self._partitions.values():
+            for log in (partition.log, partition.future):
+                if log is not None and log.log_dir in load:
+                    size, count = load[log.log_dir]
+                    load[log.log_dir] = (size + log.size_in_bytes, count + 1)
+        return min(online, key=lambda d: (*load[d], online.index(d)))
+
+    def delete(self, tp: TopicPartition) -> None:
+        """Stop hosting ``tp`` and delete its data (StopReplica with delete, DeleteTopics).
+
+        A move in progress is abandoned first, durably, so that a crash cannot leave a lone
+        ``tp.move`` that recovery would promote.
+        """
+        partition = self._partitions.get(tp)
+        move = self._moves.get(tp)
+        if move is not None and move.state in (MoveState.COPYING, MoveState.CAUGHT_UP):
+            self._step(tp, rm.MoveInput(rm.MoveEvent.CANCEL_REQUESTED))
+        self._moves.pop(tp, None)
+        self._preferred_dirs.pop(tp, None)
+        self._offline_partitions.discard(tp)
+        self._lost.discard(tp)
+        if partition is None:
+            return
+        del self._partitions[tp]
+        partition.offline = True
+        log_dir = partition.log_dir
+        if log_dir in self.offline_dirs:
+            return
+        with self._io_nowait(log_dir):
+            self._retire(log_dir, tp, DirKind.LIVE)
+            self._write_dir_checkpoints(log_dir)
+        self._wakeup.set()
+
+    def alter_replica_log_dir(self, tp: TopicPartition, log_dir: str) -> ErrorCode:
+        """AlterReplicaLogDirs for one partition (KIP-113 §1.1). Returns the error code.
+
+        * a dir that is not exactly one of ``log.dirs``: LOG_DIR_NOT_FOUND (57);
+        * an offline destination, or an offline replica: KAFKA_STORAGE_ERROR (56);
+        * a replica not hosted: the dir is remembered for its creation, REPLICA_NOT_AVAILABLE (9);
+        * ``"any"`` or the current dir while moving: the move is cancelled (NONE);
+        * the current dir (or "any") otherwise: nothing to do (NONE);
+        * another dir while moving there: nothing to do; while moving elsewhere: redirected;
+        * else a move starts (NONE); the copy runs in :meth:`run`'s movers.
+        """
+        partition = self._partitions.get(tp)
+        error = rm.request_error(
+            requested_dir=log_dir,
+            configured_dirs=self.config.log_dirs,
+            offline_dirs=self.offline_dirs,
+            hosted=partition is not None,
+            partition_offline=tp in self._offline_partitions,
+        )
+        if error is not None:
+            return error
+        move = self._moves.get(tp, rm.Move(tp))
+        if partition is None:
+            if tp in self._offline_partitions:
+                return ErrorCode.KAFKA_STORAGE_ERROR
+            if log_dir == "any":
+                if move.state is MoveState.PENDING_PLACEMENT:
+                    self._step(tp, rm.MoveInput(rm.MoveEvent.CANCEL_REQUESTED))
+            else:
+                self._step(tp, rm.MoveInput(rm.MoveEvent.PLACEMENT_RECORDED, log_dir))
+            return ErrorCode.REPLICA_NOT_AVAILABLE
+        moving = move.state in (MoveState.COPYING, MoveState.CAUGHT_UP)
+        assert move.state is not MoveState.SWAPPING, "swaps never yield"
+        if moving:
+            if log_dir in ("any", partition.log_dir):
+                self._step(tp, rm.MoveInput(rm.MoveEvent.CANCEL_REQUESTED))
+            elif log_dir != move.dest_dir:
+                self._step(tp, rm.MoveInput(rm.MoveEvent.REDIRECTED, log_dir))
+        elif log_dir not in ("any", partition.log_dir):
+            self._step(tp, rm.MoveInput(
+                rm.MoveEvent.REQUESTED, log_dir, source_leo=partition.log_end_offset
+            ))
+        if log_dir != "any" and log_dir in self.offline_dirs:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        return ErrorCode.NONE
+
+    def move_state(self, tp: TopicPartition) -> rm.Move:
+        """The move machine's state for ``tp`` (``NONE`` if never moved)."""
+        return self._moves.get(tp, rm.Move(tp))
+
+    def replica_dir_info(self, tp: TopicPartition) -> ReplicaDirInfo:
+        """DescribeReplicaLogDirs for one replica (KIP-113 AdminClient ``ReplicaDirInfo``)."""
+        partition = self._partitions.get(tp)
+        move = self.move_state(tp)
+        if partition is None:
+            return ReplicaDirInfo(tp, None, None, 0, move.state, tp in self._offline_partitions)
+        future = partition.future
+        lag = partition.log_end_offset - future.log_end_offset if future is not None else 0
+        return ReplicaDirInfo(
+            tp, partition.log_dir, future.log_dir if future is not None else None, lag,
+            move.state, partition.offline,
+        )
+
+    def describe(self) -> list[LogDirDescription]:
+        """DescribeLogDirs for every configured dir (KIP-113 §3; sizes as KIP-827)."""
+        result: list[LogDirDescription] = []
+        for log_dir in self.config.log_dirs:
+            if log_dir in self.offline_dirs:
+                result.append(LogDirDescription(
+                    log_dir, False, ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, ()
+                ))
+                continue
+            replicas: list[ReplicaDescription] = []
+            for tp, partition in sorted(self._partitions.items()):
+                if partition.offline:
+                    continue
+                log = partition.log
+                if log.log_dir == log_dir:
+                    lag = max(log.high_watermark - log.log_end_offset, 0)
+                    replicas.append(ReplicaDescription(
+                        tp, log.size_in_bytes, log.log_end_offset, lag, False
+                    ))
+                future = partition.future
+                if future is not None and future.log_dir == log_dir:
+                    replicas.append(ReplicaDescription(
+                        tp, future.size_in_bytes, future.log_end_offset,
+                        log.log_end_offset - future.log_end_offset, True,
+                    ))
+            try:
+                usage = self.disk.disk_usage(log_dir)
+            except OSError:
+                self._fail_dir(log_dir, ldf.LogDirEvent.IO_ERROR)
+                result.append(LogDirDescription(
+                    log_dir, False, ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, ()
+                ))
+                continue
+            result.append(LogDirDescription(
+                log_dir, True, ErrorCode.NONE, usage.total_bytes, usage.usable_bytes,
+                tuple(replicas),
+            ))
+        return result
+
+    def set_throttle_rate(self, rate_bytes_per_second: int) -> None:
+        """``intra.broker.throttled.rate``, changed live (shared by all movers)."""
+        self._bucket.set_rate(rate_bytes_per_second, self.clock.monotonic_ns())
+        self._wakeup.set()
+
+    @property
+    def throttle_rate(self) -> int:
+        """The current ``intra.broker.throttled.rate``."""
+        return self._bucket.rate_bytes_per_second
+
+    def set_mover_count(self, count: int) -> None:
+        """``num.replica.alter.log.dirs.threads``, changed live."""
+        assert count >= 1
+        self._mover_count = count
+        self._wakeup.set()
+
+    # --- checkpoints, retention, deletion -------------------------------------------------------
+
+    def _write_dir_checkpoints(self, log_dir: str, extra: Log | None = None) -> None:
+        live = {
+            tp: p.log for tp, p in self._partitions.items()
+            if p.log.log_dir == log_dir and p.log.kind is DirKind.LIVE and not p.offline
+        }
+        if extra is not None:
+            live[extra.tp] = extra
+        write_atomically(self.disk, log_dir, REPLICATION_OFFSET_CHECKPOINT,
+                         format_offsets({tp: log.high_watermark for tp, log in live.items()}))
+        write_atomically(self.disk, log_dir, RECOVERY_POINT_CHECKPOINT,
+                         format_offsets({tp: log.recovery_point for tp, log in live.items()}))
+
+    def checkpoint(self, *, flush: bool = True) -> None:
+        """Fsync live logs (if ``flush``) and write every online dir's checkpoints."""
+        for partition in list(self._partitions.values()):
+            if flush and not partition.offline:
+                with self._io_nowait(partition.log_dir):
+                    partition.log.flush()
+        for log_dir in self.config.log_dirs:
+            if log_dir not in self.offline_dirs:
+                with self._io_nowait(log_dir):
+                    self._write_dir_checkpoints(log_dir)
+
+    def enforce_retention(self) -> int:
+        """Apply ``log.retention.ms``/``.bytes``; a ``.move`` mirror drops the same segments."""
+        deleted = 0
+        now_ms = self.clock.wall_ms()
+        for partition in list(self._partitions.values()):
+            if partition.offline:
+                continue
+            with self._io_nowait(partition.log_dir):
+                target = partition.log.retention_target(now_ms)
+                deleted += partition.log.delete_segments_below(target)
+                if partition.future is not None:
+                    partition.future.delete_segments_below(target)
+        return deleted
+
+    def delete_pending_nowait(self) -> int:
+        """Remove every queued ``.delete`` dir now; returns how many were removed."""
+        done = 0
+        while self._pending_deletes:
+            request = self._pending_deletes.pop(0)
+            if request.log_dir in self.offline_dirs:
+                continue
+            path = f"{request.log_dir}/{dir_name(request.tp, DirKind.DELETE)}"
+            with self._io_nowait(request.log_dir):
+                if self.disk.exists(path):
+                    self._delete_tree(path)
+                    self.disk.fsync_dir(request.log_dir)
+                done += 1
+                move = self._moves.get(request.tp)
+                if move is not None and move.state is MoveState.DONE:
+                    self._step(request.tp, rm.MoveInput(rm.MoveEvent.DELETE_COMPLETED))
+        return done
+
+    # --- the trio runtime ---------------------------------------------------------------------
+
+    def run(self, nursery: trio.Nursery) -> None:
+        """Start the background tasks in ``nursery``: movers, ``.delete`` removal, periodic
+        flush and checkpoints, retention. They stop when :meth:`close` is called."""
+        nursery.start_soon(self._scheduler)
+        nursery.start_soon(self._periodic, self.config.flush_interval_ms, self.checkpoint)
+        nursery.start_soon(
+            self._periodic, self.config.retention_check_interval_ms, self.enforce_retention
+        )
+
+    async def _periodic(self, interval_ms: int, action: Callable[[], object]) -> None:
+        while not self._closed:
+            await trio.sleep(interval_ms / 1000)
+            if not self._closed:
+                action()
+
+    async def _scheduler(self) -> None:
+        async with trio.open_nursery() as nursery:
+            while not self._closed:
+                self.delete_pending_nowait()
+                for tp, move in sorted(self._moves.items()):
+                    if len(self._movers_active) >= self._mover_count:
+                        break
+                    if move.state in (MoveState.COPYING, MoveState.CAUGHT_UP) and (
+                        tp not in self._movers_active
+                    ):
+                        self._movers_active.add(tp)
+                        nursery.start_soon(self._run_mover, tp)
+                self._wakeup = trio.Event()
+                with trio.move_on_after(1.0):
+                    await self._wakeup.wait()
+
+    async def _run_mover(self, tp: TopicPartition) -> None:
+        try:
+            await self._mover_loop(tp)
+        finally:
+            self._movers_active.discard(tp)
+            self._wakeup.set()
+
+    async def _mover_loop(self, tp: TopicPartition) -> None:
+        chunk = self.config.move_chunk_bytes
+        while not self._closed:
+            move = self._moves.get(tp)
+            partition = self._partitions.get(tp)
+            if move is None or partition is None:
+                return
+            if move.state is MoveState.COPYING:
+                wait_ns = self._bucket.wait_ns(self.clock.monotonic_ns())
+                if wait_ns > 0:
+                    await trio.sleep(wait_ns / 1e9)
+                    continue
+                self.copy_step_nowait(tp, chunk)
+                await trio.sleep(0)
+            elif move.state is MoveState.CAUGHT_UP:
+                await partition.lock.acquire()
+                move = self._moves.get(tp)
+                if move is None or move.state is not MoveState.CAUGHT_UP or (
+                    self._partitions.get(tp) is not partition
+                ):
+                    partition.lock.release()
+                    continue
+                self._step(tp, rm.MoveInput(rm.MoveEvent.LOCK_ACQUIRED))
+                after = self._moves.get(tp)
+                if after is not None and after.lock_held and after.state is MoveState.SWAPPING:
+                    # a failure path that did not release (defensive): never leak the lock
+                    partition.lock.release()
+                await trio.sleep(0)
+            else:
+                return
+
+    def copy_step_nowait(self, tp: TopicPartition, max_bytes: int) -> int:
+        """One mover step for ``tp`` while COPYING: copy a chunk (admitting it to the throttle
+        bucket) and report CHUNK_COPIED or CAUGHT_UP. Returns the bytes copied."""
+        partition = self._partitions[tp]
+        future = partition.future
+        assert future is not None
+        copied = 0
+        with self._move_io(tp, future.log_dir):
+            copied = mover.copy_chunk(partition.log, future, max_bytes)
+            self._bucket.charge(copied, self.clock.monotonic_ns())
+        move = self._moves[tp]
+        if move.state is not MoveState.COPYING or partition.future is not future:
+            return copied
+        source_leo, dest_leo = partition.log_end_offset, future.log_end_offset
+        event = rm.MoveEvent.CAUGHT_UP if source_leo == dest_leo else rm.MoveEvent.CHUNK_COPIED
+        self._step(tp, rm.MoveInput(event, source_leo=source_leo, dest_leo=dest_leo))
+        return copied
+
+    async def wait_moves_done(self, timeout_s: float = 60.0) -> None:
+        """Wait (bounded) until no move is COPYING, CAUGHT_UP or SWAPPING."""
+        with trio.fail_after(timeout_s):
+            while any(
+                m.state in (MoveState.COPYING, MoveState.CAUGHT_UP, MoveState.SWAPPING)
+                for m in self._moves.values()
+            ):
+                await trio.sleep(0.001)
+
+    def close(self) -> None:
+        """Stop background tasks and write checkpoints (flushing every live log)."""
+        self.checkpoint(flush=True)
+        self._closed = True
+        self._wakeup.set()
+
+
+class _IoGuard:
+    """An ``OSError`` takes its dir offline and becomes :class:`LogDirOffline`."""
+
+    def __init__(self, manager: LogManager, log_dir: str) -> None:
+        self._manager = manager
+        self._log_dir = log_dir
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, error: object, traceback: object) -> None:
+        if isinstance(error, OSError):
+            failed = self._manager._dir_of(error, self._log_dir)
+            self._manager._fail_dir(failed, ldf.LogDirEvent.IO_ERROR)
+            raise LogDirOffline(failed, f"log dir {failed} failed: {error}") from error
+
+
+class _IoSwallow:
+    """An ``OSError`` takes its dir offline and is swallowed (background work)."""
+
+    def __init__(self, manager: LogManager, log_dir: str) -> None:
+        self._manager = manager
+        self._log_dir = log_dir
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, kind: object, error: object, traceback: object) -> bool:
+        if isinstance(error, OSError):
+            failed = self._manager._dir_of(error, self._log_dir)
+            self._manager._fail_dir(failed, ldf.LogDirEvent.IO_ERROR)
+            return True
+        return False
+
+
+class _MoveIoGuard:
+    """An ``OSError`` during a move effect fails its dir and the move (DIR_FAILED)."""
+
+    def __init__(self, manager: LogManager, tp: TopicPartition, default_dir: str) -> None:
+        self._manager = manager
+        self._tp = tp
+        self._default_dir = default_dir
+        self.failed = False
+
+    def __enter__(self) -> _MoveIoGuard:
+        return self
+
+    def __exit__(self, kind: object, error: object, traceback: object) -> bool:
+        if isinstance(error, OSError):
+            self.failed = True
+            self._manager._move_failed(self._tp, error, self._default_dir)
+            return True
+        return False
+
+
+def replica_not_available(tp: TopicPartition) -> ReplicaNotAvailable:
+    """The error the broker raises for a partition it does not host."""
+    return ReplicaNotAvailable(f"{tp} is not hosted on this broker")
