@@ -29,6 +29,8 @@ from ._kafka import rack_aware_assignment as rack_aware_assignment
 from ._kafka import rack_unaware_assignment as rack_unaware_assignment
 from ._multi_level import MULTI_LEVEL as MULTI_LEVEL
 from ._multi_level import MultiLevelRackPlacer as MultiLevelRackPlacer
+from ._multi_level import PlacementEvent as PlacementEvent
+from ._multi_level import PlacementState as PlacementState
 from ._multi_level import RackNode as RackNode
 from ._multi_level import RackTree as RackTree
 from ._multi_level import RingWalk as RingWalk
@@ -111,7 +113,9 @@ __all__ = [
     "MultiLevelRackPlacer",
     "PartitionPlacement",
     "PlacementError",
+    "PlacementEvent",
     "PlacementSpec",
+    "PlacementState",
     "PlacementWireError",
     "RackAwarePlacer",
     "RackNode",

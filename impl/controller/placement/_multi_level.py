@@ -32,11 +32,13 @@ partitions), ties going to the first placed; the other replicas follow in walk o
 
 from __future__ import annotations
 
+import enum
 from collections import Counter
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 
 from impl.ports import Rng
+from impl.trace import NullTraceSink, TraceEvent, TraceSink
 
 from ._errors import INVALID_REPLICATION_FACTOR, PlacementError
 from ._types import Assignment, BrokerInfo, ClusterView, PlacementSpec
@@ -46,6 +48,22 @@ __sans_io__ = True
 
 MULTI_LEVEL = "multi-level"
 RACK_SEPARATOR = "/"
+#: The machine name in trace events (VOCABULARY.md).
+MACHINE = "placement"
+
+
+class PlacementState(enum.Enum):
+    """Where the placement of one partition stands (trace events' states)."""
+
+    PLACING = "placing"  #: KIP-879 multi-level steps 3-4: replicas are being walked down
+    PLACED = "placed"  #: the partition has all its replicas
+
+
+class PlacementEvent(enum.Enum):
+    """The transitions of the placement machine (model action = lower-case name)."""
+
+    REPLICA_PLACED = "replica_placed"  #: KIP-879 multi-level steps 3-4: one replica walked down
+    PARTITION_PLACED = "partition_placed"  #: the partition has its replicas; the next one starts
 
 
 def parse_rack(rack: str, broker_id: int | None = None) -> tuple[str, ...]:
@@ -187,12 +205,20 @@ class RingWalk:
     and live for the whole run, so each partition continues where the previous one left off.
     """
 
-    def __init__(self, tree: RackTree, rng: Rng) -> None:
+    def __init__(
+        self, tree: RackTree, rng: Rng, trace: TraceSink | None = None, subject: str = "-"
+    ) -> None:
         """Args:
         tree: the rack tree.
         rng: draws each node's first pointer.
+        trace: receives a ``REPLICA_PLACED`` event per placed replica (with the pointers
+            before the step) and a ``PARTITION_PLACED`` per :meth:`partition_placed`.
+        subject: the trace events' subject prefix (the topic, or ``-``).
         """
         self.tree = tree
+        self._trace = trace if trace is not None else NullTraceSink()
+        self._subject = subject
+        self._partition_id = 0
         self._pointers: dict[tuple[str, ...], int] = {
             node.path: rng.randrange(node.ring_size) for node in tree.nodes
         }
@@ -221,6 +247,41 @@ class RingWalk:
                 "every broker already holds a replica of the partition",
                 INVALID_REPLICATION_FACTOR,
             )
+        pointers_before = tuple(sorted(self.pointers().items()))
+        broker_id = self._walk(node, taken_set)
+        self._trace.emit(
+            TraceEvent.of(
+                MACHINE,
+                PlacementEvent.REPLICA_PLACED.name,
+                f"{self._subject}-{self._partition_id}",
+                PlacementState.PLACING.name,
+                PlacementState.PLACING.name,
+                broker=broker_id,
+                taken=sorted(taken_set),
+                pointers=pointers_before,
+            )
+        )
+        return broker_id
+
+    def partition_placed(self, replicas: Sequence[int]) -> None:
+        """Close the current partition (trace only: the pointers simply live on).
+
+        Args:
+            replicas: the partition's replicas, leader first.
+        """
+        self._trace.emit(
+            TraceEvent.of(
+                MACHINE,
+                PlacementEvent.PARTITION_PLACED.name,
+                f"{self._subject}-{self._partition_id}",
+                PlacementState.PLACING.name,
+                PlacementState.PLACED.name,
+                replicas=list(replicas),
+            )
+        )
+        self._partition_id += 1
+
+    def _walk(self, node: RackNode, taken_set: frozenset[int]) -> int:
         while True:
             slots = self._broker_sets[node.path]
             counts = [len(slot & taken_set) for slot in slots]
@@ -260,11 +321,13 @@ class MultiLevelRackPlacer:
 
     name = MULTI_LEVEL
 
-    def __init__(self, rng: Rng) -> None:
+    def __init__(self, rng: Rng, trace: TraceSink | None = None) -> None:
         """Args:
         rng: draws the ring pointers' first positions, once per placement run.
+        trace: receives the walk's ``placement`` trace events (none by default).
         """
         self._rng = rng
+        self._trace = trace
 
     def place(
         self,
@@ -288,7 +351,9 @@ class MultiLevelRackPlacer:
         brokers = usable_brokers(placement_spec, cluster_view, broker_ids)
         if all(broker.rack is None for broker in brokers):
             return None
-        walk = RingWalk(build_rack_tree(brokers), self._rng)
+        walk = RingWalk(
+            build_rack_tree(brokers), self._rng, self._trace, placement_spec.topic or "-"
+        )
         leader_counts: Counter[int] = Counter()
         if placement_spec.topic is not None:
             existing = cluster_view.topic_assignment(placement_spec.topic)
@@ -300,6 +365,7 @@ class MultiLevelRackPlacer:
                 replicas.append(walk.next_replica(replicas))
             ordered = pick_leader(replicas, leader_counts)
             leader_counts[ordered[0]] += 1
+            walk.partition_placed(ordered)
             assignment.append(ordered)
         return assignment
 
@@ -333,7 +399,7 @@ class MultiLevelRackPlacer:
             partition_count=max(1, len(assignment)), replication_factor=replication_factor
         )
         brokers = usable_brokers(spec, cluster_view, broker_ids)
-        walk = RingWalk(build_rack_tree(brokers), self._rng)
+        walk = RingWalk(build_rack_tree(brokers), self._rng, self._trace)
         usable = {broker.broker_id for broker in brokers}
         increased: Assignment = []
         for partition_id, current in enumerate(assignment):
@@ -353,5 +419,6 @@ class MultiLevelRackPlacer:
             replicas = list(current)
             for _ in range(missing):
                 replicas.append(walk.next_replica(replicas))
+            walk.partition_placed(replicas)
             increased.append(replicas)
         return increased

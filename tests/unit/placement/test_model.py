@@ -10,6 +10,7 @@ from typing import TypeVar
 import pytest
 
 from impl.controller.placement import ClusterView, RingWalk, build_rack_tree, parse_rack
+from impl.ports import SeededRng
 from model import ModelDefinition, State, Status, check_variant
 from model.placement import (
     IRREGULAR_TREE,
@@ -40,10 +41,10 @@ class ScriptedRng:
         raise AssertionError("the walk draws only randrange")
 
 
-@pytest.mark.parametrize("definition", MODELS, ids=lambda d: d.name)
-def test_shipped_walk_is_proved_and_known_bad_walks_refuted(definition: ModelDefinition) -> None:
-    for variant in definition.variants:
-        result = check_variant(definition, variant.name)
+def _check_all(definition: ModelDefinition, variants: Sequence[str]) -> None:
+    for name in variants:
+        variant = definition.variant(name)
+        result = check_variant(definition, variant)
         assert result.ok, result.problems()
         spread = result.result(PLACEMENT_SPREAD)
         if variant.shipped:
@@ -53,6 +54,19 @@ def test_shipped_walk_is_proved_and_known_bad_walks_refuted(definition: ModelDef
             assert spread.counterexample is not None
             assert spread.counterexample.replayed
         assert all(witness.reached for witness in result.witnesses)
+
+
+def test_irregular_tree_shipped_walk_proved_and_known_bad_walks_refuted() -> None:
+    _check_all(MODELS[0], [variant.name for variant in MODELS[0].variants])
+
+
+def test_kip_example_shipped_walk_proved_and_flat_racks_refuted() -> None:
+    _check_all(MODELS[1], ["shipped", "flat_racks"])
+
+
+@pytest.mark.slow
+def test_kip_example_every_known_bad_walk_refuted() -> None:
+    _check_all(MODELS[1], [variant.name for variant in MODELS[1].variants])
 
 
 def _pointers_agree(state: State, walk: RingWalk) -> bool:
@@ -101,3 +115,50 @@ def test_implementation_walk_is_the_models_only_enabled_step(
                 assert _pointers_agree(state, walk)
                 taken.append(chosen)
             state = model.step(state, "partition_placed")
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_placer_trace_replays_through_the_model(seed: int) -> None:
+    from impl.controller.placement import (
+        MultiLevelRackPlacer,
+        PlacementEvent,
+        PlacementSpec,
+    )
+    from impl.trace import ListTraceSink
+    from model.placement import PlacementEvent as ModelPlacementEvent
+
+    assert [e.name for e in PlacementEvent] == [e.name for e in ModelPlacementEvent]
+    assert [e.value for e in PlacementEvent] == [e.value for e in ModelPlacementEvent]
+    definition = MODELS[0]
+    model = definition.model()
+    sink = ListTraceSink()
+    view = ClusterView.of(dict(IRREGULAR_TREE))
+    spec = PlacementSpec(partition_count=6, replication_factor=1 + seed % 5, topic="t")
+    MultiLevelRackPlacer(SeededRng(seed), sink).place(spec, view, None)
+    events = list(sink)
+    assert len(events) == spec.partition_count * (spec.replication_factor + 1)
+    first = events[0]
+    assert first.machine == "placement"
+    assert first.subject == "t-0"
+    raw_pointers = first.fields["pointers"]
+    assert isinstance(raw_pointers, tuple)
+    pointers: dict[str, int] = {}
+    for pair in raw_pointers:
+        assert isinstance(pair, tuple)
+        name, value = pair
+        assert isinstance(name, str)
+        assert isinstance(value, int)
+        pointers[name] = value
+    [state] = [
+        s for s in model.initial_states()
+        if all(
+            s.as_dict().get(pointer_variable(parse_rack(n) if n != "/" else ()), v) == v
+            for n, v in pointers.items()
+        )
+    ]
+    for event in events:
+        action = event.event.lower()
+        params = {"b": event.fields["broker"]} if action == "replica_placed" else {}
+        assert model.enabled(state, action, params), event.to_json()
+        state = model.step(state, action, params)
+        assert model.check_invariants(state) == []
