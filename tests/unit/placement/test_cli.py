@@ -130,3 +130,15 @@ def test_asks_a_broker_over_loopback(capsys: pytest.CaptureFixture[str]) -> None
     document = json.loads(out)
     assert [p["partition"] for p in document["partitions"]] == [0, 1, 2]
     assert document["bootstrap_server"] == f"127.0.0.1:{port}"
+
+
+def test_json_with_topic_is_a_reassignment_document(capsys: pytest.CaptureFixture[str]) -> None:
+    from impl.controller.znodes import decode_reassignment
+
+    status, out, _ = run(
+        capsys, "--partitions", "3", "--replication-factor", "2", "--broker-racks", KIP_RACKS,
+        "--seed", "5", "--json", "--topic", "orders",
+    )
+    assert status == 0
+    targets = decode_reassignment(out.encode())
+    assert [(t.topic, t.partition) for t in targets] == [("orders", p) for p in range(3)]
