@@ -273,3 +273,29 @@ def test_bad_bootstrap_servers(text: str) -> None:
 def test_bootstrap_server_forms() -> None:
     assert parse_bootstrap_server("localhost:9092") == ("localhost", 9092)
     assert parse_bootstrap_server("[::1]:9093,other:1") == ("::1", 9093)
+
+
+@settings(max_examples=300, derandomize=True, deadline=None)
+@given(data=st.binary(max_size=64))
+def test_decoders_reject_garbage_with_one_error_type(data: bytes) -> None:
+    # Invariant: any byte string either decodes and re-encodes to itself, or raises
+    # PlacementWireError; nothing else escapes the decoders.
+    for decode, encode in (
+        (decode_create_replica_placement_request, encode_create_replica_placement_request),
+        (decode_create_replica_placement_response, encode_create_replica_placement_response),
+    ):
+        try:
+            decoded = decode(data)
+        except PlacementWireError:
+            continue
+        again = decode(encode(decoded))  # type: ignore[arg-type]
+        assert again == decoded
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(request=requests, cut=st.integers(0, 200))
+def test_truncated_requests_are_rejected(request: CreateReplicaPlacementRequest, cut: int) -> None:
+    body = encode_create_replica_placement_request(request)
+    if cut < len(body):
+        with pytest.raises(PlacementWireError):
+            decode_create_replica_placement_request(body[:cut])
