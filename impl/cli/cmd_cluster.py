@@ -1,0 +1,184 @@
+"""``logproof cluster up``: ZooKeeper and N brokers with M log dirs each, on loopback.
+
+Without ``--zookeeper`` an embedded ZooKeeper (Debian's package) is started. Each broker is a
+child process (``logproof broker``) with its config in ``<data-dir>/broker-<id>/server.properties``
+and its log in ``broker.log`` beside it. The command prints the bootstrap servers once every
+broker serves, runs until SIGINT or SIGTERM, then stops the brokers gracefully (SIGTERM, bounded
+wait, then SIGKILL) and ZooKeeper.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import select
+import shutil
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from pathlib import Path
+from typing import IO, Any
+
+from impl.controller import EmbeddedZooKeeper, ZooKeeperUnavailableError, find_free_loopback_port
+
+from ._errors import CliError
+
+START_TIMEOUT_SECONDS = 60.0
+STOP_TIMEOUT_SECONDS = 30.0
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``cluster`` subcommand."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "cluster", help="run ZooKeeper and N brokers on loopback",
+        description="Start a local cluster and run it until interrupted.",
+    )
+    actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
+    up = actions.add_parser("up", help="start the cluster and run until interrupted")
+    up.add_argument("--brokers", type=int, default=1)
+    up.add_argument("--log-dirs-per-broker", type=int, default=2)
+    up.add_argument("--zookeeper", default=None, help="HOST:PORT[/chroot] (default: embedded)")
+    up.add_argument("--data-dir", type=Path, default=None, help="default: a temporary dir")
+    up.add_argument("--base-port", type=int, default=None,
+                    help="broker i listens on base+i-1 (default: free ports)")
+    up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
+                    help="a broker setting for every broker (repeatable)")
+    up.set_defaults(handler=run)
+
+
+class Cluster:
+    """Brokers as child processes (and an embedded ZooKeeper unless one is given)."""
+
+    def __init__(self, data_dir: Path, brokers: int, log_dirs_per_broker: int, *,
+                 zookeeper: str | None, base_port: int | None, overrides: list[str]) -> None:
+        self.data_dir = data_dir
+        self.brokers = brokers
+        self.log_dirs_per_broker = log_dirs_per_broker
+        self.zookeeper_connect = zookeeper
+        self.base_port = base_port
+        self.overrides = overrides
+        self.embedded: EmbeddedZooKeeper | None = None
+        self.processes: dict[int, subprocess.Popen[bytes]] = {}
+        self.ports: dict[int, int] = {}
+
+    def start(self) -> str:
+        """Start everything; returns the bootstrap servers.
+
+        Raises:
+            CliError: ZooKeeper or a broker did not start.
+        """
+        if self.zookeeper_connect is None:
+            self.embedded = EmbeddedZooKeeper(data_dir=self.data_dir / "zookeeper")
+            self.embedded.start()
+            self.zookeeper_connect = self.embedded.connect_string
+        for broker_id in range(1, self.brokers + 1):
+            port = (self.base_port + broker_id - 1 if self.base_port is not None
+                    else find_free_loopback_port())
+            self.ports[broker_id] = port
+            self._spawn(broker_id, port)
+        deadline = time.monotonic() + START_TIMEOUT_SECONDS
+        for broker_id, process in self.processes.items():
+            self._wait_ready(broker_id, process, deadline)
+        return ",".join(f"127.0.0.1:{self.ports[b]}" for b in sorted(self.ports))
+
+    def _spawn(self, broker_id: int, port: int) -> None:
+        home = self.data_dir / f"broker-{broker_id}"
+        log_dirs = [home / f"logs-{index}" for index in range(self.log_dirs_per_broker)]
+        for log_dir in log_dirs:
+            log_dir.mkdir(parents=True, exist_ok=True)
+        config = home / "server.properties"
+        config.write_text(
+            f"broker.id={broker_id}\n"
+            f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
+            f"log.dirs={','.join(str(d.resolve()) for d in log_dirs)}\n"
+            f"zookeeper.connect={self.zookeeper_connect}\n"
+        )
+        command = [sys.executable, "-m", "impl.cli", "broker", "--config", str(config)]
+        for override in self.overrides:
+            command += ["--override", override]
+        with (home / "broker.log").open("ab") as log_file:
+            self.processes[broker_id] = subprocess.Popen(
+                command, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL,
+                start_new_session=True,
+            )
+
+    def _wait_ready(self, broker_id: int, process: subprocess.Popen[bytes],
+                    deadline: float) -> None:
+        stream: IO[bytes] | None = process.stdout
+        assert stream is not None
+        line = b""
+        while not line.endswith(b"\n"):
+            remaining = deadline - time.monotonic()
+            if remaining <= 0:
+                raise CliError(f"broker {broker_id} did not start within "
+                               f"{START_TIMEOUT_SECONDS:.0f} s (see its broker.log)")
+            ready, _, _ = select.select([stream], [], [], remaining)
+            if not ready:
+                continue
+            chunk = os.read(stream.fileno(), 4096)
+            if not chunk:
+                log = self.data_dir / f"broker-{broker_id}" / "broker.log"
+                tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
+                raise CliError(f"broker {broker_id} exited at start-up: {tail[0]}")
+            line += chunk
+
+    def stop(self) -> list[int]:
+        """Stop brokers (SIGTERM, bounded wait, SIGKILL) then ZooKeeper; returns exit codes."""
+        for process in self.processes.values():
+            if process.poll() is None:
+                process.send_signal(signal.SIGTERM)
+        codes: list[int] = []
+        deadline = time.monotonic() + STOP_TIMEOUT_SECONDS
+        for process in self.processes.values():
+            try:
+                codes.append(process.wait(max(deadline - time.monotonic(), 0.1)))
+            except subprocess.TimeoutExpired:
+                process.kill()
+                codes.append(process.wait())
+            if process.stdout is not None:
+                process.stdout.close()
+        if self.embedded is not None:
+            self.embedded.stop()
+        return codes
+
+
+def run(arguments: argparse.Namespace) -> int:
+    """Start, print the bootstrap servers, wait for a signal, stop."""
+    if arguments.brokers < 1 or arguments.log_dirs_per_broker < 1:
+        raise CliError("--brokers and --log-dirs-per-broker must be at least 1")
+    if arguments.base_port is not None and not (
+        arguments.base_port > 0 and arguments.base_port + arguments.brokers - 1 < 65536
+    ):
+        raise CliError("--base-port leaves no room for the brokers below 65536")
+    temporary = arguments.data_dir is None
+    data_dir = Path(tempfile.mkdtemp(prefix="logproof-")) if temporary else arguments.data_dir
+    data_dir.mkdir(parents=True, exist_ok=True)
+    cluster = Cluster(data_dir.resolve(), arguments.brokers, arguments.log_dirs_per_broker,
+                      zookeeper=arguments.zookeeper, base_port=arguments.base_port,
+                      overrides=arguments.override)
+    stop = threading.Event()
+    previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
+    try:
+        try:
+            bootstrap = cluster.start()
+        except ZooKeeperUnavailableError as error:
+            raise CliError(str(error)) from None
+        print(f"zookeeper: {cluster.zookeeper_connect}")
+        print(f"bootstrap servers: {bootstrap}", flush=True)
+        try:
+            while not stop.wait(0.5):
+                for broker_id, process in cluster.processes.items():
+                    if process.poll() is not None:
+                        raise CliError(f"broker {broker_id} exited with {process.returncode}")
+        except KeyboardInterrupt:
+            pass
+    finally:
+        signal.signal(signal.SIGTERM, previous)
+        codes = cluster.stop()
+        if temporary:
+            shutil.rmtree(data_dir, ignore_errors=True)
+    print(f"stopped {len(codes)} broker(s)", flush=True)
+    return 0 if all(code == 0 for code in codes) else 1

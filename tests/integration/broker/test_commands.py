@@ -1,0 +1,100 @@
+"""``logproof cluster up`` with child-process brokers, and ``logproof broker`` config errors."""
+
+from __future__ import annotations
+
+import os
+import select
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+pytestmark = pytest.mark.integration
+
+START_SECONDS = 60.0
+
+
+def _read_until(process: subprocess.Popen[bytes], marker: bytes, timeout: float) -> bytes:
+    assert process.stdout is not None
+    data = b""
+    deadline = time.monotonic() + timeout
+    while marker not in data:
+        remaining = deadline - time.monotonic()
+        assert remaining > 0, f"no {marker!r} within {timeout} s: {data!r}"
+        ready, _, _ = select.select([process.stdout], [], [], remaining)
+        if ready:
+            chunk = os.read(process.stdout.fileno(), 4096)
+            assert chunk, f"process exited: {data!r}"
+            data += chunk
+    return data
+
+
+def test_cluster_up_serves_clients_and_stops_cleanly(tmp_path: Path) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+
+    process = subprocess.Popen(
+        [sys.executable, "-m", "impl.cli", "cluster", "up", "--brokers", "2",
+         "--log-dirs-per-broker", "2", "--data-dir", str(tmp_path / "data")],
+        stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    )
+    try:
+        output = _read_until(process, b"bootstrap servers: ", START_SECONDS)
+        output += _read_until(process, b"\n", 5.0) if not output.endswith(b"\n") else b""
+        line = next(x for x in output.decode().splitlines() if x.startswith("bootstrap servers"))
+        bootstrap = line.split(": ", 1)[1].strip()
+        assert len(bootstrap.split(",")) == 2
+        created = subprocess.run(
+            [sys.executable, "-m", "impl.cli", "topics", "create", "--topic", "cu",
+             "--partitions", "4", "--bootstrap-server", bootstrap],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert created.returncode == 0, created.stderr
+        producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+        for index in range(40):
+            producer.produce("cu", value=b"v%d" % index, partition=index % 4)
+        assert producer.flush(30) == 0
+        consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "unused",
+                             "enable.auto.commit": False})
+        consumer.assign([TopicPartition("cu", p, 0) for p in range(4)])
+        values: set[bytes] = set()
+        for _ in range(100):
+            if len(values) >= 40:
+                break
+            for message in consumer.consume(num_messages=100, timeout=0.5):
+                assert message.error() is None
+                value = message.value()
+                assert value is not None
+                values.add(value)
+        consumer.close()
+        assert values == {b"v%d" % index for index in range(40)}
+    finally:
+        process.send_signal(signal.SIGTERM)
+        try:
+            out, err = process.communicate(timeout=60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            out, err = process.communicate()
+    assert process.returncode == 0, err.decode()[-2000:]
+    assert b"stopped 2 broker(s)" in out
+
+
+def test_broker_config_errors_are_one_line(tmp_path: Path) -> None:
+    config = tmp_path / "server.properties"
+    config.write_text("broker.id=one\nlisteners=PLAINTEXT://127.0.0.1:0\nlog.dirs=/x\n"
+                      "zookeeper.connect=127.0.0.1:1\n")
+    result = subprocess.run(
+        [sys.executable, "-m", "impl.cli", "broker", "--config", str(config)],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert result.returncode == 1
+    assert result.stderr.strip().count("\n") == 0
+    assert "broker.id: expected an integer" in result.stderr
+    result = subprocess.run(
+        [sys.executable, "-m", "impl.cli", "broker", "--config", str(tmp_path / "missing")],
+        capture_output=True, text=True, timeout=60, check=False,
+    )
+    assert result.returncode == 1
+    assert "cannot read" in result.stderr
