@@ -18,6 +18,7 @@ then a full resynchronisation (watches were dropped with the connection).
 from __future__ import annotations
 
 import contextlib
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from dataclasses import dataclass
@@ -58,6 +59,7 @@ from .coordinator import (
     ConnectionLossError,
     Coordinator,
     CoordinatorClosedError,
+    CoordinatorError,
     CoordinatorEvent,
     CreateOp,
     NodeExistsError,
@@ -127,16 +129,26 @@ class _ClosedError(Exception):
 
 
 async def _gather(calls: Sequence[Callable[[], Awaitable[T]]], limit: int) -> list[T]:
+    """Run ``calls`` concurrently (at most ``limit`` at once); the first CoordinatorError of
+    any of them is raised as itself (not in an exception group) after the others are cancelled."""
     results: list[T | None] = [None] * len(calls)
+    failures: list[CoordinatorError] = []
     limiter = trio.CapacityLimiter(limit)
 
-    async def run(index: int) -> None:
-        async with limiter:
-            results[index] = await calls[index]()
-
     async with trio.open_nursery() as nursery:
+
+        async def run(index: int) -> None:
+            async with limiter:
+                try:
+                    results[index] = await calls[index]()
+                except CoordinatorError as error:
+                    failures.append(error)
+                    nursery.cancel_scope.cancel()
+
         for index in range(len(calls)):
             nursery.start_soon(run, index)
+    if failures:
+        raise failures[0]
     return results  # type: ignore[return-value]
 
 
@@ -306,9 +318,12 @@ class ControllerService:
             snapshot = await self._read_snapshot()
         except (ConnectionLossError, SessionExpiredError):
             return
-        await self._run_core(Elected(epoch, epoch_zk_version, snapshot))
-        self._notify()
         suspended = False
+        try:
+            await self._run_core(Elected(epoch, epoch_zk_version, snapshot))
+        except (ConnectionLossError, SessionExpiredError):
+            suspended = True  # the session event that follows decides
+        self._notify()
         while self.core.active:
             item = await self._inbox.receive()
             try:
@@ -367,11 +382,11 @@ class ControllerService:
                 elif isinstance(effect, Resign):
                     _logger.info("controller %d resigns: %s", self._broker_id, effect.reason.name)
             completions: list[ControllerInput] = []
-            async with trio.open_nursery() as nursery:
-                for write in writes:
-                    nursery.start_soon(self._do_write, write, completions)
-                for read in reads:
-                    nursery.start_soon(self._do_read, read, completions)
+            calls: list[Callable[[], Awaitable[None]]] = [
+                functools.partial(self._do_write, write, completions) for write in writes
+            ]
+            calls += [functools.partial(self._do_read, read, completions) for read in reads]
+            await _gather(calls, len(calls) or 1)
             for completion in completions:
                 queue.extend(self.core.handle(completion))
         self._idle = True

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 
@@ -12,7 +12,11 @@ from conformance.coordinator import RecordingBrokers, SimulatedZooKeeper
 from impl.controller import (
     ControllerService,
     Coordinator,
+    CoordinatorEvent,
     KazooCoordinator,
+    NodeStat,
+    Op,
+    OpResult,
     expire_session,
     register_broker,
 )
@@ -43,6 +47,55 @@ class WaitableTraceSink:
                 await self._changed.wait()
 
 
+class RecordingCoordinator:
+    """A Coordinator that records every ``multi`` it passes on (to see the batching)."""
+
+    def __init__(self, inner: Coordinator) -> None:
+        self.inner = inner
+        self.multis: list[tuple[Op, ...]] = []
+
+    @property
+    def session_id(self) -> int:
+        return self.inner.session_id
+
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+                     sequential: bool = False) -> str:
+        return await self.inner.create(path, data, ephemeral=ephemeral, sequential=sequential)
+
+    async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, NodeStat]:
+        return await self.inner.get(path, watch=watch)
+
+    async def set(self, path: str, data: bytes, *, version: int = -1) -> NodeStat:
+        return await self.inner.set(path, data, version=version)
+
+    async def delete(self, path: str, *, version: int = -1) -> None:
+        await self.inner.delete(path, version=version)
+
+    async def exists(self, path: str, *, watch: bool = False) -> NodeStat | None:
+        return await self.inner.exists(path, watch=watch)
+
+    async def children(self, path: str, *, watch: bool = False) -> list[str]:
+        return await self.inner.children(path, watch=watch)
+
+    async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
+        self.multis.append(tuple(ops))
+        return await self.inner.multi(ops)
+
+    async def next_event(self) -> CoordinatorEvent:
+        return await self.inner.next_event()
+
+    def next_event_nowait(self) -> CoordinatorEvent | None:
+        return self.inner.next_event_nowait()
+
+    async def close(self) -> None:
+        await self.inner.close()
+
+    def state_multis(self) -> list[tuple[Op, ...]]:
+        """The multis that wrote partition state znodes."""
+        return [ops for ops in self.multis
+                if any(op.path.endswith("/state") for op in ops)]
+
+
 @dataclass
 class Cluster:
     """Sessions of one ZooKeeper: brokers' sessions and controller services."""
@@ -54,6 +107,7 @@ class Cluster:
     sessions: dict[int, Coordinator] = field(default_factory=dict)
     services: dict[int, ControllerService] = field(default_factory=dict)
     traces: dict[int, WaitableTraceSink] = field(default_factory=dict)
+    recorders: dict[int, RecordingCoordinator] = field(default_factory=dict)
 
     async def add_broker(self, broker_id: int) -> Coordinator:
         coordinator = await self.connect()
@@ -66,8 +120,9 @@ class Cluster:
         self, service_id: int, *, unclean_leader_election: bool = False,
         partitions_per_write_max: int = 500,
     ) -> ControllerService:
-        coordinator = await self.connect()
+        coordinator = RecordingCoordinator(await self.connect())
         self.sessions[service_id] = coordinator
+        self.recorders[service_id] = coordinator
         sink = WaitableTraceSink()
         service = ControllerService(
             trace_sink=sink,
@@ -94,6 +149,8 @@ async def cluster(backend: str, hosts: str | None = None) -> AsyncIterator[Clust
         return server.connect(4_000)
 
     async def expire_real(coordinator: Coordinator) -> None:
+        if isinstance(coordinator, RecordingCoordinator):
+            coordinator = coordinator.inner
         assert hosts is not None
         assert isinstance(coordinator, KazooCoordinator)
         client_id = coordinator.client_id
