@@ -54,6 +54,10 @@ from ._protocol import CreateReplicaPlacementRequest as CreateReplicaPlacementRe
 from ._protocol import CreateReplicaPlacementResponse as CreateReplicaPlacementResponse
 from ._protocol import PartitionPlacement as PartitionPlacement
 from ._protocol import PlacementWireError as PlacementWireError
+from ._protocol import RequestHeader as RequestHeader
+from ._protocol import (
+    answer_create_replica_placement as answer_create_replica_placement,
+)
 from ._protocol import (
     decode_create_replica_placement_request as decode_create_replica_placement_request,
 )
@@ -68,6 +72,7 @@ from ._protocol import (
 )
 from ._protocol import encode_request_header as encode_request_header
 from ._protocol import handle_create_replica_placement as handle_create_replica_placement
+from ._protocol import parse_request_payload as parse_request_payload
 from ._protocol import parse_response_payload as parse_response_payload
 from ._protocol import request_frame as request_frame
 from ._protocol import response_frame as response_frame
@@ -122,9 +127,11 @@ __all__ = [
     "RackTree",
     "RackUnawarePlacer",
     "ReplicaPlacer",
+    "RequestHeader",
     "RingWalk",
     "SpreadViolation",
     "TopicPartition",
+    "answer_create_replica_placement",
     "build_rack_tree",
     "check_placement_spread",
     "decode_create_replica_placement_request",
@@ -136,6 +143,7 @@ __all__ = [
     "handle_create_replica_placement",
     "load_replica_placer",
     "parse_rack",
+    "parse_request_payload",
     "parse_response_payload",
     "place_replicas",
     "placement_spread_holds",

@@ -337,7 +337,7 @@ class _Reader:
         self._offset = 0
         self._what = what
 
-    def _take(self, count: int) -> bytes:
+    def take(self, count: int) -> bytes:
         end = self._offset + count
         if count < 0 or end > len(self._data):
             raise PlacementWireError(f"{self._what} truncated at byte {self._offset}")
@@ -346,15 +346,15 @@ class _Reader:
         return chunk
 
     def int16(self) -> int:
-        value: int = _INT16.unpack(self._take(2))[0]
+        value: int = _INT16.unpack(self.take(2))[0]
         return value
 
     def int32(self) -> int:
-        value: int = _INT32.unpack(self._take(4))[0]
+        value: int = _INT32.unpack(self.take(4))[0]
         return value
 
     def boolean(self) -> bool:
-        byte = self._take(1)[0]
+        byte = self.take(1)[0]
         if byte not in (0, 1):
             raise PlacementWireError(f"{self._what}: boolean byte {byte} is neither 0 nor 1")
         return byte == 1
@@ -362,7 +362,7 @@ class _Reader:
     def unsigned_varint(self) -> int:
         value = 0
         for shift in range(0, 35, 7):
-            byte = self._take(1)[0]
+            byte = self.take(1)[0]
             value |= (byte & 0x7F) << shift
             if not byte & 0x80:
                 return value
@@ -388,7 +388,7 @@ class _Reader:
         if length is None:
             return None
         try:
-            return self._take(length).decode("utf-8")
+            return self.take(length).decode("utf-8")
         except UnicodeDecodeError as error:
             raise PlacementWireError(f"{self._what}: {name} is not UTF-8") from error
 
@@ -400,7 +400,7 @@ class _Reader:
             if tag <= previous:
                 raise PlacementWireError(f"{self._what}: tagged fields out of order")
             previous = tag
-            fields[tag] = self._take(self.unsigned_varint())
+            fields[tag] = self.take(self.unsigned_varint())
         return fields
 
     def end(self) -> None:
@@ -520,3 +520,69 @@ def parse_response_payload(payload: bytes) -> tuple[int, CreateReplicaPlacementR
     correlation_id = reader.int32()
     reader.tagged_fields()
     return correlation_id, decode_create_replica_placement_response(payload[reader.offset :])
+
+
+@dataclass(frozen=True, slots=True)
+class RequestHeader:
+    """A CreateReplicaPlacement request header (v2)."""
+
+    api_key: int
+    api_version: int
+    correlation_id: int
+    client_id: str | None
+
+
+def parse_request_payload(payload: bytes) -> tuple[RequestHeader, CreateReplicaPlacementRequest]:
+    """Split a request payload (a frame without its size) into header v2 and request.
+
+    Args:
+        payload: request header v2 followed by the body.
+
+    Returns:
+        The header and the decoded request.
+
+    Raises:
+        PlacementWireError: another api key, an unsupported version, or malformed bytes.
+    """
+    reader = _Reader(payload, "CreateReplicaPlacement request header")
+    api_key = reader.int16()
+    api_version = reader.int16()
+    correlation_id = reader.int32()
+    length = reader.int16()
+    client_id: str | None = None
+    if length >= 0:
+        try:
+            client_id = reader.take(length).decode("utf-8")
+        except UnicodeDecodeError as error:
+            raise PlacementWireError("CreateReplicaPlacement request: bad client id") from error
+    elif length != -1:
+        raise PlacementWireError(f"CreateReplicaPlacement request: client id length {length}")
+    reader.tagged_fields()
+    if api_key != CREATE_REPLICA_PLACEMENT_API_KEY:
+        raise PlacementWireError(f"api key {api_key} is not CreateReplicaPlacement")
+    header = RequestHeader(api_key, api_version, correlation_id, client_id)
+    return header, decode_create_replica_placement_request(payload[reader.offset :], api_version)
+
+
+def answer_create_replica_placement(
+    payload: bytes, cluster_view: ClusterView, placer: ReplicaPlacer, rng: Rng
+) -> bytes:
+    """The whole exchange as one pure function: request payload in, response frame out.
+
+    Args:
+        payload: the request frame without its size prefix (header v2 and body).
+        cluster_view: the broker's usable brokers with racks and current assignments.
+        placer: the configured ``broker.replica.placer``.
+        rng: the randomness of the rack-unaware fallback.
+
+    Returns:
+        The size-prefixed response frame (header v1 and body), an error response when the
+        placement is refused.
+
+    Raises:
+        PlacementWireError: the request bytes are malformed (the broker closes the connection,
+            as Kafka does for a request it cannot parse).
+    """
+    header, request = parse_request_payload(payload)
+    response = handle_create_replica_placement(request, cluster_view, placer, rng)
+    return response_frame(header.correlation_id, response)

@@ -32,11 +32,13 @@ from impl.controller.placement import (
     MultiLevelRackPlacer,
     PartitionPlacement,
     PlacementWireError,
+    answer_create_replica_placement,
     decode_create_replica_placement_request,
     decode_create_replica_placement_response,
     encode_create_replica_placement_request,
     encode_create_replica_placement_response,
     handle_create_replica_placement,
+    parse_request_payload,
     parse_response_payload,
     placement_spread_holds,
     request_frame,
@@ -233,12 +235,11 @@ def serve_once(sock: socket.socket, advertise: bool) -> None:
         sock.close()
         return
     payload = read_frame()
-    request_header, offset = entity_reader(RequestHeaderV2)(payload, 0)
-    request = decode_create_replica_placement_request(payload[offset:])
-    response = handle_create_replica_placement(
-        request, VIEW, MultiLevelRackPlacer(SeededRng(1)), SeededRng(1)
+    sock.sendall(
+        answer_create_replica_placement(
+            payload, VIEW, MultiLevelRackPlacer(SeededRng(1)), SeededRng(1)
+        )
     )
-    sock.sendall(response_frame(request_header.correlation_id, response))
     sock.close()
 
 
@@ -299,3 +300,30 @@ def test_truncated_requests_are_rejected(request: CreateReplicaPlacementRequest,
     if cut < len(body):
         with pytest.raises(PlacementWireError):
             decode_create_replica_placement_request(body[:cut])
+
+
+def test_answer_is_a_pure_frame_to_frame_function() -> None:
+    request = CreateReplicaPlacementRequest(partition_count=2, replication_factor=2)
+    payload = request_frame(request, correlation_id=9, client_id=None)[4:]
+    header, decoded = parse_request_payload(payload)
+    assert (header.correlation_id, header.client_id, decoded) == (9, None, request)
+    placer = MultiLevelRackPlacer(SeededRng(4))
+    frame = answer_create_replica_placement(payload, VIEW, placer, SeededRng(4))
+    (size,) = struct.unpack(">i", frame[:4])
+    assert size == len(frame) - 4
+    correlation_id, response = parse_response_payload(frame[4:])
+    assert correlation_id == 9
+    expected = handle_create_replica_placement(
+        request, VIEW, MultiLevelRackPlacer(SeededRng(4)), SeededRng(4)
+    )
+    assert response == expected
+    # kio's v1 response header reader reads our header too.
+    header_v1, _ = entity_reader(ResponseHeaderV1)(frame[4:], 0)
+    assert header_v1.correlation_id == 9
+
+
+def test_answer_rejects_another_api_key() -> None:
+    payload = struct.pack(">hhih", 3, 0, 1, -1) + b"\x00"
+    with pytest.raises(PlacementWireError, match="api key 3 is not CreateReplicaPlacement"):
+        answer_create_replica_placement(payload, VIEW, MultiLevelRackPlacer(SeededRng(0)),
+                                        SeededRng(0))
