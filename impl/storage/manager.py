@@ -984,21 +984,25 @@ class LogManager:
                 self.copy_step_nowait(tp, chunk)
                 await trio.sleep(0)
             elif move.state is MoveState.CAUGHT_UP:
-                await partition.lock.acquire()
-                move = self._moves.get(tp)
-                if move is None or move.state is not MoveState.CAUGHT_UP or (
-                    self._partitions.get(tp) is not partition
-                ):
-                    partition.lock.release()
-                    continue
-                self._step(tp, rm.MoveInput(rm.MoveEvent.LOCK_ACQUIRED))
-                after = self._moves.get(tp)
-                if after is not None and after.lock_held and after.state is MoveState.SWAPPING:
-                    # a failure path that did not release (defensive): never leak the lock
-                    partition.lock.release()
+                await self.swap_when_caught_up(tp)
                 await trio.sleep(0)
             else:
                 return
+
+    async def swap_when_caught_up(self, tp: TopicPartition) -> None:
+        """KIP-113 steps 4-9 for a CAUGHT_UP move: take the partition lock, then final catch-up,
+        durability, renames and swap run without yielding; the lock is released by the swap (or
+        by the failure path)."""
+        partition = self._partitions[tp]
+        await partition.lock.acquire()
+        move = self._moves.get(tp)
+        if move is None or move.state is not MoveState.CAUGHT_UP or (
+            self._partitions.get(tp) is not partition
+        ):
+            partition.lock.release()  # cancelled or redirected while we waited
+            return
+        self._step(tp, rm.MoveInput(rm.MoveEvent.LOCK_ACQUIRED))
+        assert not self._moves[tp].lock_held, "the swap returned holding the partition lock"
 
     def copy_step_nowait(self, tp: TopicPartition, max_bytes: int) -> int:
         """One mover step for ``tp`` while COPYING: copy a chunk (admitting it to the throttle
