@@ -861,6 +861,10 @@ class Controller:
             self._on_state_batch(pending, results, failure)
         elif isinstance(pending, _ReassignWrite):
             self._on_reassign_write(pending, results, failure)
+            # The topic znode is free again for the topic's other reassigned partitions.
+            for tp in sorted(self.reassignments):
+                if tp[0] == pending.tp[0] and tp != pending.tp and self.active:
+                    self._advance_reassignment(tp)
         elif isinstance(pending, _Deletes):
             self._on_deletes(pending, failure)
         else:
