@@ -216,6 +216,7 @@ class RingWalk:
         subject: the trace events' subject prefix (the topic, or ``-``).
         """
         self.tree = tree
+        self._tracing = trace is not None
         self._trace = trace if trace is not None else NullTraceSink()
         self._subject = subject
         self._partition_id = 0
@@ -223,6 +224,7 @@ class RingWalk:
             node.path: rng.randrange(node.ring_size) for node in tree.nodes
         }
         self._broker_sets = {node.path: node.child_broker_sets() for node in tree.nodes}
+        self._all_broker_ids = tree.root.subtree_broker_ids()
 
     def pointers(self) -> dict[str, int]:
         """Each node's pointer, by rack name (for traces, tests and the model)."""
@@ -242,25 +244,26 @@ class RingWalk:
         """
         taken_set = frozenset(taken)
         node = self.tree.root
-        if self.tree.root.subtree_broker_ids() <= taken_set:
+        if len(taken_set & self._all_broker_ids) >= len(self._all_broker_ids):
             raise PlacementError(
                 "every broker already holds a replica of the partition",
                 INVALID_REPLICATION_FACTOR,
             )
-        pointers_before = tuple(sorted(self.pointers().items()))
+        pointers_before = tuple(sorted(self.pointers().items())) if self._tracing else ()
         broker_id = self._walk(node, taken_set)
-        self._trace.emit(
-            TraceEvent.of(
-                MACHINE,
-                PlacementEvent.REPLICA_PLACED.name,
-                f"{self._subject}-{self._partition_id}",
-                PlacementState.PLACING.name,
-                PlacementState.PLACING.name,
-                broker=broker_id,
-                taken=sorted(taken_set),
-                pointers=pointers_before,
+        if self._tracing:
+            self._trace.emit(
+                TraceEvent.of(
+                    MACHINE,
+                    PlacementEvent.REPLICA_PLACED.name,
+                    f"{self._subject}-{self._partition_id}",
+                    PlacementState.PLACING.name,
+                    PlacementState.PLACING.name,
+                    broker=broker_id,
+                    taken=sorted(taken_set),
+                    pointers=pointers_before,
+                )
             )
-        )
         return broker_id
 
     def partition_placed(self, replicas: Sequence[int]) -> None:
@@ -284,8 +287,9 @@ class RingWalk:
     def _walk(self, node: RackNode, taken_set: frozenset[int]) -> int:
         while True:
             slots = self._broker_sets[node.path]
+            # ``slot & taken`` iterates the smaller set (the partition's few replicas).
             counts = [len(slot & taken_set) for slot in slots]
-            open_slots = [index for index, slot in enumerate(slots) if not slot <= taken_set]
+            open_slots = [index for index, slot in enumerate(slots) if counts[index] < len(slot)]
             assert open_slots, "a node on the walk always has a broker free"
             fewest = min(counts[index] for index in open_slots)
             start = self._pointers[node.path]

@@ -80,6 +80,7 @@ def placement_spread_violations(
         if allowed is None or broker.broker_id in allowed
     )
     in_tree = tree.root.subtree_broker_ids()
+    node_slots = [(node, node.child_broker_sets()) for node in tree.nodes]
     violations: list[SpreadViolation] = []
     leader_counts: Counter[int] = Counter(prior_leader_counts or {})
     for index, replicas in enumerate(assignment):
@@ -92,8 +93,8 @@ def placement_spread_violations(
             violations.append(
                 SpreadViolation(partition_id, "/", f"brokers outside the tree: {outside}")
             )
-        for node in tree.nodes:
-            violation = _node_violation(node, replica_set)
+        for node, slots in node_slots:
+            violation = _node_violation(node, slots, replica_set)
             if violation is not None:
                 violations.append(SpreadViolation(partition_id, node.name, violation))
         if replicas:
@@ -133,11 +134,15 @@ def placement_spread_holds(
     )
 
 
-def _node_violation(node: RackNode, replicas: frozenset[int]) -> str | None:
-    slots = node.child_broker_sets()
-    if not any(slot & replicas for slot in slots):
-        return None
+def _node_violation(
+    node: RackNode, slots: Sequence[frozenset[int]], replicas: frozenset[int]
+) -> str | None:
     counts = [len(slot & replicas) for slot in slots]
+    if not any(counts):
+        return None
+    open_counts = [count for count, slot in zip(counts, slots, strict=True) if count < len(slot)]
+    if not open_counts or max(counts) <= min(open_counts) + 1:
+        return None
     labels = (
         [child.name for child in node.children]
         if node.children
