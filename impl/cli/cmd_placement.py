@@ -229,7 +229,7 @@ def _ask_cluster(
     )
     try:
         response = request_replica_placement(
-            arguments.bootstrap_server, request, timeout_s=timeout_ms / 1000
+            arguments.bootstrap_server, request, timeout_seconds=timeout_ms / 1000
         )
     except PlacementClientError as error:
         raise CliError(str(error)) from error

@@ -168,14 +168,14 @@ def exchange(
 
 
 def request_replica_placement(
-    bootstrap_server: str, request: CreateReplicaPlacementRequest, timeout_s: float = 30.0
+    bootstrap_server: str, request: CreateReplicaPlacementRequest, timeout_seconds: float = 30.0
 ) -> CreateReplicaPlacementResponse:
     """Ask a running broker for a replica placement.
 
     Args:
         bootstrap_server: ``host:port`` of a broker.
         request: the request.
-        timeout_s: the connect and read timeout.
+        timeout_seconds: the connect and read timeout.
 
     Returns:
         The broker's response (which may carry an error code).
@@ -186,7 +186,7 @@ def request_replica_placement(
     """
     host, port = parse_bootstrap_server(bootstrap_server)
     try:
-        with socket.create_connection((host, port), timeout=timeout_s) as sock:
+        with socket.create_connection((host, port), timeout=timeout_seconds) as sock:
             return exchange(sock, request)
     except OSError as error:
         raise PlacementClientError(f"cannot reach {host}:{port}: {error}") from error
