@@ -81,7 +81,6 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--placer",
         metavar="NAME",
-        default=MULTI_LEVEL,
         help=(
             "dry run: placer name (rack-unaware, rack-aware, multi-level) or dotted path "
             f"(default {MULTI_LEVEL}; a broker defaults to {DEFAULT_REPLICA_PLACER})"
@@ -152,9 +151,11 @@ def run(arguments: argparse.Namespace) -> int:
     start_partition_id = _integer("--start-partition", arguments.start_partition, 0, 2**31 - 1)
     broker_ids = parse_broker_ids(arguments.brokers) if arguments.brokers else None
     if arguments.bootstrap_server:
-        if arguments.broker_racks or arguments.racks or arguments.seed is not None:
+        dry_run_only = (arguments.broker_racks, arguments.racks, arguments.seed, arguments.placer)
+        if any(option is not None for option in dry_run_only):
             raise CliError(
-                "--broker-racks, --racks and --seed are for a dry run, not with --bootstrap-server"
+                "--broker-racks, --racks, --seed and --placer are for a dry run, not with "
+                "--bootstrap-server (the cluster uses its broker.replica.placer)"
             )
         rows = _ask_cluster(arguments, partition_count, replication_factor, start_partition_id)
         _print(arguments, rows, {}, {"bootstrap_server": arguments.bootstrap_server})
@@ -180,15 +181,16 @@ def run(arguments: argparse.Namespace) -> int:
         start_partition_id=start_partition_id,
         force_simple_placement=arguments.force_simple,
     )
+    placer_text: str = arguments.placer if arguments.placer is not None else MULTI_LEVEL
     try:
         rng = SeededRng(seed)
-        placer = load_replica_placer(arguments.placer, rng)
+        placer = load_replica_placer(placer_text, rng)
         assignment = place_replicas(placer, spec, view, broker_ids, rng=rng)
     except PlacementError as error:
         raise CliError(str(error)) from error
     rows = [(start_partition_id + i, replicas) for i, replicas in enumerate(assignment)]
     racks = {broker.broker_id: broker.rack for broker in brokers}
-    summary: dict[str, object] = {"placer": arguments.placer, "seed": seed}
+    summary: dict[str, object] = {"placer": placer_text, "seed": seed}
     summary[PLACEMENT_SPREAD] = _spread_status(assignment, view, broker_ids, spec)
     _print(arguments, rows, racks, summary)
     return 0

@@ -142,3 +142,18 @@ def test_json_with_topic_is_a_reassignment_document(capsys: pytest.CaptureFixtur
     assert status == 0
     targets = decode_reassignment(out.encode())
     assert [(t.topic, t.partition) for t in targets] == [("orders", p) for p in range(3)]
+
+
+def test_placer_option_is_for_dry_runs_only(capsys: pytest.CaptureFixture[str]) -> None:
+    status, _, err = run(
+        capsys, "--partitions", "1", "--replication-factor", "1",
+        "--bootstrap-server", "127.0.0.1:1", "--placer", "rack-aware",
+    )
+    assert status == 1
+    assert "broker.replica.placer" in err
+    status, out, _ = run(
+        capsys, "--partitions", "1", "--replication-factor", "1", "--racks", "r1,r2",
+        "--placer", "rack-aware", "--seed", "0",
+    )
+    assert status == 0
+    assert out.startswith("placer: rack-aware  seed: 0  PLACEMENT_SPREAD: n/a")

@@ -168,3 +168,23 @@ def test_force_simple_placement_ignores_the_configured_placer() -> None:
     spec = PlacementSpec(partition_count=4, replication_factor=2, force_simple_placement=True)
     assignment = place_replicas(Refusing(), spec, view, rng=SeededRng(3))
     assert assignment == RackUnawarePlacer(SeededRng(3)).place(spec, view, None)
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(data=st.data())
+def test_rack_aware_leaders_are_even_over_whole_rounds(data: st.DataObject) -> None:
+    broker_racks = {
+        broker_id: f"r{data.draw(st.integers(0, 3))}"
+        for broker_id in range(data.draw(st.integers(1, 9)))
+    }
+    n = len(broker_racks)
+    rounds = data.draw(st.integers(1, 3))
+    assignment = rack_aware_assignment(
+        broker_racks,
+        rounds * n,
+        data.draw(st.integers(1, n)),
+        start_index=data.draw(st.integers(0, n - 1)),
+        replica_shift=data.draw(st.integers(0, n - 1)),
+    )
+    # Leaders walk the rack-alternated list: every broker leads once per round.
+    assert set(Counter(replicas[0] for replicas in assignment).values()) == {rounds}
