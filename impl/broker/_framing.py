@@ -16,6 +16,8 @@ from typing import Final
 __sans_io__ = True
 
 _SIZE: Final = struct.Struct(">i")
+#: Frames at least this large are assembled in a buffer of their exact size (no re-copying).
+LARGE_FRAME_BYTES: Final = 64 * 1024
 
 
 class FrameError(Exception):
@@ -34,15 +36,36 @@ class FrameDecoder:
         self._max_frame_bytes = max_frame_bytes
         self._buffer = bytearray()
         self._failed: FrameError | None = None
+        #: a large frame being assembled in place, and how much of it is filled
+        self._large: bytearray | None = None
+        self._large_filled = 0
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes received and not yet returned as a frame."""
-        return len(self._buffer)
+        return len(self._buffer) + self._large_filled
 
     def feed(self, data: bytes) -> None:
         """Append received bytes."""
+        if self._large is not None:
+            take = min(len(data), len(self._large) - self._large_filled)
+            self._large[self._large_filled : self._large_filled + take] = data[:take]
+            self._large_filled += take
+            data = data[take:]
         self._buffer += data
+
+    def direct_buffer(self) -> memoryview | None:
+        """The unfilled rest of a large frame, for the caller to ``recv_into`` (then
+        :meth:`direct_filled`), or None when received bytes should go through :meth:`feed`."""
+        if self._large is None or self._large_filled == len(self._large):
+            return None
+        return memoryview(self._large)[self._large_filled :]
+
+    def direct_filled(self, count: int) -> None:
+        """``count`` bytes were written into :meth:`direct_buffer`."""
+        assert self._large is not None
+        assert 0 <= count <= len(self._large) - self._large_filled
+        self._large_filled += count
 
     def next_frame(self) -> bytes | None:
         """The next complete frame body (read-only ``bytes``), or None if more bytes are needed.
@@ -53,6 +76,13 @@ class FrameDecoder:
         """
         if self._failed is not None:
             raise self._failed
+        if self._large is not None:
+            if self._large_filled < len(self._large):
+                return None
+            frame = bytes(self._large)
+            self._large = None
+            self._large_filled = 0
+            return frame
         if len(self._buffer) < _SIZE.size:
             return None
         (size,) = _SIZE.unpack_from(self._buffer, 0)
@@ -63,6 +93,12 @@ class FrameDecoder:
             raise self._failed
         end = _SIZE.size + size
         if len(self._buffer) < end:
+            if size >= LARGE_FRAME_BYTES:
+                self._large = bytearray(size)
+                rest = self._buffer[_SIZE.size :]
+                del self._buffer[:]
+                self._large_filled = 0
+                self.feed(bytes(rest))
             return None
         frame = bytes(self._buffer[_SIZE.size : end])
         del self._buffer[:end]

@@ -147,16 +147,27 @@ class _Connection:
             if frame is None:
                 if self.server.draining:
                     return
+                direct = decoder.direct_buffer()
+                received = 0
+                data = b""
                 with trio.CancelScope() as scope:
                     self.read_scope = scope
                     try:
-                        data = await self.stream.receive_some(RECEIVE_BYTES)
-                    except (trio.BrokenResourceError, trio.ClosedResourceError):
+                        if direct is not None:
+                            received = await self.stream.socket.recv_into(direct)
+                        else:
+                            data = await self.stream.receive_some(RECEIVE_BYTES)
+                    except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         return
                 self.read_scope = None
-                if scope.cancelled_caught or not data:
+                if scope.cancelled_caught or (direct is None and not data) or (
+                    direct is not None and received == 0
+                ):
                     return
-                decoder.feed(data)
+                if direct is not None:
+                    decoder.direct_filled(received)
+                else:
+                    decoder.feed(data)
                 continue
             response = await self._handle_frame(frame)
             if response is _CLOSE:

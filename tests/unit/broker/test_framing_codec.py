@@ -33,14 +33,24 @@ def _frames(decoder: FrameDecoder) -> list[bytes]:
 def test_whole_and_byte_by_byte_agree() -> None:
     rng = random.Random(7)
     payloads = [rng.randbytes(rng.randrange(0, 300)) for _ in range(20)]
+    payloads[7] = rng.randbytes(200_000)  # assembled in place (LARGE_FRAME_BYTES)
     stream = b"".join(frame(payload) for payload in payloads)
-    whole = FrameDecoder(1000)
+    whole = FrameDecoder(1_000_000)
     whole.feed(stream)
     assert _frames(whole) == payloads
-    single = FrameDecoder(1000)
+    single = FrameDecoder(1_000_000)
     collected: list[bytes] = []
-    for index in range(len(stream)):
-        single.feed(stream[index : index + 1])
+    index = 0
+    while index < len(stream):
+        direct = single.direct_buffer()
+        if direct is not None:  # as the server does: receive straight into the frame
+            count = min(len(direct), rng.randrange(1, 5000))
+            direct[:count] = stream[index : index + count]
+            single.direct_filled(count)
+            index += count
+        else:
+            single.feed(stream[index : index + 1])
+            index += 1
         collected.extend(_frames(single))
     assert collected == payloads
 

@@ -1,0 +1,182 @@
+"""Produce and consume throughput against one broker with a real client (confluent-kafka).
+
+One broker (a child process, ``logproof broker``) with one log dir, an embedded ZooKeeper, one
+topic with one partition. A confluent-kafka producer writes ``--records`` records of
+``--record-bytes`` bytes with acks=1, then again with acks=all; a consumer with manual assignment
+then reads everything back from offset 0 (Fetch served with ``os.sendfile``). Prints MB/s and
+records/s per phase, the ratio to the targets for this 2-core machine (produce 100 MB/s,
+consume 300 MB/s), and ends with one JSON line.
+
+Run: ``python -m bench.produce_consume [--records N] [--record-bytes B]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import select
+import signal
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from impl.controller import EmbeddedZooKeeper, find_free_loopback_port
+
+PRODUCE_TARGET_MB_PER_SECOND = 100.0
+CONSUME_TARGET_MB_PER_SECOND = 300.0
+START_SECONDS = 60.0
+MB = 1_000_000
+
+
+def _start_broker(root: Path, zookeeper: str) -> tuple[subprocess.Popen[bytes], str]:
+    port = find_free_loopback_port()
+    config = root / "server.properties"
+    config.write_text(
+        f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={root / 'logs'}\n"
+        f"zookeeper.connect={zookeeper}\nlog.segment.bytes=1073741824\n"
+    )
+    log = (root / "broker.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "impl.cli", "broker", "--config", str(config),
+         "--log-level", "WARNING"],
+        stdout=subprocess.PIPE, stderr=log,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + START_SECONDS
+    line = b""
+    while b"\n" not in line:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise SystemExit("broker did not start (see broker.log)")
+        ready, _, _ = select.select([process.stdout], [], [], remaining)
+        if ready:
+            chunk = os.read(process.stdout.fileno(), 4096)
+            if not chunk:
+                raise SystemExit("broker exited at start-up (see broker.log)")
+            line += chunk
+    return process, f"127.0.0.1:{port}"
+
+
+def _create_topic(bootstrap: str, topic: str) -> None:
+    from impl.broker.admin import AdminClient
+
+    with AdminClient(bootstrap) as admin:
+        code, message = admin.create_topics([(topic, 1, 1)], timeout_ms=30_000)[topic]
+    if code != 0:
+        raise SystemExit(f"cannot create {topic}: {code} {message}")
+
+
+def _produce(bootstrap: str, topic: str, acks: str, records: int, value: bytes) -> float:
+    from confluent_kafka import Producer
+
+    producer = Producer({
+        "bootstrap.servers": bootstrap,
+        "acks": acks,
+        "linger.ms": 5,
+        "batch.size": 1_000_000,
+        "queue.buffering.max.kbytes": 1_048_576,
+        "queue.buffering.max.messages": 1_000_000,
+        "compression.type": "none",
+    })
+    failures = 0
+
+    def delivered(error: object, _message: object) -> None:
+        nonlocal failures
+        if error is not None:
+            failures += 1
+
+    start = time.perf_counter()
+    for _ in range(records):
+        while True:
+            try:
+                producer.produce(topic, value, partition=0, on_delivery=delivered)
+                break
+            except BufferError:
+                producer.poll(0.01)
+    remaining = producer.flush(120)
+    elapsed = time.perf_counter() - start
+    if remaining or failures:
+        raise SystemExit(f"produce acks={acks}: {remaining} unflushed, {failures} failed")
+    return elapsed
+
+
+def _consume(bootstrap: str, topic: str, expected: int) -> tuple[float, int]:
+    from confluent_kafka import Consumer, TopicPartition
+
+    consumer = Consumer({
+        "bootstrap.servers": bootstrap,
+        "group.id": "bench",
+        "enable.auto.commit": False,
+        "fetch.max.bytes": 52_428_800,
+        "max.partition.fetch.bytes": 16_777_216,
+        "fetch.wait.max.ms": 100,
+        "queued.max.messages.kbytes": 1_048_576,
+    })
+    consumer.assign([TopicPartition(topic, 0, 0)])
+    received = 0
+    received_bytes = 0
+    start = time.perf_counter()
+    deadline = time.monotonic() + 300
+    while received < expected and time.monotonic() < deadline:
+        for message in consumer.consume(num_messages=100_000, timeout=1.0):
+            if message.error() is not None:
+                raise SystemExit(f"consume: {message.error()}")
+            received += 1
+            received_bytes += len(message)  # the value's length, without copying it
+    elapsed = time.perf_counter() - start
+    consumer.close()
+    if received != expected:
+        raise SystemExit(f"consumed {received} of {expected} records")
+    return elapsed, received_bytes
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run the three phases and print figures; returns the exit status."""
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
+    parser.add_argument("--records", type=int, default=200_000)
+    parser.add_argument("--record-bytes", type=int, default=1024)
+    arguments = parser.parse_args(argv)
+    value = os.urandom(arguments.record_bytes)
+    records = arguments.records
+    payload_mb = records * arguments.record_bytes / MB
+    results: dict[str, Any] = {"records": records, "record_bytes": arguments.record_bytes}
+    with tempfile.TemporaryDirectory(prefix="logproof-bench-") as temporary, \
+            EmbeddedZooKeeper() as zookeeper:
+        root = Path(temporary)
+        process, bootstrap = _start_broker(root, zookeeper.connect_string)
+        try:
+            _create_topic(bootstrap, "bench")
+            for acks in ("1", "all"):
+                elapsed = _produce(bootstrap, "bench", acks, records, value)
+                key = "produce_acks_" + acks
+                results[key + "_mb_per_s"] = round(payload_mb / elapsed, 1)
+                results[key + "_records_per_s"] = round(records / elapsed)
+                print(f"produce acks={acks:>3}: {payload_mb / elapsed:8.1f} MB/s "
+                      f"{records / elapsed:10.0f} records/s "
+                      f"({payload_mb / elapsed / PRODUCE_TARGET_MB_PER_SECOND:.2f} x target)")
+            elapsed, received_bytes = _consume(bootstrap, "bench", 2 * records)
+            consume_mb = received_bytes / MB
+            results["consume_mb_per_s"] = round(consume_mb / elapsed, 1)
+            results["consume_records_per_s"] = round(2 * records / elapsed)
+            print(f"consume         : {consume_mb / elapsed:8.1f} MB/s "
+                  f"{2 * records / elapsed:10.0f} records/s "
+                  f"({consume_mb / elapsed / CONSUME_TARGET_MB_PER_SECOND:.2f} x target)")
+        finally:
+            process.send_signal(signal.SIGTERM)
+            try:
+                process.wait(60)
+            except subprocess.TimeoutExpired:
+                process.kill()
+                process.wait()
+    results["produce_target_mb_per_s"] = PRODUCE_TARGET_MB_PER_SECOND
+    results["consume_target_mb_per_s"] = CONSUME_TARGET_MB_PER_SECOND
+    print(json.dumps(results, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
