@@ -76,6 +76,9 @@ from ._protocol import parse_request_payload as parse_request_payload
 from ._protocol import parse_response_payload as parse_response_payload
 from ._protocol import request_frame as request_frame
 from ._protocol import response_frame as response_frame
+from ._selector import ReplicaView as ReplicaView
+from ._selector import rack_distance_levels as rack_distance_levels
+from ._selector import select_preferred_read_replica as select_preferred_read_replica
 from ._spread import PLACEMENT_SPREAD as PLACEMENT_SPREAD
 from ._spread import SpreadViolation as SpreadViolation
 from ._spread import check_placement_spread as check_placement_spread
@@ -127,6 +130,7 @@ __all__ = [
     "RackTree",
     "RackUnawarePlacer",
     "ReplicaPlacer",
+    "ReplicaView",
     "RequestHeader",
     "RingWalk",
     "SpreadViolation",
@@ -152,10 +156,12 @@ __all__ = [
     "propose_reassignment",
     "rack_alternated_brokers",
     "rack_aware_assignment",
+    "rack_distance_levels",
     "rack_name",
     "rack_unaware_assignment",
     "request_frame",
     "response_frame",
+    "select_preferred_read_replica",
     "usable_brokers",
     "validate_assignment",
 ]
