@@ -293,3 +293,19 @@ def test_tree_shape() -> None:
     tree = build_rack_tree(KIP_EXAMPLE.brokers)
     assert [node.name for node in tree.nodes][:4] == ["/", "/DC1", "/DC2", "/DC3"]
     assert tree.root.subtree_broker_ids() == frozenset(range(1, 7))
+
+
+@settings(max_examples=100, derandomize=True, deadline=None)
+@given(view=rack_trees(), data=st.data())
+def test_random_subsets_satisfy_placement_spread(view: ClusterView, data: st.DataObject) -> None:
+    all_ids = [b.broker_id for b in view.brokers]
+    subset = data.draw(st.lists(st.sampled_from(all_ids), min_size=1, unique=True), label="subset")
+    replication_factor = data.draw(st.integers(1, len(subset)), label="replication_factor")
+    spec = PlacementSpec(partition_count=data.draw(st.integers(1, 12)),
+                         replication_factor=replication_factor)
+    assignment = place_replicas(
+        MultiLevelRackPlacer(SeededRng(data.draw(st.integers(0, 99)))), spec, view, subset,
+        rng=SeededRng(0),
+    )
+    assert {b for r in assignment for b in r} <= set(subset)
+    assert placement_spread_violations(assignment, view, subset) == []
