@@ -169,7 +169,9 @@ class SimDisk:
         assert self._roots, "a disk needs at least one log dir"
         self._capacity_bytes = capacity_bytes
         self._failed: dict[str, int] = {}
+        self._root_cache: dict[str, str] = {}
         self._crash_countdown: int | None = None
+        self._fsync_effective = True
         self._operations = 0
         self._bytes_written = 0
         self._bytes_copied = 0
@@ -219,6 +221,14 @@ class SimDisk:
         """
         assert after_operations is None or after_operations >= 1
         self._crash_countdown = after_operations
+
+    def set_fsync_effective(self, effective: bool) -> None:
+        """Make ``fsync``/``fsync_dir`` no-ops for durability (``False``) or real again.
+
+        Not a fault of the fault model above: a *variant hook* that reproduces, from the disk's
+        side, an implementation that skips a sync (e.g. renaming before ``tp.move`` is durable).
+        """
+        self._fsync_effective = effective
 
     def crash(self, rng: SimRng) -> None:
         """Lose what a process crash may lose under the durability contract.
@@ -272,12 +282,17 @@ class SimDisk:
     # --- path resolution ---------------------------------------------------------------------
 
     def _root_of(self, path: str) -> str:
+        cached = self._root_cache.get(path)
+        if cached is not None:
+            return cached
         best = ""
         for root in self._roots:
             if (path == root or path.startswith(root + "/")) and len(root) > len(best):
                 best = root
         if not best:
             raise _error(errno.ENOENT, path)
+        if len(self._root_cache) < 100_000:
+            self._root_cache[path] = best
         return best
 
     def _check_root(self, root: str, path: str) -> None:
@@ -392,7 +407,8 @@ class SimDisk:
         """Make the file's contents durable."""
         node = self._file(path)
         self._mutating()
-        node.durable = bytes(node.data)
+        if self._fsync_effective:
+            node.durable = bytes(node.data)
         self._fsyncs += 1
 
     def size(self, path: str) -> int:
@@ -490,8 +506,9 @@ class SimDisk:
         """Make the entries of directory ``path`` durable."""
         directory = self._dir(path)
         self._mutating()
-        directory.durable_entries = dict(directory.entries)
-        directory.pending = []
+        if self._fsync_effective:
+            directory.durable_entries = dict(directory.entries)
+            directory.pending = []
         self._dir_fsyncs += 1
 
     def disk_usage(self, path: str) -> DiskUsage:
@@ -513,6 +530,19 @@ class SimDisk:
         return total
 
     # --- inspection (for checkers; no port equivalent) ---------------------------------------
+
+    def entries_unchecked(self, path: str) -> list[str]:
+        """The current entry names of directory ``path`` (sorted), ignoring injected faults.
+
+        Returns an empty list when ``path`` is absent or not a directory.
+        """
+        path = path.rstrip("/")
+        root = self._root_of(path)
+        node: _Dir | _File | None = self._roots[root]
+        if path != root:
+            for part in path[len(root) + 1 :].split("/"):
+                node = node.entries.get(part) if isinstance(node, _Dir) else None
+        return sorted(node.entries) if isinstance(node, _Dir) else []
 
     def durable_snapshot(self) -> dict[str, bytes | None]:
         """Every path and its durable contents as a crash with no luck would leave them.

@@ -393,3 +393,23 @@ def check_disk(make: DiskFactory) -> None:
     """Run every check of :data:`DISK_CONTRACT_CHECKS` against disks from ``make``."""
     for check in DISK_CONTRACT_CHECKS:
         check(make)
+
+
+def check_ineffective_fsync(make: SimDiskFactory) -> None:
+    """With fsync made ineffective (a variant hook), a crash may lose what was 'synced'."""
+    lost = 0
+    for seed in range(30):
+        disk, (log_dir, *_) = make()
+        disk.create(f"{log_dir}/a")
+        disk.fsync_dir(log_dir)
+        disk.set_fsync_effective(False)
+        disk.append(f"{log_dir}/a", b"payload")
+        disk.fsync(f"{log_dir}/a")
+        disk.set_fsync_effective(True)
+        assert disk.entries_unchecked(log_dir) == ["a"]
+        disk.crash(SimRng(seed))
+        lost += disk.size(f"{log_dir}/a") < 7
+    assert lost > 0
+
+
+SIM_DISK_FAULT_CHECKS = (*SIM_DISK_FAULT_CHECKS, check_ineffective_fsync)

@@ -7,8 +7,12 @@ we know how to check, an :class:`Abstraction` says three things:
 
 * which model instance an event belongs to (by default one instance per ``subject``, e.g. one
   replica-move model per ``"t-0@1"``) and that instance's initial model state;
-* which model action, with which parameters, the event is (or ``None`` when the event does not
-  change the abstract state: a stutter step);
+* which model actions, with which parameters, the event is: usually one, several when one
+  implementation step is several model steps (a chunk copied many records), none when the event
+  does not change the abstract state (a stutter step);
+* optionally, the model state to replay the event from: state-based trace validation re-derives
+  it from the values the implementation reported (:meth:`Abstraction.pre_state`), so a model with
+  small bounded domains can check arbitrarily long traces;
 * whether the model's state after the action agrees with what the implementation reported
   (``state_after`` and the event's fields), the refinement check.
 
@@ -90,8 +94,11 @@ class Abstraction(Protocol):
     def initial_state(self, event: TraceEvent) -> Any:
         """The model state of a new instance, before its first event ``event``."""
 
-    def action(self, state: Any, event: TraceEvent) -> ModelAction | None:
-        """The model action ``event`` is, or ``None`` if it leaves the abstract state unchanged.
+    def pre_state(self, state: Any, event: TraceEvent) -> Any:
+        """The model state to replay ``event`` from (``state``: where the last event left it)."""
+
+    def actions(self, state: Any, event: TraceEvent) -> Sequence[ModelAction]:
+        """The model actions ``event`` is, in order (empty: a stutter step).
 
         Raises:
             ValueError: the event cannot be mapped (an unknown event name, a missing field).
@@ -99,6 +106,58 @@ class Abstraction(Protocol):
 
     def mismatch(self, state: Any, event: TraceEvent) -> str | None:
         """Why the model state after ``event`` disagrees with the implementation, or ``None``."""
+
+
+class MemoizedModel:
+    """A model whose answers are remembered: a model is a pure function of (state, action), and
+    an abstraction over small domains visits few distinct states, so replay costs a dictionary
+    lookup per action after the first runs.
+
+    Args:
+        model: the model (its states must be hashable).
+        entries_max: bound on remembered answers per kind; past it the cache is cleared.
+    """
+
+    def __init__(self, model: ExecutableModel, entries_max: int = 200_000) -> None:
+        self._model = model
+        self._entries_max = entries_max
+        self._enabled: dict[tuple[Any, str, tuple[tuple[str, Any], ...]], bool] = {}
+        self._step: dict[tuple[Any, str, tuple[tuple[str, Any], ...]], Any] = {}
+        self._invariants: dict[Any, list[str]] = {}
+
+    @property
+    def name(self) -> str:
+        """The model's name."""
+        return self._model.name
+
+    def enabled(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> bool:
+        """As the model's, remembered."""
+        key = (state, action, tuple(sorted((params or {}).items())))
+        answer = self._enabled.get(key)
+        if answer is None:
+            if len(self._enabled) >= self._entries_max:
+                self._enabled.clear()
+            answer = self._enabled[key] = self._model.enabled(state, action, params)
+        return answer
+
+    def step(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> Any:
+        """As the model's, remembered."""
+        key = (state, action, tuple(sorted((params or {}).items())))
+        successor = self._step.get(key)
+        if successor is None:
+            if len(self._step) >= self._entries_max:
+                self._step.clear()
+            successor = self._step[key] = self._model.step(state, action, params)
+        return successor
+
+    def check_invariants(self, state: Any) -> list[str]:
+        """As the model's, remembered."""
+        broken = self._invariants.get(state)
+        if broken is None:
+            if len(self._invariants) >= self._entries_max:
+                self._invariants.clear()
+            broken = self._invariants[state] = list(self._model.check_invariants(state))
+        return list(broken)
 
 
 @dataclass(frozen=True, slots=True)
@@ -215,16 +274,18 @@ class TraceChecker:
         state = self._states.get(key)
         if state is None:
             state = abstraction.initial_state(event)
+        state = abstraction.pre_state(state, event)
         try:
-            action = abstraction.action(state, event)
+            actions = abstraction.actions(state, event)
         except ValueError as error:
             return self._fail(
                 index, event, subject=key[1], action="", kind="unmapped", invariant="",
                 message=str(error),
             )
-        if action is not None:
+        model = abstraction.model
+        label = ""
+        for action in actions:
             label = action.label()
-            model = abstraction.model
             if not model.enabled(state, action.name, action.params):
                 return self._fail(
                     index, event, subject=key[1], action=label, kind="not_enabled",
@@ -238,8 +299,6 @@ class TraceChecker:
                     index, event, subject=key[1], action=label, kind="invariant",
                     invariant=broken[0], message=f"violated after {label} in {state!r}",
                 )
-        else:
-            label = ""
         reason = abstraction.mismatch(state, event)
         if reason is not None:
             return self._fail(

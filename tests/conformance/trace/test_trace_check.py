@@ -71,14 +71,19 @@ class _CopyAbstraction:
     def initial_state(self, event: TraceEvent) -> Any:
         return _CopyState("COPYING", 0, 0, 0)
 
-    def action(self, state: Any, event: TraceEvent) -> ModelAction | None:
+    def pre_state(self, state: Any, event: TraceEvent) -> Any:
+        return state
+
+    def actions(self, state: Any, event: TraceEvent) -> list[ModelAction]:
         if event.event == "HEARTBEAT":
-            return None
+            return []
+        if event.event == "CHUNKS_COPIED":
+            return [ModelAction("chunk_copied")] * int(str(event.fields["count"]))
         names = {"SOURCE_APPENDED": "source_appended", "CHUNK_COPIED": "chunk_copied",
                  "LOG_SWAPPED": "swapped"}
         if event.event not in names:
             raise ValueError(f"unknown event {event.event}")
-        return ModelAction(names[event.event])
+        return [ModelAction(names[event.event])]
 
     def mismatch(self, state: Any, event: TraceEvent) -> str | None:
         reported = event.fields.get("dest_leo")
@@ -141,6 +146,18 @@ def test_refinement_mismatch_and_unmapped_events() -> None:
     unmapped = check_trace([_event("BOGUS")], [_CopyAbstraction(_CopyModel())])
     assert unmapped.violation is not None
     assert unmapped.violation.kind == "unmapped"
+
+
+def test_one_event_may_be_several_model_actions() -> None:
+    trace = [_event("SOURCE_APPENDED"), _event("SOURCE_APPENDED"),
+             _event("CHUNKS_COPIED", count=2, dest_leo=2), _event("LOG_SWAPPED")]
+    verdict = check_trace(trace, [_CopyAbstraction(_CopyModel())])
+    assert verdict.ok
+    assert verdict.actions["replica_move.chunk_copied"] == 2
+    too_many = [_event("SOURCE_APPENDED"), _event("CHUNKS_COPIED", count=2)]
+    violation = check_trace(too_many, [_CopyAbstraction(_CopyModel())]).violation
+    assert violation is not None
+    assert (violation.index, violation.kind) == (1, "not_enabled")
 
 
 def test_checker_stops_at_first_violation_and_keeps_it() -> None:

@@ -1,0 +1,984 @@
+"""The first deterministic simulator slice: replica moves, crash recovery and dir failure.
+
+Theory of operation
+-------------------
+Each simulated broker is the storage engine's real :class:`impl.storage.manager.LogManager`
+(the same object the trio broker builds) over a :class:`conformance.disk.SimDisk` with
+``log_dirs`` dirs, a :class:`conformance.clock.SimClock` and a trace sink. The simulator is a
+second shell around the same cores: where the trio runtime awaits (the mover loop, the partition
+lock), the simulator decides, from the seed, what runs next.
+
+One seed decides everything, through named streams of :class:`conformance.rng.SimRng`:
+
+* ``workload`` draws one operation per step — append a batch, flush, checkpoint, request a move
+  (AlterReplicaLogDirs; a request while moving is a redirect, ``"any"`` a cancel), a mover step,
+  a throttle change, a read, the background deletion of ``.delete`` dirs, an attempt to recreate
+  a lost replica — independently of the system's state, so that removing a fault does not change
+  the operations (the shrinker relies on it);
+* ``faults`` plans the fault schedule up front (:func:`plan_faults`): crashes at a step boundary,
+  in the middle of an operation (before its n-th disk mutation) or just before a given effect of
+  a swap, a crash right after an unflushed append (a torn tail), a failed dir (EIO), a dir
+  unreadable at the next start;
+* ``broker-<b>/…`` streams decide the crash's losses and the interleavings.
+
+Concurrency: a producer may arrive at any effect point of a move in the locked window
+(``CAUGHT_UP``/``SWAPPING``). With the partition lock held it waits (the append is simply not
+taken there); in the ``unlocked_swap`` variant the lock does not exclude it — Apache Kafka's
+KAFKA-5165-style race the lock exists to prevent.
+
+After every step the end-to-end checks run (``MOVE_SINGLE_LIVE``, ``DIR_FAILURE_ISOLATION``,
+served logs are ``tp`` dirs); every ``verify_interval`` steps, after every restart and at the end
+every online partition is read back whole (``MOVE_NO_LOSS``: every acknowledged batch that was
+durable is there; ``READ_CONSISTENT``: batches contiguous, no duplicate, no reordering, CRCs and
+contents as acknowledged). Every trace event also goes to the online trace checker.
+
+``impl.storage.manager`` imports trio for its runtime; the simulator never enters it: it replaces
+each partition's lock with :class:`SimLock` and drives the manager's synchronous entry points
+(``append_as_leader`` is a coroutine that never suspends on an uncontended :class:`SimLock`).
+
+This module is a sans-IO core: it imports no I/O module itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import hashlib
+from collections.abc import Callable, Coroutine, Sequence
+from dataclasses import dataclass, field, replace
+from typing import Any, TypeVar
+
+from conformance.clock import SimClock
+from conformance.disk import SimDisk, SimulatedCrash
+from conformance.rng import SimRng
+from conformance.trace_check import Abstraction, TraceChecker, TraceVerdict
+from impl.storage import record_batch as rb
+from impl.storage import replica_move as rm
+from impl.storage.config import UNLIMITED_RATE, StorageConfig
+from impl.storage.errors import StorageError
+from impl.storage.manager import LogManager, PartitionLog
+from impl.storage.names import DirKind, TopicPartition, dir_name, parse_dir_name
+from impl.trace import TraceEvent
+
+__sans_io__ = True
+
+T = TypeVar("T")
+
+#: The implementation variants the simulator can run (see :class:`SimConfig.variant`).
+VARIANTS: dict[str, str] = {
+    "shipped": "the implementation as it ships",
+    "unlocked_swap": (
+        "final catch-up and swap not excluded by the partition lock: a produce request can "
+        "append to the source after the final catch-up (the bug KIP-113 step 4 prevents)"
+    ),
+    "swap_before_durable": (
+        "the swap renames before tp.move is durable: the destination's data and dir fsyncs "
+        "of the swap do not happen (Apache Kafka's order)"
+    ),
+}
+
+#: Fault kinds, in the order the planner weighs them.
+FAULT_KINDS = (
+    "crash",
+    "crash_mid_operation",
+    "crash_in_swap",
+    "torn_tail",
+    "dir_failure",
+    "unreadable_at_startup",
+)
+
+#: The move effects a ``crash_in_swap`` fault may strike just before (its ``target`` indexes it).
+SWAP_EFFECTS = (
+    "CopyRemaining",
+    "SyncDest",
+    "RenameSourceToDelete",
+    "RenameMoveToLive",
+    "SwapLog",
+    "ReleaseLock",
+    "DeleteAsync",
+)
+
+_MOVING = (rm.MoveState.COPYING, rm.MoveState.CAUGHT_UP)
+_LOCKED_WINDOW = (rm.MoveState.CAUGHT_UP, rm.MoveState.SWAPPING)
+_THROTTLE_RATES = (UNLIMITED_RATE, 1 << 20, 64 << 10, 8 << 10)
+
+
+@dataclass(frozen=True, slots=True)
+class SimConfig:
+    """What one simulated run looks like (everything else comes from the seed).
+
+    Attributes:
+        brokers: simulated brokers (independent in this slice: no replication between them).
+        log_dirs: log dirs per broker.
+        partitions: partitions per broker.
+        steps: workload operations.
+        fault_probability: chance that a step carries a fault.
+        variant: one of :data:`VARIANTS`.
+        verify_interval: read every partition back whole every this many steps.
+        segment_bytes: ``log.segment.bytes`` (small, so that moves cross segments).
+        chunk_bytes: a mover's chunk.
+        trace_check: replay the trace in the models as it is emitted.
+    """
+
+    brokers: int = 1
+    log_dirs: int = 3
+    partitions: int = 3
+    steps: int = 200
+    fault_probability: float = 0.03
+    variant: str = "shipped"
+    verify_interval: int = 10
+    segment_bytes: int = 2048
+    chunk_bytes: int = 700
+    trace_check: bool = True
+
+    def __post_init__(self) -> None:
+        assert self.brokers >= 1
+        assert self.log_dirs >= 2, "a move needs two dirs"
+        assert self.partitions >= 1
+        assert self.steps >= 0
+        assert 0.0 <= self.fault_probability <= 1.0
+        assert self.variant in VARIANTS, f"unknown variant {self.variant!r}"
+        assert self.verify_interval >= 1
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class Fault:
+    """One planned fault.
+
+    Attributes:
+        step: the step it strikes at (before that step's operation).
+        kind: one of :data:`FAULT_KINDS`.
+        broker: the broker it strikes.
+        target: the dir index (dir faults), the disk mutation count (``crash_mid_operation``),
+            or the index in :data:`SWAP_EFFECTS` (``crash_in_swap``).
+    """
+
+    step: int
+    kind: str
+    broker: int = 0
+    target: int = 0
+
+    def apply(self, world: BrokerWorld) -> None:
+        """Inject this fault into ``world``."""
+        world.inject(self)
+
+    def spec(self) -> str:
+        """``step:kind:broker:target``, the form ``--faults`` takes."""
+        return f"{self.step}:{self.kind}:{self.broker}:{self.target}"
+
+    @staticmethod
+    def parse(spec: str) -> Fault:
+        """The inverse of :meth:`spec`.
+
+        Raises:
+            ValueError: not a fault spec.
+        """
+        parts = spec.strip().split(":")
+        if len(parts) != 4 or parts[1] not in FAULT_KINDS:
+            raise ValueError(f"not a fault spec (step:kind:broker:target): {spec!r}")
+        step, kind, broker, target = parts
+        return Fault(int(step), kind, int(broker), int(target))
+
+
+def format_faults(faults: Sequence[Fault]) -> str:
+    """Faults as a comma-separated list of specs ("" for none)."""
+    return ",".join(fault.spec() for fault in faults)
+
+
+def parse_faults(text: str) -> tuple[Fault, ...]:
+    """The inverse of :func:`format_faults`.
+
+    Raises:
+        ValueError: a spec is malformed.
+    """
+    return tuple(sorted(Fault.parse(spec) for spec in text.split(",") if spec.strip()))
+
+
+def plan_faults(seed: int, config: SimConfig) -> tuple[Fault, ...]:
+    """The fault schedule of a run: drawn from the seed's ``faults`` stream alone.
+
+    At most ``log_dirs - 1`` distinct dirs of a broker ever fail, so something always remains.
+
+    Args:
+        seed: the run's seed.
+        config: the run's shape.
+
+    Returns:
+        The faults, ordered by step.
+    """
+    rng = SimRng(seed).stream("faults")
+    faults: list[Fault] = []
+    failed: dict[int, set[int]] = {}
+    for step in range(1, config.steps):
+        if not rng.chance(config.fault_probability):
+            continue
+        broker = rng.randrange(config.brokers)
+        roll = rng.randrange(100)
+        if roll < 20:
+            faults.append(Fault(step, "crash", broker))
+        elif roll < 40:
+            faults.append(Fault(step, "crash_mid_operation", broker, rng.randint(1, 40)))
+        elif roll < 65:
+            faults.append(Fault(step, "crash_in_swap", broker, rng.randrange(len(SWAP_EFFECTS))))
+        elif roll < 80:
+            faults.append(Fault(step, "torn_tail", broker))
+        else:
+            kind = "dir_failure" if roll < 92 else "unreadable_at_startup"
+            target = rng.randrange(config.log_dirs)
+            dirs = failed.setdefault(broker, set())
+            if target not in dirs and len(dirs) >= config.log_dirs - 1:
+                continue
+            dirs.add(target)
+            faults.append(Fault(step, kind, broker, target))
+    return tuple(faults)
+
+
+@dataclass(frozen=True, slots=True)
+class Violation:
+    """What an end-to-end check (or the trace checker) found."""
+
+    invariant: str
+    kind: str
+    message: str
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class SimOutcome:
+    """Everything one simulated run produced.
+
+    Attributes:
+        seed: the seed.
+        config: the run's shape.
+        faults: the fault schedule that ran.
+        violation: the first violation, or ``None``.
+        steps: steps run (fewer than configured when a violation stopped the run).
+        events: trace events emitted.
+        trace: the trace (kept only when asked for).
+        trace_digest: SHA-256 of the trace's JSON lines.
+        trace_verdict: the trace checker's verdict.
+        restarts: crashes survived.
+        acknowledged_batches: appends that returned.
+        moves_done: moves that reached ``DONE``.
+    """
+
+    seed: int
+    config: SimConfig
+    faults: tuple[Fault, ...]
+    violation: Violation | None
+    steps: int
+    events: int
+    trace: tuple[TraceEvent, ...]
+    trace_digest: str
+    trace_verdict: TraceVerdict
+    restarts: int
+    acknowledged_batches: int
+    moves_done: int
+
+
+class SimLock:
+    """The partition lock of the simulator (the trio lock's interface, never suspending).
+
+    Args:
+        excludes: ``False`` reproduces a swap not protected by the lock (variant
+            ``unlocked_swap``): acquiring always succeeds.
+    """
+
+    def __init__(self, excludes: bool = True) -> None:
+        self.excludes = excludes
+        self._held = False
+
+    def locked(self) -> bool:
+        """Whether the lock is held."""
+        return self._held
+
+    def acquire_nowait(self) -> None:
+        """Take the lock; in the simulator nobody ever waits, so contention is a bug."""
+        assert not (self.excludes and self._held), "simulated lock contention"
+        self._held = True
+
+    def release(self) -> None:
+        """Release the lock."""
+        assert self._held or not self.excludes, "release of a free lock"
+        self._held = False
+
+    async def acquire(self) -> None:
+        """Take the lock (never suspends)."""
+        self.acquire_nowait()
+
+    async def __aenter__(self) -> None:
+        self.acquire_nowait()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+class _BrokerSink:
+    """Tags every event's subject with the broker (``t-0@1``) and forwards it."""
+
+    def __init__(self, broker: int, emit: Callable[[TraceEvent], None]) -> None:
+        self._suffix = f"@{broker}"
+        self._emit = emit
+
+    def emit(self, event: TraceEvent) -> None:
+        self._emit(replace(event, subject=event.subject + self._suffix))
+
+
+class ViolationFound(Exception):  # noqa: N818 (a verdict, not an error of the simulator)
+    """Raised by a check to stop the run."""
+
+    def __init__(self, invariant: str, message: str) -> None:
+        super().__init__(f"{invariant}: {message}")
+        self.invariant = invariant
+        self.message = message
+
+
+@dataclass
+class _PartitionBook:
+    """What the simulator knows a partition must hold."""
+
+    #: acknowledged batches: (base offset, next offset, CRC-32C), in offset order
+    batches: list[tuple[int, int, int]] = field(default_factory=list)
+    #: batches below this offset were made durable (flush, checkpoint, a swap)
+    durable_offset: int = 0
+    #: the batch being appended when a crash struck: (record count, CRC-32C)
+    in_flight: tuple[int, int] | None = None
+    #: the partition may not be served (its dir failed, or recovery said so)
+    offline: bool = False
+
+    @property
+    def end_offset(self) -> int:
+        return self.batches[-1][1] if self.batches else 0
+
+
+def _drive(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that must not suspend (a trio call on an uncontended SimLock)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    coroutine.close()
+    raise AssertionError("a simulated call suspended")
+
+
+class BrokerWorld:
+    """One simulated broker: a real LogManager over a simulated disk, and what it must hold.
+
+    Args:
+        broker: the broker id.
+        config: the run's shape.
+        clock: the run's clock.
+        rng: this broker's stream.
+        emit: where trace events go.
+    """
+
+    def __init__(
+        self,
+        broker: int,
+        config: SimConfig,
+        clock: SimClock,
+        rng: SimRng,
+        emit: Callable[[TraceEvent], None],
+    ) -> None:
+        self.broker = broker
+        self.config = config
+        self.clock = clock
+        self.rng = rng
+        self._crash_rng = rng.stream("crash")
+        self._interleave_rng = rng.stream("interleave")
+        self.sink = _BrokerSink(broker, emit)
+        self.log_dirs = tuple(
+            f"/sim/broker-{broker}/data-{index}" for index in range(config.log_dirs)
+        )
+        self.disk = SimDisk(self.log_dirs)
+        self.storage_config = StorageConfig(
+            log_dirs=self.log_dirs,
+            broker_id=broker,
+            segment_bytes=config.segment_bytes,
+            index_interval_bytes=256,
+            move_chunk_bytes=config.chunk_bytes,
+        )
+        self.tps = tuple(TopicPartition("t", index) for index in range(config.partitions))
+        self.books = {tp: _PartitionBook() for tp in self.tps}
+        self.restarts = 0
+        self.acknowledged_batches = 0
+        self.moves_done = 0
+        self._sequence = 0
+        self._swap_crash: str | None = None
+        self._unreadable_next_start: set[int] = set()
+        self.manager = self._open()
+        for tp in self.tps:
+            self.manager.create(tp, is_new=True)
+        self._adopt_locks()
+        self.manager.checkpoint()
+
+    # --- life cycle --------------------------------------------------------------------------
+
+    def _open(self) -> LogManager:
+        manager = LogManager.open(
+            self.storage_config, disk=self.disk, clock=self.clock, trace=self.sink
+        )
+        manager.effect_hook = self._on_effect
+        return manager
+
+    def _adopt_locks(self) -> None:
+        excludes = self.config.variant != "unlocked_swap"
+        for partition in self.manager.partitions().values():
+            current: object = partition.lock
+            if not isinstance(current, SimLock):
+                # The trio lock cannot be taken outside trio; PartitionLog has no lock port.
+                partition.__dict__["lock"] = SimLock(excludes)
+
+    def _lock(self, partition: PartitionLog) -> SimLock:
+        lock: object = partition.lock
+        assert isinstance(lock, SimLock)
+        return lock
+
+    def crash_and_restart(self) -> None:
+        """The process dies: memory is lost, the disk keeps what the contract says; restart."""
+        for tp in self.tps:
+            move = self.manager.move_state(tp)
+            if move.state is not rm.MoveState.NONE:
+                self.sink.emit(rm.step(move, rm.MoveInput(rm.MoveEvent.CRASHED)).trace)
+        self.disk.arm_crash(None)
+        self.disk.set_fsync_effective(True)
+        self._swap_crash = None
+        self.disk.crash(self._crash_rng)
+        for index in sorted(self._unreadable_next_start):
+            self.disk.make_unreadable(self.log_dirs[index])
+        self._unreadable_next_start.clear()
+        self.restarts += 1
+        self.manager = self._open()
+        self._adopt_locks()
+        self._reconcile_after_restart()
+
+    def _reconcile_after_restart(self) -> None:
+        offline_dirs = self.manager.offline_dirs
+        for tp in self.tps:
+            book = self.books[tp]
+            partition = self.manager.get(tp)
+            if partition is None or partition.offline:
+                if not offline_dirs and not book.offline:
+                    raise ViolationFound(
+                        "MOVE_RECOVERY_TOTAL",
+                        f"broker {self.broker}: {tp} has no live log after recovery and no dir "
+                        f"is bad ({self._dirs_of(tp)})",
+                    )
+                book.offline = True
+                continue
+            found = self._read_whole(tp, partition)
+            if found is None:
+                book.offline = True
+                continue
+            durable = [batch for batch in book.batches if batch[1] <= book.durable_offset]
+            if found[: len(durable)] != durable:
+                raise ViolationFound(
+                    "MOVE_NO_LOSS",
+                    f"broker {self.broker}: {tp} lost durable acknowledged batches in a crash: "
+                    f"durable up to offset {book.durable_offset}, recovered "
+                    f"{_describe(found)} vs acknowledged {_describe(book.batches)}",
+                )
+            allowed = list(book.batches)
+            if book.in_flight is not None:
+                count, crc = book.in_flight
+                allowed.append((book.end_offset, book.end_offset + count, crc))
+            if found != allowed[: len(found)]:
+                raise ViolationFound(
+                    "READ_CONSISTENT",
+                    f"broker {self.broker}: {tp} recovered batches that were never appended: "
+                    f"{_describe(found)} vs {_describe(allowed)}",
+                )
+            book.batches = found
+            book.durable_offset = book.end_offset
+            book.in_flight = None
+            book.offline = False
+
+    # --- effects and interleavings -----------------------------------------------------------
+
+    def _on_effect(self, tp: TopicPartition, effect: rm.MoveEffect) -> None:
+        name = type(effect).__name__
+        if self._swap_crash == name:
+            self._swap_crash = None
+            raise SimulatedCrash(f"before {name} of {tp}")
+        if self.config.variant == "swap_before_durable":
+            if isinstance(effect, rm.SyncDest):
+                self.disk.set_fsync_effective(False)
+            elif isinstance(effect, rm.RenameSourceToDelete):
+                self.disk.set_fsync_effective(True)
+        state = self.manager.move_state(tp).state
+        if state in _LOCKED_WINDOW and self._interleave_rng.chance(0.5):
+            partition = self.manager.get(tp)
+            if partition is not None and not (
+                self._lock(partition).excludes and self._lock(partition).locked()
+            ):
+                self.append(tp, self._interleave_rng.randint(1, 3))
+
+    # --- operations --------------------------------------------------------------------------
+
+    def append(self, tp: TopicPartition, record_count: int) -> None:
+        """Produce one batch of ``record_count`` unique records (acks once it returns)."""
+        partition = self.manager.get(tp)
+        if partition is None or partition.offline:
+            return
+        values = []
+        for _ in range(record_count):
+            self._sequence += 1
+            values.append(f"b{self.broker}/{tp}/{self._sequence}".encode())
+        batch = rb.build_batch(values, timestamp_ms=self.clock.wall_ms())
+        crc = rb.parse_header(batch).crc
+        book = self.books[tp]
+        book.in_flight = (record_count, crc)
+        try:
+            info = _drive(partition.append_as_leader(batch, leader_epoch=0))
+        except StorageError:
+            book.in_flight = None
+            return
+        book.in_flight = None
+        if info.base_offset != book.end_offset:
+            raise ViolationFound(
+                "MOVE_NO_LOSS" if info.base_offset < book.end_offset else "READ_CONSISTENT",
+                f"broker {self.broker}: {tp} append got base offset {info.base_offset}, "
+                f"acknowledged log ends at {book.end_offset}",
+            )
+        book.batches.append((info.base_offset, info.last_offset + 1, crc))
+        self.acknowledged_batches += 1
+
+    def flush(self, tp: TopicPartition) -> None:
+        """Fsync one partition; its acknowledged batches become durable."""
+        partition = self.manager.get(tp)
+        if partition is None or partition.offline:
+            return
+        try:
+            partition.flush()
+        except StorageError:
+            return
+        self.books[tp].durable_offset = self.books[tp].end_offset
+
+    def checkpoint(self) -> None:
+        """The periodic flush and checkpoint of every dir."""
+        self.manager.checkpoint()
+        for tp in self.tps:
+            partition = self.manager.get(tp)
+            if partition is not None and not partition.offline:
+                self.books[tp].durable_offset = self.books[tp].end_offset
+
+    def request_move(self, tp: TopicPartition, dir_index: int | None) -> None:
+        """AlterReplicaLogDirs (``None``: ``"any"``, which cancels a move)."""
+        target = "any" if dir_index is None else self.log_dirs[dir_index]
+        self.manager.alter_replica_log_dir(tp, target)
+
+    def mover_step(self, pick: int) -> None:
+        """What one runnable mover of the trio runtime does next."""
+        moving = [tp for tp in self.tps if self.manager.move_state(tp).state in _MOVING]
+        runnable = moving[: self.manager.config.mover_count]
+        if not runnable:
+            return
+        tp = runnable[pick % len(runnable)]
+        partition = self.manager.get(tp)
+        if partition is None:
+            return
+        state = self.manager.move_state(tp).state
+        if state is rm.MoveState.COPYING:
+            # The runtime's mover waits for the shared bucket, then copies a chunk.
+            wait_ns = self.manager._bucket.wait_ns(self.clock.monotonic_ns())
+            self.clock.advance_ns(wait_ns)
+            self.manager.copy_step_nowait(tp, self.config.chunk_bytes)
+        else:
+            lock = self._lock(partition)
+            lock.acquire_nowait()
+            if self.manager.move_state(tp).state is not rm.MoveState.CAUGHT_UP:
+                lock.release()
+                return
+            self.manager._step(tp, rm.MoveInput(rm.MoveEvent.LOCK_ACQUIRED))
+            after = self.manager.move_state(tp)
+            if after.lock_held and after.state is rm.MoveState.SWAPPING and lock.locked():
+                lock.release()
+        if self.manager.move_state(tp).state is rm.MoveState.DONE and state is not (
+            rm.MoveState.DONE
+        ):
+            self.moves_done += 1
+            self.books[tp].durable_offset = self.books[tp].end_offset
+
+    def set_throttle(self, choice: int) -> None:
+        """Change ``intra.broker.throttled.rate`` live."""
+        self.manager.set_throttle_rate(_THROTTLE_RATES[choice % len(_THROTTLE_RATES)])
+
+    def delete_pending(self) -> None:
+        """The background removal of ``.delete`` dirs."""
+        self.manager.delete_pending_nowait()
+
+    def recreate(self, tp: TopicPartition) -> None:
+        """LeaderAndIsr without ``isNew`` for a replica this broker lost: never recreated empty."""
+        book = self.books[tp]
+        partition = self.manager.get(tp)
+        if partition is not None and not partition.offline:
+            return
+        try:
+            created = self.manager.create(tp, is_new=False)
+        except StorageError:
+            return
+        self._adopt_locks()
+        if created.log_end_offset < book.end_offset:
+            raise ViolationFound(
+                "DIR_FAILURE_ISOLATION",
+                f"broker {self.broker}: lost replica {tp} recreated with LEO "
+                f"{created.log_end_offset} on {created.log_dir}; acknowledged up to "
+                f"{book.end_offset}",
+            )
+
+    def read(self, tp: TopicPartition, offset_draw: int, max_bytes: int) -> None:
+        """A consumer's fetch from a random offset: contiguous batches as acknowledged."""
+        partition = self.manager.get(tp)
+        book = self.books[tp]
+        if partition is None or partition.offline or not book.batches:
+            return
+        offset = offset_draw % (book.end_offset + 1)
+        try:
+            slices = partition.read(offset, max_bytes)
+            found = _batches_of(slices)
+        except (StorageError, OSError):
+            return
+        if offset < book.end_offset and not found:
+            raise ViolationFound(
+                "READ_CONSISTENT", f"broker {self.broker}: {tp} read at {offset} returned nothing"
+            )
+        expected = [batch for batch in book.batches if batch[1] > offset][: len(found)]
+        if found != expected:
+            raise ViolationFound(
+                "READ_CONSISTENT" if len(found) == len(expected) else "MOVE_NO_LOSS",
+                f"broker {self.broker}: {tp} read at {offset}: {_describe(found)}, acknowledged "
+                f"{_describe(expected)}",
+            )
+
+    def settle(self, steps_max: int = 10_000) -> None:
+        """Finish every move (unthrottled) and the pending deletions (end of the run)."""
+        self.manager.set_throttle_rate(UNLIMITED_RATE)
+        for step in range(steps_max):
+            if not any(self.manager.move_state(tp).state in _MOVING for tp in self.tps):
+                break
+            self.mover_step(step)
+        self.delete_pending()
+
+    # --- checks ------------------------------------------------------------------------------
+
+    def check_structure(self) -> None:
+        """MOVE_SINGLE_LIVE and DIR_FAILURE_ISOLATION on the current state."""
+        live: dict[TopicPartition, list[str]] = {}
+        for log_dir in self.log_dirs:
+            for name in self.disk.entries_unchecked(log_dir):
+                parsed = _parse_dir_name(name)
+                if parsed is not None and parsed[1] is DirKind.LIVE:
+                    live.setdefault(parsed[0], []).append(log_dir)
+        offline_dirs = self.manager.offline_dirs
+        for tp in self.tps:
+            dirs = live.get(tp, [])
+            if len(dirs) > 1:
+                raise ViolationFound(
+                    "MOVE_SINGLE_LIVE", f"broker {self.broker}: {tp} is live on {dirs}"
+                )
+            partition = self.manager.get(tp)
+            offline = partition is None or partition.offline
+            if offline and not offline_dirs:
+                raise ViolationFound(
+                    "DIR_FAILURE_ISOLATION",
+                    f"broker {self.broker}: {tp} is offline but every log dir is online",
+                )
+            if partition is None or offline:
+                self.books[tp].offline = True
+                continue
+            if partition.log.kind is not DirKind.LIVE or partition.log_dir not in dirs:
+                raise ViolationFound(
+                    "MOVE_SINGLE_LIVE",
+                    f"broker {self.broker}: {tp} is served from {partition.log.path}, live dirs "
+                    f"{dirs}",
+                )
+
+    def check_records(self) -> None:
+        """MOVE_NO_LOSS and READ_CONSISTENT: every online partition read back whole."""
+        for tp in self.tps:
+            partition = self.manager.get(tp)
+            if partition is None or partition.offline:
+                continue
+            book = self.books[tp]
+            found = self._read_whole(tp, partition)
+            if found is None or found == book.batches:
+                continue
+            missing = [batch for batch in book.batches if batch not in found]
+            raise ViolationFound(
+                "MOVE_NO_LOSS" if missing else "READ_CONSISTENT",
+                f"broker {self.broker}: {tp} on {partition.log_dir} holds {_describe(found)}, "
+                f"acknowledged {_describe(book.batches)}",
+            )
+
+    def _read_whole(
+        self, tp: TopicPartition, partition: PartitionLog
+    ) -> list[tuple[int, int, int]] | None:
+        """Every batch of the partition, or ``None`` if reading found its dir failed."""
+        found: list[tuple[int, int, int]] = []
+        offset = partition.log_start_offset
+        for _ in range(100_000):
+            if offset >= partition.log_end_offset:
+                break
+            try:
+                slices = partition.read(offset, 1 << 20)
+                batches = _batches_of(slices)
+            except OSError:
+                return None
+            except StorageError:
+                if partition.offline:
+                    return None
+                raise
+            if not batches:
+                raise ViolationFound(
+                    "READ_CONSISTENT",
+                    f"broker {self.broker}: {tp} read at {offset} below the LEO "
+                    f"{partition.log_end_offset} returned nothing",
+                )
+            found.extend(batches)
+            offset = batches[-1][1]
+        return found
+
+    def _dirs_of(self, tp: TopicPartition) -> str:
+        names = []
+        for log_dir in self.log_dirs:
+            for kind in DirKind:
+                if dir_name(tp, kind) in self.disk.entries_unchecked(log_dir):
+                    names.append(f"{log_dir}/{dir_name(tp, kind)}")
+        return ", ".join(names) or "nothing on disk"
+
+    # --- faults ------------------------------------------------------------------------------
+
+    def inject(self, fault: Fault) -> None:
+        """Apply one planned fault (crashes restart the broker at once)."""
+        if fault.kind == "crash":
+            self.crash_and_restart()
+        elif fault.kind == "crash_mid_operation":
+            self.disk.arm_crash(fault.target)
+        elif fault.kind == "crash_in_swap":
+            self._swap_crash = SWAP_EFFECTS[fault.target % len(SWAP_EFFECTS)]
+        elif fault.kind == "torn_tail":
+            tp = self.tps[fault.target % len(self.tps)]
+            self.append(tp, 3)
+            self.crash_and_restart()
+        elif fault.kind == "dir_failure":
+            self.disk.fail_dir(self.log_dirs[fault.target % len(self.log_dirs)])
+        else:
+            self._unreadable_next_start.add(fault.target % len(self.log_dirs))
+            self.crash_and_restart()
+
+
+@functools.lru_cache(maxsize=4096)
+def _parse_dir_name(name: str) -> tuple[TopicPartition, DirKind] | None:
+    return parse_dir_name(name)
+
+
+def _batches_of(slices: Sequence[Any]) -> list[tuple[int, int, int]]:
+    """(base, next, CRC) of every whole batch; a fetch may end inside its last batch (Kafka's
+    consumers drop that partial batch), never anywhere else."""
+    found: list[tuple[int, int, int]] = []
+    for index, file_slice in enumerate(slices):
+        try:
+            data = file_slice.read_all()
+        finally:
+            file_slice.close()
+        position = 0
+        while position < len(data):
+            if len(data) - position < rb.HEADER_SIZE:
+                header = None
+            else:
+                header = None
+                length = int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
+                if position + length + rb.LOG_OVERHEAD <= len(data):
+                    header = rb.parse_header(data, position)
+            if header is None:
+                if index != len(slices) - 1:
+                    raise ViolationFound(
+                        "READ_CONSISTENT", f"a partial batch in the middle of a fetch ({index})"
+                    )
+                break
+            try:
+                rb.check_crc(data, header)
+            except StorageError as error:
+                raise ViolationFound("READ_CONSISTENT", f"a fetch returned {error}") from error
+            found.append((header.base_offset, header.next_offset, header.crc))
+            position += header.size_in_bytes
+    return found
+
+
+def _describe(batches: Sequence[tuple[int, int, int]]) -> str:
+    if not batches:
+        return "no batch"
+    shown = ", ".join(f"[{base},{end})#{crc:08x}" for base, end, crc in batches[-4:])
+    prefix = f"{len(batches)} batches, last: " if len(batches) > 4 else ""
+    return prefix + shown
+
+
+#: Builds the abstractions the trace checker uses (see :mod:`conformance.move_abstraction`).
+AbstractionFactory = Callable[[SimConfig], Sequence[Abstraction]]
+
+
+def replay_command(seed: int, config: SimConfig, faults: Sequence[Fault] | None = None) -> str:
+    """The command that reproduces a run (only non-default settings are spelled out)."""
+    default = SimConfig()
+    parts = [f"logproof conformance replay --seed {seed}"]
+    if config.brokers != default.brokers:
+        parts.append(f"--brokers {config.brokers}")
+    if config.log_dirs != default.log_dirs:
+        parts.append(f"--log-dirs {config.log_dirs}")
+    if config.partitions != default.partitions:
+        parts.append(f"--partitions {config.partitions}")
+    if config.steps != default.steps:
+        parts.append(f"--steps {config.steps}")
+    if config.fault_probability != default.fault_probability:
+        parts.append(f"--fault-probability {config.fault_probability}")
+    if config.variant != default.variant:
+        parts.append(f"--variant {config.variant}")
+    if config.segment_bytes != default.segment_bytes:
+        parts.append(f"--segment-bytes {config.segment_bytes}")
+    if config.chunk_bytes != default.chunk_bytes:
+        parts.append(f"--chunk-bytes {config.chunk_bytes}")
+    if faults is not None:
+        parts.append(f"--faults '{format_faults(faults)}'")
+    return " ".join(parts)
+
+
+def simulate(
+    seed: int,
+    config: SimConfig,
+    faults: Sequence[Fault] | None = None,
+    *,
+    abstractions: AbstractionFactory | None = None,
+    keep_trace: bool = False,
+) -> SimOutcome:
+    """Run one seed.
+
+    Args:
+        seed: decides the workload, the fault schedule (unless given) and every interleaving.
+        config: the run's shape.
+        faults: a fault schedule to use instead of the seed's (the shrinker passes subsets).
+        abstractions: builds the trace checker's abstractions (none: events counted only).
+        keep_trace: keep the events in the outcome (a digest is always computed).
+
+    Returns:
+        The outcome; ``violation`` is ``None`` when every check passed.
+    """
+    schedule = tuple(sorted(faults)) if faults is not None else plan_faults(seed, config)
+    command = replay_command(seed, config, faults)
+    checker = TraceChecker(
+        abstractions(config) if abstractions is not None and config.trace_check else (),
+        command,
+    )
+    digest = hashlib.sha256()
+    kept: list[TraceEvent] = []
+    counter = [0]
+
+    def emit(event: TraceEvent) -> None:
+        counter[0] += 1
+        digest.update(event.to_json().encode())
+        digest.update(b"\n")
+        if keep_trace:
+            kept.append(event)
+        checker.feed(event)
+
+    root = SimRng(seed)
+    clock = SimClock()
+    workload = root.stream("workload")
+    worlds: list[BrokerWorld] = []
+    violation: Violation | None = None
+    step = 0
+    by_step: dict[int, list[Fault]] = {}
+    for fault in schedule:
+        by_step.setdefault(fault.step, []).append(fault)
+    try:
+        for broker in range(config.brokers):
+            worlds.append(BrokerWorld(broker, config, clock, root.stream(f"broker-{broker}"), emit))
+        for step in range(config.steps):
+            clock.advance_ns(workload.randrange(2_000_000))
+            for fault in by_step.get(step, ()):
+                _guarded(worlds[fault.broker % len(worlds)], fault.apply)
+            world = worlds[workload.randrange(len(worlds))]
+            operation = _draw_operation(workload, config)
+            _guarded(world, operation)
+            for each in worlds:
+                each.check_structure()
+                if step % config.verify_interval == 0:
+                    each.check_records()
+            if checker.violation is not None:
+                break
+        else:
+            step = config.steps
+            for world in worlds:
+                _guarded(world, lambda w: w.settle())
+                world.check_structure()
+                world.check_records()
+    except ViolationFound as found:
+        violation = Violation(found.invariant, "end_to_end", found.message, step)
+    except (AssertionError, rm.InvalidMoveTransition, StorageError, KeyError, ValueError) as error:
+        violation = Violation(
+            "IMPLEMENTATION_ERROR", "exception", f"{type(error).__name__}: {error}", step
+        )
+    if violation is None and checker.violation is not None:
+        trace_violation = checker.violation
+        violation = Violation(
+            trace_violation.invariant or trace_violation.kind.upper(),
+            "trace",
+            trace_violation.describe(),
+            step,
+        )
+    return SimOutcome(
+        seed=seed,
+        config=config,
+        faults=schedule,
+        violation=violation,
+        steps=step,
+        events=counter[0],
+        trace=tuple(kept),
+        trace_digest=digest.hexdigest(),
+        trace_verdict=checker.verdict(),
+        restarts=sum(world.restarts for world in worlds),
+        acknowledged_batches=sum(world.acknowledged_batches for world in worlds),
+        moves_done=sum(world.moves_done for world in worlds),
+    )
+
+
+def _guarded(world: BrokerWorld, action: Callable[[BrokerWorld], None]) -> None:
+    """Run ``action``; a simulated crash inside it restarts the broker."""
+    try:
+        action(world)
+    except SimulatedCrash:
+        world.crash_and_restart()
+
+
+def _draw_operation(rng: SimRng, config: SimConfig) -> Callable[[BrokerWorld], None]:
+    """One workload operation, drawn without looking at the system's state."""
+    roll = rng.randrange(100)
+    partition = rng.randrange(config.partitions)
+
+    def tp_of(world: BrokerWorld) -> TopicPartition:
+        return world.tps[partition % len(world.tps)]
+
+    if roll < 30:
+        count = rng.randint(1, 6)
+        return lambda world: world.append(tp_of(world), count)
+    if roll < 36:
+        return lambda world: world.flush(tp_of(world))
+    if roll < 40:
+        return lambda world: world.checkpoint()
+    if roll < 50:
+        target = rng.randrange(config.log_dirs)
+        return lambda world: world.request_move(tp_of(world), target)
+    if roll < 52:
+        return lambda world: world.request_move(tp_of(world), None)
+    if roll < 82:
+        pick = rng.randrange(1 << 16)
+        return lambda world: world.mover_step(pick)
+    if roll < 84:
+        choice = rng.randrange(len(_THROTTLE_RATES))
+        return lambda world: world.set_throttle(choice)
+    if roll < 94:
+        offset_draw = rng.randrange(1 << 16)
+        max_bytes = rng.choice((1, 300, 4096, 1 << 20))
+        return lambda world: world.read(tp_of(world), offset_draw, max_bytes)
+    if roll < 98:
+        return lambda world: world.delete_pending()
+    return lambda world: world.recreate(tp_of(world))

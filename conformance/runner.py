@@ -1,0 +1,218 @@
+"""Running seeds: ``run_seed`` (what a Spark campaign calls), ``swarm_config``, ``shrink``.
+
+A run is ``(code, seed, config) -> RunResult`` and nothing else: no global state is read or
+written, the config is a frozen dataclass (picklable), the same seed and config give the same
+trace digest on any machine. The only impure thing here is the wall-clock duration, reported
+next to the verdict and never part of it.
+
+Shrinking is delta debugging (:func:`conformance.shrink.ddmin`) over the failing run's fault
+schedule, with the workload fixed by the seed: the result is the smallest schedule (1-minimal)
+that still violates the same invariant, printed with the command that replays exactly it.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass, replace
+
+from conformance.move_abstraction import move_abstractions
+from conformance.move_sim import (
+    Fault,
+    SimConfig,
+    SimOutcome,
+    format_faults,
+    plan_faults,
+    replay_command,
+    simulate,
+)
+from conformance.rng import SimRng
+from conformance.shrink import ddmin
+
+PASS = "pass"
+FAIL = "fail"
+
+
+@dataclass(frozen=True, slots=True)
+class RunResult:
+    """The verdict on one seed.
+
+    Attributes:
+        seed: the seed.
+        verdict: ``"pass"`` or ``"fail"``.
+        violated_invariant: the invariant (or ``IMPLEMENTATION_ERROR``), ``None`` on a pass.
+        message: one paragraph on the violation (``""`` on a pass).
+        steps: workload steps run.
+        events: trace events emitted.
+        events_checked: trace events replayed in a model.
+        duration_seconds: wall-clock time of the run (not part of the verdict).
+        trace_digest: SHA-256 of the trace's JSON lines (byte-stable).
+        replay_command: the command that reproduces the run.
+        faults: the fault schedule, as ``--faults`` takes it.
+        restarts: crashes the run recovered from.
+        moves_done: moves that completed.
+    """
+
+    seed: int
+    verdict: str
+    violated_invariant: str | None
+    message: str
+    steps: int
+    events: int
+    events_checked: int
+    duration_seconds: float
+    trace_digest: str
+    replay_command: str
+    faults: str
+    restarts: int
+    moves_done: int
+
+    @property
+    def failed(self) -> bool:
+        """Whether the run violated something."""
+        return self.verdict == FAIL
+
+
+@dataclass(frozen=True, slots=True)
+class ShrinkResult:
+    """A failing run reduced to a minimal fault schedule.
+
+    Attributes:
+        seed: the seed.
+        invariant: the invariant the shrunk run still violates.
+        faults: the minimal schedule (``--faults`` form; ``""``: the workload alone fails).
+        original_faults: how many faults the run had.
+        runs: simulations the shrinker spent.
+        description: one line for reports.
+        replay_command: replays the shrunk run.
+    """
+
+    seed: int
+    invariant: str
+    faults: str
+    original_faults: int
+    runs: int
+    description: str
+    replay_command: str
+
+
+def swarm_config(
+    seed: int, *, brokers: int = 1, log_dirs: int = 3, steps: int = 200, variant: str = "shipped"
+) -> SimConfig:
+    """A run's configuration drawn from its seed (swarm testing: each seed its own fault mix).
+
+    Args:
+        seed: the seed (its ``swarm`` stream decides partitions, fault rate, chunk and segment
+            sizes).
+        brokers: simulated brokers.
+        log_dirs: log dirs per broker.
+        steps: workload steps.
+        variant: the implementation variant.
+
+    Returns:
+        The frozen config.
+    """
+    rng = SimRng(seed).stream("swarm")
+    return SimConfig(
+        brokers=brokers,
+        log_dirs=log_dirs,
+        steps=steps,
+        partitions=rng.randint(1, 4),
+        fault_probability=rng.choice((0.0, 0.01, 0.03, 0.06)),
+        variant=variant,
+        segment_bytes=rng.choice((600, 2048, 1 << 20)),
+        chunk_bytes=rng.choice((150, 700, 1 << 16)),
+    )
+
+
+def _result(
+    outcome: SimOutcome, duration_seconds: float, faults: Sequence[Fault] | None
+) -> RunResult:
+    violation = outcome.violation
+    return RunResult(
+        seed=outcome.seed,
+        verdict=PASS if violation is None else FAIL,
+        violated_invariant=None if violation is None else violation.invariant,
+        message="" if violation is None else violation.message,
+        steps=outcome.steps,
+        events=outcome.events,
+        events_checked=outcome.trace_verdict.events_checked,
+        duration_seconds=duration_seconds,
+        trace_digest=outcome.trace_digest,
+        replay_command=replay_command(outcome.seed, outcome.config, faults),
+        faults=format_faults(outcome.faults),
+        restarts=outcome.restarts,
+        moves_done=outcome.moves_done,
+    )
+
+
+def run_seed(seed: int, config: SimConfig, faults: Sequence[Fault] | None = None) -> RunResult:
+    """Simulate one seed with trace checking and end-to-end checks.
+
+    Args:
+        seed: decides the run.
+        config: its shape (a frozen dataclass; picklable).
+        faults: a fault schedule replacing the seed's (replaying a shrunk run).
+
+    Returns:
+        The verdict and its figures.
+    """
+    started = time.perf_counter()
+    outcome = simulate(seed, config, faults, abstractions=move_abstractions)
+    return _result(outcome, time.perf_counter() - started, faults)
+
+
+def replay(
+    seed: int, config: SimConfig, faults: Sequence[Fault] | None = None
+) -> tuple[RunResult, SimOutcome]:
+    """:func:`run_seed` keeping the whole trace (for ``logproof conformance replay --trace``)."""
+    started = time.perf_counter()
+    outcome = simulate(seed, config, faults, abstractions=move_abstractions, keep_trace=True)
+    return _result(outcome, time.perf_counter() - started, faults), outcome
+
+
+def shrink(seed: int, config: SimConfig, runs_max: int = 150) -> ShrinkResult:
+    """Reduce a failing seed's fault schedule to a 1-minimal one violating the same invariant.
+
+    Args:
+        seed: a failing seed.
+        config: its config.
+        runs_max: bound on the simulations spent.
+
+    Returns:
+        The shrunk schedule and its replay command.
+
+    Raises:
+        ValueError: the seed does not fail.
+    """
+    first = simulate(seed, config, abstractions=move_abstractions)
+    if first.violation is None:
+        raise ValueError(f"seed {seed} passes: nothing to shrink")
+    invariant = first.violation.invariant
+
+    def fails(schedule: Sequence[Fault]) -> bool:
+        outcome = simulate(seed, config, schedule, abstractions=move_abstractions)
+        return outcome.violation is not None and outcome.violation.invariant == invariant
+
+    shrunk, runs = ddmin(list(first.faults), fails, runs_max=runs_max)
+    command = replay_command(seed, config, shrunk)
+    listed = format_faults(shrunk) or "no fault (the workload alone)"
+    return ShrinkResult(
+        seed=seed,
+        invariant=invariant,
+        faults=format_faults(shrunk),
+        original_faults=len(first.faults),
+        runs=runs + 1,
+        description=f"{invariant} with {len(shrunk)} of {len(first.faults)} faults: {listed}",
+        replay_command=command,
+    )
+
+
+def default_faults(seed: int, config: SimConfig) -> tuple[Fault, ...]:
+    """The fault schedule the seed plans (for display)."""
+    return plan_faults(seed, config)
+
+
+def with_variant(config: SimConfig, variant: str) -> SimConfig:
+    """``config`` running another implementation variant."""
+    return replace(config, variant=variant)

@@ -1,0 +1,209 @@
+"""``logproof conformance``: seeded simulations checked against the models, and their replay.
+
+``run`` simulates seeds ``S .. S+N-1`` (a progress bar, then a summary: runs, events checked,
+verdicts by invariant, events per second); each failing seed is shrunk to a minimal fault
+schedule and printed with its replay command. ``replay`` reruns one seed (optionally with a given
+fault schedule) and prints its verdict and, with ``--trace``, its trace as JSON lines.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import time
+from collections import Counter
+from pathlib import Path
+from typing import Any
+
+from rich.console import Console
+from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
+
+from conformance.move_sim import VARIANTS, SimConfig, parse_faults
+from conformance.runner import RunResult, replay, run_seed, shrink, swarm_config
+
+from ._errors import CliError
+
+
+def register(subparsers: Any) -> None:
+    """Add the ``conformance`` subcommand and its ``run`` and ``replay`` actions."""
+    parser: argparse.ArgumentParser = subparsers.add_parser(
+        "conformance",
+        help="run seeded simulations checked against the models; replay one seed",
+        description=(
+            "Drive the storage engine through seeded workloads with injected faults (crashes, "
+            "torn tails, failed and unreadable dirs) on simulated disks, checking every trace "
+            "event against the model and the end-to-end invariants."
+        ),
+    )
+    actions = parser.add_subparsers(title="actions", metavar="ACTION")
+
+    run_parser = actions.add_parser("run", help="simulate many seeds")
+    run_parser.add_argument("--seeds", type=int, default=100, help="how many seeds (default 100)")
+    run_parser.add_argument("--first-seed", type=int, default=0, help="the first seed")
+    run_parser.add_argument(
+        "--swarm", action="store_true",
+        help="draw partitions, fault rate, chunk and segment sizes from each seed",
+    )
+    run_parser.add_argument("--json", type=Path, help="write one JSON object per run here")
+    run_parser.add_argument(
+        "--no-shrink", action="store_true", help="do not shrink failing seeds"
+    )
+    _config_options(run_parser)
+    run_parser.set_defaults(handler=run)
+
+    replay_parser = actions.add_parser("replay", help="rerun one seed and print its verdict")
+    replay_parser.add_argument("--seed", type=int, required=True, help="the seed")
+    replay_parser.add_argument("--trace", action="store_true", help="print the trace")
+    replay_parser.add_argument(
+        "--faults", help="a fault schedule (step:kind:broker:target,…) instead of the seed's"
+    )
+    replay_parser.add_argument(
+        "--swarm", action="store_true", help="draw the config from the seed as run --swarm does"
+    )
+    _config_options(replay_parser)
+    replay_parser.set_defaults(handler=replay_command)
+    parser.set_defaults(handler=lambda arguments: _missing_action(parser))
+
+
+def _missing_action(parser: argparse.ArgumentParser) -> int:
+    parser.print_help()
+    return 2
+
+
+def _config_options(parser: argparse.ArgumentParser) -> None:
+    default = SimConfig()
+    parser.add_argument("--brokers", type=int, default=default.brokers, help="brokers")
+    parser.add_argument("--log-dirs", type=int, default=default.log_dirs, help="dirs per broker")
+    parser.add_argument("--steps", type=int, default=default.steps, help="workload steps per run")
+    parser.add_argument(
+        "--partitions", type=int, default=default.partitions, help="partitions per broker"
+    )
+    parser.add_argument(
+        "--fault-probability", type=float, default=default.fault_probability,
+        help="chance of a fault per step",
+    )
+    parser.add_argument(
+        "--variant", default=default.variant, choices=sorted(VARIANTS),
+        help="implementation variant (known-bad ones must be caught)",
+    )
+    parser.add_argument("--segment-bytes", type=int, default=default.segment_bytes)
+    parser.add_argument("--chunk-bytes", type=int, default=default.chunk_bytes)
+
+
+def _config(arguments: argparse.Namespace, seed: int) -> SimConfig:
+    if arguments.brokers < 1 or arguments.log_dirs < 2 or arguments.steps < 0:
+        raise CliError("need --brokers >= 1, --log-dirs >= 2 and --steps >= 0")
+    if arguments.partitions < 1 or not 0.0 <= arguments.fault_probability <= 1.0:
+        raise CliError("need --partitions >= 1 and --fault-probability in [0, 1]")
+    if arguments.swarm:
+        return swarm_config(
+            seed, brokers=arguments.brokers, log_dirs=arguments.log_dirs, steps=arguments.steps,
+            variant=arguments.variant,
+        )
+    return SimConfig(
+        brokers=arguments.brokers,
+        log_dirs=arguments.log_dirs,
+        partitions=arguments.partitions,
+        steps=arguments.steps,
+        fault_probability=arguments.fault_probability,
+        variant=arguments.variant,
+        segment_bytes=arguments.segment_bytes,
+        chunk_bytes=arguments.chunk_bytes,
+    )
+
+
+def run(arguments: argparse.Namespace) -> int:
+    """Simulate ``--seeds`` seeds; print a summary; shrink and print each failure."""
+    if arguments.seeds < 1:
+        raise CliError("--seeds must be at least 1")
+    console = Console(soft_wrap=True)
+    results: list[RunResult] = []
+    started = time.perf_counter()
+    json_file = arguments.json.open("w") if arguments.json is not None else None
+    try:
+        with Progress(
+            TextColumn("[bold]simulating"), BarColumn(),
+            TextColumn("{task.completed}/{task.total}"),
+            TextColumn("{task.fields[failures]} failing"), TimeRemainingColumn(),
+            console=console, transient=True,
+        ) as progress:
+            task = progress.add_task("seeds", total=arguments.seeds, failures=0)
+            for seed in range(arguments.first_seed, arguments.first_seed + arguments.seeds):
+                result = run_seed(seed, _config(arguments, seed))
+                results.append(result)
+                if json_file is not None:
+                    json_file.write(json.dumps(_as_json(result), sort_keys=True) + "\n")
+                progress.update(
+                    task, advance=1, failures=sum(1 for r in results if r.failed)
+                )
+    finally:
+        if json_file is not None:
+            json_file.close()
+    elapsed_seconds = time.perf_counter() - started
+    _summary(console, results, elapsed_seconds)
+    failures = [result for result in results if result.failed]
+    for result in failures[:10]:
+        console.print(f"[red]seed {result.seed}[/red]: {result.violated_invariant}")
+        console.print(f"  {result.message.splitlines()[0][:300]}")
+        console.print(f"  replay: {result.replay_command}")
+        if not arguments.no_shrink:
+            shrunk = shrink(result.seed, _config(arguments, result.seed))
+            console.print(f"  shrunk: {shrunk.description}")
+            console.print(f"  replay shrunk: {shrunk.replay_command}")
+    return 1 if failures else 0
+
+
+def _summary(console: Console, results: list[RunResult], elapsed_seconds: float) -> None:
+    events = sum(result.events for result in results)
+    checked = sum(result.events_checked for result in results)
+    steps = sum(result.steps for result in results)
+    verdicts = Counter(result.violated_invariant or "pass" for result in results)
+    console.print(f"runs: {len(results)}  failing: {sum(1 for r in results if r.failed)}")
+    console.print(
+        f"events: {events} (checked in the model: {checked})  steps: {steps}  "
+        f"restarts: {sum(r.restarts for r in results)}  moves done: "
+        f"{sum(r.moves_done for r in results)}"
+    )
+    rate = events / elapsed_seconds if elapsed_seconds > 0 else 0.0
+    console.print(f"time: {elapsed_seconds:.2f} s  events/s: {rate:,.0f}")
+    console.print(
+        "verdicts: " + ", ".join(f"{name} {count}" for name, count in sorted(verdicts.items()))
+    )
+
+
+def _as_json(result: RunResult) -> dict[str, object]:
+    return {
+        "seed": result.seed,
+        "verdict": result.verdict,
+        "violated_invariant": result.violated_invariant,
+        "steps": result.steps,
+        "events": result.events,
+        "events_checked": result.events_checked,
+        "duration_seconds": round(result.duration_seconds, 6),
+        "trace_digest": result.trace_digest,
+        "replay_command": result.replay_command,
+        "faults": result.faults,
+    }
+
+
+def replay_command(arguments: argparse.Namespace) -> int:
+    """Rerun one seed; print the trace (``--trace``) and the verdict."""
+    config = _config(arguments, arguments.seed)
+    try:
+        faults = parse_faults(arguments.faults) if arguments.faults is not None else None
+    except ValueError as error:
+        raise CliError(str(error)) from error
+    result, outcome = replay(arguments.seed, config, faults)
+    if arguments.trace:
+        for event in outcome.trace:
+            print(event.to_json())
+    print(f"seed {result.seed}: {result.verdict}"
+          + (f" ({result.violated_invariant})" if result.failed else ""))
+    print(f"steps {result.steps}  events {result.events} (checked {result.events_checked})  "
+          f"restarts {result.restarts}  moves done {result.moves_done}")
+    print(f"faults: {result.faults or 'none'}")
+    print(f"trace digest: {result.trace_digest}")
+    if result.failed:
+        print(result.message)
+    print(f"replay: {result.replay_command}")
+    return 1 if result.failed else 0

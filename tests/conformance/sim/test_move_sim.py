@@ -1,0 +1,118 @@
+"""The move/recovery/dir-failure simulator slice: determinism, checks, shrinking, bug variants.
+
+A failing run prints its seed and ``logproof conformance replay --seed N``.
+"""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+
+from conformance import run_seed, shrink, swarm_config
+from conformance.move_sim import Fault, SimConfig, format_faults, parse_faults, plan_faults
+from conformance.runner import replay
+
+SHORT = SimConfig(steps=150)
+
+#: Each known-bad variant, the invariant it breaks, and within how many seeds it is caught.
+CAUGHT_WITHIN = {
+    "unlocked_swap": (("MOVE_NO_LOSS", "READ_CONSISTENT"), 3),
+    "swap_before_durable": (("MOVE_NO_LOSS",), 10),
+}
+
+
+def _explain(seed: int, config: SimConfig) -> str:
+    result = run_seed(seed, config)
+    return f"seed {seed}: {result.violated_invariant}\n{result.message}\n{result.replay_command}"
+
+
+def test_same_seed_same_trace_byte_for_byte() -> None:
+    first, outcome = replay(7, SHORT)
+    second = run_seed(7, SHORT)
+    assert first.trace_digest == second.trace_digest
+    assert first.events == second.events == len(outcome.trace)
+    assert outcome.trace, "the run emitted no trace"
+    assert run_seed(8, SHORT).trace_digest != first.trace_digest
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_shipped_implementation_passes(seed: int) -> None:
+    result = run_seed(seed, SHORT)
+    assert not result.failed, _explain(seed, SHORT)
+    assert result.events_checked > 0, "nothing was checked against the model"
+
+
+def test_runs_exercise_moves_crashes_and_faults() -> None:
+    results = [run_seed(seed, SHORT) for seed in range(12)]
+    assert sum(result.moves_done for result in results) > 20
+    assert sum(result.restarts for result in results) > 5
+    kinds = {fault.kind for seed in range(12) for fault in plan_faults(seed, SHORT)}
+    assert kinds >= {"crash", "crash_mid_operation", "crash_in_swap", "torn_tail", "dir_failure"}
+
+
+@pytest.mark.parametrize("variant", sorted(CAUGHT_WITHIN))
+def test_known_bad_variant_is_caught(variant: str) -> None:
+    invariants, seeds = CAUGHT_WITHIN[variant]
+    config = SimConfig(steps=150, variant=variant)
+    caught = [run_seed(seed, config) for seed in range(seeds)]
+    failing = [result for result in caught if result.failed]
+    assert failing, f"{variant} survived {seeds} seeds"
+    assert failing[0].violated_invariant in invariants, failing[0].message
+    assert f"--variant {variant}" in failing[0].replay_command
+
+
+def test_shrinks_to_a_minimal_schedule_that_replays() -> None:
+    config = SimConfig(steps=150, variant="swap_before_durable")
+    seed = next(seed for seed in range(10) if run_seed(seed, config).failed)
+    shrunk = shrink(seed, config)
+    assert shrunk.original_faults >= len(parse_faults(shrunk.faults))
+    faults = parse_faults(shrunk.faults)
+    replayed = run_seed(seed, config, faults)
+    assert replayed.violated_invariant == shrunk.invariant
+    for index in range(len(faults)):
+        fewer = faults[:index] + faults[index + 1 :]
+        result = run_seed(seed, config, fewer)
+        assert result.violated_invariant != shrunk.invariant, f"fault {index} was not needed"
+    assert f"--faults '{shrunk.faults}'" in shrunk.replay_command
+    assert shrink(seed, config) == shrunk
+
+
+@pytest.mark.xfail(
+    strict=True,
+    reason=(
+        "storage: a move resumed after a crash keeps a stale tp.move tail whose offsets the "
+        "source reused with new records (align() compares offsets, not bytes); the copy then "
+        "appends at the wrong byte position. Remove this marker when the resume aligns the "
+        "destination to the source's recovered log end before any append."
+    ),
+)
+def test_resumed_move_after_crash_keeps_no_stale_tail() -> None:
+    faults = parse_faults("16:crash:0:0,20:crash_mid_operation:0:29")
+    result = run_seed(33, SHORT, faults)
+    assert not result.failed, result.message
+
+
+def test_fault_specs_round_trip_and_reject_garbage() -> None:
+    faults = plan_faults(3, SimConfig(steps=400, fault_probability=0.1))
+    assert faults
+    assert parse_faults(format_faults(faults)) == faults
+    assert parse_faults("") == ()
+    with pytest.raises(ValueError, match="not a fault spec"):
+        Fault.parse("3:meteor:0:0")
+
+
+def test_config_and_result_are_picklable_and_swarm_is_seeded() -> None:
+    config = swarm_config(5, brokers=2, log_dirs=3, steps=60)
+    assert config == swarm_config(5, brokers=2, log_dirs=3, steps=60)
+    assert {swarm_config(seed).partitions for seed in range(20)} != {config.partitions}
+    assert pickle.loads(pickle.dumps(config)) == config
+    result = run_seed(5, config)
+    assert pickle.loads(pickle.dumps(result)) == result
+    assert result.verdict in ("pass", "fail")
+
+
+def test_several_brokers_run_independently() -> None:
+    result = run_seed(2, SimConfig(brokers=2, steps=120))
+    assert not result.failed, result.message
+    assert result.events_checked > 0
