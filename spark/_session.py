@@ -200,24 +200,33 @@ def ship_project(context: Any, runner: str) -> ShippedZip | None:
 
 @contextmanager
 def open_context(options: SparkOptions, runner: str) -> Iterator[CampaignContext]:
-    """Start a Spark context for a campaign and stop it afterwards.
+    """Start a Spark context for a campaign and stop it afterwards, or join the one this
+    process already runs (a notebook's, a test module's), which is then left running.
 
     Args:
-        options: how to reach Spark.
+        options: how to reach Spark; settings other than the master do not apply to a joined
+            context.
         runner: the runner module (its package is shipped too when it is not the project's).
 
     Yields:
         The running context.
 
     Raises:
-        CampaignUsageError: the master URL is malformed, another context is already running in
-            this process, or Spark cannot start.
+        CampaignUsageError: the master URL is malformed, differs from the master of the context
+            already running, or Spark cannot start.
     """
     from pyspark import SparkConf, SparkContext  # noqa: PLC0415 (as above)
 
     master = effective_master(options)
-    if SparkContext._active_spark_context is not None:
-        raise CampaignUsageError("a SparkContext is already running in this process")
+    active = SparkContext._active_spark_context
+    if active is not None:
+        if options.master is not None and options.master != active.master:
+            raise CampaignUsageError(
+                f"this process already runs a SparkContext on {active.master}, not {master}"
+            )
+        shipped = ship_project(active, runner) if options.ship else None
+        yield CampaignContext(active, str(active.master), shipped)
+        return
     runtime = runtime_directory()
     if SparkContext._gateway is None and "PYSPARK_GATEWAY_PORT" not in os.environ:
         if "SPARK_HOME" not in os.environ:

@@ -11,7 +11,9 @@ from __future__ import annotations
 
 import hashlib
 import importlib
+import os
 import random
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 FAILING_MODULUS, FAILING_REMAINDER = 17, 3
@@ -98,3 +100,11 @@ def module_files() -> dict[str, str]:
     """Where this process imported the campaign's modules from (run inside a Spark task)."""
     names = ("spark", "spark._runner", "conformance", __name__)
     return {name: str(importlib.import_module(name).__file__) for name in names}
+
+
+def module_files_task(items: Iterable[object]) -> Iterator[dict[str, str]]:
+    """A Spark task body: where its process imported the campaign's modules from, and its pid."""
+    del items
+    files = module_files()
+    files["pid"] = str(os.getpid())
+    yield files

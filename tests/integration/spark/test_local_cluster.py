@@ -1,0 +1,79 @@
+"""A campaign on ``local-cluster[2,1,1024]``: a standalone master and two workers in the driver's
+JVM, each executor a JVM of its own with its own Python workers, as on a real cluster.
+
+The executors do not get logproof from the driver's environment: the tasks report that they
+imported ``spark``, ``conformance`` and the runner from the zip the driver shipped (the workers'
+current directory is the worker's own scratch dir, and the zip comes first on their
+``sys.path``). Verdicts and trace digests equal those of the same seeds run on the driver.
+
+Marked slow: two executor JVMs start, which takes 20 s on an idle 2-core machine and over a
+minute on a busy one; run with ``-m slow``.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterator
+from pathlib import Path
+
+import pyarrow.parquet as pq
+import pytest
+
+from spark import (
+    BaseConfig,
+    CampaignContext,
+    CampaignPlan,
+    SparkOptions,
+    TaskSpec,
+    load_runner,
+    open_context,
+    run_campaign,
+    run_one,
+)
+from tests.integration.spark import seeded_runner
+
+pytestmark = [pytest.mark.slow, pytest.mark.integration]
+
+RUNNER = seeded_runner.__name__
+BASE = BaseConfig(brokers=3, log_dirs=2, steps=50)
+ROOT = Path(__file__).resolve().parents[3]
+
+
+@pytest.fixture(scope="module")
+def cluster() -> Iterator[CampaignContext]:
+    options = SparkOptions(master="local-cluster[2,1,1024]", show_progress=False)
+    with open_context(options, RUNNER) as context:
+        yield context
+
+
+def test_executors_import_the_shipped_zip(cluster: CampaignContext) -> None:
+    assert cluster.shipped is not None
+    zip_name = cluster.shipped.path.name
+    reports = (
+        cluster.context.parallelize(range(4), 4)
+        .mapPartitions(seeded_runner.module_files_task)
+        .collect()
+    )
+    assert len(reports) == 4
+    for report in reports:
+        assert report["pid"] != str(os.getpid())
+        for module in ("spark", "spark._runner", "conformance", RUNNER):
+            path = report[module]
+            assert f"/{zip_name}/" in path, (module, path)
+            assert not path.startswith(str(ROOT)), (module, path)
+
+
+def test_campaign_on_separate_executors_matches_the_driver(
+    cluster: CampaignContext, tmp_path: Path
+) -> None:
+    plan = CampaignPlan(80, first_seed=1000, base=BASE, runner=RUNNER, partitions=4)
+    summary = run_campaign(cluster.context, plan, tmp_path, code_version="test")
+    assert summary.runs == 80
+    rows = pq.read_table(tmp_path / "runs").to_pylist()
+    assert sorted(row["seed"] for row in rows) == list(range(1000, 1080))
+    assert all(not row["executor"].endswith(f":{os.getpid()}") for row in rows)
+    runner = load_runner(RUNNER)
+    spec = TaskSpec("test", RUNNER, BASE)
+    for row in rows:
+        record = run_one(runner, spec, row["seed"], executor="driver")
+        assert (row["verdict"], row["trace_digest"]) == (record.verdict, record.trace_digest)
