@@ -315,6 +315,7 @@ class LogManager:
         self._movers_active: set[TopicPartition] = set()
         self._wakeup = trio.Event()
         self._closed = False
+        self._cancel_scope: trio.CancelScope | None = None
         self.recovery_decisions: list[RecoveryDecision] = []
         #: test hook: called before each move effect is carried out
         self.effect_hook: Callable[[TopicPartition, rm.MoveEffect], None] | None = None
@@ -934,11 +935,20 @@ class LogManager:
     def run(self, nursery: trio.Nursery) -> None:
         """Start the background tasks in ``nursery``: movers, ``.delete`` removal, periodic
         flush and checkpoints, retention. They stop when :meth:`close` is called."""
-        nursery.start_soon(self._scheduler)
-        nursery.start_soon(self._periodic, self.config.flush_interval_ms, self.checkpoint)
-        nursery.start_soon(
-            self._periodic, self.config.retention_check_interval_ms, self.enforce_retention
-        )
+        nursery.start_soon(self._background)
+
+    async def _background(self) -> None:
+        with trio.CancelScope() as scope:
+            self._cancel_scope = scope
+            if self._closed:
+                return
+            async with trio.open_nursery() as nursery:
+                nursery.start_soon(self._scheduler)
+                nursery.start_soon(self._periodic, self.config.flush_interval_ms, self.checkpoint)
+                nursery.start_soon(
+                    self._periodic, self.config.retention_check_interval_ms,
+                    self.enforce_retention,
+                )
 
     async def _periodic(self, interval_ms: int, action: Callable[[], object]) -> None:
         while not self._closed:
@@ -1036,6 +1046,8 @@ class LogManager:
         self.checkpoint(flush=True)
         self._closed = True
         self._wakeup.set()
+        if self._cancel_scope is not None:
+            self._cancel_scope.cancel()
 
 
 class _IoGuard:
