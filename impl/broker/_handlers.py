@@ -123,6 +123,7 @@ class RequestHandlers:
             api_versions.INIT_PRODUCER_ID: self.init_producer_id,
             api_versions.DESCRIBE_LOG_DIRS: self.describe_log_dirs,
             api_versions.ALTER_REPLICA_LOG_DIRS: self.alter_replica_log_dirs,
+            api_versions.OFFSET_FOR_LEADER_EPOCH: self.offset_for_leader_epoch,
             api_versions.LEADER_AND_ISR: self.controller_request,
             api_versions.STOP_REPLICA: self.controller_request,
             api_versions.UPDATE_METADATA: self.controller_request,
@@ -396,6 +397,42 @@ class RequestHandlers:
                         entry["offset"], entry["timestamp"] = found
                 partitions.append(entry)
             topics.append({"name": topic.name, "partitions": partitions})
+        return self._answer(request, {**_throttle(), "topics": topics})
+
+    # --- OffsetForLeaderEpoch (followers) ---------------------------------------------------
+
+    async def offset_for_leader_epoch(self, request: DecodedRequest) -> Response:
+        """OffsetForLeaderEpoch v3 (KIP-101/279): the end offset of a leader epoch, for a
+        follower deciding where to truncate."""
+        replicas = self.context.replicas
+        topics = []
+        for topic in request.body.topics:
+            partitions = []
+            for item in topic.partitions:
+                tp = TopicPartition(topic.topic, int(item.partition))
+                entry: dict[str, Any] = {"partition": item.partition, "leader_epoch": -1,
+                                         "end_offset": -1}
+                error, partition_log = replicas.leader_log(tp)
+                if partition_log is None:
+                    entry["error_code"] = error
+                    partitions.append(entry)
+                    continue
+                state = replicas.states[tp]
+                current = int(item.current_leader_epoch)
+                if current >= 0 and current != state.leader_epoch:
+                    entry["error_code"] = (FENCED_LEADER_EPOCH if current < state.leader_epoch
+                                           else UNKNOWN_LEADER_EPOCH)
+                    partitions.append(entry)
+                    continue
+                try:
+                    epoch, end_offset = partition_log.end_offset_for_epoch(int(item.leader_epoch))
+                except StorageError as storage_error:
+                    entry["error_code"] = int(storage_error.error_code)
+                    partitions.append(entry)
+                    continue
+                entry.update(error_code=NONE, leader_epoch=epoch, end_offset=end_offset)
+                partitions.append(entry)
+            topics.append({"topic": topic.topic, "partitions": partitions})
         return self._answer(request, {**_throttle(), "topics": topics})
 
     # --- CreateTopics, DeleteTopics --------------------------------------------------------

@@ -6,9 +6,10 @@ semantics the handlers implement: Fetch stops at 11 (v12 is flexible and v13 swi
 ids), Produce at 8. Only ApiVersions v3, AlterReplicaLogDirs v2 and DescribeLogDirs v2+ are
 flexible; kio encodes their tagged fields.
 
-The controller-to-broker APIs (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6) are accepted at
-the one version the project's own controller sends and are not advertised to clients: no client
-sends them, and kafka-python infers a broker release from the advertised table.
+The controller-to-broker APIs (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6) and the
+follower's OffsetForLeaderEpoch (23) are accepted at the one version the project's own brokers
+send and are not advertised to clients: clients never need them (Metadata reports leader epoch
+-1, so they skip offset validation), and kafka-python infers a broker release from the table.
 
 This module is a sans-IO core.
 """
@@ -28,6 +29,7 @@ METADATA: Final = 3
 LEADER_AND_ISR: Final = 4
 STOP_REPLICA: Final = 5
 UPDATE_METADATA: Final = 6
+OFFSET_FOR_LEADER_EPOCH: Final = 23
 API_VERSIONS: Final = 18
 CREATE_TOPICS: Final = 19
 DELETE_TOPICS: Final = 20
@@ -55,6 +57,8 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
 LEADER_AND_ISR_VERSION: Final = 4
 STOP_REPLICA_VERSION: Final = 3
 UPDATE_METADATA_VERSION: Final = 6
+#: Followers ask their leader for an epoch's end offset (KIP-101/279) before fetching.
+OFFSET_FOR_LEADER_EPOCH_VERSION: Final = 3
 
 #: Everything the broker decodes: the advertised table plus the controller-to-broker APIs.
 ACCEPTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
@@ -63,6 +67,7 @@ ACCEPTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         LEADER_AND_ISR: (LEADER_AND_ISR_VERSION, LEADER_AND_ISR_VERSION),
         STOP_REPLICA: (STOP_REPLICA_VERSION, STOP_REPLICA_VERSION),
         UPDATE_METADATA: (UPDATE_METADATA_VERSION, UPDATE_METADATA_VERSION),
+        OFFSET_FOR_LEADER_EPOCH: (OFFSET_FOR_LEADER_EPOCH_VERSION, OFFSET_FOR_LEADER_EPOCH_VERSION),
     }
 )
 

@@ -40,7 +40,9 @@ from .config import BrokerConfig
 from .inter_broker import InterBrokerClient
 from .metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from .producer_ids import ProducerIdAllocator
+from .replica_fetcher import ReplicaFetcher
 from .replica_manager import ReplicaManager
+from .replication import ReplicaState
 from .server import Server
 
 log = logging.getLogger(__name__)
@@ -343,7 +345,11 @@ class Broker:
             message_max_bytes=config.message_max_bytes,
             trace=self.trace,
         )
+        replicas.replica_lag_time_max_ms = config.replica_lag_time_max_ms
         self.replicas = replicas
+        fetcher = ReplicaFetcher(config.broker_id, logs.get, self._endpoint_of, replicas.notify)
+        replicas.fetcher = fetcher
+        replicas.isr_updater = self._schedule_isr_update
         handlers = RequestHandlers(
             HandlerContext(
                 config=config,
@@ -367,6 +373,9 @@ class Broker:
                     [BrokerEndpoint(config.broker_id, config.host, self.port, config.rack)]
                 )
                 logs.run(nursery)
+                self._nursery = nursery
+                await nursery.start(fetcher.run)
+                nursery.start_soon(self._check_isr_periodically)
                 self.coordinator = await KazooCoordinator.connect(
                     config.zookeeper_connect,
                     session_timeout_ms=config.zookeeper_session_timeout_ms,
@@ -418,6 +427,49 @@ class Broker:
             if self.logs is not None:
                 self.logs.close()
         nursery.cancel_scope.cancel()
+
+    def _schedule_isr_update(
+        self, tp: TopicPartition, state: ReplicaState, isr: tuple[int, ...]
+    ) -> None:
+        nursery = self._nursery
+        replicas = self.replicas
+        if nursery is None or replicas is None or self.coordinator is None:
+            if replicas is not None:
+                replicas.isr_updates_in_flight.discard(tp)
+            return
+        nursery.start_soon(self._update_isr, tp, state, isr)
+
+    async def _update_isr(self, tp: TopicPartition, state: ReplicaState,
+                          isr: tuple[int, ...]) -> None:
+        replicas = self.replicas
+        coordinator = self.coordinator
+        assert replicas is not None
+        assert coordinator is not None
+        try:
+            version = await zk_admin.update_isr(
+                coordinator, tp.topic, tp.partition, leader=state.leader,
+                leader_epoch=state.leader_epoch, isr=isr,
+                controller_epoch=state.controller_epoch, zk_version=state.partition_epoch,
+            )
+        except zk_admin.IsrUpdateFencedError:
+            log.info("ISR update of %s fenced; waiting for the controller", tp)
+            replicas.isr_updates_in_flight.discard(tp)
+            return
+        except (CoordinatorError, zk_admin.AdminError) as error:
+            log.warning("ISR update of %s failed: %r", tp, error)
+            replicas.isr_updates_in_flight.discard(tp)
+            return
+        log.info("%s ISR %s -> %s", tp, list(state.isr), list(isr))
+        replicas.isr_changed(tp, isr, version)
+
+    async def _check_isr_periodically(self) -> None:
+        interval = max(self.config.replica_lag_time_max_ms / 2000.0, 0.05)
+        while True:
+            await trio.sleep(interval)
+            if self.replicas is not None:
+                self.replicas.check_isr_all()
+
+    _nursery: trio.Nursery | None = None
 
     async def _allocate_producer_id(self) -> int:
         return await self._producer_ids.allocate()

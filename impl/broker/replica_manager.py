@@ -15,7 +15,7 @@ from __future__ import annotations
 import logging
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 import trio
 
@@ -39,6 +39,7 @@ from .replication import (
     ReplicaState,
     decide_leader_and_isr,
     decide_stop_replica,
+    desired_isr,
     leader_high_watermark,
 )
 
@@ -100,7 +101,19 @@ class ReplicaManager:
         self._locks: dict[TopicPartition, trio.Lock] = {}
         self._changed = trio.Event()
         self.follower_log_end_offsets: dict[TopicPartition, dict[int, int]] = {}
+        #: per partition and follower: the leader's LEO at that follower's previous fetch, and
+        #: when the follower last fetched from at least that offset (Kafka's lastCaughtUpTime)
+        self._leo_at_previous_fetch: dict[TopicPartition, dict[int, int]] = {}
+        self.last_caught_up_ms: dict[TopicPartition, dict[int, int]] = {}
+        self.replica_lag_time_max_ms = 30_000
         self.on_state_change: Callable[[], None] | None = None
+        #: follower fetch loops (set by the broker): ``follow(tp, leader, epoch)``/``unfollow``
+        self.fetcher: Any = None
+        #: writes a new ISR through ZooKeeper (set by the broker): ``(tp, state, isr)``
+        self.isr_updater: Callable[[TopicPartition, ReplicaState, tuple[int, ...]], None] | None = (
+            None
+        )
+        self.isr_updates_in_flight: set[TopicPartition] = set()
 
     # --- waiting ---------------------------------------------------------------------------
 
@@ -278,16 +291,62 @@ class ReplicaManager:
             partition_log.high_watermark = new_high_watermark
 
     def record_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> None:
-        """A follower fetched from ``fetch_offset``: its LEO is at least that; maybe move the HW."""
+        """A follower fetched from ``fetch_offset``: its LEO is at least that; maybe move the HW
+        and change the ISR."""
+        partition_log = self._get_log(tp)
+        if partition_log is None:
+            return
+        now_ms = int(trio.current_time() * 1000)
+        previous = self._leo_at_previous_fetch.setdefault(tp, {})
+        if fetch_offset >= partition_log.log_end_offset or fetch_offset >= previous.get(
+            replica_id, 2**63
+        ):
+            self.last_caught_up_ms.setdefault(tp, {})[replica_id] = now_ms
+        previous[replica_id] = partition_log.log_end_offset
         offsets = self.follower_log_end_offsets.setdefault(tp, {})
         if offsets.get(replica_id, -1) < fetch_offset:
             offsets[replica_id] = fetch_offset
-            partition_log = self._get_log(tp)
-            if partition_log is not None:
-                before = partition_log.high_watermark
-                self._advance_high_watermark(tp, partition_log)
-                if partition_log.high_watermark != before:
-                    self.notify()
+            before = partition_log.high_watermark
+            self._advance_high_watermark(tp, partition_log)
+            if partition_log.high_watermark != before:
+                self.notify()
+        self.maybe_change_isr(tp)
+
+    def maybe_change_isr(self, tp: TopicPartition) -> None:
+        """Ask the ISR updater for a new ISR when followers caught up or fell behind."""
+        state = self.states.get(tp)
+        partition_log = self._get_log(tp)
+        if (state is None or state.role is not ReplicaRole.LEADER or partition_log is None
+                or self.isr_updater is None or tp in self.isr_updates_in_flight):
+            return
+        wanted = desired_isr(
+            state,
+            partition_log.high_watermark,
+            follower_log_end_offsets=self.follower_log_end_offsets.get(tp, {}),
+            last_caught_up_ms=self.last_caught_up_ms.get(tp, {}),
+            now_ms=int(trio.current_time() * 1000),
+            lag_time_max_ms=self.replica_lag_time_max_ms,
+        )
+        if set(wanted) != set(state.isr):
+            self.isr_updates_in_flight.add(tp)
+            self.isr_updater(tp, state, wanted)
+
+    def isr_changed(self, tp: TopicPartition, isr: tuple[int, ...], partition_epoch: int) -> None:
+        """The leader's ISR write succeeded: cache the ISR and zkVersion, maybe move the HW."""
+        self.isr_updates_in_flight.discard(tp)
+        state = self.states.get(tp)
+        if state is None or state.role is not ReplicaRole.LEADER:
+            return
+        self.states[tp] = replication.with_isr(state, isr, partition_epoch)
+        partition_log = self._get_log(tp)
+        if partition_log is not None:
+            self._advance_high_watermark(tp, partition_log)
+        self.notify()
+
+    def check_isr_all(self) -> None:
+        """Re-evaluate the ISR of every led partition (followers that stopped fetching)."""
+        for tp in list(self.states):
+            self.maybe_change_isr(tp)
 
     # --- controller requests ---------------------------------------------------------------
 
@@ -357,6 +416,14 @@ class ReplicaManager:
             self.states[tp] = decision.state
             if decision.became_leader:
                 self.follower_log_end_offsets[tp] = {}
+                self._leo_at_previous_fetch[tp] = {}
+                now_ms = int(trio.current_time() * 1000)
+                self.last_caught_up_ms[tp] = dict.fromkeys(decision.state.isr, now_ms)
+            if self.fetcher is not None:
+                if decision.state.role is ReplicaRole.FOLLOWER:
+                    self.fetcher.follow(tp, decision.state.leader, decision.state.leader_epoch)
+                else:
+                    self.fetcher.unfollow(tp)
             partition_log = self._get_log(tp)
             if partition_log is not None and decision.state.role is ReplicaRole.LEADER:
                 self._set_leader_epoch(partition_log, decision.state.leader_epoch)
@@ -403,6 +470,8 @@ class ReplicaManager:
                 continue
             self.states.pop(tp, None)
             self.follower_log_end_offsets.pop(tp, None)
+            if self.fetcher is not None:
+                self.fetcher.unfollow(tp)
             if item.delete_partition:
                 self._producers.pop(tp, None)
                 try:
@@ -423,6 +492,8 @@ class ReplicaManager:
             current = self.states.get(tp)
             if current is None:
                 continue
+            if self.fetcher is not None:
+                self.fetcher.unfollow(tp)
             self.states[tp] = ReplicaState(
                 topic=current.topic,
                 partition=current.partition,

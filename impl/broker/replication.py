@@ -100,6 +100,7 @@ class ReplicaState:
     partition_epoch: int
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
+    controller_epoch: int = 0
 
     @property
     def subject(self) -> str:
@@ -213,6 +214,7 @@ def decide_leader_and_isr(
         partition_epoch=assignment.partition_epoch,
         isr=assignment.isr,
         replicas=assignment.replicas,
+        controller_epoch=assignment.controller_epoch,
     )
     before = current.role.value if current is not None else "NONE"
     became_leader = role is ReplicaRole.LEADER and (
@@ -287,6 +289,41 @@ def leader_high_watermark(
             continue
         offsets.append(follower_log_end_offsets.get(replica, 0))
     return max(current_high_watermark, min(offsets))
+
+
+def desired_isr(
+    state: ReplicaState,
+    high_watermark: int,
+    *,
+    follower_log_end_offsets: Mapping[int, int],
+    last_caught_up_ms: Mapping[int, int],
+    now_ms: int,
+    lag_time_max_ms: int,
+) -> tuple[int, ...]:
+    """The ISR the leader should write (design V3 ``maybe_change_ISR``; Kafka's
+    ``replica.lag.time.max.ms``).
+
+    A follower leaves the ISR when it has not caught up with the leader's LEO for longer than
+    ``lag_time_max_ms``; a follower outside joins once its LEO reaches the HW. The leader always
+    stays. Order follows the assigned replicas.
+
+    Returns:
+        The new ISR (equal to ``state.isr`` as a set when nothing changes).
+    """
+    assert state.role is ReplicaRole.LEADER
+    members: list[int] = []
+    for replica in state.replicas:
+        if replica == state.leader:
+            members.append(replica)
+            continue
+        caught_up_ms = last_caught_up_ms.get(replica, -1)
+        if replica in state.isr:
+            if caught_up_ms >= 0 and now_ms - caught_up_ms > lag_time_max_ms:
+                continue
+            members.append(replica)
+        elif follower_log_end_offsets.get(replica, -1) >= high_watermark:
+            members.append(replica)
+    return tuple(members)
 
 
 def with_isr(state: ReplicaState, isr: tuple[int, ...], partition_epoch: int) -> ReplicaState:

@@ -46,6 +46,8 @@ class RunningBroker:
         run_controller: bool = False,
     ) -> None:
         self.log_dirs = [str(root / f"d{index}") for index in range(dirs)]
+        for log_dir in self.log_dirs:
+            Path(log_dir).mkdir(parents=True, exist_ok=True)
         text = (
             f"broker.id={broker_id}\nlisteners=PLAINTEXT://127.0.0.1:0\n"
             f"log.dirs={','.join(self.log_dirs)}\nzookeeper.connect={zk_connect}\n"

@@ -208,3 +208,29 @@ def test_hand_written_fetch_response_parses_with_kio(version: int) -> None:
     assert partitions[0].records == b"abcdefg"
     assert partitions[0].high_watermark == 10
     assert partitions[1].error_code == 1
+
+
+def test_whole_batches_drops_a_partial_tail() -> None:
+    from impl.broker.replica_fetcher import whole_batches
+    from impl.storage.record_batch import build_batch
+
+    first = build_batch([b"a", b"b"])
+    second = build_batch([b"c"], base_offset=2)
+    assert whole_batches(first + second) == first + second
+    assert whole_batches(first + second[:-1]) == first
+    assert whole_batches(first[:30]) == b""
+
+
+def test_desired_isr_shrinks_laggards_and_expands_caught_up() -> None:
+    from impl.broker.replication import ReplicaState, desired_isr
+
+    state = ReplicaState("t", 0, ReplicaRole.LEADER, 1, 3, 0, (1, 2), (1, 2, 3))
+    kept = desired_isr(state, 10, follower_log_end_offsets={2: 10, 3: 4},
+                       last_caught_up_ms={2: 900}, now_ms=1000, lag_time_max_ms=500)
+    assert kept == (1, 2)
+    expanded = desired_isr(state, 10, follower_log_end_offsets={2: 10, 3: 10},
+                           last_caught_up_ms={2: 900}, now_ms=1000, lag_time_max_ms=500)
+    assert expanded == (1, 2, 3)
+    shrunk = desired_isr(state, 10, follower_log_end_offsets={2: 8},
+                         last_caught_up_ms={2: 100}, now_ms=1000, lag_time_max_ms=500)
+    assert shrunk == (1,)

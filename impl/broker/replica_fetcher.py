@@ -1,0 +1,293 @@
+"""Followers fetch from their leaders (design V3 §"replica", KIP-101/279 truncation).
+
+One task per leader broker fetches, for every partition this broker follows there, from the
+follower's LEO (Fetch v11 with this broker's id as ``replica_id``), appends what it gets with
+``append_as_follower`` and sets the follower's HW to ``min(leader HW, own LEO)``. Before the first
+fetch of a partition (and after every new leader epoch) it asks the leader for the end offset of
+its own latest epoch (OffsetForLeaderEpoch) and truncates to ``min(end offset, LEO)``: the
+``LEADER_EPOCH`` truncation policy, never the HW truncation KIP-101 shows to lose data.
+
+A partition answered with NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION
+or a storage error is parked until the next LeaderAndIsr re-adds it; connection failures back
+off (bounded) and retry.
+"""
+
+from __future__ import annotations
+
+import itertools
+import logging
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+import trio
+from kio.index import load_request_schema
+
+from impl.storage import PartitionLog, StorageError, TopicPartition
+from impl.storage import record_batch as rb
+
+from . import api_versions
+from ._codec import MalformedRequestError, decode_response, encode_request
+from ._framing import FrameDecoder, FrameError
+from ._kio_build import build
+
+log = logging.getLogger(__name__)
+
+FETCH_VERSION: Final = 11
+FETCH_MAX_WAIT_MS: Final = 500
+FETCH_MAX_BYTES: Final = 16 * 1024 * 1024
+PARTITION_MAX_BYTES: Final = 4 * 1024 * 1024
+RESPONSE_MAX_BYTES: Final = 64 * 1024 * 1024
+BACKOFF_SECONDS: Final = 0.2
+IO_TIMEOUT_SECONDS: Final = 30.0
+
+
+@dataclass
+class _Followed:
+    leader_id: int
+    leader_epoch: int
+    truncated: bool = False
+
+
+class _Connection:
+    def __init__(self, host: str, port: int, client_id: str) -> None:
+        self.host = host
+        self.port = port
+        self.client_id = client_id
+        self.stream: trio.SocketStream | None = None
+        self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
+        self.correlation = itertools.count(1)
+
+    async def close(self) -> None:
+        if self.stream is not None:
+            stream, self.stream = self.stream, None
+            with trio.CancelScope(shield=True):
+                await stream.aclose()
+
+    async def call(self, api_key: int, version: int, data: dict[str, Any]) -> Any:
+        if self.stream is None:
+            self.stream = await trio.open_tcp_stream(self.host, self.port)
+            self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
+        correlation_id = next(self.correlation) & 0x7FFFFFFF
+        request_class: type[Any] = load_request_schema(api_key, version)
+        frame = encode_request(api_key, version, correlation_id, self.client_id,
+                               build(request_class, data))
+        with trio.fail_after(IO_TIMEOUT_SECONDS):
+            await self.stream.send_all(frame)
+            while True:
+                payload = self.decoder.next_frame()
+                if payload is not None:
+                    break
+                direct = self.decoder.direct_buffer()
+                if direct is not None:
+                    count = await self.stream.socket.recv_into(direct)
+                    if count == 0:
+                        raise trio.BrokenResourceError("leader closed the connection")
+                    self.decoder.direct_filled(count)
+                    continue
+                data_in = await self.stream.receive_some(1 << 20)
+                if not data_in:
+                    raise trio.BrokenResourceError("leader closed the connection")
+                self.decoder.feed(data_in)
+        received_id, response = decode_response(api_key, version, payload)
+        if received_id != correlation_id:
+            raise MalformedRequestError("response to another request")
+        return response
+
+
+def whole_batches(records: bytes) -> bytes:
+    """The prefix of ``records`` made of whole batches (a fetch may end in a partial one)."""
+    position = 0
+    while position + rb.LOG_OVERHEAD <= len(records):
+        size = int.from_bytes(records[position + 8 : position + 12], "big", signed=True)
+        end = position + rb.LOG_OVERHEAD + size
+        if size <= 0 or end > len(records):
+            break
+        position = end
+    return records[:position]
+
+
+class ReplicaFetcher:
+    """Runs the follower fetch loops of one broker.
+
+    Args:
+        broker_id: this broker (``replica_id`` in Fetch).
+        get_log: the storage engine's partition lookup.
+        endpoint_of: broker id → (host, port) or None.
+        on_progress: called after appends and HW moves (wakes waiters).
+    """
+
+    def __init__(
+        self,
+        broker_id: int,
+        get_log: Callable[[TopicPartition], PartitionLog | None],
+        endpoint_of: Callable[[int], tuple[str, int] | None],
+        on_progress: Callable[[], None],
+    ) -> None:
+        self.broker_id = broker_id
+        self._get_log = get_log
+        self._endpoint_of = endpoint_of
+        self._on_progress = on_progress
+        self._followed: dict[TopicPartition, _Followed] = {}
+        self._tasks: set[int] = set()
+        self._nursery: trio.Nursery | None = None
+        self._changed = trio.Event()
+
+    async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
+        """Own the fetch tasks until cancelled."""
+        async with trio.open_nursery() as nursery:
+            self._nursery = nursery
+            task_status.started()
+            await trio.sleep_forever()
+
+    def follow(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
+        """Fetch ``tp`` from ``leader_id`` (a LeaderAndIsr made this broker its follower)."""
+        self._followed[tp] = _Followed(leader_id, leader_epoch)
+        self._wake()
+        if leader_id not in self._tasks and self._nursery is not None:
+            self._tasks.add(leader_id)
+            self._nursery.start_soon(self._fetch_loop, leader_id)
+
+    def unfollow(self, tp: TopicPartition) -> None:
+        """Stop fetching ``tp`` (it became leader, stopped, or went offline)."""
+        self._followed.pop(tp, None)
+        self._wake()
+
+    def followed(self) -> dict[TopicPartition, int]:
+        """Partition → leader, for every followed partition."""
+        return {tp: item.leader_id for tp, item in self._followed.items()}
+
+    def _wake(self) -> None:
+        self._changed.set()
+        self._changed = trio.Event()
+
+    def _partitions_of(self, leader_id: int) -> dict[TopicPartition, _Followed]:
+        return {tp: item for tp, item in self._followed.items() if item.leader_id == leader_id}
+
+    async def _fetch_loop(self, leader_id: int) -> None:
+        connection: _Connection | None = None
+        try:
+            while True:
+                partitions = self._partitions_of(leader_id)
+                if not partitions:
+                    return
+                endpoint = self._endpoint_of(leader_id)
+                if endpoint is None:
+                    with trio.move_on_after(BACKOFF_SECONDS):
+                        await self._changed.wait()
+                    continue
+                if connection is None or (connection.host, connection.port) != endpoint:
+                    if connection is not None:
+                        await connection.close()
+                    connection = _Connection(endpoint[0], endpoint[1],
+                                             f"replica-fetcher-{self.broker_id}")
+                try:
+                    await self._truncate(connection, partitions)
+                    await self._fetch_once(connection, partitions)
+                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                        trio.TooSlowError, FrameError, MalformedRequestError) as error:
+                    log.info("fetch from broker %d failed: %s", leader_id, error)
+                    await connection.close()
+                    await trio.sleep(BACKOFF_SECONDS)
+        finally:
+            self._tasks.discard(leader_id)
+            if connection is not None:
+                await connection.close()
+
+    async def _truncate(self, connection: _Connection,
+                        partitions: dict[TopicPartition, _Followed]) -> None:
+        pending = {tp: item for tp, item in partitions.items() if not item.truncated}
+        if not pending:
+            return
+        requests: dict[str, list[dict[str, Any]]] = {}
+        for tp, item in pending.items():
+            partition_log = self._get_log(tp)
+            if partition_log is None:
+                continue
+            requests.setdefault(tp.topic, []).append({
+                "partition": tp.partition,
+                "current_leader_epoch": item.leader_epoch,
+                "leader_epoch": partition_log.latest_epoch,
+            })
+        if not requests:
+            return
+        response = await connection.call(
+            api_versions.OFFSET_FOR_LEADER_EPOCH, api_versions.OFFSET_FOR_LEADER_EPOCH_VERSION,
+            {"replica_id": self.broker_id,
+             "topics": [{"topic": t, "partitions": p} for t, p in requests.items()]},
+        )
+        for topic in response.topics:
+            for result in topic.partitions:
+                tp = TopicPartition(topic.topic, int(result.partition))
+                followed = self._followed.get(tp)
+                partition_log = self._get_log(tp)
+                if followed is None or partition_log is None or tp not in pending:
+                    continue
+                if int(result.error_code) != 0:
+                    log.info("OffsetForLeaderEpoch %s: error %d", tp, int(result.error_code))
+                    continue
+                end_offset = int(result.end_offset)
+                if 0 <= end_offset < partition_log.log_end_offset:
+                    target = max(end_offset, partition_log.log_start_offset)
+                    partition_log.truncate_to(target)
+                    log.info("%s truncated to %d (leader epoch end)", tp, target)
+                partition_log.high_watermark = min(
+                    partition_log.high_watermark, partition_log.log_end_offset
+                )
+                followed.truncated = True
+
+    async def _fetch_once(self, connection: _Connection,
+                          partitions: dict[TopicPartition, _Followed]) -> None:
+        topics: dict[str, list[dict[str, Any]]] = {}
+        for tp, item in partitions.items():
+            partition_log = self._get_log(tp)
+            if partition_log is None or not item.truncated:
+                continue
+            topics.setdefault(tp.topic, []).append({
+                "partition": tp.partition,
+                "current_leader_epoch": item.leader_epoch,
+                "fetch_offset": partition_log.log_end_offset,
+                "log_start_offset": partition_log.log_start_offset,
+                "partition_max_bytes": PARTITION_MAX_BYTES,
+            })
+        if not topics:
+            with trio.move_on_after(BACKOFF_SECONDS):
+                await self._changed.wait()
+            return
+        response = await connection.call(api_versions.FETCH, FETCH_VERSION, {
+            "replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
+            "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": 0,
+            "session_epoch": -1,
+            "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
+            "forgotten_topics_data": [], "rack_id": "",
+        })
+        progressed = False
+        for topic in response.responses:
+            for result in topic.partitions:
+                tp = TopicPartition(topic.topic, int(result.partition_index))
+                if self._followed.get(tp) is not partitions.get(tp):
+                    continue  # re-assigned while the fetch was in flight
+                partition_log = self._get_log(tp)
+                if partition_log is None:
+                    continue
+                code = int(result.error_code)
+                if code != 0:
+                    log.info("fetch of %s from its leader: error %d; waiting for LeaderAndIsr",
+                             tp, code)
+                    self._followed.pop(tp, None)
+                    continue
+                records = whole_batches(result.records or b"")
+                try:
+                    if records:
+                        await partition_log.append_as_follower(records)
+                        progressed = True
+                    high_watermark = min(int(result.high_watermark),
+                                         partition_log.log_end_offset)
+                    if high_watermark > partition_log.high_watermark:
+                        partition_log.high_watermark = high_watermark
+                        progressed = True
+                except StorageError as error:
+                    log.warning("follower append to %s failed: %s", tp, error)
+                    self._followed.pop(tp, None)
+        if progressed:
+            self._on_progress()
