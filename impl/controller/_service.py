@@ -381,14 +381,14 @@ class ControllerService:
                     reads.append(effect)
                 elif isinstance(effect, Resign):
                     _logger.info("controller %d resigns: %s", self._broker_id, effect.reason.name)
-            completions: list[ControllerInput] = []
+            # Each completion goes to the core as soon as it arrives, so the core's work on one
+            # multi's result overlaps ZooKeeper's work on the others; new effects wait for the
+            # next round.
             calls: list[Callable[[], Awaitable[None]]] = [
-                functools.partial(self._do_write, write, completions) for write in writes
+                functools.partial(self._do_write, write, queue) for write in writes
             ]
-            calls += [functools.partial(self._do_read, read, completions) for read in reads]
+            calls += [functools.partial(self._do_read, read, queue) for read in reads]
             await _gather(calls, len(calls) or 1)
-            for completion in completions:
-                queue.extend(self.core.handle(completion))
         self._idle = True
         self._notify()
 
@@ -409,20 +409,21 @@ class ControllerService:
             await _gather([creator(p) for p in by_depth[depth]], READS_IN_FLIGHT_MAX)
         self._ensured_paths.update(missing)
 
-    async def _do_write(self, write: ZkWrite, completions: list[ControllerInput]) -> None:
+    async def _do_write(self, write: ZkWrite, queue: list[ControllerEffect]) -> None:
+        assert self.core is not None
         try:
             if write.ensure_paths:
                 await self._ensure_paths(write.ensure_paths)
             results = await self._coordinator.multi(write.ops)
         except (ConnectionLossError, SessionExpiredError):
-            completions.append(WriteCompleted(write.write_id, None))
+            queue.extend(self.core.handle(WriteCompleted(write.write_id, None)))
             return
-        completions.append(WriteCompleted(write.write_id, results))
+        queue.extend(self.core.handle(WriteCompleted(write.write_id, results)))
 
-    async def _do_read(self, read: ReadPartitionStates,
-                       completions: list[ControllerInput]) -> None:
+    async def _do_read(self, read: ReadPartitionStates, queue: list[ControllerEffect]) -> None:
+        assert self.core is not None
         states = await self._read_states(read.partitions)
-        completions.append(PartitionStatesRead(states))
+        queue.extend(self.core.handle(PartitionStatesRead(states)))
 
     def _queue_send(self, effect: SendRequest) -> None:
         channel = self._senders.get(effect.broker_id)

@@ -42,7 +42,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
-from impl.trace import TraceEvent
+from impl.trace import TraceEvent, TraceValue
 
 from .coordinator import (
     BadVersionError,
@@ -496,6 +496,7 @@ class Controller:
         self._busy: set[TP] = set()
         self._dirty: dict[TP, ControllerEvent] = {}
         self._stale_causes: dict[TP, ControllerEvent] = {}
+        self._deferred: dict[TP, ControllerEvent] = {}
         self._reassign_node_writing = False
         self._reassign_node_dirty = False
         self._effects: list[ControllerEffect] = []
@@ -550,10 +551,13 @@ class Controller:
     # --- helpers -----------------------------------------------------------------------------
 
     def _trace(self, event: ControllerEvent, subject: str, before: str, after: str,
-               **fields: object) -> None:
-        self._effects.append(
-            EmitTrace(TraceEvent.of(MACHINE, event.name, subject, before, after, **fields))
-        )
+               **fields: TraceValue) -> None:
+        # Field values here are already immutable trace values (ints, strings, tuples of
+        # ints), so the event is built without TraceEvent.of's copying: a failover traces
+        # thousands of partitions at once.
+        self._effects.append(EmitTrace(TraceEvent(
+            MACHINE, event.name, subject, before, after, MappingProxyType(fields)
+        )))
 
     def _resign(self, reason: ControllerEvent) -> None:
         self._trace(reason, "controller", ControllerRole.ACTIVE.name, ControllerRole.INACTIVE.name,
@@ -587,7 +591,7 @@ class Controller:
             broker_id, ()
         )
 
-    def _set_partition(self, tp: TP, event: ControllerEvent, **fields: object) -> None:
+    def _set_partition(self, tp: TP, event: ControllerEvent, **fields: TraceValue) -> None:
         before = self.partition_states.get(tp, PartitionState.NON_EXISTENT)
         after = step_partition(before, event)
         self.partition_states[tp] = after
@@ -698,6 +702,13 @@ class Controller:
         return _StateChange(tp, new, ControllerEvent.LEADER_ELECTED)
 
     def _reconcile(self, tps: Iterable[TP], cause: ControllerEvent) -> None:
+        """Plan and write new states for ``tps``.
+
+        Leadership goes first (Kafka's order: OfflinePartition → OnlinePartition, then
+        OfflineReplica): when some partitions need a new leader, the partitions that only lose
+        ISR members are re-planned after the leaders' writes and requests have gone out, so a
+        failover's critical path carries only the elections.
+        """
         changes: list[_StateChange] = []
         for tp in tps:
             if tp in self._busy:
@@ -706,6 +717,13 @@ class Controller:
             change = self._plan(tp, cause)
             if change is not None:
                 changes.append(change)
+        leaders = [c for c in changes if c.cause is not ControllerEvent.ISR_CHANGED
+                   or c.new.zk_version < 0]
+        if leaders and len(leaders) < len(changes):
+            for change in changes:
+                if change.cause is ControllerEvent.ISR_CHANGED and change.new.zk_version >= 0:
+                    self._deferred[change.tp] = cause
+            changes = leaders
         self._submit(changes)
 
     def _submit(self, changes: Sequence[_StateChange]) -> None:
@@ -738,7 +756,7 @@ class Controller:
         if event is ControllerEvent.ISR_CHANGED and state is PartitionState.NEW:
             event = ControllerEvent.LEADER_ELECTED
         self._set_partition(tp, event, leader=new.leader, leader_epoch=new.leader_epoch,
-                            isr=new.isr, controller_epoch=self.epoch, zk_version=zk_version)
+                            isr=new.isr, zk_version=zk_version)
         self._queue_leader_and_isr(tp)
         self._um_partitions.add(tp)
 
@@ -752,25 +770,33 @@ class Controller:
         replicas = assignment.partitions[tp[1]]
         targets = [r for r in replicas if self._usable(tp, r)] if brokers is None else brokers
         target = self.reassignments.get(tp)
+        shared: LeaderAndIsrPartitionState | None = None
         for broker_id in targets:
             if broker_id not in self.live_brokers:
                 continue
             replica_state = self.replica_states.get((tp, broker_id), ReplicaState.NON_EXISTENT)
             is_new = replica_state is ReplicaState.NEW
-            self._lair.setdefault(broker_id, {})[tp] = LeaderAndIsrPartitionState(
-                topic=tp[0],
-                partition=tp[1],
-                controller_epoch=state.controller_epoch,
-                leader=state.leader,
-                leader_epoch=state.leader_epoch,
-                isr=state.isr,
-                zk_version=state.zk_version,
-                replicas=replicas,
-                adding_replicas=assignment.adding_replicas.get(tp[1], ()),
-                removing_replicas=assignment.removing_replicas.get(tp[1], ()),
-                is_new=is_new,
-                preferred_log_dir=None if target is None else target.log_dir_of(broker_id),
-            )
+            log_dir = None if target is None else target.log_dir_of(broker_id)
+            if shared is None or is_new or log_dir is not None:
+                partition_state = LeaderAndIsrPartitionState(
+                    topic=tp[0],
+                    partition=tp[1],
+                    controller_epoch=state.controller_epoch,
+                    leader=state.leader,
+                    leader_epoch=state.leader_epoch,
+                    isr=state.isr,
+                    zk_version=state.zk_version,
+                    replicas=replicas,
+                    adding_replicas=assignment.adding_replicas.get(tp[1], ()),
+                    removing_replicas=assignment.removing_replicas.get(tp[1], ()),
+                    is_new=is_new,
+                    preferred_log_dir=log_dir,
+                )
+                if not is_new and log_dir is None:
+                    shared = partition_state
+            else:
+                partition_state = shared
+            self._lair.setdefault(broker_id, {})[tp] = partition_state
             if is_new:
                 self._set_replica(tp, broker_id, ControllerEvent.LEADER_ELECTED)
 
@@ -838,6 +864,13 @@ class Controller:
         self._um_partitions = set()
         self._um_full_brokers = set()
         self._um_broadcast = False
+        if self._deferred:
+            deferred, self._deferred = self._deferred, {}
+            groups: dict[ControllerEvent, list[TP]] = {}
+            for tp, cause in deferred.items():
+                groups.setdefault(cause, []).append(tp)
+            for cause, group in groups.items():
+                self._reconcile(sorted(group), cause)
 
     # --- writes completing -------------------------------------------------------------------
 
@@ -957,18 +990,20 @@ class Controller:
         if not failed and not started:
             self.live_brokers = dict(brokers)
             return
-        self.live_brokers = {b: r for b, r in old.items() if b not in failed}
-        all_tps = self._all_tps()
+        changed = set(failed) | set(started)
+        affected = [tp for tp in self._all_tps()
+                    if not changed.isdisjoint(self._assigned(tp))]
         for broker_id in failed:
             self._trace(ControllerEvent.BROKER_FAILED, f"broker-{broker_id}",
                         ReplicaState.ONLINE.name, ReplicaState.OFFLINE.name, broker=broker_id)
             self.offline_replicas.pop(broker_id, None)
             self._lair.pop(broker_id, None)
             self._stop.pop(broker_id, None)
-            for key, state in list(self.replica_states.items()):
-                if key[1] == broker_id and (state, ControllerEvent.BROKER_FAILED) in \
+            for tp in affected:
+                state = self.replica_states.get((tp, broker_id))
+                if state is not None and (state, ControllerEvent.BROKER_FAILED) in \
                         REPLICA_TRANSITIONS:
-                    self._set_replica(key[0], broker_id, ControllerEvent.BROKER_FAILED)
+                    self._set_replica(tp, broker_id, ControllerEvent.BROKER_FAILED)
         self.live_brokers = dict(brokers)
         self._um_broadcast = True
         for broker_id in started:
@@ -977,8 +1012,6 @@ class Controller:
                         broker_epoch=brokers[broker_id].epoch)
             self.offline_replicas.pop(broker_id, None)
             self._um_full_brokers.add(broker_id)
-        affected = [tp for tp in all_tps
-                    if any(r in failed or r in started for r in self._assigned(tp))]
         for tp in affected:
             for broker_id in started:
                 if broker_id in self._assigned(tp):

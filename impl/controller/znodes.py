@@ -304,16 +304,15 @@ class LeaderIsr:
 
 def encode_partition_state(leader: int, leader_epoch: int, isr: Sequence[int],
                            controller_epoch: int) -> bytes:
-    """Kafka's partition state JSON."""
-    return _dumps(
-        {
-            "version": 1,
-            "leader": leader,
-            "leader_epoch": leader_epoch,
-            "isr": list(isr),
-            "controller_epoch": controller_epoch,
-        }
-    )
+    """Kafka's partition state JSON (keys sorted, no spaces: the same bytes as ``_dumps``).
+
+    Formatted directly: a failover writes thousands of these at once.
+    """
+    isr_text = ",".join(str(int(replica)) for replica in isr)
+    return (
+        f'{{"controller_epoch":{int(controller_epoch)},"isr":[{isr_text}],'
+        f'"leader":{int(leader)},"leader_epoch":{int(leader_epoch)},"version":1}}'
+    ).encode("ascii")
 
 
 def decode_partition_state(topic: str, partition: int, data: bytes, zk_version: int) -> LeaderIsr:

@@ -57,13 +57,14 @@ def test_broker_failure_reelects_many_partitions_in_batched_multis(
             await c.sessions[1].close()
 
             def moved() -> bool:
-                states = {}
+                states: dict[int, set[int]] = {0: set(), 2: set()}
                 for delivery in c.transport.deliveries[delivered_before:]:
                     request = delivery.request
-                    if isinstance(request, LeaderAndIsrRequest) and delivery.broker_id == 2:
-                        for s in request.partition_states:
-                            states[s.partition] = s
-                return len(states) == PARTITIONS
+                    if isinstance(request, LeaderAndIsrRequest) and delivery.broker_id in states:
+                        states[delivery.broker_id].update(
+                            s.partition for s in request.partition_states
+                        )
+                return all(len(got) == PARTITIONS for got in states.values())
 
             await c.transport.wait_for(moved)
             failover = recorder.state_multis()[len(created):]
@@ -73,14 +74,22 @@ def test_broker_failure_reelects_many_partitions_in_batched_multis(
             for ops in failover:
                 assert isinstance(ops[0], CheckOp)
                 assert ops[0].path == CONTROLLER_EPOCH_PATH
-            # One LeaderAndIsr per surviving broker carries all its partitions.
+            # Leadership first: one LeaderAndIsr per surviving broker carries the 30 partitions
+            # broker 1 led; a second one carries the 60 that only lost broker 1 from the ISR.
             late = [d for d in c.transport.deliveries[delivered_before:]
                     if isinstance(d.request, LeaderAndIsrRequest)]
-            assert sorted(d.broker_id for d in late) == [0, 2]
-            for delivery in late:
-                assert isinstance(delivery.request, LeaderAndIsrRequest)
-                assert len(delivery.request.partition_states) == PARTITIONS
-                assert not any(s.is_new for s in delivery.request.partition_states)
+            assert sorted(d.broker_id for d in late) == [0, 0, 2, 2]
+            led_by_1 = {p for p, r in _assignment().items() if r[0] == 1}
+            for broker_id in (0, 2):
+                first, second = [d.request for d in late if d.broker_id == broker_id]
+                assert isinstance(first, LeaderAndIsrRequest)
+                assert isinstance(second, LeaderAndIsrRequest)
+                assert {s.partition for s in first.partition_states} == led_by_1
+                assert {s.partition for s in second.partition_states} == (
+                    set(range(PARTITIONS)) - led_by_1
+                )
+                assert not any(s.is_new for s in first.partition_states)
+                assert not any(s.is_new for s in second.partition_states)
             for partition, replicas in _assignment().items():
                 state = await read_partition_state(admin, "big", partition)
                 assert state is not None
@@ -91,6 +100,7 @@ def test_broker_failure_reelects_many_partitions_in_batched_multis(
             metadata = c.transport.update_metadata(2)[-1]
             assert [b.broker_id for b in metadata.live_brokers] == [0, 2]
             assert all(s.offline_replicas == (1,) for s in metadata.partition_states)
+            assert len(metadata.partition_states) == PARTITIONS - len(led_by_1)
 
     trio.run(scenario)
 

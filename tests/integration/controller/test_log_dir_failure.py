@@ -65,8 +65,8 @@ def test_failed_log_dir_moves_leadership_and_isr_off_the_lost_replicas(
             moved = await read_partition_state(admin, "d", 2)
             assert moved is not None
             assert moved.leader == 0
-            metadata = c.transport.update_metadata(1)[-1]
             offline = {(s.topic, s.partition): s.offline_replicas
+                       for metadata in c.transport.update_metadata(1)
                        for s in metadata.partition_states}
             assert all(offline[tp] == (2,) for tp in FAILED)
             assert all(offline.get(("d", p), ()) == () for p in (3, 4, 5))
