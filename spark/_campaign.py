@@ -72,13 +72,13 @@ class CampaignProgress:
     jobs_total: int
     failures: int
     errors: int
-    events: int
+    events_checked: int
     seconds: float
 
     @property
     def events_per_second(self) -> float:
         """Trace-checked events per wall-clock second so far."""
-        return self.events / self.seconds if self.seconds > 0 else 0.0
+        return self.events_checked / self.seconds if self.seconds > 0 else 0.0
 
 
 class CampaignListener(Protocol):
@@ -156,6 +156,7 @@ def _parameters(
         "brokers": plan.base.brokers,
         "log_dirs": plan.base.log_dirs,
         "steps": plan.base.steps,
+        "variant": plan.base.variant,
         "runner": plan.runner,
         "shrink_max": plan.shrink_max,
         "master": master,
@@ -245,7 +246,7 @@ def run_campaign(
                         jobs_total=len(groups),
                         failures=tally.failures,
                         errors=tally.errors,
-                        events=tally.events,
+                        events_checked=tally.events_checked,
                         seconds=time.perf_counter() - started,
                     )
                 )
@@ -320,8 +321,9 @@ def summary_lines(summary: CampaignSummary) -> list[str]:
     """The end-of-campaign summary as printed lines (the first failing seeds by seed)."""
     lines = [
         f"campaign: {summary.runs} runs in {summary.seconds:.1f} s "
-        f"({summary.runs_per_second:,.1f} runs/s, {summary.events_per_second:,.0f} events/s, "
-        f"{summary.events:,} events checked)",
+        f"({summary.runs_per_second:,.1f} runs/s, "
+        f"{summary.events_per_second:,.0f} checked events/s; "
+        f"{summary.events_checked:,} of {summary.events:,} trace events checked)",
         f"failures: {summary.failures} (invariant violated), "
         f"errors: {summary.errors} (runner raised)",
     ]

@@ -53,6 +53,7 @@ def run_schema() -> Any:
         "violated_invariant": pa.string(),
         "steps": pa.int64(),
         "events": pa.int64(),
+        "events_checked": pa.int64(),
         "duration_seconds": pa.float64(),
         "trace_digest": pa.string(),
         "replay_command": pa.string(),
@@ -180,6 +181,7 @@ class CampaignTally:
     failures: int = 0
     errors: int = 0
     events: int = 0
+    events_checked: int = 0
     steps: int = 0
     run_seconds: float = 0.0
     failures_by_invariant: dict[str, int] = field(default_factory=dict)
@@ -189,6 +191,7 @@ class CampaignTally:
         """Count one run."""
         self.runs += 1
         self.events += record.events
+        self.events_checked += record.events_checked
         self.steps += record.steps
         self.run_seconds += record.duration_seconds
         if record.verdict == "error":
@@ -227,7 +230,8 @@ class CampaignSummary:
         failures: runs whose verdict is ``fail`` (an invariant violated).
         errors: runs whose runner raised.
         failures_by_invariant: failure counts per violated invariant.
-        events: trace events checked, over all runs.
+        events: trace events emitted, over all runs.
+        events_checked: trace events replayed in a model and checked, over all runs.
         steps: simulation steps, over all runs.
         seconds: wall-clock seconds from the first task submitted to the last row written.
         run_seconds: seconds spent inside the runner, summed over runs (all executors).
@@ -241,6 +245,7 @@ class CampaignSummary:
     errors: int
     failures_by_invariant: Mapping[str, int]
     events: int
+    events_checked: int
     steps: int
     seconds: float
     run_seconds: float
@@ -255,7 +260,7 @@ class CampaignSummary:
     @property
     def events_per_second(self) -> float:
         """Trace-checked events per wall-clock second."""
-        return self.events / self.seconds if self.seconds > 0 else 0.0
+        return self.events_checked / self.seconds if self.seconds > 0 else 0.0
 
     def to_json(self) -> dict[str, Any]:
         """The summary as plain JSON values."""
@@ -305,6 +310,7 @@ def summarize(
         errors=tally.errors,
         failures_by_invariant=dict(tally.failures_by_invariant),
         events=tally.events,
+        events_checked=tally.events_checked,
         steps=tally.steps,
         seconds=seconds,
         run_seconds=tally.run_seconds,

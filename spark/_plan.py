@@ -61,17 +61,22 @@ class BaseConfig:
         brokers: brokers in each simulated cluster.
         log_dirs: log directories per broker.
         steps: simulation steps per run.
+        variant: the implementation variant to run (``None``: the runner's default, the shipped
+            implementation); known-bad variants show what the campaign catches.
     """
 
-    brokers: int = 3
-    log_dirs: int = 2
+    brokers: int = 1
+    log_dirs: int = 3
     steps: int = 200
+    variant: str | None = None
 
     def __post_init__(self) -> None:
         for name in ("brokers", "log_dirs", "steps"):
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise CampaignUsageError(f"{name.replace('_', '-')} must be >= 1, not {value!r}")
+        if self.variant is not None and not re.fullmatch(r"[A-Za-z0-9_]+", self.variant):
+            raise CampaignUsageError(f"--variant must be a variant's name, not {self.variant!r}")
 
 
 @dataclass(frozen=True, slots=True)

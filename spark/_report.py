@@ -27,6 +27,7 @@ class SlowSeed:
     duration_seconds: float
     steps: int
     events: int
+    events_checked: int
     verdict: str
 
 
@@ -53,7 +54,8 @@ class CampaignReport:
         seeds_last: the largest seed.
         verdicts: rows per verdict.
         failures_by_invariant: failing rows per violated invariant.
-        events: trace events checked, over all runs.
+        events: trace events emitted, over all runs.
+        events_checked: trace events replayed in a model, over all runs.
         run_seconds: seconds inside the runner, summed.
         code_versions: the code versions the rows were produced by.
         slowest: the slowest seeds, slowest first.
@@ -68,6 +70,7 @@ class CampaignReport:
     verdicts: dict[str, int]
     failures_by_invariant: dict[str, int]
     events: int
+    events_checked: int
     run_seconds: float
     code_versions: tuple[str, ...]
     slowest: tuple[SlowSeed, ...]
@@ -123,6 +126,7 @@ def build_report(directory: Path, slowest_count: int = SLOWEST_COUNT) -> Campaig
             duration_seconds=rows["duration_seconds"][index],
             steps=rows["steps"][index],
             events=rows["events"][index],
+            events_checked=rows["events_checked"][index],
             verdict=rows["verdict"][index],
         )
         for index in order[:slowest_count]
@@ -154,6 +158,7 @@ def build_report(directory: Path, slowest_count: int = SLOWEST_COUNT) -> Campaig
         verdicts=dict(sorted(verdicts.items())),
         failures_by_invariant=dict(sorted(by_invariant.items())),
         events=sum(rows["events"]),
+        events_checked=sum(rows["events_checked"]),
         run_seconds=sum(rows["duration_seconds"]),
         code_versions=tuple(sorted(set(rows["code_version"]))),
         slowest=slowest,
@@ -169,7 +174,8 @@ def report_lines(report: CampaignReport) -> list[str]:
     lines = [
         f"campaign {report.directory}: {state}",
         f"runs: {report.runs} (seeds {report.seeds_first}..{report.seeds_last}): {verdicts}",
-        f"events checked: {report.events:,}; time in runs: {report.run_seconds:.2f} s",
+        f"trace events: {report.events:,}, checked: {report.events_checked:,}; "
+        f"time in runs: {report.run_seconds:.2f} s",
         f"code: {', '.join(report.code_versions)}",
     ]
     if report.failures_by_invariant:

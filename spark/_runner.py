@@ -49,6 +49,7 @@ RUN_COLUMNS = (
     "violated_invariant",
     "steps",
     "events",
+    "events_checked",
     "duration_seconds",
     "trace_digest",
     "replay_command",
@@ -57,7 +58,23 @@ RUN_COLUMNS = (
 )
 
 RunRow = tuple[
-    int, str, str, int, int, int, str, str, str | None, int, int, float, str, str, str | None, str
+    int,
+    str,
+    str,
+    int,
+    int,
+    int,
+    str,
+    str,
+    str | None,
+    int,
+    int,
+    int,
+    float,
+    str,
+    str,
+    str | None,
+    str,
 ]
 
 
@@ -91,6 +108,7 @@ class RunRecord:
     violated_invariant: str | None
     steps: int
     events: int
+    events_checked: int
     duration_seconds: float
     trace_digest: str
     replay_command: str
@@ -124,7 +142,8 @@ class RunnerModule:
     Attributes:
         name: the module's dotted name.
         run_seed: ``run_seed(seed, config) -> result``; the result has ``verdict``,
-            ``violated_invariant``, ``steps``, ``events``, ``trace_digest``, ``replay_command``.
+            ``violated_invariant``, ``steps``, ``events``, ``trace_digest``, ``replay_command``
+            and optionally ``events_checked`` (events replayed in a model; ``events`` if absent).
         swarm_config: ``swarm_config(seed, *, brokers, log_dirs, steps) -> config``.
         shrink: ``shrink(seed, config) -> shrunk`` or ``None`` when the module cannot shrink.
     """
@@ -170,7 +189,13 @@ def load_runner(name: str) -> RunnerModule:
 
 def config_for_seed(runner: RunnerModule, seed: int, base: BaseConfig) -> Any:
     """The run configuration of ``seed``: drawn from the seed by the runner (``options_swarm``)."""
-    return runner.swarm_config(seed, brokers=base.brokers, log_dirs=base.log_dirs, steps=base.steps)
+    if base.variant is None:
+        return runner.swarm_config(
+            seed, brokers=base.brokers, log_dirs=base.log_dirs, steps=base.steps
+        )
+    return runner.swarm_config(
+        seed, brokers=base.brokers, log_dirs=base.log_dirs, steps=base.steps, variant=base.variant
+    )
 
 
 def config_to_json(config: Any) -> str:
@@ -209,10 +234,13 @@ def verdict_name(verdict: object) -> str:
 
 def fallback_replay_command(spec: TaskSpec, seed: int) -> str:
     """The command that re-runs one seed without Spark (used when the runner raised)."""
-    return (
+    command = (
         f"logproof fuzz replay --runner {spec.runner} --seed {seed} "
         f"--brokers {spec.base.brokers} --log-dirs {spec.base.log_dirs} --steps {spec.base.steps}"
     )
+    if spec.base.variant is not None:
+        command += f" --variant {spec.base.variant}"
+    return command
 
 
 def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> RunRecord:
@@ -248,6 +276,7 @@ def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> R
             violated_invariant=None if verdict == "pass" else str(invariant or "UNNAMED"),
             steps=int(result.steps),
             events=int(result.events),
+            events_checked=int(getattr(result, "events_checked", result.events)),
             duration_seconds=duration_seconds,
             trace_digest=str(result.trace_digest),
             replay_command=str(result.replay_command),
@@ -267,6 +296,7 @@ def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> R
             violated_invariant=None,
             steps=0,
             events=0,
+            events_checked=0,
             duration_seconds=time.perf_counter() - started,
             trace_digest="",
             replay_command=fallback_replay_command(spec, seed),

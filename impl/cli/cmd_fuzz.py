@@ -158,11 +158,23 @@ def register(subparsers: Any) -> None:
 
 
 def _add_size_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("--brokers", type=int, default=3, metavar="B", help="brokers (3)")
+    default = BaseConfig()
     parser.add_argument(
-        "--log-dirs", type=int, default=2, metavar="D", help="log dirs per broker (2)"
-    )
-    parser.add_argument("--steps", type=int, default=200, metavar="K", help="steps per run (200)")
+        "--brokers", type=int, default=default.brokers, metavar="B",
+        help=f"brokers ({default.brokers})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--log-dirs", type=int, default=default.log_dirs, metavar="D",
+        help=f"log dirs per broker ({default.log_dirs})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--steps", type=int, default=default.steps, metavar="K",
+        help=f"steps per run ({default.steps})",
+    )  # fmt: skip
+    parser.add_argument(
+        "--variant", default=None, metavar="NAME",
+        help="implementation variant, e.g. a known-bad one (default: the shipped one)",
+    )  # fmt: skip
     parser.add_argument(
         "--runner",
         default=DEFAULT_RUNNER,
@@ -194,7 +206,8 @@ class _Printer:
             f"fuzz: seeds {parameters['first_seed']}..{last_seed} on {parameters['master']}, "
             f"{parameters['partitions']} seed ranges; runner {parameters['runner']}, "
             f"{parameters['brokers']} brokers x {parameters['log_dirs']} log dirs, "
-            f"{parameters['steps']} steps; code {parameters['code_version']}",
+            f"{parameters['steps']} steps, variant {parameters['variant'] or 'default'}; "
+            f"code {parameters['code_version']}",
             flush=True,
         )
 
@@ -205,7 +218,7 @@ class _Printer:
         print(
             f"[{progress.seconds:7.1f} s] {progress.runs_done}/{progress.runs_total} runs "
             f"({percent:.0f}%), {progress.failures} failed, {progress.errors} errors, "
-            f"{progress.events_per_second:,.0f} events/s",
+            f"{progress.events_per_second:,.0f} checked events/s",
             flush=True,
         )
 
@@ -231,7 +244,9 @@ def _plan(arguments: argparse.Namespace) -> CampaignPlan:
         return CampaignPlan(
             seeds_count=arguments.seeds,
             first_seed=arguments.first_seed,
-            base=BaseConfig(arguments.brokers, arguments.log_dirs, arguments.steps),
+            base=BaseConfig(
+                arguments.brokers, arguments.log_dirs, arguments.steps, arguments.variant
+            ),
             runner=arguments.runner,
             partitions=arguments.partitions,
             shrink_max=arguments.shrink_max,
@@ -291,6 +306,7 @@ def run_report(arguments: argparse.Namespace) -> int:
             "verdicts": report.verdicts,
             "failures_by_invariant": report.failures_by_invariant,
             "events": report.events,
+            "events_checked": report.events_checked,
             "run_seconds": round(report.run_seconds, 6),
             "code_versions": list(report.code_versions),
             "complete": report.complete,
@@ -312,7 +328,7 @@ def vars_of(record: Any) -> dict[str, Any]:
 def run_replay(arguments: argparse.Namespace) -> int:
     """Re-run one seed on this machine."""
     try:
-        base = BaseConfig(arguments.brokers, arguments.log_dirs, arguments.steps)
+        base = BaseConfig(arguments.brokers, arguments.log_dirs, arguments.steps, arguments.variant)
         runner = load_runner(arguments.runner)
     except CampaignError as error:
         raise CliError(str(error)) from error
@@ -325,7 +341,10 @@ def run_replay(arguments: argparse.Namespace) -> int:
     if record.error:
         print(f"runner raised: {record.error}", file=sys.stderr)
     print(f"config: {record.config_json}")
-    print(f"steps: {record.steps}, events: {record.events}, trace digest: {record.trace_digest}")
+    print(
+        f"steps: {record.steps}, events: {record.events}, checked: {record.events_checked}, "
+        f"trace digest: {record.trace_digest}"
+    )
     print(f"seconds: {time.perf_counter() - started:.3f}")
     return 0 if record.verdict == "pass" else EXIT_FAILURES_FOUND
 

@@ -10,10 +10,7 @@ seed and on the configuration drawn from it, so digests show whether two runs of
 from __future__ import annotations
 
 import hashlib
-import importlib
-import os
 import random
-from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 
 FAILING_MODULUS, FAILING_REMAINDER = 17, 3
@@ -94,17 +91,3 @@ def shrink(seed: int, config: WalkConfig) -> WalkShrunk:
     """Pretend that one crash of one broker suffices (deterministic in the seed)."""
     fault = f"crash broker {seed % config.brokers}"
     return WalkShrunk(f"1 fault: {fault}", f"walk-replay --seed {seed} --faults 1", (fault,))
-
-
-def module_files() -> dict[str, str]:
-    """Where this process imported the campaign's modules from (run inside a Spark task)."""
-    names = ("spark", "spark._runner", "conformance", __name__)
-    return {name: str(importlib.import_module(name).__file__) for name in names}
-
-
-def module_files_task(items: Iterable[object]) -> Iterator[dict[str, str]]:
-    """A Spark task body: where its process imported the campaign's modules from, and its pid."""
-    del items
-    files = module_files()
-    files["pid"] = str(os.getpid())
-    yield files

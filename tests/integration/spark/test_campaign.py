@@ -72,29 +72,61 @@ def _runs(directory: Path) -> dict[int, dict[str, Any]]:
 def test_verdicts_do_not_depend_on_partitioning(
     campaign_context: CampaignContext, tmp_path: Path
 ) -> None:
-    seeds = range(500, 740)
+    """The conformance simulator's seeds, cut into 3 and into 7 ranges, give the same rows."""
+    seeds = range(500, 540)
+    base = BaseConfig(brokers=1, log_dirs=3, steps=60)
     results = {}
     for partitions, jobs in ((3, 2), (7, 5)):
         plan = CampaignPlan(
-            len(seeds), first_seed=seeds[0], base=BASE, runner=RUNNER, partitions=partitions
+            len(seeds), first_seed=seeds[0], base=base, runner="conformance", partitions=partitions
         )
         out = tmp_path / f"p{partitions}"
         run_campaign(campaign_context.context, plan, out, code_version="test", concurrent_jobs=jobs)
         assert json.loads((out / "campaign.json").read_text())["partitions"] == partitions
         assert len(list((out / "runs").glob("part-*.parquet"))) >= 2
         results[partitions] = {
-            seed: (row["verdict"], row["trace_digest"], row["config_json"])
+            seed: (row["verdict"], row["trace_digest"], row["config_json"], row["events_checked"])
             for seed, row in _runs(out).items()
         }
     assert set(results[3]) == set(seeds)
     assert results[3] == results[7]
+    assert len({digest for _, digest, _, _ in results[3].values()}) == len(seeds)
     # and the same as running each seed on the driver, without Spark
-    runner = load_runner(RUNNER)
-    spec = TaskSpec("test", RUNNER, BASE)
+    runner = load_runner("conformance")
+    spec = TaskSpec("test", "conformance", base)
     for seed in seeds:
         record = run_one(runner, spec, seed, executor="driver")
-        assert results[3][seed] == (record.verdict, record.trace_digest, record.config_json)
-        assert record.verdict == seeded_runner.expected_verdict(seed)
+        expected = (record.verdict, record.trace_digest, record.config_json, record.events_checked)
+        assert results[3][seed] == expected
+
+
+def test_known_bad_variant_is_caught_shrunk_and_replayable(
+    campaign_context: CampaignContext, tmp_path: Path
+) -> None:
+    """The swap without the partition lock (a bug KIP-113 prevents) fails seeds; the campaign
+    lists them with commands that replay them, and shrinks the first."""
+    import conformance
+
+    base = BaseConfig(brokers=1, log_dirs=3, steps=60, variant="unlocked_swap")
+    plan = CampaignPlan(12, base=base, runner="conformance", partitions=4, shrink_max=2)
+    summary = run_campaign(campaign_context.context, plan, tmp_path, code_version="test")
+    assert summary.failures >= 1
+    assert summary.errors == 0
+    assert set(summary.failures_by_invariant) <= {"MOVE_NO_LOSS", "MOVE_SINGLE_LIVE"}
+    for failing in summary.failing:
+        assert "--variant unlocked_swap" in failing.replay_command
+        config = conformance.swarm_config(
+            failing.seed, brokers=1, log_dirs=3, steps=60, variant="unlocked_swap"
+        )
+        again = conformance.run_seed(failing.seed, config)
+        assert again.verdict == "fail"
+        assert (again.violated_invariant, again.trace_digest) == (
+            failing.violated_invariant,
+            failing.trace_digest,
+        )
+    shrunk = [failing.shrunk for failing in summary.failing if failing.shrunk is not None]
+    assert len(shrunk) == min(2, len(summary.failing))
+    assert all(record.shrunk and "--faults" in record.replay_command for record in shrunk)
 
 
 def test_campaign_rows_summary_progress_and_shrinking(

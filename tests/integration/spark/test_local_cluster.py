@@ -1,8 +1,9 @@
 """A campaign on ``local-cluster[2,1,1024]``: a standalone master and two workers in the driver's
 JVM, each executor a JVM of its own with its own Python workers, as on a real cluster.
 
-The executors do not get logproof from the driver's environment: the tasks report that they
-imported ``spark``, ``conformance`` and the runner from the zip the driver shipped (the workers'
+The runner is the conformance simulator. The executors do not get logproof from the driver's
+environment: the tasks report that they imported ``spark``, ``conformance``, ``impl`` and
+``model`` from the zip the driver shipped (the workers'
 current directory is the worker's own scratch dir, and the zip comes first on their
 ``sys.path``). Verdicts and trace digests equal those of the same seeds run on the driver.
 
@@ -13,7 +14,7 @@ minute on a busy one; run with ``-m slow``.
 from __future__ import annotations
 
 import os
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
@@ -30,13 +31,13 @@ from spark import (
     run_campaign,
     run_one,
 )
-from tests.integration.spark import seeded_runner
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
-RUNNER = seeded_runner.__name__
-BASE = BaseConfig(brokers=3, log_dirs=2, steps=50)
+RUNNER = "conformance"
+BASE = BaseConfig(brokers=1, log_dirs=3, steps=40)
 ROOT = Path(__file__).resolve().parents[3]
+MODULES = ("spark", "spark._runner", "conformance", "conformance.runner", "impl.trace", "model")
 
 
 @pytest.fixture(scope="module")
@@ -49,15 +50,22 @@ def cluster() -> Iterator[CampaignContext]:
 def test_executors_import_the_shipped_zip(cluster: CampaignContext) -> None:
     assert cluster.shipped is not None
     zip_name = cluster.shipped.path.name
-    reports = (
-        cluster.context.parallelize(range(4), 4)
-        .mapPartitions(seeded_runner.module_files_task)
-        .collect()
-    )
+
+    def where(items: Iterable[int]) -> Iterator[dict[str, str]]:
+        # a nested function: pickled by value, so it needs nothing from tests/ on the executor
+        import importlib
+        import os as executor_os
+
+        del items
+        files = {name: str(importlib.import_module(name).__file__) for name in MODULES}
+        files["pid"] = str(executor_os.getpid())
+        yield files
+
+    reports = cluster.context.parallelize(range(4), 4).mapPartitions(where).collect()
     assert len(reports) == 4
     for report in reports:
         assert report["pid"] != str(os.getpid())
-        for module in ("spark", "spark._runner", "conformance", RUNNER):
+        for module in MODULES:
             path = report[module]
             assert f"/{zip_name}/" in path, (module, path)
             assert not path.startswith(str(ROOT)), (module, path)
@@ -66,11 +74,11 @@ def test_executors_import_the_shipped_zip(cluster: CampaignContext) -> None:
 def test_campaign_on_separate_executors_matches_the_driver(
     cluster: CampaignContext, tmp_path: Path
 ) -> None:
-    plan = CampaignPlan(80, first_seed=1000, base=BASE, runner=RUNNER, partitions=4)
+    plan = CampaignPlan(24, first_seed=1000, base=BASE, runner=RUNNER, partitions=4)
     summary = run_campaign(cluster.context, plan, tmp_path, code_version="test")
-    assert summary.runs == 80
+    assert summary.runs == 24
     rows = pq.read_table(tmp_path / "runs").to_pylist()
-    assert sorted(row["seed"] for row in rows) == list(range(1000, 1080))
+    assert sorted(row["seed"] for row in rows) == list(range(1000, 1024))
     assert all(not row["executor"].endswith(f":{os.getpid()}") for row in rows)
     runner = load_runner(RUNNER)
     spec = TaskSpec("test", RUNNER, BASE)

@@ -7,7 +7,15 @@ import json
 
 import pytest
 
-from spark import BaseConfig, RunnerUnavailableError, RunRecord, TaskSpec, load_runner, run_one
+from spark import (
+    DEFAULT_RUNNER,
+    BaseConfig,
+    RunnerUnavailableError,
+    RunRecord,
+    TaskSpec,
+    load_runner,
+    run_one,
+)
 from spark._plan import SeedRange
 from spark._runner import RUN_COLUMNS, config_to_json, run_seed_ranges, shrink_seed, verdict_name
 from tests.integration.spark import seeded_runner
@@ -103,3 +111,25 @@ def test_config_json_is_stable_and_sorted() -> None:
     assert config_to_json(config) == config_to_json(config)
     assert list(json.loads(config_to_json(config))) == sorted(json.loads(config_to_json(config)))
     assert config_to_json({"b": frozenset({2, 1}), "a": _Verdict.PASS}) == '{"a":"PASS","b":[1,2]}'
+
+
+def test_the_conformance_simulator_is_the_default_runner() -> None:
+    runner = load_runner(DEFAULT_RUNNER)
+    assert DEFAULT_RUNNER == "conformance"
+    spec = TaskSpec("v", DEFAULT_RUNNER, BaseConfig(brokers=1, log_dirs=3, steps=30))
+    record = run_one(runner, spec, 5, executor="here:1")
+    assert record.verdict == "pass", record
+    assert record.events_checked > 0
+    assert record.replay_command.startswith("logproof conformance replay --seed 5")
+    assert json.loads(record.config_json)["steps"] == 30
+
+
+def test_a_variant_reaches_the_runner() -> None:
+    runner = load_runner(DEFAULT_RUNNER)
+    base = BaseConfig(brokers=1, log_dirs=3, steps=30, variant="unlocked_swap")
+    spec = TaskSpec("v", DEFAULT_RUNNER, base)
+    records = [run_one(runner, spec, seed, executor="here:1") for seed in range(6)]
+    assert all(json.loads(r.config_json)["variant"] == "unlocked_swap" for r in records)
+    failing = [record for record in records if record.verdict == "fail"]
+    assert failing, [record.verdict for record in records]
+    assert all("--variant unlocked_swap" in record.replay_command for record in failing)
