@@ -1,0 +1,351 @@
+"""The log format: segments, sparse index, roll, read, truncate, retention, torn tails,
+checkpoints, epoch cache, offsets by timestamp, placement; invalid batches leave the log alone."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.disk import SimDisk
+from impl.storage import (
+    CorruptBatch,
+    InvalidRecord,
+    LogManager,
+    MessageTooLarge,
+    OffsetOutOfRange,
+    TopicPartition,
+)
+from impl.storage import record_batch as rb
+from impl.storage.checkpoint import (
+    META_PROPERTIES,
+    RECOVERY_POINT_CHECKPOINT,
+    format_offsets,
+    parse_offsets,
+    read_checkpoint,
+    write_atomically,
+)
+from impl.storage.leader_epoch import EpochEntry, LeaderEpochCache
+from impl.storage.names import DirKind, dir_name, parse_dir_name, segment_log_name
+
+from ._support import DIR_A, DIR_B, TP, ExtremeRng, ManualClock, batch, config, log_bytes, run
+
+
+def _open(disk: SimDisk, clock: ManualClock | None = None, **overrides: int) -> LogManager:
+    return LogManager.open(config(**overrides), disk=disk, clock=clock or ManualClock())
+
+
+def test_names_follow_kafka() -> None:
+    assert segment_log_name(42) == "00000000000000000042.log"
+    assert dir_name(TopicPartition("a.b-c", 3)) == "a.b-c-3"
+    assert parse_dir_name("a.b-c-3.move") == (TopicPartition("a.b-c", 3), DirKind.MOVE)
+    assert parse_dir_name("meta.properties") is None
+    assert parse_dir_name("t-01") is None
+
+
+def test_append_roll_read_and_index() -> None:
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        manager = _open(disk)
+        partition = manager.create(TP, is_new=True)
+        infos = [await partition.append_as_leader(batch(i), 1) for i in range(60)]
+        assert [i.base_offset for i in infos] == list(range(0, 120, 2))
+        assert infos[-1].last_offset == 119
+        log = partition.log
+        assert len(log.segments) > 3  # rolled by size
+        assert all(s.size <= 1500 for s in log.segments)
+        assert any(s.index for s in log.segments)
+        names = disk.list_dir(f"{DIR_A}/{dir_name(TP)}")
+        assert segment_log_name(0) in names
+        assert "leader-epoch-checkpoint" in names
+        for offset in (0, 1, 37, 64, 119):
+            (piece,) = partition.read(offset, 1 << 20)
+            headers = list(rb.iter_batches(piece.read_all()))
+            piece.close()
+            assert headers[0].base_offset <= offset <= headers[0].last_offset
+        assert partition.read(120, 100) == []
+        with pytest.raises(OffsetOutOfRange):
+            partition.read(121, 100)
+        # max_offset (the HW for consumers) excludes batches at or past it
+        (piece,) = partition.read(0, 1 << 20, max_offset=4)
+        assert [h.last_offset for h in rb.iter_batches(piece.read_all())] == [1, 3]
+        piece.close()
+        assert partition.read(4, 1 << 20, max_offset=4) == []
+        # KIP-74: the first batch whole even if larger than max_bytes
+        (piece,) = partition.read(0, 1)
+        assert piece.size >= len(batch(0))
+        piece.close()
+
+    run(main)
+
+
+def test_roll_by_time() -> None:
+    async def main() -> None:
+        clock = ManualClock()
+        manager = _open(SimDisk([DIR_A, DIR_B]), clock, roll_ms=1000)
+        partition = manager.create(TP, is_new=True)
+        await partition.append_as_leader(batch(0), 1)
+        await partition.append_as_leader(batch(1), 1)
+        assert len(partition.log.segments) == 1
+        clock.advance_ms(1000)
+        await partition.append_as_leader(batch(2), 1)
+        assert [s.base_offset for s in partition.log.segments] == [0, 4]
+
+    run(main)
+
+
+@pytest.mark.parametrize(
+    ("mangle", "error"),
+    [
+        (lambda b: b[:-1] + bytes([b[-1] ^ 1]), CorruptBatch),
+        (lambda b: b[:-5], CorruptBatch),
+        (lambda b: b[:16] + b"\x07" + b[17:], CorruptBatch),
+        (lambda b: b[:16] + b"\x01" + b[17:], InvalidRecord),
+        (lambda b: b + rb.build_batch([b"x" * 3000]), MessageTooLarge),
+        (lambda b: rb.build_batch([b"x"], base_offset=9), InvalidRecord),
+    ],
+    ids=["bad-crc", "truncated", "unknown-magic", "magic-1", "oversized", "base-offset"],
+)
+def test_invalid_batches_are_rejected_and_leave_the_log_untouched(
+    mangle: object, error: type[Exception]
+) -> None:
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        manager = _open(disk, message_max_bytes=2000)
+        partition = manager.create(TP, is_new=True)
+        await partition.append_as_leader(batch(0), 1)
+        before = (log_bytes(disk, DIR_A), partition.log_end_offset)
+        bad = mangle(batch(1))  # type: ignore[operator]
+        with pytest.raises(error) as info:
+            await partition.append_as_leader(bad, 1)
+        assert info.value.error_code in (2, 10, 87)  # type: ignore[attr-defined]
+        assert str(info.value)
+        assert (log_bytes(disk, DIR_A), partition.log_end_offset) == before
+        with pytest.raises(CorruptBatch):
+            await partition.append_as_follower(bad if error is CorruptBatch else b"\0" * 70)
+        assert (log_bytes(disk, DIR_A), partition.log_end_offset) == before
+
+    run(main)
+
+
+def test_follower_append_keeps_offsets_and_learns_epochs() -> None:
+    async def main() -> None:
+        manager = _open(SimDisk([DIR_A, DIR_B]))
+        partition = manager.create(TP, is_new=True)
+        records = rb.build_batch([b"a", b"b"], base_offset=0, partition_leader_epoch=3)
+        records += rb.build_batch([b"c"], base_offset=2, partition_leader_epoch=5)
+        info = await partition.append_as_follower(records)
+        assert (info.base_offset, info.last_offset) == (0, 2)
+        assert partition.end_offset_for_epoch(3) == (3, 2)
+        assert partition.end_offset_for_epoch(4) == (3, 2)
+        assert partition.end_offset_for_epoch(5) == (5, 3)
+        assert partition.end_offset_for_epoch(2) == (-1, -1)
+        with pytest.raises(CorruptBatch):
+            await partition.append_as_follower(rb.build_batch([b"x"], base_offset=1))
+
+    run(main)
+
+
+def test_truncate_to_within_and_across_segments() -> None:
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        manager = _open(disk)
+        partition = manager.create(TP, is_new=True)
+        for i in range(60):
+            await partition.append_as_leader(batch(i), 1 + i // 20)
+        partition.high_watermark = 100
+        partition.truncate_to(51)  # mid-batch: the whole batch [50, 51] goes
+        assert partition.log_end_offset == 50
+        assert partition.high_watermark == 50
+        assert partition.end_offset_for_epoch(3) == (2, 50)  # epoch 3 began at 80: gone
+        partition.truncate_to(30)
+        assert partition.log_end_offset == 30
+        assert partition.end_offset_for_epoch(9) == (1, 30)
+        assert partition.log.segments[-1].size == disk.size(partition.log.segments[-1].log_path)
+        info = await partition.append_as_leader(batch(99), 7)
+        assert info.base_offset == 30
+        reopened = _open(disk).get(TP)
+        assert reopened is not None
+        assert reopened.log_end_offset == 32
+
+    run(main)
+
+
+def test_retention_by_size_and_time_only_below_hw() -> None:
+    async def main() -> None:
+        clock = ManualClock()
+        disk = SimDisk([DIR_A, DIR_B])
+        manager = _open(disk, clock, retention_bytes=3000, retention_ms=-1)
+        partition = manager.create(TP, is_new=True)
+        for i in range(60):
+            await partition.append_as_leader(batch(i), 1)
+        assert manager.enforce_retention() == 0  # HW 0: nothing is eligible
+        partition.high_watermark = partition.log_end_offset
+        assert manager.enforce_retention() > 0
+        assert partition.log.size_in_bytes - partition.log.segments[0].size < 3000
+        assert partition.log_start_offset > 0
+        with pytest.raises(OffsetOutOfRange):
+            partition.read(0, 100)
+
+        by_time = _open(SimDisk([DIR_A, DIR_B]), clock, retention_ms=10_000)
+        other = by_time.create(TP, is_new=True)
+        for _ in range(30):
+            await other.append_as_leader(rb.build_batch([b"v"], timestamp_ms=clock.wall), 1)
+        other.high_watermark = other.log_end_offset
+        assert by_time.enforce_retention() == 0
+        clock.advance_ms(20_000)
+        count = len(other.log.segments)
+        assert count > 1
+        assert by_time.enforce_retention() == count - 1
+        assert len(other.log.segments) == 1  # the active segment is never deleted
+
+    run(main)
+
+
+def test_offset_for_timestamp() -> None:
+    async def main() -> None:
+        manager = _open(SimDisk([DIR_A, DIR_B]))
+        partition = manager.create(TP, is_new=True)
+        for i in range(40):
+            await partition.append_as_leader(batch(i), 1)  # timestamps 1000 + i
+        assert partition.offset_for_timestamp(1000) == (0, 1000)
+        assert partition.offset_for_timestamp(1017) == (34, 1017)
+        assert partition.offset_for_timestamp(5000) is None
+        assert partition.offset_for_timestamp(-1) == (80, -1)
+        assert partition.offset_for_timestamp(-2) == (0, -1)
+
+    run(main)
+
+
+def test_torn_tail_is_cut_at_the_last_valid_batch_on_recovery() -> None:
+    disk = SimDisk([DIR_A, DIR_B])
+
+    async def fill() -> None:
+        manager = _open(disk)
+        partition = manager.create(TP, is_new=True)
+        for i in range(10):
+            await partition.append_as_leader(batch(i), 1)
+        partition.flush()
+        manager.checkpoint()
+        for i in range(10, 13):
+            await partition.append_as_leader(batch(i), 1)
+
+    run(fill)
+    durable = log_bytes(disk, DIR_A)
+    active = sorted(n for n in disk.list_dir(f"{DIR_A}/{dir_name(TP)}") if n.endswith(".log"))[-1]
+    path = f"{DIR_A}/{dir_name(TP)}/{active}"
+    disk.truncate(path, disk.size(path) - 7)  # a tear in the middle of the last batch
+    disk.fsync(path)
+    manager = _open(disk)
+    partition = manager.get(TP)
+    assert partition is not None
+    assert partition.log_end_offset == 24  # batches 0..11, the torn 12th cut
+    assert log_bytes(disk, DIR_A) == durable[: len(durable) - len(batch(12))]
+
+
+def test_corrupt_batch_in_the_middle_cuts_the_rest_on_recovery() -> None:
+    disk = SimDisk([DIR_A, DIR_B])
+
+    async def fill() -> None:
+        manager = _open(disk, segment_bytes=1 << 20)
+        partition = manager.create(TP, is_new=True)
+        for i in range(10):
+            await partition.append_as_leader(batch(i), 1)
+        partition.flush()
+
+    run(fill)
+    path = f"{DIR_A}/{dir_name(TP)}/{segment_log_name(0)}"
+    position = 4 * len(batch(0)) + 40
+    disk.pwrite(path, position, b"\xff")
+    disk.fsync(path)
+    partition = _open(disk, segment_bytes=1 << 20).get(TP)
+    assert partition is not None
+    assert partition.log_end_offset == 8
+
+
+def test_crash_loses_only_unflushed_appends() -> None:
+    disk = SimDisk([DIR_A, DIR_B])
+
+    async def fill() -> None:
+        manager = _open(disk)
+        partition = manager.create(TP, is_new=True)
+        for i in range(30):
+            await partition.append_as_leader(batch(i), 1)
+        manager.checkpoint()
+        durable.append(log_bytes(disk, DIR_A))
+        for i in range(30, 35):
+            await partition.append_as_leader(batch(i), 1)
+
+    durable: list[bytes] = []
+    run(fill)
+    disk.crash(ExtremeRng(keep=False))  # type: ignore[arg-type]
+    partition = _open(disk).get(TP)
+    assert partition is not None
+    assert 60 <= partition.log_end_offset < 70  # a roll fsyncs the segment it closes
+    recovered = log_bytes(disk, DIR_A)
+    assert recovered.startswith(durable[0])
+    list(rb.iter_batches(recovered))  # whole, valid batches only
+
+
+def test_checkpoints_are_atomic_and_kafka_formatted() -> None:
+    disk = SimDisk([DIR_A])
+    offsets = {TopicPartition("t", 1): 5, TopicPartition("a b", 0): 7}
+    text = format_offsets(offsets)
+    assert text.splitlines()[:2] == ["0", "2"]
+    assert parse_offsets(text) == offsets
+    write_atomically(disk, DIR_A, RECOVERY_POINT_CHECKPOINT, text)
+    write_atomically(disk, DIR_A, RECOVERY_POINT_CHECKPOINT, format_offsets({}))
+    disk.crash(ExtremeRng(keep=False))  # type: ignore[arg-type]
+    assert read_checkpoint(disk, DIR_A, RECOVERY_POINT_CHECKPOINT) == format_offsets({})
+    with pytest.raises(ValueError, match="entries"):
+        parse_offsets("0\n3\nt 0 1\n")
+
+
+def test_meta_properties_per_dir_and_foreign_broker_id_is_offline() -> None:
+    disk = SimDisk([DIR_A, DIR_B])
+    _open(disk)
+    assert read_checkpoint(disk, DIR_A, META_PROPERTIES) == "version=0\nbroker.id=0\n"
+    write_atomically(disk, DIR_B, META_PROPERTIES, "version=0\nbroker.id=7\n")
+    assert _open(disk).offline_dirs == {DIR_B}
+
+
+def test_placement_fewest_bytes_then_preferred_dir() -> None:
+    async def main() -> None:
+        manager = _open(SimDisk([DIR_A, DIR_B]))
+        first = manager.create(TopicPartition("t", 0), is_new=True)
+        assert first.log_dir == DIR_A
+        await first.append_as_leader(batch(0), 1)
+        assert manager.create(TopicPartition("t", 1), is_new=True).log_dir == DIR_B
+        assert manager.create(TopicPartition("t", 2), is_new=True).log_dir == DIR_B
+        assert manager.alter_replica_log_dir(TopicPartition("t", 3), DIR_A) == 9
+        assert manager.create(TopicPartition("t", 3), is_new=True).log_dir == DIR_A
+
+    run(main)
+
+
+def test_delete_renames_then_removes() -> None:
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        manager = _open(disk)
+        partition = manager.create(TP, is_new=True)
+        await partition.append_as_leader(batch(0), 1)
+        manager.delete(TP)
+        assert manager.get(TP) is None
+        assert dir_name(TP) not in disk.list_dir(DIR_A)
+        manager.delete_pending_nowait()
+        assert not any(n.startswith("topic") for n in disk.list_dir(DIR_A))
+
+    run(main)
+
+
+def test_leader_epoch_cache_rules() -> None:
+    cache = LeaderEpochCache()
+    assert cache.assign(1, 0)
+    assert not cache.assign(1, 5)
+    assert not cache.assign(0, 9)
+    assert cache.assign(3, 10)
+    assert cache.end_offset_for_epoch(2, 20) == (1, 10)
+    assert cache.end_offset_for_epoch(3, 20) == (3, 20)
+    assert cache.assign(4, 7)  # a new leader truncated below epoch 3's start
+    assert cache.entries == (EpochEntry(1, 0), EpochEntry(4, 7))
+    assert cache.truncate_from_start(5)
+    assert cache.entries == (EpochEntry(1, 5), EpochEntry(4, 7))
+    assert LeaderEpochCache.from_text(cache.to_text()).entries == cache.entries
