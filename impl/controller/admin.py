@@ -270,13 +270,18 @@ async def add_partitions(
 
     Raises:
         UnknownTopicError, AdminError (not growing, or no way to assign), ZnodeFormatError,
-        PlacementError, BadVersionError (the topic changed meanwhile; retry).
+        PlacementError, BadVersionError (the topic changed meanwhile; retry),
+        ReassignmentInProgressError (a partition of the topic is being reassigned).
     """
     try:
         data, stat = await coordinator.get(topic_path(topic))
     except NoNodeError:
         raise UnknownTopicError(f"unknown topic {topic!r}") from None
     current = decode_topic(topic, data)
+    if current.adding_replicas or current.removing_replicas:
+        # The controller rewrites the topic znode as a reassignment advances; Kafka refuses
+        # partition addition meanwhile too.
+        raise ReassignmentInProgressError(f"topic {topic!r} has a reassignment in progress")
     start = len(current.partitions)
     if partition_count <= start:
         raise AdminError(

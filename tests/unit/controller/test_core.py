@@ -1,0 +1,251 @@
+"""The sans-IO controller core: fencing, batching, retries, election rules, request flags."""
+
+from __future__ import annotations
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from impl.controller.controller import (
+    PARTITION_TRANSITIONS,
+    BrokersRead,
+    ClusterSnapshot,
+    Controller,
+    ControllerConfig,
+    ControllerEffect,
+    ControllerEvent,
+    Elected,
+    InvalidTransitionError,
+    PartitionState,
+    PartitionStatesRead,
+    ReadPartitionStates,
+    ReplicaState,
+    Resign,
+    ResponseReceived,
+    SendRequest,
+    WriteCompleted,
+    ZkWrite,
+    step_partition,
+    step_replica,
+)
+from impl.controller.coordinator import (
+    BadVersionError,
+    CheckOp,
+    CheckResult,
+    CreateResult,
+    NodeStat,
+    OpResult,
+    RolledBackError,
+    SetOp,
+    SetResult,
+)
+from impl.controller.requests import (
+    ERROR_KAFKA_STORAGE_ERROR,
+    NO_LEADER,
+    ControllerResponse,
+    LeaderAndIsrRequest,
+    UpdateMetadataRequest,
+)
+from impl.controller.znodes import (
+    CONTROLLER_EPOCH_PATH,
+    BrokerRegistration,
+    LeaderIsr,
+    TopicAssignment,
+    decode_partition_state,
+)
+
+TP = tuple[str, int]
+
+
+def _brokers(*ids: int) -> dict[int, BrokerRegistration]:
+    return {b: BrokerRegistration(b, "127.0.0.1", 9000 + b, None, 100 + b) for b in ids}
+
+
+def _stat(version: int) -> NodeStat:
+    return NodeStat(1, 1, 1, version, 0, 0, 10, 0)
+
+
+def _succeed(write: ZkWrite) -> list[OpResult]:
+    results: list[OpResult] = []
+    for op in write.ops:
+        if isinstance(op, CheckOp):
+            results.append(CheckResult())
+        elif isinstance(op, SetOp):
+            results.append(SetResult(_stat(op.version + 1)))
+        else:
+            results.append(CreateResult(op.path))
+    return results
+
+
+def _writes(effects: list[ControllerEffect]) -> list[ZkWrite]:
+    return [e for e in effects if isinstance(e, ZkWrite)]
+
+
+def _sends(effects: list[ControllerEffect]) -> list[SendRequest]:
+    return [e for e in effects if isinstance(e, SendRequest)]
+
+
+def _elected(partitions: int = 6, batch: int = 4, live: tuple[int, ...] = (0, 1, 2),
+             unclean: bool = False) -> tuple[Controller, list[ControllerEffect]]:
+    assignment = {p: (p % 3, (p + 1) % 3, (p + 2) % 3) for p in range(partitions)}
+    states = {("t", p): LeaderIsr(r[0], 0, r, 1, 0) for p, r in assignment.items()}
+    core = Controller(ControllerConfig(9, unclean, batch))
+    effects = core.handle(Elected(2, 5, ClusterSnapshot(_brokers(*live),
+                                                        {"t": TopicAssignment(assignment)},
+                                                        states)))
+    return core, effects
+
+
+def test_tables_reject_missing_transitions() -> None:
+    assert step_partition(PartitionState.NEW, ControllerEvent.LEADER_ELECTED) is (
+        PartitionState.ONLINE)
+    with pytest.raises(InvalidTransitionError):
+        step_partition(PartitionState.NON_EXISTENT, ControllerEvent.LEADER_ELECTED)
+    with pytest.raises(InvalidTransitionError):
+        step_replica(ReplicaState.NON_EXISTENT, ControllerEvent.BROKER_FAILED)
+    assert all(after is not PartitionState.NEW or event is ControllerEvent.TOPIC_CREATED
+               for (_before, event), after in PARTITION_TRANSITIONS.items())
+
+
+def test_failover_sends_init_state_only_after_its_writes() -> None:
+    core, effects = _elected(live=(0, 2))
+    writes = _writes(effects)
+    assert writes, "broker 1 is dead: partitions it led need a leader"
+    assert not _sends(effects), "no request while a write is outstanding"
+    for write in writes:
+        assert write.ops[0] == CheckOp(CONTROLLER_EPOCH_PATH, 5)
+    sends = _settle(core, effects)
+    lair = [s.request for s in sends if isinstance(s.request, LeaderAndIsrRequest)]
+    assert lair, "LeaderAndIsr after the writes"
+    first_round = [r for r in lair if r.is_init]
+    assert first_round, "the first requests of a new controller carry INIT"
+    assert len(first_round) == 2, "one INIT LeaderAndIsr per live broker"
+    assert lair[:2] == first_round, "only the first round is INIT"
+    assert all(r.controller_epoch == 2 for r in lair)
+    assert {s.broker_id for s in sends} <= {0, 2}
+
+
+def test_a_fenced_write_resigns() -> None:
+    core, effects = _elected(live=(0, 2))
+    write = _writes(effects)[0]
+    results: list[OpResult] = [BadVersionError("epoch")]
+    results += [RolledBackError("rb") for _ in write.ops[1:]]
+    reaction = core.handle(WriteCompleted(write.write_id, results))
+    assert Resign(ControllerEvent.ZK_WRITE_FENCED) in reaction
+    assert not core.active
+    assert core.handle(BrokersRead(_brokers(0))) == []
+
+
+def test_one_stale_partition_does_not_hold_back_the_batch() -> None:
+    core, effects = _elected(partitions=9, batch=10, live=(0, 2))
+    write = _writes(effects)[0]
+    stale_index = 2
+    results: list[OpResult] = [CheckResult()]
+    results += [RolledBackError("rb") for _ in write.ops[1:]]
+    results[stale_index] = BadVersionError("stale")
+    reaction = core.handle(WriteCompleted(write.write_id, results))
+    retry = _writes(reaction)
+    reads = [e for e in reaction if isinstance(e, ReadPartitionStates)]
+    stale_op = write.ops[stale_index]
+    assert isinstance(stale_op, SetOp)
+    assert len(retry) == 1
+    assert len(retry[0].ops) == len(write.ops) - 1
+    assert stale_op.path not in [op.path for op in retry[0].ops]
+    assert len(reads) == 1
+    assert len(reads[0].partitions) == 1
+    stale_tp = reads[0].partitions[0]
+    assert not _sends(reaction), "requests wait for the retry and the re-read"
+    # The leader changed the ISR meanwhile: the re-read state is planned again, on version 7.
+    fresh = LeaderIsr(1, 3, (1, 2), 1, 7)
+    after_read = core.handle(PartitionStatesRead({stale_tp: fresh}))
+    rewrite = _writes(after_read)
+    assert len(rewrite) == 1
+    op = rewrite[0].ops[1]
+    assert isinstance(op, SetOp)
+    assert op.version == 7
+    planned = decode_partition_state(*stale_tp, op.data, 7)
+    assert planned.leader_epoch == 4, "EPOCHS_MONOTONIC"
+    assert planned.leader == 2
+    assert planned.isr == (2,)
+
+
+def test_unknown_write_outcome_is_re_read() -> None:
+    core, effects = _elected(live=(0, 2))
+    write = _writes(effects)[0]
+    reaction = core.handle(WriteCompleted(write.write_id, None))
+    reads = [e for e in reaction if isinstance(e, ReadPartitionStates)]
+    assert len(reads) == 1
+    assert len(reads[0].partitions) == len(write.ops) - 1
+
+
+def _settle(core: Controller, effects: list[ControllerEffect]) -> list[SendRequest]:
+    sends = _sends(effects)
+    queue = _writes(effects)
+    for _round in range(10):
+        if not queue:
+            return sends
+        next_queue: list[ZkWrite] = []
+        for write in queue:
+            reaction = core.handle(WriteCompleted(write.write_id, _succeed(write)))
+            sends += _sends(reaction)
+            next_queue += _writes(reaction)
+        queue = next_queue
+    raise AssertionError("the controller never settled")
+
+
+def test_storage_error_makes_replica_offline_and_moves_leadership() -> None:
+    core, effects = _elected(partitions=3, live=(0, 1, 2))
+    _settle(core, effects)
+    request = LeaderAndIsrRequest(9, 2, 100, (), ())
+    reaction = core.handle(ResponseReceived(
+        0, request, ControllerResponse(0, {("t", 0): ERROR_KAFKA_STORAGE_ERROR})))
+    sends = _settle(core, reaction)
+    assert core.leader_isr[("t", 0)].leader == 1, "t-0 was led by broker 0's lost replica"
+    assert 0 not in core.leader_isr[("t", 0)].isr
+    assert core.replica_states[(("t", 0), 0)] is ReplicaState.OFFLINE
+    assert core.leader_isr[("t", 1)].isr == (1, 2, 0), "DIR_FAILURE_ISOLATION"
+    metadata = [s.request for s in sends if isinstance(s.request, UpdateMetadataRequest)]
+    assert metadata
+    assert all(p.offline_replicas == (0,) for m in metadata for p in m.partition_states
+               if (p.topic, p.partition) == ("t", 0))
+    assert not any(s.broker_id == 0 and isinstance(s.request, LeaderAndIsrRequest)
+                   and any(p.partition == 0 for p in s.request.partition_states)
+                   for s in sends), "no LeaderAndIsr to a replica known offline"
+
+
+members = st.lists(st.integers(min_value=0, max_value=4), min_size=1, max_size=4, unique=True)
+
+
+@settings(max_examples=300, deadline=None, derandomize=True)
+@given(replicas=members, isr_mask=st.lists(st.booleans(), min_size=4, max_size=4),
+       live=st.sets(st.integers(min_value=0, max_value=4)), unclean=st.booleans(),
+       leader_index=st.integers(min_value=0, max_value=3))
+def test_election_never_leaves_the_isr_unless_unclean(
+    replicas: list[int], isr_mask: list[bool], live: set[int], unclean: bool, leader_index: int,
+) -> None:
+    isr = tuple(r for r, keep in zip(replicas, isr_mask, strict=False) if keep) or (replicas[0],)
+    leader = isr[leader_index % len(isr)]
+    core = Controller(ControllerConfig(9, unclean))
+    state = LeaderIsr(leader, 3, isr, 1, 4)
+    effects = core.handle(Elected(2, 5, ClusterSnapshot(
+        _brokers(*sorted(live)), {"t": TopicAssignment({0: tuple(replicas)})}, {("t", 0): state})))
+    writes = _writes(effects)
+    if not writes:
+        usable_isr = [r for r in isr if r in live]
+        assert (leader in live and usable_isr == list(isr)) or (
+            not usable_isr and not (unclean and live & set(replicas)))
+        return
+    op = writes[0].ops[1]
+    assert isinstance(op, SetOp)
+    assert op.version == 4
+    new = decode_partition_state("t", 0, op.data, 5)
+    assert new.leader_epoch == 4, "EPOCHS_MONOTONIC"
+    assert new.controller_epoch == 2
+    if new.leader == NO_LEADER:
+        assert not [r for r in isr if r in live]
+    elif new.leader in isr:
+        assert new.leader in live
+        assert set(new.isr) <= set(isr) & live
+    else:
+        assert unclean, "NO_COMMITTED_LOSS: a replica outside the ISR led"
+        assert new.isr == (new.leader,)
