@@ -103,6 +103,7 @@ class Cluster:
     connect: Callable[[], Awaitable[Coordinator]]
     expire: Callable[[Coordinator], Awaitable[None]]
     nursery: trio.Nursery
+    server: SimulatedZooKeeper | None = None
     transport: RecordingBrokers = field(default_factory=RecordingBrokers)
     sessions: dict[int, Coordinator] = field(default_factory=dict)
     services: dict[int, ControllerService] = field(default_factory=dict)
@@ -165,7 +166,8 @@ async def cluster(backend: str, hosts: str | None = None) -> AsyncIterator[Clust
     real = backend == "zookeeper"
     async with trio.open_nursery() as nursery:
         state = Cluster(open_real if real else open_simulated,
-                        expire_real if real else expire_simulated, nursery)
+                        expire_real if real else expire_simulated, nursery,
+                        None if real else server)
         try:
             yield state
         finally:
