@@ -1,0 +1,152 @@
+"""Spark campaign scaling: the same campaign on ``local[1]`` and on ``local[2]``.
+
+What it measures: ``--seeds`` seeds of the conformance simulator (``run_seed`` with the config
+drawn from each seed, trace checking included) run as a campaign (:func:`spark.run_campaign`:
+seed ranges as Spark tasks, rows written as Parquet by the driver), first with one core, then
+with two. Before each measured campaign a warm-up campaign on other seeds starts the Python
+workers and imports the shipped zip, so neither the JVM start nor the first imports are
+counted. The baseline is the same seeds run in a plain loop in this process, without Spark
+(one core): the ratio ``local[1]`` / baseline is what Spark costs per core, the ratio
+``local[2]`` / ``local[1]`` is the speed-up. Campaign seconds run from the first job submitted to
+the last row written. The load average is printed before and after: other processes on the
+machine take CPU from the campaign and lower the speed-up.
+
+Targets: speed-up >= 1.7 from one core to two; >= 10 million trace-checked events per hour on
+two cores.
+
+Usage: ``python -m bench.fuzz_scaling [--seeds 200] [--steps 200]`` (prints the figures, then one
+JSON line).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import tempfile
+import time
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from spark import (
+    BaseConfig,
+    CampaignPlan,
+    SparkOptions,
+    TaskSpec,
+    code_version,
+    load_runner,
+    open_context,
+    run_campaign,
+    run_one,
+)
+
+TARGET_SPEEDUP = 1.7
+TARGET_EVENTS_PER_HOUR = 10_000_000
+
+
+def _campaign(
+    master: str, plan: CampaignPlan, warm_up: CampaignPlan, scratch: Path, version: str
+) -> dict[str, Any]:
+    options = SparkOptions(master=master, show_progress=False)
+    with open_context(options, plan.runner) as campaign_context:
+        context = campaign_context.context
+        run_campaign(context, warm_up, scratch / f"warm-{master}", code_version=version)
+        summary = run_campaign(context, plan, scratch / f"run-{master}", code_version=version)
+    assert summary.runs == plan.seeds_count
+    return {
+        "master": master,
+        "seconds": round(summary.seconds, 3),
+        "runs_per_second": round(summary.runs_per_second, 3),
+        "events_checked_per_second": round(summary.events_per_second, 1),
+        "events_checked": summary.events_checked,
+        "failures": summary.failures + summary.errors,
+    }
+
+
+def _baseline(plan: CampaignPlan, version: str) -> dict[str, Any]:
+    runner = load_runner(plan.runner)
+    spec = TaskSpec(version, plan.runner, plan.base)
+    started = time.perf_counter()
+    checked = 0
+    for seed in range(plan.first_seed, plan.stop_seed):
+        checked += run_one(runner, spec, seed, executor="baseline").events_checked
+    seconds = time.perf_counter() - started
+    return {
+        "master": "none (plain loop, 1 core)",
+        "seconds": round(seconds, 3),
+        "runs_per_second": round(plan.seeds_count / seconds, 3),
+        "events_checked_per_second": round(checked / seconds, 1),
+        "events_checked": checked,
+    }
+
+
+def _load() -> str:
+    one, five, fifteen = os.getloadavg()
+    return f"{one:.2f} {five:.2f} {fifteen:.2f}"
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """Run the benchmark; returns the exit status."""
+    parser = argparse.ArgumentParser(prog="python -m bench.fuzz_scaling", description=__doc__)
+    parser.add_argument("--seeds", type=int, default=200, help="seeds per campaign (200)")
+    parser.add_argument("--first-seed", type=int, default=0, help="first seed (0)")
+    parser.add_argument("--steps", type=int, default=200, help="steps per run (200)")
+    parser.add_argument("--runner", default="conformance", help="runner module (conformance)")
+    arguments = parser.parse_args(argv)
+    base = BaseConfig(steps=arguments.steps)
+    plan = CampaignPlan(
+        arguments.seeds, first_seed=arguments.first_seed, base=base, runner=arguments.runner
+    )
+    warm_up = CampaignPlan(8, first_seed=plan.stop_seed + 1_000_000, base=base, runner=plan.runner)
+    version = code_version()
+    print(
+        f"campaign: {plan.seeds_count} seeds of {plan.runner}, {base.steps} steps, code {version}"
+    )
+    load_before = _load()
+    print(f"cpus: {os.cpu_count()}, load average before: {load_before}")
+    with tempfile.TemporaryDirectory(prefix="fuzz-scaling-") as scratch_name:
+        scratch = Path(scratch_name)
+        one = _campaign("local[1]", plan, warm_up, scratch, version)
+        two = _campaign("local[2]", plan, warm_up, scratch, version)
+    baseline = _baseline(plan, version)
+    load_after = _load()
+    for figures in (baseline, one, two):
+        print(
+            f"{figures['master']:>28}: {figures['seconds']:8.2f} s  "
+            f"{figures['runs_per_second']:8.2f} runs/s  "
+            f"{figures['events_checked_per_second']:10,.0f} checked events/s"
+        )
+    speedup = one["seconds"] / two["seconds"]
+    efficiency = one["runs_per_second"] / baseline["runs_per_second"]
+    events_per_hour = two["events_checked_per_second"] * 3600
+    print(f"speed-up local[1] -> local[2]: {speedup:.2f} (target >= {TARGET_SPEEDUP})")
+    print(f"local[1] / plain loop, runs per second: {efficiency:.2f} (1.0: Spark costs nothing)")
+    print(
+        f"checked events per hour on local[2]: {events_per_hour:,.0f} "
+        f"(target >= {TARGET_EVENTS_PER_HOUR:,})"
+    )
+    print(f"load average after: {load_after}")
+    result = {
+        "bench": "fuzz_scaling",
+        "seeds": plan.seeds_count,
+        "steps": base.steps,
+        "runner": plan.runner,
+        "baseline": baseline,
+        "local_1": one,
+        "local_2": two,
+        "speedup": round(speedup, 3),
+        "efficiency_local_1_vs_loop": round(efficiency, 3),
+        "speedup_target": TARGET_SPEEDUP,
+        "events_checked_per_hour": round(events_per_hour),
+        "events_per_hour_target": TARGET_EVENTS_PER_HOUR,
+        "load_average_before_after": [load_before, load_after],
+        "code_version": version,
+    }
+    print(json.dumps(result, sort_keys=True))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
