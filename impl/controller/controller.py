@@ -876,7 +876,8 @@ class Controller:
 
     def _on_write_completed(self, event: WriteCompleted) -> None:
         pending = self._pending.pop(event.write_id, None)
-        assert pending is not None, f"unknown write {event.write_id}"
+        if pending is None:
+            return  # issued before a resynchronisation reset this core: its effect is re-read
         results = event.results
         if results is None:
             # Outcome unknown (connection lost): re-read what it touched; the epoch check
@@ -1004,6 +1005,13 @@ class Controller:
                 if state is not None and (state, ControllerEvent.BROKER_FAILED) in \
                         REPLICA_TRANSITIONS:
                     self._set_replica(tp, broker_id, ControllerEvent.BROKER_FAILED)
+        if bounced:
+            # A broker that restarted between two reads lost its in-memory state: it is
+            # failed first (leadership and ISR leave it), then started (Kafka does the same).
+            self.live_brokers = {b: r for b, r in brokers.items() if b not in bounced}
+            self._reconcile([tp for tp in affected
+                             if not bounced.isdisjoint(self._assigned(tp))],
+                            ControllerEvent.BROKER_FAILED)
         self.live_brokers = dict(brokers)
         self._um_broadcast = True
         for broker_id in started:

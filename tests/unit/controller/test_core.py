@@ -249,3 +249,21 @@ def test_election_never_leaves_the_isr_unless_unclean(
     else:
         assert unclean, "NO_COMMITTED_LOSS: a replica outside the ISR led"
         assert new.isr == (new.leader,)
+
+
+def test_a_bounced_broker_loses_leadership_and_is_sent_its_replicas() -> None:
+    core, effects = _elected(partitions=3, live=(0, 1, 2))
+    _settle(core, effects)
+    assert core.leader_isr[("t", 1)].leader == 1
+    restarted = _brokers(0, 1, 2)
+    restarted[1] = BrokerRegistration(1, "127.0.0.1", 9001, None, 555)
+    sends = _settle(core, core.handle(BrokersRead(restarted)))
+    moved = core.leader_isr[("t", 1)]
+    assert moved.leader == 2, "the bounced broker's leadership moved to the next ISR member"
+    assert 1 not in moved.isr
+    to_bounced = [s.request for s in sends
+                  if s.broker_id == 1 and isinstance(s.request, LeaderAndIsrRequest)]
+    assert to_bounced
+    assert all(r.broker_epoch == 555 for r in to_bounced), "addressed to the new incarnation"
+    assert {p.partition for r in to_bounced for p in r.partition_states} == {0, 1, 2}
+    assert not any(p.is_new for r in to_bounced for p in r.partition_states)
