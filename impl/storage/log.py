@@ -587,7 +587,7 @@ class Log:
     def flush(self) -> None:
         """Fsync everything written; the recovery point becomes the LEO."""
         for segment in self.segments:
-            if segment.durable_size != segment.size or segment is self.active:
+            if segment.durable_size != segment.size:
                 self.disk.fsync(segment.log_path)
                 self.disk.fsync(segment.index_path)
                 segment.durable_size = segment.size

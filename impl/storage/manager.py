@@ -310,12 +310,16 @@ class LogManager:
         self._offline_partitions: set[TopicPartition] = set()
         self._lost: set[TopicPartition] = set()
         self._pending_deletes: list[_DeleteRequest] = []
-        self._bucket = TokenBucket(config.intra_broker_throttled_rate, clock.monotonic_ns())
         self._mover_count = config.mover_count
+        self._bucket = TokenBucket(
+            config.intra_broker_throttled_rate, clock.monotonic_ns(), self._burst_bytes()
+        )
         self._movers_active: set[TopicPartition] = set()
         self._wakeup = trio.Event()
         self._closed = False
         self._cancel_scope: trio.CancelScope | None = None
+        #: the text last written per (dir, checkpoint): unchanged checkpoints are not rewritten
+        self._checkpoints_written: dict[tuple[str, str], str] = {}
         self.recovery_decisions: list[RecoveryDecision] = []
         #: test hook: called before each move effect is carried out
         self.effect_hook: Callable[[TopicPartition, rm.MoveEffect], None] | None = None
@@ -871,7 +875,12 @@ class LogManager:
         """``num.replica.alter.log.dirs.threads``, changed live."""
         assert count >= 1
         self._mover_count = count
+        self._bucket.set_burst(self._burst_bytes(), self.clock.monotonic_ns())
         self._wakeup.set()
+
+    def _burst_bytes(self) -> int:
+        # THROTTLE_BOUND allows one chunk per mover; the last admitted chunk is one of them
+        return (self._mover_count - 1) * self.config.move_chunk_bytes
 
     # --- checkpoints, retention, deletion -------------------------------------------------------
 
@@ -882,10 +891,15 @@ class LogManager:
         }
         if extra is not None:
             live[extra.tp] = extra
-        write_atomically(self.disk, log_dir, REPLICATION_OFFSET_CHECKPOINT,
-                         format_offsets({tp: log.high_watermark for tp, log in live.items()}))
-        write_atomically(self.disk, log_dir, RECOVERY_POINT_CHECKPOINT,
-                         format_offsets({tp: log.recovery_point for tp, log in live.items()}))
+        for name, text in (
+            (REPLICATION_OFFSET_CHECKPOINT,
+             format_offsets({tp: log.high_watermark for tp, log in live.items()})),
+            (RECOVERY_POINT_CHECKPOINT,
+             format_offsets({tp: log.recovery_point for tp, log in live.items()})),
+        ):
+            if self._checkpoints_written.get((log_dir, name)) != text:
+                write_atomically(self.disk, log_dir, name, text)
+                self._checkpoints_written[(log_dir, name)] = text
 
     def checkpoint(self, *, flush: bool = True) -> None:
         """Fsync live logs (if ``flush``) and write every online dir's checkpoints."""
@@ -1021,9 +1035,12 @@ class LogManager:
         future = partition.future
         assert future is not None
         copied = 0
+
+        def admit(byte_count: int) -> None:  # before the bytes move: THROTTLE_BOUND's count
+            self._bucket.charge(byte_count, self.clock.monotonic_ns())
+
         with self._move_io(tp, future.log_dir):
-            copied = mover.copy_chunk(partition.log, future, max_bytes)
-            self._bucket.charge(copied, self.clock.monotonic_ns())
+            copied = mover.copy_chunk(partition.log, future, max_bytes, admit)
         move = self._moves[tp]
         if move.state is not MoveState.COPYING or partition.future is not future:
             return copied

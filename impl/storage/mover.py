@@ -12,6 +12,8 @@ truncation or retention interleaves with a chunk.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from impl.storage.log import Log
 
 
@@ -35,12 +37,15 @@ def align(source: Log, dest: Log) -> None:
         dest.truncate_fully(source.log_start_offset)
 
 
-def copy_chunk(source: Log, dest: Log, max_bytes: int) -> int:
+def copy_chunk(
+    source: Log, dest: Log, max_bytes: int, admit: Callable[[int], None] | None = None
+) -> int:
     """Copy up to about ``max_bytes`` from ``source`` into ``dest``; return the bytes copied.
 
     A chunk ends at a batch boundary: the largest one within ``max_bytes``, else the first one
     past it (a single batch, or ``log.index.interval.bytes``, may exceed ``max_bytes``). Returns 0
     only when a segment boundary was crossed or the destination has caught up (same LEO).
+    ``admit(n)`` is called with the exact size right before the bytes move (the throttle).
     """
     align(source, dest)
     target_segment = dest.active
@@ -59,6 +64,8 @@ def copy_chunk(source: Log, dest: Log, max_bytes: int) -> int:
             boundaries = [entry for entry in mirror.index if entry[1] > start][:1]
         if boundaries:
             next_offset, end = boundaries[-1]
+    if admit is not None:
+        admit(end - start)
     copied = dest.disk.copy_range(mirror.log_path, start, end - start, target_segment.log_path)
     assert copied == end - start, (copied, start, end, mirror.log_path)
     entries = [entry for entry in mirror.index if start <= entry[1] < end and entry[1] > 0]

@@ -2,9 +2,11 @@
 
 ``intra.broker.throttled.rate`` bytes per second are shared by every mover. A mover asks before
 copying a chunk; it may go when the bucket is not in debt, and its chunk puts the bucket into debt
-that refills at the rate. Hence THROTTLE_BOUND: in any window of W seconds, the bytes admitted are
-at most ``rate * W`` plus one chunk per mover (the chunks admitted while the bucket was at zero).
-The bucket holds no saved-up credit beyond zero, so an idle period does not allow a burst.
+that refills at the rate. The bucket may save up at most ``burst_bytes`` of credit, which the log
+manager sets to one chunk for every mover but one, so that the late wake-ups of an event loop
+do not cost throughput. Hence THROTTLE_BOUND: in any window of W seconds, the bytes admitted are
+at most ``rate * W`` + ``burst_bytes`` + the last chunk admitted, i.e. ``rate * W`` plus one
+chunk per mover.
 
 Pure: time is passed in (nanoseconds from a :class:`~impl.ports.Clock`).
 
@@ -21,11 +23,13 @@ _NS_PER_SECOND = 1_000_000_000
 
 
 class TokenBucket:
-    """Bytes-per-second admission control with debt, no burst credit."""
+    """Bytes-per-second admission control with debt and a bounded credit."""
 
-    def __init__(self, rate_bytes_per_second: int, now_ns: int) -> None:
+    def __init__(self, rate_bytes_per_second: int, now_ns: int, burst_bytes: int = 0) -> None:
         assert rate_bytes_per_second > 0
+        assert burst_bytes >= 0
         self._rate = rate_bytes_per_second
+        self._burst_scaled = burst_bytes * _NS_PER_SECOND
         #: tokens in byte-nanoseconds-per-second units (bytes * 1e9) to stay in integers
         self._tokens_scaled = 0
         self._updated_ns = now_ns
@@ -43,8 +47,17 @@ class TokenBucket:
     def _refill(self, now_ns: int) -> None:
         elapsed = max(0, now_ns - self._updated_ns)
         self._updated_ns = max(self._updated_ns, now_ns)
-        if self._tokens_scaled < 0:
-            self._tokens_scaled = min(0, self._tokens_scaled + elapsed * self._rate)
+        if self._tokens_scaled < self._burst_scaled:
+            self._tokens_scaled = min(
+                self._burst_scaled, self._tokens_scaled + elapsed * self._rate
+            )
+
+    def set_burst(self, burst_bytes: int, now_ns: int) -> None:
+        """Change how much credit may be saved up (one chunk per mover but one)."""
+        assert burst_bytes >= 0
+        self._refill(now_ns)
+        self._burst_scaled = burst_bytes * _NS_PER_SECOND
+        self._tokens_scaled = min(self._tokens_scaled, self._burst_scaled)
 
     def set_rate(self, rate_bytes_per_second: int, now_ns: int) -> None:
         """Change the rate while movers run; debt accrued so far is kept."""

@@ -63,7 +63,7 @@ def _scenario(disk: SimDisk, failing: str, at: int | None) -> tuple[bytes, list[
         nonlocal durable, calls
         proxy = FailAt(disk, failing, None)
         manager = LogManager.open(
-            config(DIR_A, DIR_B, DIR_C), disk=proxy, clock=ManualClock(),  # type: ignore[arg-type]
+            config(DIR_A, DIR_B, DIR_C), disk=proxy, clock=ManualClock(),
             on_dir_failure=notified.append,
         )
         partition = manager.create(TP, is_new=True)

@@ -1,0 +1,91 @@
+"""Accuracy of ``intra.broker.throttled.rate``: two concurrent movers, two configured rates.
+
+Two partitions of ``--size-mib`` MiB each move at once (two movers sharing one throttle) from
+dir ``a`` to dir ``b``. For ``--seconds`` at the first rate, then ``--seconds`` at the second
+(changed live), the bytes that reached the destinations are sampled; prints achieved/configured
+per phase (target within [0.95, 1.05]) and ends with one JSON line.
+
+Run: ``python -m bench.throttle [--rates-mib 16,48] [--seconds 6]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import shutil
+import tempfile
+import time
+from pathlib import Path
+
+import trio
+
+from bench._storage_support import MIB, fill
+from impl.storage import LogManager, StorageConfig, TopicPartition
+
+WARMUP_SECONDS = 0.5
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__)
+    parser.add_argument("--rates-mib", default="16,48")
+    parser.add_argument("--seconds", type=float, default=6.0)
+    parser.add_argument("--dir", default=None)
+    args = parser.parse_args()
+    rates = [int(float(r) * MIB) for r in args.rates_mib.split(",")]
+    needed_mib = int(sum(r * (args.seconds + WARMUP_SECONDS) for r in rates) / MIB / 2) + 64
+    root = Path(tempfile.mkdtemp(prefix="logproof-bench-throttle-", dir=args.dir))
+    dirs = (str(root / "a"), str(root / "b"))
+    tps = [TopicPartition("bench", 0), TopicPartition("bench", 1)]
+    config = StorageConfig(log_dirs=dirs, move_chunk_bytes=MIB,
+                           num_replica_alter_log_dirs_threads=2,
+                           intra_broker_throttled_rate=rates[0])
+    phases: list[dict[str, float]] = []
+
+    async def run() -> None:
+        manager = LogManager.open(config)
+        partitions = []
+        for tp in tps:
+            partition = await fill(manager, tp, needed_mib)
+            if partition.log_dir != dirs[0]:  # placement alternates: move everything to a
+                manager.alter_replica_log_dir(tp, dirs[0])
+            partitions.append(partition)
+        manager.set_throttle_rate(1 << 40)
+        async with trio.open_nursery() as nursery:
+            manager.run(nursery)
+            await manager.wait_moves_done(600)
+            manager.set_throttle_rate(rates[0])
+            for tp in tps:
+                manager.alter_replica_log_dir(tp, dirs[1])
+
+            def moved() -> int:
+                return sum(p.future.size_in_bytes for p in partitions if p.future is not None)
+
+            for rate in rates:
+                manager.set_throttle_rate(rate)
+                await trio.sleep(WARMUP_SECONDS)
+                start_bytes, started = moved(), time.perf_counter()
+                await trio.sleep(args.seconds)
+                elapsed = time.perf_counter() - started
+                achieved = (moved() - start_bytes) / elapsed
+                phases.append({"configured_mib_per_second": rate / MIB,
+                               "achieved_mib_per_second": achieved / MIB,
+                               "ratio": achieved / rate, "seconds": elapsed})
+            assert all(p.future is not None for p in partitions), "a move finished too early"
+            for tp in tps:
+                manager.alter_replica_log_dir(tp, "any")
+            manager.close()
+
+    try:
+        trio.run(run)
+    finally:
+        shutil.rmtree(root, ignore_errors=True)
+    for phase in phases:
+        print(f"configured {phase['configured_mib_per_second']:.1f} MiB/s  achieved "
+              f"{phase['achieved_mib_per_second']:.2f} MiB/s  ratio {phase['ratio']:.3f} "
+              f"over {phase['seconds']:.1f} s (target 0.95-1.05)")
+    print(json.dumps({"bench": "throttle", "movers": 2, "phases": [
+        {k: round(v, 4) for k, v in phase.items()} for phase in phases]}))
+
+
+if __name__ == "__main__":
+    main()
