@@ -14,12 +14,14 @@ This module is a sans-IO core.
 
 from __future__ import annotations
 
+import functools
 import io
 import struct
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
-from kio.index import load_request_schema, load_response_schema
+from kio import index as _kio_index
 from kio.serial import entity_reader, entity_writer
 
 from . import api_versions
@@ -30,6 +32,38 @@ __sans_io__ = True
 
 _HEAD: Final = struct.Struct(">hhi")
 UNSUPPORTED_VERSION: Final = 35
+
+
+@functools.cache
+def load_request_schema(api_key: int, api_version: int) -> type[Any]:
+    """kio's request class (cached: kio resolves it by dynamic import on every call)."""
+    request_class: type[Any] = _kio_index.load_request_schema(api_key, api_version)
+    return request_class
+
+
+@functools.cache
+def load_response_schema(api_key: int, api_version: int) -> type[Any]:
+    """kio's response class (cached)."""
+    response_class: type[Any] = _kio_index.load_response_schema(api_key, api_version)
+    return response_class
+
+
+_readers: dict[type[Any], Callable[[Any, int], tuple[Any, int]]] = {}
+_writers: dict[type[Any], Callable[[Any, Any], None]] = {}
+
+
+def _reader(entity_class: type[Any]) -> Callable[[Any, int], tuple[Any, int]]:
+    reader = _readers.get(entity_class)
+    if reader is None:
+        reader = _readers[entity_class] = entity_reader(entity_class)
+    return reader
+
+
+def _writer(entity_class: type[Any]) -> Callable[[Any, Any], None]:
+    writer = _writers.get(entity_class)
+    if writer is None:
+        writer = _writers[entity_class] = entity_writer(entity_class)
+    return writer
 
 
 class MalformedRequestError(Exception):
@@ -99,11 +133,11 @@ def decode_request(frame_bytes: bytes) -> DecodedRequest:
     head = peek_head(frame_bytes)
     if not api_versions.is_accepted(head.api_key, head.api_version):
         raise UnsupportedRequestError(f"api key {head.api_key} version {head.api_version}")
-    request_class: type[Any] = load_request_schema(head.api_key, head.api_version)
-    response_class: type[Any] = load_response_schema(head.api_key, head.api_version)
+    request_class = load_request_schema(head.api_key, head.api_version)
+    response_class = load_response_schema(head.api_key, head.api_version)
     try:
-        header, header_size = entity_reader(request_class.__header_schema__)(frame_bytes, 0)
-        body, body_size = entity_reader(request_class)(frame_bytes, header_size)
+        header, header_size = _reader(request_class.__header_schema__)(frame_bytes, 0)
+        body, body_size = _reader(request_class)(frame_bytes, header_size)
     except Exception as error:  # kio raises several types (ValueError, native errors)
         raise MalformedRequestError(f"cannot decode api key {head.api_key}: {error!r}") from None
     if header_size + body_size != len(frame_bytes):
@@ -129,8 +163,8 @@ def encode_response(request: DecodedRequest, body: Any) -> bytes:
     assert type(body) is request.response_class, (type(body), request.response_class)
     out = io.BytesIO()
     header_class = request.response_class.__header_schema__
-    entity_writer(header_class)(out, header_class(correlation_id=request.head.correlation_id))
-    entity_writer(request.response_class)(out, body)
+    _writer(header_class)(out, header_class(correlation_id=request.head.correlation_id))
+    _writer(request.response_class)(out, body)
     return frame(out.getvalue())
 
 
@@ -170,11 +204,11 @@ def encode_request(
     Returns:
         The bytes to send.
     """
-    request_class: type[Any] = load_request_schema(api_key, api_version)
+    request_class = load_request_schema(api_key, api_version)
     assert type(body) is request_class
     out = io.BytesIO()
     header_class = request_class.__header_schema__
-    entity_writer(header_class)(
+    _writer(header_class)(
         out,
         header_class(
             request_api_key=api_key,
@@ -183,7 +217,7 @@ def encode_request(
             client_id=client_id,
         ),
     )
-    entity_writer(request_class)(out, body)
+    _writer(request_class)(out, body)
     return frame(out.getvalue())
 
 
@@ -193,10 +227,10 @@ def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple
     Raises:
         MalformedRequestError: the bytes do not parse as that response.
     """
-    response_class: type[Any] = load_response_schema(api_key, api_version)
+    response_class = load_response_schema(api_key, api_version)
     try:
-        header, size = entity_reader(response_class.__header_schema__)(frame_bytes, 0)
-        body, _ = entity_reader(response_class)(frame_bytes, size)
+        header, size = _reader(response_class.__header_schema__)(frame_bytes, 0)
+        body, _ = _reader(response_class)(frame_bytes, size)
     except Exception as error:
         message = f"cannot decode response to api key {api_key}: {error!r}"
         raise MalformedRequestError(message) from None

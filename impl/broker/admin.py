@@ -22,7 +22,12 @@ from typing import Any, Final
 from kio.schema.errors import ErrorCode
 
 from . import api_versions
-from ._codec import MalformedRequestError, decode_response, encode_request
+from ._codec import (
+    MalformedRequestError,
+    decode_response,
+    encode_request,
+    load_request_schema,
+)
 from ._kio_build import build
 
 RESPONSE_MAX_BYTES: Final = 256 * 1024 * 1024
@@ -256,8 +261,6 @@ class AdminClient:
         return self._connect((broker[0], broker[1]))
 
     def _call(self, connection: _Connection, api_key: int, data: Mapping[str, Any]) -> Any:
-        from kio.index import load_request_schema  # noqa: PLC0415
-
         version = connection.version_for(api_key)
         request_class: type[Any] = load_request_schema(api_key, version)
         return connection.call(api_key, version, build(request_class, data))

@@ -16,8 +16,6 @@ from __future__ import annotations
 
 from typing import Any, Final
 
-from kio.index import load_request_schema, load_response_schema
-
 from impl.controller.requests import (
     BrokerEndpoint,
     ControllerRequest,
@@ -31,6 +29,7 @@ from impl.controller.requests import (
 )
 
 from . import api_versions
+from ._codec import load_request_schema, load_response_schema
 from ._kio_build import build
 
 __sans_io__ = True

@@ -21,13 +21,17 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 import trio
-from kio.index import load_request_schema
 
 from impl.storage import PartitionLog, StorageError, TopicPartition
 from impl.storage import record_batch as rb
 
 from . import api_versions
-from ._codec import MalformedRequestError, decode_response, encode_request
+from ._codec import (
+    MalformedRequestError,
+    decode_response,
+    encode_request,
+    load_request_schema,
+)
 from ._framing import FrameDecoder, FrameError
 from ._kio_build import build
 
