@@ -57,6 +57,9 @@ CONCURRENT_JOBS_MAX = 32
 #: balance, fewer gives less per-job overhead.
 JOBS_PER_SLOT = 4
 
+#: rows one job brings back to the driver at most (bounds the driver's memory per job).
+ROWS_PER_JOB_MAX = 100_000
+
 #: failing seeds shown in the printed summary (all are in the rows, the first
 #: ``FAILURES_LISTED_MAX`` in ``summary.json``).
 FAILURES_SHOWN_MAX = 20
@@ -113,19 +116,26 @@ class SilentListener:
         """Ignore."""
 
 
-def group_partitions(partitions: int, concurrent_jobs: int) -> list[list[int]]:
-    """Group partition indexes into jobs: about :data:`JOBS_PER_SLOT` jobs per concurrent slot.
+def group_partitions(
+    partitions: int, concurrent_jobs: int, seeds_per_partition_max: int = 1
+) -> list[list[int]]:
+    """Group partition indexes into jobs: about :data:`JOBS_PER_SLOT` jobs per concurrent slot,
+    and no job bringing back more than :data:`ROWS_PER_JOB_MAX` rows (unless one partition does).
 
     Args:
         partitions: partitions of the campaign's RDD (>= 1).
         concurrent_jobs: jobs in flight at once (>= 1).
+        seeds_per_partition_max: seeds in the largest partition.
 
     Returns:
         Consecutive, disjoint groups covering ``range(partitions)``, in order.
     """
     assert partitions >= 1
     assert concurrent_jobs >= 1
-    size = max(1, math.ceil(partitions / (concurrent_jobs * JOBS_PER_SLOT)))
+    assert seeds_per_partition_max >= 1
+    size_for_balance = math.ceil(partitions / (concurrent_jobs * JOBS_PER_SLOT))
+    size_for_memory = ROWS_PER_JOB_MAX // seeds_per_partition_max
+    size = max(1, min(size_for_balance, size_for_memory))
     return [
         list(range(start, min(start + size, partitions))) for start in range(0, partitions, size)
     ]
@@ -206,7 +216,7 @@ def run_campaign(
     partitions = plan.partitions or default_partitions(plan.seeds_count, cores)
     ranges = seed_ranges(plan.first_seed, plan.seeds_count, partitions)
     slots = concurrent_jobs or min(CONCURRENT_JOBS_MAX, max(2, 2 * cores))
-    groups = group_partitions(len(ranges), slots)
+    groups = group_partitions(len(ranges), slots, max(len(seed_range) for seed_range in ranges))
     parameters = _parameters(plan, len(ranges), str(context.master), code_version, shipped_sha256)
     write_json(directory / CAMPAIGN_FILE, parameters)
     spec = TaskSpec(code_version=code_version, runner=plan.runner, base=plan.base)

@@ -19,6 +19,7 @@ from impl.cli import main
 from spark import (
     BaseConfig,
     CampaignContext,
+    CampaignFailedError,
     CampaignPlan,
     CampaignProgress,
     CampaignUsageError,
@@ -220,3 +221,23 @@ def test_fuzz_command_on_the_running_context(
     other_master = ["fuzz", "--seeds", "5", "--master", "local[1]", "--runner", RUNNER]
     assert main([*other_master, "--out", str(tmp_path / "other")]) == 1
     assert "already runs a SparkContext on local[2]" in capsys.readouterr().err
+
+
+def test_a_runner_missing_on_the_executors_fails_the_campaign_in_one_line(
+    campaign_context: CampaignContext, tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # importable on the driver only: not shipped (the context shipped before it existed)
+    source = tmp_path / "source"
+    source.mkdir()
+    (source / "driver_only_runner.py").write_text(
+        "from tests.integration.spark.seeded_runner import run_seed, swarm_config\n"
+    )
+    monkeypatch.syspath_prepend(str(source))
+    plan = CampaignPlan(4, base=BASE, runner="driver_only_runner", partitions=2)
+    with pytest.raises(CampaignFailedError) as failure:
+        run_campaign(campaign_context.context, plan, tmp_path / "out", code_version="test")
+    message = str(failure.value)
+    assert "\n" not in message
+    assert (
+        "RunnerUnavailableError: runner module 'driver_only_runner' cannot be imported" in message
+    )

@@ -16,7 +16,7 @@ from spark import (
     seed_ranges,
     validate_master,
 )
-from spark._campaign import group_partitions
+from spark._campaign import ROWS_PER_JOB_MAX, group_partitions
 from spark._plan import SEEDS_PER_PARTITION_MAX, default_partitions, is_local_master
 
 
@@ -63,6 +63,13 @@ def test_partition_groups_are_consecutive_and_cover(partitions: int, jobs: int) 
     groups = group_partitions(partitions, jobs)
     assert [index for group in groups for index in group] == list(range(partitions))
     assert all(group for group in groups)
+
+
+def test_partition_groups_bound_the_rows_per_job() -> None:
+    # 10^8 seeds in 20,000 partitions of 5,000: 16 groups would bring 6 million rows each
+    groups = group_partitions(20_000, 4, seeds_per_partition_max=5_000)
+    assert max(len(group) for group in groups) * 5_000 <= ROWS_PER_JOB_MAX
+    assert len(group_partitions(20_000, 4, seeds_per_partition_max=1)) == 16
 
 
 @pytest.mark.parametrize(
