@@ -126,6 +126,7 @@ def parse_broker_racks(text: str) -> list[BrokerInfo]:
     brokers: list[BrokerInfo] = []
     for entry in text.split(","):
         id_text, separator, rack = entry.strip().partition(":")
+        rack = rack.strip()
         if not id_text.strip().lstrip("-").isdigit():
             raise CliError(f"--broker-racks entry {entry.strip()!r} is not ID or ID:RACK")
         if separator and not rack:
