@@ -112,6 +112,7 @@ class RequestHandlers:
 
     def __init__(self, context: HandlerContext) -> None:
         self.context = context
+        self._placement_seed = context.config.broker_id
         self._handlers: dict[int, Callable[[DecodedRequest], Awaitable[Response | None]]] = {
             api_versions.API_VERSIONS: self.api_versions,
             api_versions.METADATA: self.metadata,
@@ -613,6 +614,48 @@ class RequestHandlers:
             },
         )
 
+    # --- KIP-879 CreateReplicaPlacement (the controller's codec) ----------------------------
+
+    async def create_replica_placement(self, frame: bytes) -> Response:
+        """CreateReplicaPlacement v0 (KIP-879): a placement from this broker's metadata.
+
+        Raises:
+            ValueError: the frame does not parse (the server closes the connection).
+        """
+        from kio.schema.request_header.v2.header import RequestHeader  # noqa: PLC0415
+
+        from impl.controller import placement  # noqa: PLC0415
+        from impl.ports import SeededRng  # noqa: PLC0415
+
+        try:
+            header, size = _header_reader(RequestHeader)(frame, 0)
+        except Exception as error:  # kio raises several types for bad bytes
+            raise ValueError(f"CreateReplicaPlacement header: {error!r}") from None
+        request = placement.decode_create_replica_placement_request(
+            frame[size:], int(header.request_api_version)
+        )
+        cache = self.context.metadata
+        assignments = {
+            placement.TopicPartition(state.topic, state.partition): state.replicas
+            for topic in cache.topics
+            for state in cache.partitions(topic)
+        }
+        view = placement.ClusterView.of({b.broker_id: b.rack for b in cache.brokers}, assignments)
+        seed = self._placement_seed
+        self._placement_seed += 1
+        try:
+            placer = placement.load_replica_placer(self.context.config.replica_placer,
+                                                   SeededRng(seed))
+        except placement.PlacementError as error:
+            response = placement.CreateReplicaPlacementResponse(
+                error_code=error.error_code, error_message=str(error)
+            )
+        else:
+            response = placement.handle_create_replica_placement(
+                request, view, placer, SeededRng(seed)
+            )
+        return placement.response_frame(int(header.correlation_id), response)
+
     # --- controller to broker --------------------------------------------------------------
 
     async def controller_request(self, request: DecodedRequest) -> Response:
@@ -645,6 +688,12 @@ class RequestHandlers:
         self.context.on_update_metadata(converted)
         replicas.notify()
         return ControllerResponse()
+
+
+def _header_reader(header_class: type[Any]) -> Any:
+    from kio.serial import entity_reader  # noqa: PLC0415
+
+    return entity_reader(header_class)
 
 
 def _datetime(milliseconds: int) -> Any:

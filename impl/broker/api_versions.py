@@ -36,6 +36,8 @@ DELETE_TOPICS: Final = 20
 INIT_PRODUCER_ID: Final = 22
 ALTER_REPLICA_LOG_DIRS: Final = 34
 DESCRIBE_LOG_DIRS: Final = 35
+#: KIP-879's CreateReplicaPlacement, at the key the controller's codec uses (flexible v0).
+CREATE_REPLICA_PLACEMENT: Final = 10879
 
 #: (min, max) per API key, as advertised in ApiVersions.
 ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
@@ -50,8 +52,12 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         INIT_PRODUCER_ID: (0, 1),
         ALTER_REPLICA_LOG_DIRS: (1, 2),
         DESCRIBE_LOG_DIRS: (1, 4),
+        CREATE_REPLICA_PLACEMENT: (0, 0),
     }
 )
+
+#: APIs kio has no schema for: the server hands their whole frame to a dedicated codec.
+RAW_APIS: Final = frozenset({CREATE_REPLICA_PLACEMENT})
 
 #: The versions the project's controller uses for the controller-to-broker APIs.
 LEADER_AND_ISR_VERSION: Final = 4
@@ -73,6 +79,8 @@ ACCEPTED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
 
 
 def is_accepted(api_key: int, api_version: int) -> bool:
-    """Whether the broker decodes and answers (api_key, api_version)."""
+    """Whether the broker decodes (with kio) and answers (api_key, api_version)."""
+    if api_key in RAW_APIS:
+        return False
     versions = ACCEPTED.get(api_key)
     return versions is not None and versions[0] <= api_version <= versions[1]

@@ -35,6 +35,7 @@ from impl.ports import SeededRng
 from impl.storage import LogManager, StorageConfig, TopicPartition
 from impl.trace import NullTraceSink, TraceSink
 
+from . import api_versions
 from ._handlers import HandlerContext, RequestHandlers, metadata_brokers
 from .config import BrokerConfig
 from .inter_broker import InterBrokerClient
@@ -361,7 +362,11 @@ class Broker:
                 on_update_metadata=self._on_update_metadata,
             )
         )
-        server = Server(handlers, config.socket_request_max_bytes)
+        server = Server(
+            handlers,
+            config.socket_request_max_bytes,
+            raw_handlers={api_versions.CREATE_REPLICA_PLACEMENT: handlers.create_replica_placement},
+        )
         self.server = server
         try:
             async with trio.open_nursery() as nursery:

@@ -86,6 +86,8 @@ class ConnectionInfo:
 
 
 Handler = Callable[[DecodedRequest, ConnectionInfo], Awaitable[Response | None]]
+#: Answers a whole request frame of an API kio has no schema for; raises ValueError on bad bytes.
+RawHandler = Callable[[bytes], Awaitable[Response | None]]
 
 
 class ShortSliceError(Exception):
@@ -177,6 +179,14 @@ class _Connection:
                 await send_channel.send(response)
 
     async def _handle_frame(self, frame: bytes) -> Response | object | None:
+        if len(frame) >= 8:
+            raw_handler = self.server.raw_handlers.get(peek_head(frame).api_key)
+            if raw_handler is not None:
+                try:
+                    return await raw_handler(frame)
+                except ValueError as error:
+                    log.info("closing %s: %s", self.info.peer, error)
+                    return _CLOSE
         try:
             request = decode_request(frame)
         except UnsupportedRequestError as error:
@@ -262,10 +272,17 @@ class Server:
     Args:
         handler: answers one decoded request (None: no response, e.g. Produce with acks=0).
         max_request_bytes: ``socket.request.max.bytes``.
+        raw_handlers: api key → handler of whole frames, for APIs kio has no schema for.
     """
 
-    def __init__(self, handler: Handler, max_request_bytes: int) -> None:
+    def __init__(
+        self,
+        handler: Handler,
+        max_request_bytes: int,
+        raw_handlers: dict[int, RawHandler] | None = None,
+    ) -> None:
         self.handler = handler
+        self.raw_handlers: dict[int, RawHandler] = dict(raw_handlers or {})
         self.max_request_bytes = max_request_bytes
         self.draining = False
         self.internal_errors = 0

@@ -29,7 +29,7 @@ from ._harness import RunningBroker
 pytestmark = pytest.mark.integration
 
 FUZZ_SEED = 20261122
-CASES_DEFAULT = 300
+CASES_DEFAULT = 200
 CASES_SLOW = 5000
 RECEIVE_TIMEOUT_SECONDS = 10.0
 

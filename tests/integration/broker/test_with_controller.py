@@ -81,3 +81,18 @@ def test_topics_command(cluster: RunningBroker) -> None:
     assert run("topics", "create", "--topic", "../x", *bootstrap)[0] == 1
     assert run("topics", "delete", "--topic", "cli", *bootstrap)[0] == 0
     assert run("topics", "describe", *bootstrap) == (0, "")
+
+
+def test_create_replica_placement_is_served(cluster: RunningBroker) -> None:
+    from impl.controller.placement import CreateReplicaPlacementRequest
+    from impl.controller.placement.client import request_replica_placement
+
+    response = request_replica_placement(
+        cluster.bootstrap, CreateReplicaPlacementRequest(partition_count=3, replication_factor=1)
+    )
+    assert response.error_code == 0
+    assert response.assignment() == [[1], [1], [1]]
+    too_many = request_replica_placement(
+        cluster.bootstrap, CreateReplicaPlacementRequest(partition_count=1, replication_factor=2)
+    )
+    assert too_many.error_code == 38
