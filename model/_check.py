@@ -4,15 +4,16 @@ Theory of operation
 -------------------
 For one variant of one model, :func:`check_variant`
 
-1. **unrolls** the transition relation (``init(s0) ∧ T(s0, s1) ∧ … ∧ T(sK-1, sK)``, ``T`` the
-   disjunction of every action instance, a selector ``act@i`` naming the instance taken) on one
-   incremental solver and asks at each depth ``i``, for every invariant not yet violated, whether
-   ``¬inv(si)`` is satisfiable, and for every witness not yet reached whether ``witness(si)`` is:
-   the first gives the shortest counterexample, the second shows the model is not vacuous;
-2. for each invariant never violated, tries an **induction proof**: with ``I`` the invariant
-   together with the lemmas it names (transitively), for every member ``J`` of ``I`` and every
-   action ``A`` it asks whether ``I(s) ∧ A(s, s') ∧ ¬J(s')`` is satisfiable, one (action,
-   invariant) pair per query, so a failure reads "J is not preserved by action A";
+1. tries an **induction proof** of every invariant: with ``I`` the invariant together with the
+   lemmas it names (transitively), it asks whether some initial state breaks a member of ``I``,
+   then, for every member ``J`` and every action ``A``, whether ``I(s) ∧ A(s, s') ∧ ¬J(s')`` is
+   satisfiable, one (action, invariant) pair per query, so a failure reads "J is not preserved by
+   action A" and comes with the counterexample to induction;
+2. **unrolls** the transition relation for the invariants not proved and for the witnesses
+   (``init(s0) ∧ T(s0, s1) ∧ … ∧ T(sK-1, sK)``, ``T`` selecting one action instance per step
+   through ``act@i``) on one incremental solver, and asks at each depth ``i`` whether some
+   pending invariant fails in ``si`` (the shortest counterexample) and whether some witness holds
+   there (the model is not vacuous);
 3. checks that no action leaves a variable's domain (a malformed model, reported as an error);
 4. **replays** every trace it produced through the concrete interpretation (``Model.step``) and
    records whether the concrete run takes the same steps to the same states and agrees on the
@@ -48,14 +49,15 @@ from ._report import (
     trace_from_states,
     value_text,
 )
-from ._z3 import SOLVER_SEED, Encoding, new_solver
+from ._z3 import SOLVER_SEED, Encoding, int_const, new_solver
 
 __sans_io__ = True
 
 Clock = Callable[[], float]
 
 #: Solver statistics kept in reports (summed over the queries of one invariant).
-STATISTICS_KEPT = ("conflicts", "decisions", "propagations", "rlimit count")
+STATISTICS_KEPT = ("sat conflicts", "sat decisions", "sat propagations 2ary",
+                   "sat propagations nary", "conflicts", "decisions", "rlimit count")
 
 #: Per-query solver timeout; a query that runs out yields status ``unknown``.
 QUERY_TIMEOUT_MS = 120_000
@@ -81,6 +83,26 @@ class _Account:
         self.statistics["queries"] = self.statistics.get("queries", 0.0) + 1.0
 
 
+class _SplitAccount(_Account):
+    """Charges a query shared by several invariants to each of them in equal parts."""
+
+    def __init__(self, accounts: list[_Account]) -> None:
+        super().__init__()
+        self.accounts = accounts
+
+    def add(self, solver: Any, seconds: float) -> None:
+        share = 1.0 / len(self.accounts)
+        statistics = solver.statistics()
+        present = set(statistics.keys())
+        for account in self.accounts:
+            account.seconds += seconds * share
+            for key in STATISTICS_KEPT:
+                if key in present:
+                    value = float(statistics.get_key_value(key)) * share
+                    account.statistics[key] = account.statistics.get(key, 0.0) + value
+            account.statistics["queries"] = account.statistics.get("queries", 0.0) + share
+
+
 class _Checker:
     def __init__(
         self, definition: ModelDefinition, variant: Variant, depth: int, clock: Clock
@@ -93,6 +115,8 @@ class _Checker:
         self.encoding = Encoding(self.model)
         self.instances = self.encoding.instances
         self.accounts = {name: _Account() for name in self.model.invariants}
+        self.pre = self.encoding.state("pre")
+        self.post = self.encoding.state("post")
         self.errors: list[str] = []
 
     def _timed_check(self, solver: Any, account: _Account | None) -> Any:
@@ -105,7 +129,7 @@ class _Checker:
     # -- bounded model checking ----------------------------------------------------------
 
     def bounded(
-        self,
+        self, targets: list[str]
     ) -> tuple[dict[str, Trace | None], dict[str, bool], dict[str, Trace | None]]:
         model = self.model
         solver = new_solver(QUERY_TIMEOUT_MS)
@@ -115,46 +139,90 @@ class _Checker:
         violations: dict[str, Trace | None] = {}
         unknown: dict[str, bool] = {}
         reached: dict[str, Trace | None] = {}
-        pending = list(model.invariants)
+        pending = list(targets)
         witnesses = list(model.witnesses)
         for step in range(self.depth + 1):
             current = states[step]
-            for name in list(pending):
-                solver.push()
-                solver.add(z3.Not(self.encoding.invariant(name, current)))
-                outcome = self._timed_check(solver, self.accounts[name])
-                if outcome == z3.sat:
-                    violations[name] = self._trace(solver.model(), states, selectors, name)
-                    pending.remove(name)
-                elif outcome == z3.unknown:
-                    unknown[name] = True
-                    pending.remove(name)
-                solver.pop()
-            for name in list(witnesses):
-                solver.push()
-                solver.add(self.encoding.witness(name, current))
-                if self._timed_check(solver, None) == z3.sat:
-                    reached[name] = self._trace(solver.model(), states, selectors, name)
-                    witnesses.remove(name)
-                solver.pop()
+            self._violations_at(solver, states, selectors, pending, violations, unknown)
+            self._witnesses_at(solver, states, selectors, witnesses, reached)
             if step == self.depth or (not pending and not witnesses):
                 break
             successor = self.encoding.state(str(step + 1))
-            selector = z3.Int(f"act@{step}")
-            solver.add(self.encoding.domain(successor))
-            solver.add(selector >= 0, selector < len(self.instances))
-            for index, instance in enumerate(self.instances):
-                solver.add(
-                    z3.Implies(
-                        selector == index,
-                        self.encoding.transition(instance, current, successor),
-                    )
-                )
+            selector = int_const(f"act@{step}")
+            solver.add(*self.encoding.step(current, successor, selector))
             states.append(successor)
             selectors.append(selector)
         for name in witnesses:
             reached[name] = None
         return violations, unknown, reached
+
+    def _violations_at(  # noqa: PLR0917 - private; the BMC loop's own state, passed along
+        self,
+        solver: Any,
+        states: list[State],
+        selectors: list[Any],
+        pending: list[str],
+        violations: dict[str, Trace | None],
+        unknown: dict[str, bool],
+    ) -> None:
+        """Find every pending invariant violated in the last state: one query while none is
+        (the common, expensive, unsatisfiable case), then one per invariant found."""
+        current = states[-1]
+        while pending:
+            terms = {name: self.encoding.invariant(name, current) for name in pending}
+            solver.push()
+            solver.add(z3.Or(*[z3.Not(term) for term in terms.values()]))
+            outcome = self._timed_check(solver, self._shared_account(pending))
+            if outcome == z3.unsat:
+                solver.pop()
+                return
+            if outcome == z3.unknown:
+                solver.pop()
+                for name in pending:
+                    unknown[name] = True
+                pending.clear()
+                return
+            solution = solver.model()
+            solver.pop()
+            broken = [name for name, term in terms.items()
+                      if z3.is_false(solution.eval(term, model_completion=True))]
+            name = broken[0]
+            solver.push()
+            solver.add(z3.Not(terms[name]))
+            outcome = self._timed_check(solver, self.accounts[name])
+            if outcome == z3.sat:
+                violations[name] = self._trace(solver.model(), states, selectors, name)
+            else:
+                unknown[name] = True
+            solver.pop()
+            pending.remove(name)
+
+    def _shared_account(self, names: list[str]) -> _Account:
+        return _SplitAccount([self.accounts[name] for name in names])
+
+    def _witnesses_at(
+        self,
+        solver: Any,
+        states: list[State],
+        selectors: list[Any],
+        witnesses: list[str],
+        reached: dict[str, Trace | None],
+    ) -> None:
+        current = states[-1]
+        if not witnesses:
+            return
+        terms = {name: self.encoding.witness(name, current) for name in witnesses}
+        solver.push()
+        solver.add(z3.Or(*terms.values()))
+        if self._timed_check(solver, None) == z3.sat:
+            solution = solver.model()
+            for name, term in terms.items():
+                if z3.is_true(solution.eval(term, model_completion=True)):
+                    reached[name] = self._trace(solution, states, selectors, name)
+                    witnesses.remove(name)
+        solver.pop()
+        if witnesses and len(witnesses) < len(terms):
+            self._witnesses_at(solver, states, selectors, witnesses, reached)
 
     def _trace(
         self, solution: Any, states: list[State], selectors: list[Any], target: str
@@ -162,7 +230,7 @@ class _Checker:
         concrete = [self.encoding.decode(solution, state) for state in states]
         taken: list[ActionInstance] = []
         for selector in selectors:
-            index = solution.eval(selector, model_completion=True).as_long()
+            index = solution.eval(selector, model_completion=True).as_signed_long()
             taken.append(self.instances[index])
         return self._replayed_trace(concrete, taken, target)
 
@@ -206,57 +274,110 @@ class _Checker:
 
     # -- induction -----------------------------------------------------------------------
 
-    def preserved(
-        self, assumption: tuple[str, ...], member: str, action: str, account: _Account
-    ) -> tuple[Any, str]:
+    def initiation(self, member: str, account: _Account) -> Any:
+        """Whether some initial state violates ``member`` (``sat``) or none does."""
         solver = new_solver(QUERY_TIMEOUT_MS)
-        pre = self.encoding.state("pre")
-        post = self.encoding.state("post")
+        state = self.encoding.state("init")
+        solver.add(self.encoding.domain(state), self.encoding.init(state))
+        solver.add(z3.Not(self.encoding.invariant(member, state)))
+        return self._timed_check(solver, account)
+
+    def preserved(
+        self, assumption: tuple[str, ...], action: str, account: _Account
+    ) -> dict[str, tuple[Any, str, Trace | None]]:
+        """Which members of ``assumption`` ``action`` preserves from any state satisfying all
+        of them: one query for all (the usual, unsatisfiable case), then one per member.
+
+        Returns:
+            For each member, the solver's outcome and, for ``sat``, the instance's label and
+            the counterexample to induction (a pre-state satisfying every assumed invariant and
+            the post-state breaking the member; not necessarily reachable).
+        """
+        solver = new_solver(QUERY_TIMEOUT_MS)
+        pre, post = self.pre, self.post
         solver.add(self.encoding.domain(pre))
         for name in assumption:
             solver.add(self.encoding.invariant(name, pre))
         instances = [i for i in self.instances if i.action.name == action]
-        solver.add(
-            z3.Or(*[self.encoding.transition(instance, pre, post) for instance in instances])
-        )
-        solver.add(z3.Not(self.encoding.invariant(member, post)))
+        formulas = [self.encoding.transition(instance, pre, post) for instance in instances]
+        solver.add(z3.Or(*formulas))
+        after = {name: self.encoding.invariant(name, post) for name in assumption}
+        solver.push()
+        solver.add(z3.Or(*[z3.Not(term) for term in after.values()]))
         outcome = self._timed_check(solver, account)
-        if outcome != z3.sat:
-            return outcome, ""
-        solution = solver.model()
-        label = action
-        for instance in instances:
-            formula = self.encoding.transition(instance, pre, post)
-            if z3.is_true(solution.eval(formula, model_completion=True)):
-                label = instance.label
-                break
-        return outcome, label
+        solver.pop()
+        if outcome == z3.unsat:
+            return dict.fromkeys(assumption, (z3.unsat, "", None))
+        results: dict[str, tuple[Any, str, Trace | None]] = {}
+        for name in assumption:
+            solver.push()
+            solver.add(z3.Not(after[name]))
+            outcome = self._timed_check(solver, account)
+            if outcome == z3.sat:
+                label, cti = self._cti(solver.model(), instances, formulas, name)
+                results[name] = (outcome, label, cti)
+            else:
+                results[name] = (outcome, "", None)
+            solver.pop()
+        return results
 
-    def induction(self, candidates: list[str]) -> dict[str, tuple[Status, str]]:
-        verdicts: dict[str, tuple[Status, str]] = {}
-        cache: dict[tuple[tuple[str, ...], str, str], tuple[Any, str]] = {}
+    def _cti(
+        self, solution: Any, instances: list[ActionInstance], formulas: list[Any], member: str
+    ) -> tuple[str, Trace]:
+        taken = instances[0]
+        for instance, formula in zip(instances, formulas, strict=True):
+            if z3.is_true(solution.eval(formula, model_completion=True)):
+                taken = instance
+                break
+        states = [self.encoding.decode(solution, self.pre),
+                  self.encoding.decode(solution, self.post)]
+        try:
+            agrees = (self.model.step_instance(states[0], taken) == states[1]
+                      and not self.model.holds(states[1], member))
+        except (ActionNotEnabled, ModelError):
+            agrees = False
+        if not agrees:
+            self.errors.append(f"{member}/{taken.label}: the concrete model disagrees with the "
+                               "counterexample to induction")
+        args = {name: value_text(value) for name, value in taken.args}
+        cti = trace_from_states(states, [(taken.label, taken.action.name, args)], member, agrees)
+        return taken.label, cti
+
+    def induction(
+        self, candidates: list[str]
+    ) -> dict[str, tuple[Status, str, Trace | None]]:
+        """Try to prove each candidate with its supporting lemmas, one (member, action) pair
+        per verdict; the first failing pair explains why a candidate is not proved."""
+        verdicts: dict[str, tuple[Status, str, Trace | None]] = {}
+        closures = {name: self.model.support_closure(name) for name in candidates}
+        owners: dict[tuple[str, ...], list[str]] = {}
+        for name, closure in closures.items():
+            owners.setdefault(closure, []).append(name)
+        cache: dict[tuple[tuple[str, ...], str], dict[str, tuple[Any, str, Trace | None]]] = {}
+        initial: dict[str, Any] = {}
         for name in candidates:
-            closure = self.model.support_closure(name)
-            failed = [member for member in closure if member not in candidates]
-            if failed:
-                verdicts[name] = (Status.HOLDS, f"relies on {', '.join(failed)}, which is "
-                                  "violated or unknown")
-                continue
-            verdict = (Status.PROVED, "")
+            closure = closures[name]
+            account = self._shared_account(owners[closure])
+            verdict: tuple[Status, str, Trace | None] = (Status.PROVED, "", None)
             for member in closure:
-                for action in self.model.actions:
-                    key = (closure, member, action)
-                    if key not in cache:
-                        cache[key] = self.preserved(closure, member, action,
-                                                    self.accounts[name])
-                    outcome, label = cache[key]
+                if member not in initial:
+                    initial[member] = self.initiation(member, account)
+                if initial[member] != z3.unsat:
+                    verdict = (Status.HOLDS, f"{member} does not hold initially", None)
+                    break
+            for action in self.model.actions if verdict[0] is Status.PROVED else ():
+                key = (closure, action)
+                if key not in cache:
+                    cache[key] = self.preserved(closure, action, account)
+                for member in closure:
+                    outcome, label, cti = cache[key][member]
                     if outcome == z3.sat:
                         verdict = (Status.HOLDS, f"{member} is not preserved by action "
-                                   f"{label} (not inductive)")
+                                   f"{label} (not inductive)", cti)
                         break
                     if outcome == z3.unknown:
                         verdict = (Status.HOLDS, f"induction for {member} under action "
-                                   f"{action} timed out")
+                                   f"{action} timed out", None)
                         break
                 if verdict[0] is not Status.PROVED:
                     break
@@ -266,8 +387,7 @@ class _Checker:
     def domains(self) -> None:
         for action in self.model.actions:
             solver = new_solver(QUERY_TIMEOUT_MS)
-            pre = self.encoding.state("pre")
-            post = self.encoding.state("post")
+            pre, post = self.pre, self.post
             solver.add(self.encoding.domain(pre))
             instances = [i for i in self.instances if i.action.name == action]
             solver.add(
@@ -282,16 +402,16 @@ class _Checker:
     def run(self) -> VariantResult:
         start = self.clock()
         model = self.model
-        violations, unknown, reached = self.bounded()
-        candidates = [
-            name for name in model.invariants if name not in violations and name not in unknown
-        ]
-        verdicts = self.induction(candidates)
+        verdicts = self.induction(list(model.invariants))
+        unproved = [name for name, verdict in verdicts.items()
+                    if verdict[0] is not Status.PROVED]
+        violations, unknown, reached = self.bounded(unproved)
         self.domains()
         results: list[InvariantResult] = []
         for name, invariant in model.invariants.items():
             account = self.accounts[name]
             expected = self.variant.expected.get(name)
+            status, note, cti = verdicts[name]
             if name in violations:
                 trace = violations[name]
                 assert trace is not None
@@ -303,10 +423,9 @@ class _Checker:
                     name, invariant.kind, Status.UNKNOWN, self.depth, account.seconds,
                     account.statistics, None, "the solver timed out", expected))
             else:
-                status, note = verdicts[name]
                 results.append(InvariantResult(
                     name, invariant.kind, status, self.depth, account.seconds,
-                    account.statistics, None, note, expected))
+                    account.statistics, None, note, expected, cti))
         unknown_expectations = set(self.variant.expected) - set(model.invariants)
         for name in sorted(unknown_expectations):
             self.errors.append(f"the variant expects a status for unknown invariant {name}")
@@ -341,7 +460,7 @@ def check_variant(
     Args:
         definition: the model definition.
         variant: the variant or its name (the shipped one by default).
-        depth: the bound (the definition's default depth when ``None``).
+        depth: the bound (the variant's, else the definition's, default when ``None``).
         clock: a monotonic clock in seconds, for the timings in the result.
 
     Returns:
@@ -355,7 +474,7 @@ def check_variant(
         definition.shipped if variant is None
         else definition.variant(variant) if isinstance(variant, str) else variant
     )
-    bound = definition.depth if depth is None else depth
+    bound = (chosen.depth or definition.depth) if depth is None else depth
     if bound < 1:
         raise ValueError(f"depth must be at least 1, not {bound}")
     checker = _Checker(definition, chosen, bound, clock or _no_clock)

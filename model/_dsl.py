@@ -471,8 +471,9 @@ class Var:
 class Transition:
     """What an action returns: a guard and the new values of the variables it changes.
 
-    ``update`` maps a variable name to its new value; for an array, to an :class:`ArrayValue`
-    or to a mapping of only the changed keys. Variables not in ``update`` keep their value.
+    ``update`` maps a variable name to its new value; for an array, to an :class:`ArrayValue`,
+    to a mapping of only the changed keys, or to one value for every key. Variables not in
+    ``update`` keep their value.
     """
 
     guard: Term
@@ -782,7 +783,7 @@ class Model:
                         items[key] = item
                     post[name] = ArrayValue(items, ops)
                 else:
-                    raise ModelError(f"array {name} must be updated with a mapping")
+                    post[name] = ArrayValue(dict.fromkeys(old.keys(), value), ops)
             else:
                 post[name] = value
         unknown = set(transition.update) - set(self.variables)
@@ -962,6 +963,8 @@ class Variant:
         shipped: whether this is the variant the implementation follows.
         expected: golden status per invariant; invariants left out must not be violated in a
             shipped variant and are unconstrained in a known-bad one.
+        depth: this variant's bounded-checking depth, when it differs from the definition's
+            (a known-bad variant needs only enough depth for its counterexamples).
     """
 
     name: str
@@ -969,6 +972,7 @@ class Variant:
     flags: Mapping[str, Any] = field(default_factory=dict)
     shipped: bool = False
     expected: Mapping[str, Status] = field(default_factory=dict)
+    depth: int | None = None
 
 
 @dataclass(frozen=True)

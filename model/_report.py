@@ -185,6 +185,9 @@ class InvariantResult:
         counterexample: the violating trace, when violated.
         note: for ``holds``: which (invariant, action) pair stopped the induction proof.
         expected: the golden status, when the variant declares one.
+        cti: for ``holds``: the counterexample to induction behind ``note`` (a state satisfying
+            the invariant and its lemmas, and the action instance leading out of them); it need
+            not be reachable, and says which lemma is missing.
     """
 
     name: str
@@ -196,6 +199,7 @@ class InvariantResult:
     counterexample: Trace | None = None
     note: str = ""
     expected: Status | None = None
+    cti: Trace | None = None
 
     @property
     def status_text(self) -> str:
@@ -219,6 +223,7 @@ class InvariantResult:
             else self.counterexample.to_json(),
             "note": self.note,
             "expected": None if self.expected is None else self.expected.value,
+            "cti": None if self.cti is None else self.cti.to_json(),
         }
 
     @classmethod
@@ -235,6 +240,7 @@ class InvariantResult:
             else Trace.from_json(data["counterexample"]),
             note=str(data["note"]),
             expected=None if data["expected"] is None else Status(data["expected"]),
+            cti=None if data.get("cti") is None else Trace.from_json(data["cti"]),
         )
 
 

@@ -1,10 +1,10 @@
 """The symbolic interpretation: the same model functions evaluated over Z3 terms.
 
 Every scalar variable at a step becomes one Z3 constant named ``name@step``; an array becomes one
-constant per key (``name[key]@step``), since index sets are small and finite. Enums become Z3
-enumeration sorts (one per Python enum class, shared by every model). An action instance becomes
-the two-state formula ``guard ∧ ⋀ post.v = update(v) ∧ ⋀ post.w = pre.w`` for every ``w`` outside
-the update: the frame.
+constant per key (``name[key]@step``), since index sets are small and finite. Integers and enum
+members become bit-vectors (see :data:`INT_BITS`), so every query is finite-domain. An action
+instance becomes the two-state formula ``guard ∧ ⋀ post.v = update(v) ∧ ⋀ post.w = pre.w`` for
+every ``w`` outside the update: the frame.
 """
 
 from __future__ import annotations
@@ -36,6 +36,16 @@ __sans_io__ = True
 #: The pinned seed of every solver (``smt.random_seed`` and ``sat.random_seed``).
 SOLVER_SEED = 0
 
+#: Integers are encoded as signed bit-vectors of this width: every sort is finite, so the
+#: queries go to Z3's finite-domain engine (bit-blasting to SAT), which is far faster on these
+#: models than the arithmetic core. Python's ``<``/``+`` on Z3 bit-vectors are the signed ones.
+INT_BITS = 16
+INT_MIN = -(2 ** (INT_BITS - 1))
+INT_MAX = 2 ** (INT_BITS - 1) - 1
+#: Enum members are encoded as their position, in unsigned bit-vectors of this width (a width
+#: apart from integers', so that Z3 rejects comparing an enum with an integer).
+ENUM_BITS = 8
+
 _ENUM_SORTS: dict[type[enum.Enum], tuple[Any, dict[enum.Enum, Any], dict[str, enum.Enum]]] = {}
 
 
@@ -46,41 +56,34 @@ def pin_seeds(seed: int = SOLVER_SEED) -> None:
 
 
 def new_solver(timeout_ms: int | None = None) -> Any:
-    """A fresh solver with pinned seeds (and a timeout when given)."""
+    """A fresh finite-domain solver with pinned seeds (and a timeout when given)."""
     pin_seeds()
-    solver = z3.Solver()
+    solver = z3.SolverFor("QF_FD")
     solver.set("random_seed", SOLVER_SEED)
     if timeout_ms is not None:
         solver.set("timeout", timeout_ms)
     return solver
 
 
-def enum_sort(enum_type: type[enum.Enum]) -> tuple[Any, dict[enum.Enum, Any], dict[str, enum.Enum]]:
-    """The Z3 enumeration sort of a Python enum: ``(sort, member → constant, name → member)``."""
-    cached = _ENUM_SORTS.get(enum_type)
-    if cached is None:
-        sort_name = f"{enum_type.__module__}.{enum_type.__qualname__}"
-        members = list(enum_type)
-        names = [f"{enum_type.__name__}.{member.name}" for member in members]
-        sort, constants = z3.EnumSort(sort_name, names)
-        cached = (
-            sort,
-            dict(zip(members, constants, strict=True)),
-            dict(zip(names, members, strict=True)),
-        )
-        _ENUM_SORTS[enum_type] = cached
-    return cached
+def enum_code(member: enum.Enum) -> int:
+    """The code of an enum member: its position in its enum."""
+    return list(type(member)).index(member)
 
 
 def lift(value: Term) -> Term:
     """A Python constant as a Z3 term (enum members to enum constants); terms unchanged."""
     if isinstance(value, enum.Enum):
-        return enum_sort(type(value))[1][value]
+        return z3.BitVecVal(enum_code(value), ENUM_BITS)
     if isinstance(value, bool):
         return z3.BoolVal(value)
     if isinstance(value, int):
-        return z3.IntVal(value)
+        return z3.BitVecVal(value, INT_BITS)
     return value
+
+
+def int_const(name: str) -> Any:
+    """A fresh integer-valued constant (a signed bit-vector)."""
+    return z3.BitVec(name, INT_BITS)
 
 
 class Z3Ops(Ops):
@@ -133,7 +136,7 @@ class Z3Ops(Ops):
     def Sum(self, *terms: Term) -> Term:  # noqa: N802
         """Integer sum."""
         items = [lift(term) for term in _flatten(terms)]
-        return z3.Sum(*items) if items else z3.IntVal(0)
+        return z3.Sum(*items) if items else z3.BitVecVal(0, INT_BITS)
 
     def is_symbolic_key(self, key: Any) -> bool:
         """Whether the key or a component of it is a Z3 term."""
@@ -176,14 +179,18 @@ def _z3_sort(variable: Var) -> Any:
     if isinstance(sort, BoolSort):
         return z3.BoolSort()
     if isinstance(sort, IntSort):
-        return z3.IntSort()
-    return enum_sort(sort.enum_type)[0]
+        if sort.low < INT_MIN or sort.high > INT_MAX // 2:
+            raise ModelError(f"{variable.name}: {sort.describe()} does not fit {INT_BITS} bits")
+        return z3.BitVecSort(INT_BITS)
+    return z3.BitVecSort(ENUM_BITS)
 
 
 def _in_domain(variable: Var, term: Any) -> Any:
     sort = variable.sort
     if isinstance(sort, IntSort):
         return z3.And(term >= sort.low, term <= sort.high)
+    if isinstance(sort, EnumSort):
+        return z3.ULT(term, len(sort.enum_type))
     return z3.BoolVal(True)
 
 
@@ -220,7 +227,7 @@ class Encoding:
         """Every integer variable of ``state`` within its bounds."""
         parts: list[Any] = []
         for name, variable in self.model.variables.items():
-            if not isinstance(variable.sort, IntSort):
+            if isinstance(variable.sort, BoolSort):
                 continue
             value = state[name]
             terms = value.values() if isinstance(value, ArrayValue) else (value,)
@@ -259,6 +266,42 @@ class Encoding:
         values = self.model.resolve_update(SYMBOLIC, pre, instance, result)
         return z3.And(lift(result.guard), self.equal(post.as_dict(), values))
 
+    def step(self, pre: State, post: State, selector: Any) -> list[Any]:
+        """The transition relation in functional form, for unrolling.
+
+        ``selector`` (an integer constant) names the action instance taken; each post-state
+        value is an ``If`` chain over only the instances that change it, so the frame costs
+        nothing and the formula stays small.
+
+        Raises:
+            FrameError: an action updates a variable outside its frame.
+        """
+        constraints: list[Any] = [selector >= 0, selector < len(self.instances)]
+        changes: dict[tuple[str, Any], list[tuple[int, Any]]] = {}
+        for index, instance in enumerate(self.instances):
+            result = instance.call(SYMBOLIC, pre)
+            values = self.model.resolve_update(SYMBOLIC, pre, instance, result)
+            constraints.append(z3.Implies(selector == index, lift(result.guard)))
+            for name, variable in self.model.variables.items():
+                if variable.is_array:
+                    old_array: ArrayValue = pre[name]
+                    new_array: ArrayValue = values[name]
+                    for key in variable.index_keys():
+                        _record_change(changes, (name, key), index, old_array[key],
+                                       new_array[key])
+                else:
+                    _record_change(changes, (name, None), index, pre[name], values[name])
+        for name, variable in self.model.variables.items():
+            keys = variable.index_keys() if variable.is_array else (None,)
+            for key in keys:
+                old = pre[name][key] if variable.is_array else pre[name]
+                target = post[name][key] if variable.is_array else post[name]
+                value: Any = old
+                for index, new in reversed(changes.get((name, key), [])):
+                    value = z3.If(selector == index, new, value)
+                constraints.append(target == value)
+        return constraints
+
     def guard(self, instance: ActionInstance, pre: State) -> Any:
         """The guard of one action instance."""
         return lift(instance.call(SYMBOLIC, pre).guard)
@@ -292,6 +335,19 @@ class Encoding:
         if isinstance(sort, BoolSort):
             return bool(z3.is_true(evaluated))
         if isinstance(sort, IntSort):
-            return int(evaluated.as_long())
+            return int(evaluated.as_signed_long())
         assert isinstance(sort, EnumSort)
-        return enum_sort(sort.enum_type)[2][str(evaluated)]
+        return list(sort.enum_type)[evaluated.as_long()]
+
+
+def _record_change(
+    changes: dict[tuple[str, Any], list[tuple[int, Any]]],
+    key: tuple[str, Any],
+    index: int,
+    old: Any,
+    new: Any,
+) -> None:
+    lifted = lift(new)
+    if z3.is_expr(old) and z3.is_expr(lifted) and z3.eq(lifted, old):
+        return
+    changes.setdefault(key, []).append((index, lifted))
