@@ -12,6 +12,7 @@ from __future__ import annotations
 import io
 import socket
 import struct
+from collections.abc import Mapping, Sequence
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.api_versions.v0.response import ApiVersionsResponse
@@ -30,6 +31,7 @@ from ._protocol import (
     parse_response_payload,
     request_frame,
 )
+from ._types import TopicPartition
 
 #: Kafka's ApiVersions api key.
 API_VERSIONS_API_KEY = 18
@@ -152,19 +154,45 @@ def exchange(
     Raises:
         PlacementClientError: unsupported, closed, timed out or malformed.
     """
+    return exchange_many(sock, [request], correlation_id)[0]
+
+
+def exchange_many(
+    sock: socket.socket,
+    requests: Sequence[CreateReplicaPlacementRequest],
+    first_correlation_id: int = 2,
+) -> list[CreateReplicaPlacementResponse]:
+    """Check support once, then send each request and read its response, in order.
+
+    Args:
+        sock: a connected socket (with a timeout set).
+        requests: the requests.
+        first_correlation_id: the first request's correlation id (ApiVersions uses the one
+            before); each next request uses the next id.
+
+    Returns:
+        The broker's responses, one per request (each may carry an error code).
+
+    Raises:
+        PlacementClientError: unsupported, closed, timed out or malformed.
+    """
+    responses: list[CreateReplicaPlacementResponse] = []
     try:
-        check_supported(sock, correlation_id - 1)
-        sock.sendall(request_frame(request, correlation_id, CLIENT_ID))
-        answered_id, response = parse_response_payload(_receive_frame(sock))
+        check_supported(sock, first_correlation_id - 1)
+        for offset, request in enumerate(requests):
+            correlation_id = first_correlation_id + offset
+            sock.sendall(request_frame(request, correlation_id, CLIENT_ID))
+            answered_id, response = parse_response_payload(_receive_frame(sock))
+            if answered_id != correlation_id:
+                raise PlacementClientError(
+                    f"response correlation id {answered_id}, expected {correlation_id}"
+                )
+            responses.append(response)
     except PlacementWireError as error:
         raise PlacementClientError(str(error)) from error
     except TimeoutError as error:
         raise PlacementClientError("the broker did not answer in time") from error
-    if answered_id != correlation_id:
-        raise PlacementClientError(
-            f"response correlation id {answered_id}, expected {correlation_id}"
-        )
-    return response
+    return responses
 
 
 def request_replica_placement(
@@ -190,3 +218,72 @@ def request_replica_placement(
             return exchange(sock, request)
     except OSError as error:
         raise PlacementClientError(f"cannot reach {host}:{port}: {error}") from error
+
+
+def request_reassignment_proposal(
+    bootstrap_server: str,
+    current_assignment: Mapping[TopicPartition, Sequence[int]],
+    *,
+    broker_ids: Sequence[int] = (),
+    force_simple_placement: bool = False,
+    timeout_seconds: float = 30.0,
+) -> dict[TopicPartition, list[int]]:
+    """A new assignment for the given partitions, suggested by the cluster's placer.
+
+    KIP-879 *Admin API*: the reassignment command asks the brokers (their configured
+    ``broker.replica.placer`` and their racks) instead of computing locally. One request per
+    topic, topics in name order, with the topic's partition count and the replication factor
+    of its lowest partition; the i-th lowest partition gets the i-th placement.
+
+    Args:
+        bootstrap_server: ``host:port`` of a broker.
+        current_assignment: the partitions to move, with their current replicas.
+        broker_ids: the brokers to move to (``--broker-list``); empty for all.
+        force_simple_placement: Kafka's rack-unaware assignment (``--disable-rack-aware``).
+        timeout_seconds: the connect and read timeout.
+
+    Returns:
+        The proposed replicas of every given partition, leader first.
+
+    Raises:
+        PlacementClientError: the broker cannot be reached or refuses a topic (the message
+            names the topic and the broker's reason).
+    """
+    by_topic: dict[str, list[TopicPartition]] = {}
+    for tp in current_assignment:
+        by_topic.setdefault(tp.topic, []).append(tp)
+    topics = sorted(by_topic)
+    requests = []
+    for topic in topics:
+        partitions = sorted(by_topic[topic])
+        requests.append(
+            CreateReplicaPlacementRequest(
+                partition_count=len(partitions),
+                replication_factor=len(current_assignment[partitions[0]]),
+                force_simple_placement=force_simple_placement,
+                broker_ids=tuple(broker_ids),
+                timeout_ms=int(timeout_seconds * 1000),
+            )
+        )
+    host, port = parse_bootstrap_server(bootstrap_server)
+    try:
+        with socket.create_connection((host, port), timeout=timeout_seconds) as sock:
+            responses = exchange_many(sock, requests)
+    except OSError as error:
+        raise PlacementClientError(f"cannot reach {host}:{port}: {error}") from error
+    proposal: dict[TopicPartition, list[int]] = {}
+    for topic, response in zip(topics, responses, strict=True):
+        if response.error_code != 0:
+            raise PlacementClientError(
+                f"the cluster refused topic {topic}: {response.error_message or 'no message'} "
+                f"(error code {response.error_code})"
+            )
+        partitions = sorted(by_topic[topic])
+        if len(response.placements) != len(partitions):
+            raise PlacementClientError(
+                f"the cluster placed {len(response.placements)} partitions of topic {topic}, "
+                f"asked for {len(partitions)}"
+            )
+        for tp, placement in zip(partitions, response.placements, strict=True):
+            proposal[tp] = list(placement.replicas)
+    return proposal

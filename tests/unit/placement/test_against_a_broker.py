@@ -29,7 +29,24 @@ def multi_level_broker(zk_chroot: str, tmp_path: Path) -> Iterator[RunningBroker
         running.stop()
 
 
-def test_cli_asks_the_broker(
+def _check_reassignment_proposal(multi_level_broker: RunningBroker) -> None:
+    from impl.controller.placement import TopicPartition
+    from impl.controller.placement.client import (
+        PlacementClientError,
+        request_reassignment_proposal,
+    )
+
+    current = {TopicPartition("a", 0): [1], TopicPartition("a", 1): [1],
+               TopicPartition("b", 0): [1]}
+    proposal = request_reassignment_proposal(multi_level_broker.bootstrap, current)
+    assert proposal == {tp: [1] for tp in current}
+    with pytest.raises(PlacementClientError, match="refused topic a: replication factor 2"):
+        request_reassignment_proposal(
+            multi_level_broker.bootstrap, {TopicPartition("a", 0): [1, 2]}
+        )
+
+
+def test_cli_and_reassignment_ask_the_broker(
     multi_level_broker: RunningBroker, capsys: pytest.CaptureFixture[str]
 ) -> None:
     bootstrap = multi_level_broker.bootstrap
@@ -49,6 +66,8 @@ def test_cli_asks_the_broker(
     assert "the cluster refused: replication factor 2 larger than the 1 available brokers" in (
         captured.err
     )
+    # The same broker suggests reassignments (KIP-879 Admin API), one topic per request.
+    _check_reassignment_proposal(multi_level_broker)
 
 
 def test_broker_uses_its_configured_placer(

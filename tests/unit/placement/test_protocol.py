@@ -200,8 +200,8 @@ def test_handler_places_and_reports_errors() -> None:
     assert {b for p in subset.placements for b in p.replicas} == {1, 3}
 
 
-def serve_once(sock: socket.socket, advertise: bool) -> None:
-    """A minimal broker: ApiVersions v0, then one CreateReplicaPlacement."""
+def serve_once(sock: socket.socket, advertise: bool, requests: int = 1) -> None:
+    """A minimal broker: ApiVersions v0, then ``requests`` CreateReplicaPlacement requests."""
 
     def read_frame() -> bytes:
         data = b""
@@ -234,12 +234,13 @@ def serve_once(sock: socket.socket, advertise: bool) -> None:
     if not advertise:
         sock.close()
         return
-    payload = read_frame()
-    sock.sendall(
-        answer_create_replica_placement(
-            payload, VIEW, MultiLevelRackPlacer(SeededRng(1)), SeededRng(1)
+    for _ in range(requests):
+        payload = read_frame()
+        sock.sendall(
+            answer_create_replica_placement(
+                payload, VIEW, MultiLevelRackPlacer(SeededRng(1)), SeededRng(1)
+            )
         )
-    )
     sock.close()
 
 
@@ -327,3 +328,29 @@ def test_answer_rejects_another_api_key() -> None:
     with pytest.raises(PlacementWireError, match="api key 3 is not CreateReplicaPlacement"):
         answer_create_replica_placement(payload, VIEW, MultiLevelRackPlacer(SeededRng(0)),
                                         SeededRng(0))
+
+
+def test_exchange_many_on_one_connection() -> None:
+    from impl.controller.placement.client import exchange_many
+
+    client_end, server_end = socket.socketpair()
+    client_end.settimeout(10)
+    server = threading.Thread(target=serve_once, args=(server_end, True, 3))
+    server.start()
+    try:
+        responses = exchange_many(
+            client_end,
+            [
+                CreateReplicaPlacementRequest(partition_count=2, replication_factor=3),
+                CreateReplicaPlacementRequest(partition_count=1, replication_factor=9),
+                CreateReplicaPlacementRequest(
+                    partition_count=1, replication_factor=1, start_partition_id=5
+                ),
+            ],
+        )
+    finally:
+        client_end.close()
+        server.join(timeout=10)
+    assert [len(r.placements) for r in responses] == [2, 0, 1]
+    assert responses[1].error_code == INVALID_REPLICATION_FACTOR
+    assert responses[2].placements[0].partition_id == 5
