@@ -3,9 +3,11 @@
 One broker (a child process, ``logproof broker``) with one log dir, an embedded ZooKeeper, one
 topic with one partition. A confluent-kafka producer writes ``--records`` records of
 ``--record-bytes`` bytes with acks=1, then again with acks=all; a consumer with manual assignment
-then reads everything back from offset 0 (Fetch served with ``os.sendfile``). Prints MB/s and
-records/s per phase, the ratio to the targets for this 2-core machine (produce 100 MB/s,
-consume 300 MB/s), and ends with one JSON line.
+then reads everything back from offset 0 (Fetch served with ``os.sendfile``). Two more phases
+measure the broker alone with a pipelining raw-wire client (1000-record batches, 16 MiB
+fetches), so the client library's own cost is visible. Prints MB/s and records/s per phase, the
+ratio to the targets for this 2-core machine (produce 100 MB/s, consume 300 MB/s), and ends
+with one JSON line.
 
 Run: ``python -m bench.produce_consume [--records N] [--record-bytes B]``.
 """
@@ -17,6 +19,8 @@ import json
 import os
 import select
 import signal
+import socket
+import struct
 import subprocess
 import sys
 import tempfile
@@ -134,6 +138,88 @@ def _consume(bootstrap: str, topic: str, expected: int) -> tuple[float, int]:
     return elapsed, received_bytes
 
 
+class _RawClient:
+    """A pipelining wire client: isolates the broker's cost from a client library's."""
+
+    def __init__(self, bootstrap: str) -> None:
+        host, port = bootstrap.rsplit(":", 1)
+        self.sock = socket.create_connection((host, int(port)), timeout=60)
+
+    def receive_exactly(self, count: int) -> bytes:
+        data = bytearray(count)
+        view = memoryview(data)
+        while view:
+            received = self.sock.recv_into(view)
+            if received == 0:
+                raise SystemExit("broker closed the connection")
+            view = view[received:]
+        return bytes(data)
+
+    def response(self) -> bytes:
+        (size,) = struct.unpack(">i", self.receive_exactly(4))
+        return self.receive_exactly(size)
+
+
+def _raw_produce(bootstrap: str, topic: str, requests: int, value: bytes) -> float:
+    """Pipelined Produce v8 (acks=1) of 1000-record batches; returns seconds."""
+    from impl.broker._codec import encode_request, load_request_schema
+    from impl.broker._kio_build import build
+    from impl.storage.record_batch import build_batch
+
+    batch = build_batch([value] * 1000, timestamp_ms=int(time.time() * 1000))
+    frame = encode_request(0, 8, 1, "bench", build(load_request_schema(0, 8), {
+        "transactional_id": None, "acks": 1, "timeout": 30_000,
+        "topic_data": [{"name": topic, "partition_data": [{"index": 0, "records": batch}]}]}))
+    client = _RawClient(bootstrap)
+    in_flight = 0
+    start = time.perf_counter()
+    for _ in range(requests):
+        client.sock.sendall(frame)
+        in_flight += 1
+        if in_flight == 5:
+            client.response()
+            in_flight -= 1
+    for _ in range(in_flight):
+        client.response()
+    elapsed = time.perf_counter() - start
+    client.sock.close()
+    return elapsed
+
+
+def _raw_fetch(bootstrap: str, topic: str, end_offset: int) -> tuple[float, int]:
+    """Fetch v11 from offset 0 to ``end_offset`` in 16 MiB responses; (seconds, bytes)."""
+    from impl.broker._codec import decode_response, encode_request, load_request_schema
+    from impl.broker._kio_build import build
+
+    client = _RawClient(bootstrap)
+    offset = 0
+    total = 0
+    start = time.perf_counter()
+    while offset < end_offset:
+        request = build(load_request_schema(1, 11), {
+            "replica_id": -1, "max_wait": 0, "min_bytes": 0, "max_bytes": 16 << 20,
+            "isolation_level": 0, "session_id": 0, "session_epoch": -1,
+            "topics": [{"topic": topic, "partitions": [
+                {"partition": 0, "current_leader_epoch": -1, "fetch_offset": offset,
+                 "log_start_offset": -1, "partition_max_bytes": 16 << 20}]}],
+            "forgotten_topics_data": [], "rack_id": ""})
+        client.sock.sendall(encode_request(1, 11, 1, "bench", request))
+        _, response = decode_response(1, 11, client.response())
+        records = response.responses[0].partitions[0].records or b""
+        total += len(records)
+        position = 0
+        while position + 61 <= len(records):
+            base, length = struct.unpack_from(">qi", records, position)
+            if position + 12 + length > len(records):
+                break
+            last_delta = struct.unpack_from(">i", records, position + 23)[0]
+            offset = base + last_delta + 1
+            position += 12 + length
+    elapsed = time.perf_counter() - start
+    client.sock.close()
+    return elapsed, total
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the three phases and print figures; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -165,6 +251,16 @@ def main(argv: list[str] | None = None) -> int:
             print(f"consume         : {consume_mb / elapsed:8.1f} MB/s "
                   f"{2 * records / elapsed:10.0f} records/s "
                   f"({consume_mb / elapsed / CONSUME_TARGET_MB_PER_SECOND:.2f} x target)")
+            # the broker alone: a pipelining raw-wire client instead of a client library
+            _create_topic(bootstrap, "raw")
+            raw_requests = max(records // 1000, 1)
+            elapsed = _raw_produce(bootstrap, "raw", raw_requests, value)
+            raw_mb = raw_requests * 1000 * arguments.record_bytes / MB
+            results["raw_produce_mb_per_s"] = round(raw_mb / elapsed, 1)
+            print(f"raw produce     : {raw_mb / elapsed:8.1f} MB/s (pipelined wire client)")
+            elapsed, fetched = _raw_fetch(bootstrap, "raw", raw_requests * 1000)
+            results["raw_fetch_mb_per_s"] = round(fetched / MB / elapsed, 1)
+            print(f"raw fetch       : {fetched / MB / elapsed:8.1f} MB/s (sendfile, wire client)")
         finally:
             process.send_signal(signal.SIGTERM)
             try:
