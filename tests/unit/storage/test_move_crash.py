@@ -9,6 +9,8 @@ both extremes (keep every unsynced change, lose every one) and with seeded choic
 
 from __future__ import annotations
 
+import pytest
+
 from conformance.disk import SimDisk, SimulatedCrash
 from conformance.rng import SimRng
 from impl.storage import LogManager, MoveState
@@ -29,8 +31,10 @@ from ._support import (
     run,
 )
 
-RECORDS_BEFORE = 30
+RECORDS_BEFORE = 20
 RECORDS_DURING = 6
+#: disk operations of the uninterrupted move (set by a crash-free run)
+MOVE_OPERATIONS = [0]
 
 
 def _scenario(
@@ -43,9 +47,10 @@ def _scenario(
     """
     durable = b""
     effects: list[str] = []
+    move_operations = 0
 
     async def main() -> None:
-        nonlocal durable
+        nonlocal durable, move_operations
         manager = LogManager.open(config(DIR_A, DIR_B), disk=disk, clock=ManualClock())
         partition = manager.create(TP, is_new=True)
         assert partition.log_dir == DIR_A
@@ -71,14 +76,17 @@ def _scenario(
         manager.effect_hook = hook
         if crash_at_op is not None:
             disk.arm_crash(crash_at_op)
+        operations_before = disk.statistics().operations
         try:
             assert manager.alter_replica_log_dir(TP, DIR_B) == 0
             await drive_move(manager, between_chunks=append_one)
         except SimulatedCrash:
             return
         disk.arm_crash(None)
+        move_operations = disk.statistics().operations - operations_before
 
     run(main)
+    MOVE_OPERATIONS[0] = move_operations or MOVE_OPERATIONS[0]
     return durable, effects
 
 
@@ -132,12 +140,20 @@ def test_crash_before_every_effect_of_the_move() -> None:
 
 
 def test_crash_before_every_disk_operation_of_the_move() -> None:
-    reference = SimDisk([DIR_A, DIR_B])
-    _scenario(reference, None, None)
-    total = reference.statistics().operations
+    _crash_at_every_operation(_crash_variants()[:2])
+
+
+@pytest.mark.slow
+def test_crash_before_every_disk_operation_with_seeded_partial_loss() -> None:
+    _crash_at_every_operation([SimRng(seed) for seed in range(1, 9)])
+
+
+def _crash_at_every_operation(variants: list[object]) -> None:
+    _scenario(SimDisk([DIR_A, DIR_B]), None, None)
+    total = MOVE_OPERATIONS[0]
     assert total > 50
     for op in range(1, total + 1):
-        for rng in _crash_variants()[:3]:
+        for rng in variants:
             disk = SimDisk([DIR_A, DIR_B])
             durable, _ = _scenario(disk, op, None)
             disk.crash(rng)  # type: ignore[arg-type]

@@ -55,7 +55,7 @@ def _max_in_window(admitted: list[tuple[int, int]], window_ns: int) -> int:
     return best
 
 
-@pytest.mark.parametrize("rate", [10_000, 1 << 20, 50 << 20])
+@pytest.mark.parametrize("rate", [10_000, 1 << 20, 8 << 20])
 @pytest.mark.parametrize("chunks", [[4096], [4096, 65536], [1 << 20, 1 << 20, 1 << 20]])
 def test_throttle_bound_holds_in_every_window(rate: int, chunks: list[int]) -> None:
     for jitter_ns in (1, 3_000_000):
