@@ -50,11 +50,13 @@ from impl.controller.coordinator import (
 
 from ._coordinator_brokers import BrokerUnreachableError, Delivery, RecordingBrokers
 from ._coordinator_contract import ContractViolationError, check_coordinator_contract
+from ._coordinator_driver import ControllerDriver
 from ._coordinator_server import SimulatedZooKeeperServer
 
 __all__ = [
     "BrokerUnreachableError",
     "ContractViolationError",
+    "ControllerDriver",
     "CoordinatorHarness",
     "Delivery",
     "KazooHarness",
