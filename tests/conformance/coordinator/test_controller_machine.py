@@ -205,7 +205,7 @@ class ControllerMachine(RuleBasedStateMachine):
             if old is not None:
                 assert state.leader_epoch >= old.leader_epoch, "EPOCHS_MONOTONIC"
                 assert state.zk_version >= old.zk_version
-                if (state.leader != old.leader and state.leader != NO_LEADER):
+                if state.leader not in (old.leader, NO_LEADER):
                     assert state.leader in old.isr, "NO_COMMITTED_LOSS: leader outside the ISR"
             key = (partition, state.leader_epoch)
             assert self.history.setdefault(key, state.leader) == state.leader, "LEADER_UNIQUE"
