@@ -211,6 +211,7 @@ class Broker:
         self._failed_dirs: list[str] = []
         self._dir_failed = trio.Event()
         self._controller_scope = trio.CancelScope()
+        self._nursery: trio.Nursery | None = None
         #: endpoints of registered brokers not yet in the metadata cache (the controller's view)
         self._live_brokers: dict[int, tuple[str, int]] = {}
 
@@ -473,8 +474,6 @@ class Broker:
             await trio.sleep(interval)
             if self.replicas is not None:
                 self.replicas.check_isr_all()
-
-    _nursery: trio.Nursery | None = None
 
     async def _allocate_producer_id(self) -> int:
         return await self._producer_ids.allocate()

@@ -28,7 +28,7 @@ from impl.controller.requests import (
 from impl.storage import LogManager, PartitionLog, TopicPartition
 from impl.storage import record_batch as rb
 from impl.storage.errors import RecordBatchError, StorageError
-from impl.trace import NullTraceSink, TraceSink
+from impl.trace import NullTraceSink, TraceEvent, TraceSink
 
 from . import replication
 from .producer_state import PartitionProducerState, SequenceVerdict
@@ -197,6 +197,13 @@ class ReplicaManager:
             if not advanced:
                 return
 
+    def _emit(self, tp: TopicPartition, event: replication.ReplicationEvent, **fields: object
+              ) -> None:
+        state = self.states.get(tp)
+        role = state.role.value if state is not None else "NONE"
+        self.trace.emit(TraceEvent.of(replication.MACHINE, event.value,
+                                      f"{tp}@{self.broker_id}", role, role, **fields))
+
     # --- produce ---------------------------------------------------------------------------
 
     async def produce(
@@ -262,6 +269,8 @@ class ReplicaManager:
             except OSError as os_error:
                 log.warning("append to %s failed: %s", tp, os_error)
                 return ProduceResult(KAFKA_STORAGE_ERROR, error_message=str(os_error))
+            self._emit(tp, replication.ReplicationEvent.LEADER_APPEND, base_offset=base_offset,
+                       last_offset=last_offset, leader_epoch=state.leader_epoch)
             if producers is not None:
                 assert header is not None
                 producers.record(
@@ -299,6 +308,8 @@ class ReplicaManager:
         )
         if new_high_watermark != partition_log.high_watermark:
             partition_log.high_watermark = new_high_watermark
+            self._emit(tp, replication.ReplicationEvent.HW_ADVANCE,
+                       high_watermark=new_high_watermark, isr=state.isr)
 
     def record_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> None:
         """A follower fetched from ``fetch_offset``: its LEO is at least that; maybe move the HW
@@ -313,6 +324,8 @@ class ReplicaManager:
         ):
             self.last_caught_up_ms.setdefault(tp, {})[replica_id] = now_ms
         previous[replica_id] = partition_log.log_end_offset
+        self._emit(tp, replication.ReplicationEvent.FOLLOWER_FETCH, replica=replica_id,
+                   fetch_offset=fetch_offset)
         offsets = self.follower_log_end_offsets.setdefault(tp, {})
         if offsets.get(replica_id, -1) < fetch_offset:
             offsets[replica_id] = fetch_offset
@@ -348,6 +361,9 @@ class ReplicaManager:
         if state is None or state.role is not ReplicaRole.LEADER:
             return
         self.states[tp] = replication.with_isr(state, isr, partition_epoch)
+        event = (replication.ReplicationEvent.ISR_SHRINK if len(isr) < len(state.isr)
+                 else replication.ReplicationEvent.ISR_EXPAND)
+        self._emit(tp, event, isr=isr, partition_epoch=partition_epoch)
         partition_log = self._get_log(tp)
         if partition_log is not None:
             self._advance_high_watermark(tp, partition_log)

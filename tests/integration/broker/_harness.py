@@ -27,6 +27,7 @@ from impl.controller.requests import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
+from impl.trace import TraceSink
 
 T = TypeVar("T")
 START_TIMEOUT_SECONDS = 30.0
@@ -44,6 +45,7 @@ class RunningBroker:
         dirs: int = 2,
         overrides: Sequence[str] = (),
         run_controller: bool = False,
+        trace: TraceSink | None = None,
     ) -> None:
         self.log_dirs = [str(root / f"d{index}") for index in range(dirs)]
         for log_dir in self.log_dirs:
@@ -53,7 +55,8 @@ class RunningBroker:
             f"log.dirs={','.join(self.log_dirs)}\nzookeeper.connect={zk_connect}\n"
         )
         self.config = load_config(text, overrides)
-        self.broker = Broker(self.config, run_controller=run_controller, rng_seed=1)
+        self.broker = Broker(self.config, run_controller=run_controller, rng_seed=1,
+                             trace=trace)
         self._token: trio.lowlevel.TrioToken | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
