@@ -2,10 +2,11 @@
 
 A hypothesis state machine drives the real controller core (synchronously, over the simulated
 ZooKeeper) through broker deaths and restarts, leader ISR changes (and stale ones), failed log
-dirs, controller session expiry and a zombie controller acting on its old epoch. After every
-step it reads ZooKeeper and checks the named invariants: LEADER_UNIQUE, EPOCHS_MONOTONIC,
-CONTROLLER_FENCED, NO_COMMITTED_LOSS (no leader from outside the ISR) and DIR_FAILURE_ISOLATION
-(no leadership or ISR membership on a failed dir).
+dirs, reassignments, controller session expiry and a zombie controller acting on its old epoch.
+After every step it reads ZooKeeper and checks the named invariants: LEADER_UNIQUE,
+EPOCHS_MONOTONIC, CONTROLLER_FENCED, NO_COMMITTED_LOSS (no leader from outside the ISR),
+REASSIGN_SAFE (AR shrinks to RAR only when RAR was in the ISR) and DIR_FAILURE_ISOLATION (no
+leadership or ISR membership on a failed dir).
 """
 
 from __future__ import annotations
@@ -25,15 +26,19 @@ from impl.controller.znodes import (
     ISR_CHANGE_PREFIX,
     LOG_DIR_EVENT_NOTIFICATION_PATH,
     LOG_DIR_EVENT_PREFIX,
+    REASSIGN_PARTITIONS_PATH,
     LeaderIsr,
+    ReassignmentTarget,
     TopicAssignment,
     broker_path,
     decode_controller_epoch,
     decode_partition_state,
+    decode_topic,
     encode_broker,
     encode_isr_change,
     encode_log_dir_event,
     encode_partition_state,
+    encode_reassignment,
     encode_topic,
     partition_state_path,
     topic_path,
@@ -62,6 +67,7 @@ class ControllerMachine(RuleBasedStateMachine):
             TopicAssignment(ASSIGNMENT)))])
         self.controller.topics_changed()
         self.history: dict[tuple[int, int], int] = {}
+        self.last_replicas: dict[int, tuple[int, ...]] = {}
         self.last: dict[int, LeaderIsr] = {}
         self.failed_dirs: dict[int, set[int]] = {b: set() for b in BROKERS}
 
@@ -81,6 +87,9 @@ class ControllerMachine(RuleBasedStateMachine):
 
     def _states(self) -> dict[int, LeaderIsr]:
         return {p: self._state(p) for p in range(PARTITIONS)}
+
+    def _replicas(self) -> dict[int, tuple[int, ...]]:
+        return dict(decode_topic(TOPIC, self.server.data_of(topic_path(TOPIC))).partitions)
 
     def _sync_transport(self) -> None:
         for driver in (self.controller, self.zombie):
@@ -118,10 +127,22 @@ class ControllerMachine(RuleBasedStateMachine):
     def leader_expands_isr(self, partition: int, replica: int) -> None:
         state = self._state(partition)
         if (state.leader not in self.sessions or replica in state.isr
-                or replica not in ASSIGNMENT[partition] or replica not in self.sessions
+                or replica not in self._replicas()[partition] or replica not in self.sessions
                 or partition in self.failed_dirs[replica]):
             return
         self._leader_writes(partition, state, [*state.isr, replica], state.zk_version)
+
+    @rule(partition=st.integers(0, PARTITIONS - 1))
+    def new_replica_catches_up(self, partition: int) -> None:
+        topic = decode_topic(TOPIC, self.server.data_of(topic_path(TOPIC)))
+        state = self._state(partition)
+        if state.leader not in self.sessions:
+            return
+        for replica in topic.adding_replicas.get(partition, ()):
+            if (replica in self.sessions and replica not in state.isr
+                    and partition not in self.failed_dirs[replica]):
+                self._leader_writes(partition, state, [*state.isr, replica], state.zk_version)
+                return
 
     @rule(partition=st.integers(0, PARTITIONS - 1))
     def deposed_leader_writes_stale_isr(self, partition: int) -> None:
@@ -151,7 +172,7 @@ class ControllerMachine(RuleBasedStateMachine):
 
     @rule(broker_id=st.sampled_from(BROKERS), partition=st.integers(0, PARTITIONS - 1))
     def log_dir_fails(self, broker_id: int, partition: int) -> None:
-        if broker_id not in self.sessions or broker_id not in ASSIGNMENT[partition]:
+        if broker_id not in self.sessions or broker_id not in self._replicas()[partition]:
             return
         self.failed_dirs[broker_id].add(partition)
         self._sync_transport()
@@ -159,6 +180,15 @@ class ControllerMachine(RuleBasedStateMachine):
             f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}",
             encode_log_dir_event(broker_id), sequential=True)])
         self.controller.log_dir_events()
+
+    @rule(partition=st.integers(0, PARTITIONS - 1),
+          replicas=st.permutations(BROKERS).map(lambda order: tuple(order[:3])))
+    def reassign(self, partition: int, replicas: tuple[int, ...]) -> None:
+        if self.server.exists(self.admin, REASSIGN_PARTITIONS_PATH, False) is not None:
+            return
+        self.server.multi(self.admin, [CreateOp(REASSIGN_PARTITIONS_PATH, encode_reassignment(
+            [ReassignmentTarget(TOPIC, partition, replicas)]))])
+        self.controller.reassignment_changed()
 
     @rule()
     def controller_session_expires(self) -> None:
@@ -196,9 +226,18 @@ class ControllerMachine(RuleBasedStateMachine):
         epoch = decode_controller_epoch(self.server.data_of(CONTROLLER_EPOCH_PATH))
         assert self.controller.core.active
         assert self.controller.core.epoch == epoch
+        assignment = self._replicas()
         for partition, state in self._states().items():
-            replicas = ASSIGNMENT[partition]
+            replicas = assignment[partition]
             assert set(state.isr) <= set(replicas)
+            old_replicas = self.last_replicas.get(partition, ASSIGNMENT[partition])
+            if not set(old_replicas) <= set(replicas):
+                # AR shrank: a reassignment switched to RAR, which must have been in the ISR.
+                old_state = self.last.get(partition)
+                assert old_state is not None
+                assert set(replicas) <= set(old_state.isr) | set(state.isr), "REASSIGN_SAFE"
+                assert set(replicas) == set(state.isr) or set(state.isr) <= set(replicas)
+            self.last_replicas[partition] = replicas
             assert state.leader == NO_LEADER or state.leader in state.isr
             assert state.controller_epoch <= epoch, "CONTROLLER_FENCED"
             old = self.last.get(partition)
