@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import os
 import pkgutil
 import sys
 from collections.abc import Callable, Sequence
@@ -58,3 +59,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     except KeyboardInterrupt:
         print("logproof: interrupted", file=sys.stderr)
         return 130
+    except BrokenPipeError:
+        # The reader went away (`logproof … | head`): stop quietly, as Unix tools do, and keep
+        # the interpreter from complaining again when it flushes stdout at exit.
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 141
