@@ -32,7 +32,7 @@ from impl.controller.placement import PlacementError, load_replica_placer
 from impl.controller.requests import ControllerRequest, ControllerResponse, UpdateMetadataRequest
 from impl.controller.znodes import ZnodeFormatError, topic_path
 from impl.ports import SeededRng
-from impl.storage import LogManager, StorageConfig, TopicPartition
+from impl.storage import Disk, LogManager, StorageConfig, TopicPartition
 from impl.trace import NullTraceSink, TraceSink
 
 from . import api_versions
@@ -182,6 +182,8 @@ class Broker:
             ``ControllerService``); False only when something else plays the controller (tests
             that send controller requests themselves).
         trace: where the cores' trace events go.
+        rng_seed: seeds topic placement.
+        disk: the storage engine's Disk port (default: the real file system).
     """
 
     def __init__(
@@ -191,11 +193,13 @@ class Broker:
         run_controller: bool = True,
         trace: TraceSink | None = None,
         rng_seed: int | None = None,
+        disk: Disk | None = None,
     ) -> None:
         self.config = config
         self.trace: TraceSink = trace if trace is not None else NullTraceSink()
         self.rng = random.Random(rng_seed)
         self.run_controller = run_controller
+        self.disk = disk
         self.controller: ControllerService | None = None
         self.metadata = MetadataCache()
         self.logs: LogManager | None = None
@@ -337,7 +341,7 @@ class Broker:
             zk_admin.BrokerIdInUseError: another live broker has this id.
         """
         config = self.config
-        logs = LogManager.open(storage_config(config), trace=self.trace,
+        logs = LogManager.open(storage_config(config), disk=self.disk, trace=self.trace,
                                on_dir_failure=self._on_dir_failure)
         self.logs = logs
         replicas = ReplicaManager(

@@ -27,6 +27,7 @@ from impl.controller.requests import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
+from impl.storage import Disk
 from impl.trace import TraceSink
 
 T = TypeVar("T")
@@ -46,6 +47,7 @@ class RunningBroker:
         overrides: Sequence[str] = (),
         run_controller: bool = False,
         trace: TraceSink | None = None,
+        disk: Disk | None = None,
     ) -> None:
         self.log_dirs = [str(root / f"d{index}") for index in range(dirs)]
         for log_dir in self.log_dirs:
@@ -56,7 +58,7 @@ class RunningBroker:
         )
         self.config = load_config(text, overrides)
         self.broker = Broker(self.config, run_controller=run_controller, rng_seed=1,
-                             trace=trace)
+                             trace=trace, disk=disk)
         self._token: trio.lowlevel.TrioToken | None = None
         self._started = threading.Event()
         self._error: BaseException | None = None
