@@ -65,6 +65,12 @@ def run(arguments: argparse.Namespace) -> int:
         config = load_config(text, arguments.override)
     except ConfigError as error:
         raise CliError(f"{arguments.config}: {error}") from None
+    for log_dir in config.log_dirs:
+        try:
+            Path(log_dir).mkdir(parents=True, exist_ok=True)  # as Kafka creates missing dirs
+        except OSError as error:
+            # an unusable dir is not fatal: the storage engine starts with it offline (KIP-112)
+            print(f"logproof: warning: log dir {log_dir}: {error.strerror}", file=sys.stderr)
     logging.basicConfig(
         level=getattr(logging, arguments.log_level), stream=sys.stderr,
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
@@ -77,4 +83,6 @@ def run(arguments: argparse.Namespace) -> int:
         raise CliError(f"broker {config.broker_id}: {error.strerror or error}") from None
     except (CoordinatorError, AdminError) as error:
         raise CliError(f"broker {config.broker_id}: ZooKeeper: {error}") from None
+    except ValueError as error:  # e.g. a log dir that belongs to another broker id
+        raise CliError(f"broker {config.broker_id}: {error}") from None
     return 0
