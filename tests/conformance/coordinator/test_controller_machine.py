@@ -236,7 +236,7 @@ class ControllerMachine(RuleBasedStateMachine):
                 old_state = self.last.get(partition)
                 assert old_state is not None
                 assert set(replicas) <= set(old_state.isr) | set(state.isr), "REASSIGN_SAFE"
-                assert set(replicas) == set(state.isr) or set(state.isr) <= set(replicas)
+                assert set(state.isr) == set(replicas), "REASSIGN_SAFE: switched before RAR ⊆ ISR"
             self.last_replicas[partition] = replicas
             assert state.leader == NO_LEADER or state.leader in state.isr
             assert state.controller_epoch <= epoch, "CONTROLLER_FENCED"
