@@ -44,12 +44,3 @@ def test_console_script_runs() -> None:
 def test_cli_error_carries_exit_status() -> None:
     assert CliError("x", exit_status=3).exit_status == 3
 
-
-def test_broken_pipe_is_quiet() -> None:
-    import shlex
-
-    command = f"{shlex.quote(sys.executable)} -m impl.cli --help | head -c 10"
-    result = subprocess.run(
-        ["bash", "-o", "pipefail", "-c", command], capture_output=True, text=True, check=False
-    )
-    assert "Traceback" not in result.stderr
