@@ -182,6 +182,7 @@ class ControllerService:
         self._active_changed = trio.Event()
         self._idle_changed = trio.Event()
         self._ensured_paths: set[str] = set()
+        self._idle = False
 
     # --- status ------------------------------------------------------------------------------
 
@@ -433,7 +434,14 @@ class ControllerService:
             ](SENDER_QUEUE_MAX)
             self._senders[effect.broker_id] = channel = send_channel
             self._nursery.start_soon(self._sender, effect.broker_id, receive_channel)
-        channel.send_nowait((self._term, effect.request))
+        try:
+            channel.send_nowait((self._term, effect.request))
+        except trio.WouldBlock:
+            # The broker has not taken SENDER_QUEUE_MAX requests: it is hung. Report this one
+            # as undelivered (the controller retries on the broker's next registration change).
+            _logger.warning("broker %d is not taking requests; dropping one", effect.broker_id)
+            self._inbox_send.send_nowait(_Response(self._term, effect.broker_id, effect.request,
+                                                   None))
 
     async def _sender(self, broker_id: int,
                       requests: trio.MemoryReceiveChannel[tuple[int, ControllerRequest]]) -> None:
