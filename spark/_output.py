@@ -51,6 +51,7 @@ def run_schema() -> Any:
         "config_json": pa.string(),
         "verdict": pa.string(),
         "violated_invariant": pa.string(),
+        "message": pa.string(),
         "steps": pa.int64(),
         "events": pa.int64(),
         "events_checked": pa.int64(),
@@ -61,7 +62,7 @@ def run_schema() -> Any:
         "executor": pa.string(),
     }
     assert tuple(types) == RUN_COLUMNS
-    nullable = {"violated_invariant", "error"}
+    nullable = {"violated_invariant", "message", "error"}
     return pa.schema([pa.field(name, types[name], nullable=name in nullable) for name in types])
 
 

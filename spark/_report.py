@@ -38,6 +38,7 @@ class ReportedFailure:
     seed: int
     verdict: str
     what: str
+    message: str | None
     replay_command: str
     shrunk_description: str | None
     shrunk_replay_command: str | None
@@ -137,6 +138,7 @@ def build_report(directory: Path, slowest_count: int = SLOWEST_COUNT) -> Campaig
             seed=seeds[index],
             verdict=rows["verdict"][index],
             what=rows["violated_invariant"][index] or rows["error"][index] or "",
+            message=rows["message"][index],
             replay_command=rows["replay_command"][index],
             shrunk_description=(
                 shrunk[seeds[index]]["description"] if seeds[index] in shrunk else None
@@ -193,6 +195,8 @@ def report_lines(report: CampaignReport) -> list[str]:
         lines.append(f"failing seeds ({len(report.failures)}):")
         for failure in report.failures:
             lines.append(f"  seed {failure.seed}  {failure.verdict}  {failure.what}")
+            if failure.message:
+                lines.append(f"    {failure.message.splitlines()[0][:200]}")
             lines.append(f"    replay: {failure.replay_command}")
             if failure.shrunk_replay_command is not None:
                 lines.append(f"    shrunk: {failure.shrunk_description}")

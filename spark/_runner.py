@@ -36,6 +36,9 @@ from spark._plan import BaseConfig, SeedRange
 #: verdicts a row can carry; ``pass`` and ``fail`` come from the runner, ``error`` means it raised.
 VERDICTS = ("pass", "fail", "error")
 
+#: characters of a runner's violation message kept in a row.
+MESSAGE_CHARS_MAX = 2_000
+
 #: the Parquet columns, in the order of the tuples tasks return.
 RUN_COLUMNS = (
     "seed",
@@ -47,6 +50,7 @@ RUN_COLUMNS = (
     "config_json",
     "verdict",
     "violated_invariant",
+    "message",
     "steps",
     "events",
     "events_checked",
@@ -66,6 +70,7 @@ RunRow = tuple[
     int,
     str,
     str,
+    str | None,
     str | None,
     int,
     int,
@@ -106,6 +111,7 @@ class RunRecord:
     config_json: str
     verdict: str
     violated_invariant: str | None
+    message: str | None
     steps: int
     events: int
     events_checked: int
@@ -143,7 +149,8 @@ class RunnerModule:
         name: the module's dotted name.
         run_seed: ``run_seed(seed, config) -> result``; the result has ``verdict``,
             ``violated_invariant``, ``steps``, ``events``, ``trace_digest``, ``replay_command``
-            and optionally ``events_checked`` (events replayed in a model; ``events`` if absent).
+            and optionally ``events_checked`` (events replayed in a model; ``events`` if absent)
+            and ``message`` (the violation explained).
         swarm_config: ``swarm_config(seed, *, brokers, log_dirs, steps) -> config``.
         shrink: ``shrink(seed, config) -> shrunk`` or ``None`` when the module cannot shrink.
     """
@@ -274,6 +281,7 @@ def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> R
             config_json=config_json,
             verdict=verdict,
             violated_invariant=None if verdict == "pass" else str(invariant or "UNNAMED"),
+            message=str(getattr(result, "message", "") or "")[:MESSAGE_CHARS_MAX] or None,
             steps=int(result.steps),
             events=int(result.events),
             events_checked=int(getattr(result, "events_checked", result.events)),
@@ -294,6 +302,7 @@ def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> R
             config_json=config_json,
             verdict="error",
             violated_invariant=None,
+            message=None,
             steps=0,
             events=0,
             events_checked=0,

@@ -133,3 +133,5 @@ def test_a_variant_reaches_the_runner() -> None:
     failing = [record for record in records if record.verdict == "fail"]
     assert failing, [record.verdict for record in records]
     assert all("--variant unlocked_swap" in record.replay_command for record in failing)
+    assert all(record.message for record in failing)
+    assert all(record.message is None for record in records if record.verdict == "pass")
