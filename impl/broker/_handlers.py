@@ -51,6 +51,8 @@ FENCED_LEADER_EPOCH: Final = 74
 UNKNOWN_LEADER_EPOCH: Final = 75
 #: Topic-level configs CreateTopics accepts (the storage engine applies broker-wide values).
 SUPPORTED_TOPIC_CONFIGS: Final[frozenset[str]] = frozenset()
+#: The most partitions one CreateTopics topic may ask for (a bound on the controller's work).
+PARTITIONS_PER_TOPIC_MAX: Final = 100_000
 #: Kafka's ``LIST_OFFSETS`` special timestamps.
 LATEST_TIMESTAMP: Final = -1
 EARLIEST_TIMESTAMP: Final = -2
@@ -500,6 +502,8 @@ class RequestHandlers:
             }
             if sorted(assignment) != list(range(len(assignment))):
                 return INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered 0..n-1"
+            if len(assignment) > PARTITIONS_PER_TOPIC_MAX:
+                return INVALID_PARTITIONS, f"more than {PARTITIONS_PER_TOPIC_MAX} partitions"
             live = {broker.broker_id for broker in self.context.metadata.brokers}
             for replicas in assignment.values():
                 if not replicas or len(set(replicas)) != len(replicas):
@@ -513,8 +517,10 @@ class RequestHandlers:
                 partitions = self.context.config.num_partitions
             if factor == -1:
                 factor = self.context.config.default_replication_factor
-            if partitions <= 0:
-                return INVALID_PARTITIONS, f"number of partitions must be positive: {partitions}"
+            if not 0 < partitions <= PARTITIONS_PER_TOPIC_MAX:
+                return INVALID_PARTITIONS, (
+                    f"number of partitions must be in 1..{PARTITIONS_PER_TOPIC_MAX}: {partitions}"
+                )
             if factor <= 0:
                 return INVALID_REPLICATION_FACTOR, f"replication factor must be positive: {factor}"
             live_count = len(self.context.metadata.brokers)
