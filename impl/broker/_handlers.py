@@ -26,7 +26,7 @@ from .fetch_response import FetchPartitionReply, encode_fetch_response
 from .metadata_cache import BrokerEndpoint, MetadataCache
 from .replica_manager import ReplicaManager
 from .replication import ReplicaRole
-from .server import ConnectionInfo, PiecesResponse, Response
+from .server import CloseConnectionError, ConnectionInfo, PiecesResponse, Response
 from .topic_names import topic_name_error
 
 log = logging.getLogger(__name__)
@@ -243,6 +243,11 @@ class RequestHandlers:
                 )
             results.append((topic.name, partitions))
         if int(body.acks) == 0:
+            failed = [p for _, partitions in results for p in partitions if p["error_code"] != 0]
+            if failed:
+                raise CloseConnectionError(
+                    f"produce with acks=0 failed with error {failed[0]['error_code']}"
+                )
             return None
         return self._answer(
             request,
@@ -257,7 +262,7 @@ class RequestHandlers:
 
     def _produce_all(self, request: DecodedRequest, code: int) -> Response | None:
         if int(request.body.acks) == 0:
-            return None
+            raise CloseConnectionError(f"produce with acks=0 failed with error {code}")
         return self._answer(
             request,
             {

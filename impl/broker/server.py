@@ -90,6 +90,11 @@ Handler = Callable[[DecodedRequest, ConnectionInfo], Awaitable[Response | None]]
 RawHandler = Callable[[bytes], Awaitable[Response | None]]
 
 
+class CloseConnectionError(Exception):
+    """Raised by a handler to close the connection without answering (Kafka does this when a
+    Produce with acks=0 fails, the only way such a client learns of the failure)."""
+
+
 class ShortSliceError(Exception):
     """A record slice yielded fewer bytes than announced (its file was truncated)."""
 
@@ -200,6 +205,9 @@ class _Connection:
             return _CLOSE
         try:
             return await self.server.handler(request, self.info)
+        except CloseConnectionError as error:
+            log.info("closing %s: %s", self.info.peer, error)
+            return _CLOSE
         except Exception:
             self.server.internal_errors += 1
             log.exception(

@@ -92,6 +92,22 @@ def test_produce_validation_codes(broker: RunningBroker) -> None:
         assert produce(client, "pv", good) == (0, 2)
     finally:
         client.close()
+    silent = Client(broker.bootstrap)
+    try:  # acks=0: no answer on success; a failure closes the connection
+        request_class = load_request_schema(0, 8)
+
+        def fire(records: bytes) -> None:
+            silent.correlation += 1
+            silent.sock.sendall(encode_request(0, 8, silent.correlation, "t", build(
+                request_class, {"transactional_id": None, "acks": 0, "timeout": 1000,
+                                "topic_data": [{"name": "pv", "partition_data": [
+                                    {"index": 0, "records": records}]}]})))
+
+        fire(good)
+        fire(bytes(corrupt))
+        assert silent.sock.recv(1) == b""
+    finally:
+        silent.close()
 
 
 def test_idempotent_retry_is_not_appended_twice(broker: RunningBroker) -> None:
