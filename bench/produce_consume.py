@@ -65,6 +65,13 @@ def _start_broker(root: Path, zookeeper: str) -> tuple[subprocess.Popen[bytes], 
     return process, f"127.0.0.1:{port}"
 
 
+def _cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds the process has used (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
+
+
 def _create_topic(bootstrap: str, topic: str) -> None:
     from impl.broker.admin import AdminClient
 
@@ -237,30 +244,49 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _create_topic(bootstrap, "bench")
             for acks in ("1", "all"):
+                cpu = _cpu_seconds(process.pid)
                 elapsed = _produce(bootstrap, "bench", acks, records, value)
+                cpu = _cpu_seconds(process.pid) - cpu
                 key = "produce_acks_" + acks
                 results[key + "_mb_per_s"] = round(payload_mb / elapsed, 1)
                 results[key + "_records_per_s"] = round(records / elapsed)
+                results[key + "_broker_cpu_s"] = round(cpu, 2)
                 print(f"produce acks={acks:>3}: {payload_mb / elapsed:8.1f} MB/s "
                       f"{records / elapsed:10.0f} records/s "
-                      f"({payload_mb / elapsed / PRODUCE_TARGET_MB_PER_SECOND:.2f} x target)")
+                      f"({payload_mb / elapsed / PRODUCE_TARGET_MB_PER_SECOND:.2f} x target); "
+                      f"broker CPU {cpu:.2f} s = {payload_mb / max(cpu, 1e-9):.0f} MB per "
+                      "CPU-second")
+            cpu = _cpu_seconds(process.pid)
             elapsed, received_bytes = _consume(bootstrap, "bench", 2 * records)
+            cpu = _cpu_seconds(process.pid) - cpu
+            results["consume_broker_cpu_s"] = round(cpu, 2)
             consume_mb = received_bytes / MB
             results["consume_mb_per_s"] = round(consume_mb / elapsed, 1)
             results["consume_records_per_s"] = round(2 * records / elapsed)
             print(f"consume         : {consume_mb / elapsed:8.1f} MB/s "
                   f"{2 * records / elapsed:10.0f} records/s "
-                  f"({consume_mb / elapsed / CONSUME_TARGET_MB_PER_SECOND:.2f} x target)")
+                  f"({consume_mb / elapsed / CONSUME_TARGET_MB_PER_SECOND:.2f} x target); "
+                  f"broker CPU {cpu:.2f} s = {consume_mb / max(cpu, 1e-9):.0f} MB per CPU-second")
             # the broker alone: a pipelining raw-wire client instead of a client library
             _create_topic(bootstrap, "raw")
             raw_requests = max(records // 1000, 1)
+            cpu = _cpu_seconds(process.pid)
             elapsed = _raw_produce(bootstrap, "raw", raw_requests, value)
+            cpu = _cpu_seconds(process.pid) - cpu
             raw_mb = raw_requests * 1000 * arguments.record_bytes / MB
             results["raw_produce_mb_per_s"] = round(raw_mb / elapsed, 1)
-            print(f"raw produce     : {raw_mb / elapsed:8.1f} MB/s (pipelined wire client)")
+            results["raw_produce_broker_cpu_s"] = round(cpu, 2)
+            print(f"raw produce     : {raw_mb / elapsed:8.1f} MB/s (pipelined wire client); "
+                  f"broker CPU {cpu:.2f} s = {raw_mb / max(cpu, 1e-9):.0f} MB per CPU-second")
+            cpu = _cpu_seconds(process.pid)
             elapsed, fetched = _raw_fetch(bootstrap, "raw", raw_requests * 1000)
+            cpu = _cpu_seconds(process.pid) - cpu
             results["raw_fetch_mb_per_s"] = round(fetched / MB / elapsed, 1)
-            print(f"raw fetch       : {fetched / MB / elapsed:8.1f} MB/s (sendfile, wire client)")
+            results["raw_fetch_broker_cpu_s"] = round(cpu, 2)
+            print(f"raw fetch       : {fetched / MB / elapsed:8.1f} MB/s (sendfile, wire client); "
+                  f"broker CPU {cpu:.2f} s = {fetched / MB / max(cpu, 1e-9):.0f} MB per "
+                  "CPU-second")
+            results["load_average_1m"] = round(os.getloadavg()[0], 2)
         finally:
             process.send_signal(signal.SIGTERM)
             try:
