@@ -27,6 +27,7 @@ from impl.controller.controller import (
     ControllerConfig,
     ControllerEffect,
     ControllerInput,
+    DeleteTopicsRead,
     Elected,
     EmitTrace,
     IsrChangesRead,
@@ -244,6 +245,10 @@ class ControllerDriver:
             if found is not None:
                 events[name] = decode_log_dir_event(found[0])
         self.run(LogDirEventsRead(events))
+
+    def delete_topics_changed(self) -> None:
+        """``/admin/delete_topics`` fired."""
+        self.run(DeleteTopicsRead(tuple(self._children(DELETE_TOPICS_PATH))))
 
     def reassignment_changed(self) -> None:
         """``/admin/reassign_partitions`` fired."""

@@ -130,3 +130,27 @@ def test_zombie_controller_writes_are_fenced_and_it_resigns(
             assert stat.version == moved.zk_version
 
     trio.run(scenario)
+
+
+def test_controller_node_deleted_resigns_and_a_new_epoch_is_won(
+    backend: tuple[str, str | None],
+) -> None:
+    async def scenario() -> None:
+        async with cluster(*backend) as c:
+            await c.add_broker(0)
+            first = await c.start_controller(100)
+            with trio.fail_after(WAIT_S):
+                await first.wait_active()
+            second = await c.start_controller(101)
+            admin = c.sessions[0]
+            await admin.delete(CONTROLLER_PATH)  # an operator forces a re-election
+            trace = c.traces[100]
+            await trace.wait_for(lambda: bool(trace.named("CONTROLLER_RESIGNED")))
+            await wait_any_active(first, second)
+            winner = first if first.is_active else second
+            assert first.is_active != second.is_active
+            assert winner.epoch == 2, "EPOCHS_MONOTONIC: a re-election bumps the epoch"
+            epoch_data, _ = await admin.get(CONTROLLER_EPOCH_PATH)
+            assert decode_controller_epoch(epoch_data) == 2
+
+    trio.run(scenario)

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conformance.coordinator import ControllerDriver, SimulatedZooKeeper
-from impl.controller.controller import DeleteTopicsRead, ReplicaState
+from impl.controller.controller import ReplicaState
 from impl.controller.coordinator import CreateOp
 from impl.controller.requests import StopReplicaRequest
 from impl.controller.znodes import (
@@ -42,7 +42,7 @@ def test_deletion_waits_for_a_dead_replica_and_completes_when_it_returns() -> No
     server.close_session(sessions.pop(1))
     controller.brokers_changed()
     server.multi(admin, [CreateOp(delete_topic_path("gone"))])
-    controller.run(DeleteTopicsRead(("gone",)))
+    controller.delete_topics_changed()
     stopped = [(b, r) for b, r in controller.requests if isinstance(r, StopReplicaRequest)]
     assert {b for b, _ in stopped} == {0}, "no StopReplica to the dead broker"
     assert all(p.delete_partition for _, r in stopped for p in r.partitions)
