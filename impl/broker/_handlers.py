@@ -172,8 +172,12 @@ class RequestHandlers:
                                "partitions": []})
                 continue
             if not cache.has_topic(name):
-                topics.append({"error_code": UNKNOWN_TOPIC_OR_PARTITION, "name": name,
-                               "partitions": []})
+                code = UNKNOWN_TOPIC_OR_PARTITION
+                if self.context.config.auto_create_topics_enable and getattr(
+                    request.body, "allow_auto_topic_creation", True
+                ):
+                    code = await self._auto_create(name)
+                topics.append({"error_code": code, "name": name, "partitions": []})
                 continue
             partitions = []
             for state in cache.partitions(name):
@@ -204,6 +208,19 @@ class RequestHandlers:
                 "topics": topics,
             },
         )
+
+    async def _auto_create(self, name: str) -> int:
+        """``auto.create.topics.enable``: create with the broker defaults; the client retries
+        on LEADER_NOT_AVAILABLE (5) until the controller has elected a leader."""
+        config = self.context.config
+        factor = min(config.default_replication_factor, len(self.context.metadata.brokers))
+        code, message = await self.context.topic_admin.create_topic(
+            name, config.num_partitions, max(factor, 1), None, False
+        )
+        if code not in (NONE, TOPIC_ALREADY_EXISTS):
+            log.info("auto-creating %s failed: %d %s", name, code, message)
+            return code
+        return LEADER_NOT_AVAILABLE
 
     # --- Produce ---------------------------------------------------------------------------
 

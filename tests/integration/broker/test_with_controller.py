@@ -96,3 +96,27 @@ def test_create_replica_placement_is_served(cluster: RunningBroker) -> None:
         cluster.bootstrap, CreateReplicaPlacementRequest(partition_count=1, replication_factor=2)
     )
     assert too_many.error_code == 38
+
+
+def test_auto_create_on_metadata(zk_chroot: str, tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    from impl.broker.admin import AdminClient
+
+    running = RunningBroker(zk_chroot, tmp_path, run_controller=True,
+                            overrides=["auto.create.topics.enable=true", "num.partitions=2"]
+                            ).start()
+    try:
+        producer = Producer({"bootstrap.servers": running.bootstrap, "acks": "all"})
+        errors: list[str] = []
+        for index in range(10):
+            producer.produce("auto", value=b"%d" % index,
+                             on_delivery=lambda e, _m: errors.append(str(e)) if e else None)
+        assert producer.flush(30) == 0
+        assert errors == []
+        with AdminClient(running.bootstrap) as admin:
+            code, partitions = admin.metadata(["auto"]).topics["auto"]
+        assert code == 0
+        assert len(partitions) == 2
+    finally:
+        running.stop()
