@@ -59,13 +59,11 @@ class BrokerConfig:
         retention_ms: ``log.retention.ms`` (``-1`` keeps everything; ``.hours``/``.minutes`` too).
         retention_bytes: ``log.retention.bytes`` (``-1`` unlimited).
         index_interval_bytes: ``log.index.interval.bytes``.
-        flush_interval_messages: ``log.flush.interval.messages`` (fsync after this many records).
         rack: ``broker.rack``.
         socket_request_max_bytes: ``socket.request.max.bytes``.
         message_max_bytes: ``message.max.bytes``.
         replica_lag_time_max_ms: ``replica.lag.time.max.ms``.
         auto_create_topics_enable: ``auto.create.topics.enable``.
-        controlled_shutdown_enable: ``controlled.shutdown.enable``.
         cluster_id: reported in Metadata.
         replica_placer: ``broker.replica.placer`` (KIP-879): the placer CreateTopics uses.
     """
@@ -86,13 +84,11 @@ class BrokerConfig:
     retention_ms: int = 7 * 24 * 3_600_000
     retention_bytes: int = -1
     index_interval_bytes: int = 4096
-    flush_interval_messages: int = 2**63 - 1
     rack: str | None = None
     socket_request_max_bytes: int = SOCKET_REQUEST_MAX_BYTES_DEFAULT
     message_max_bytes: int = MESSAGE_MAX_BYTES_DEFAULT
     replica_lag_time_max_ms: int = 30_000
     auto_create_topics_enable: bool = False
-    controlled_shutdown_enable: bool = True
     cluster_id: str = "logproof"
     replica_placer: str = "rack-aware"
     extra: Mapping[str, str] = field(default_factory=dict)
@@ -258,10 +254,6 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
     ),
     "log.retention.bytes": ("retention_bytes", lambda k, v: _int(k, v, -1, 2**63 - 1)),
     "log.index.interval.bytes": ("index_interval_bytes", lambda k, v: _int(k, v, 0, 2**31 - 1)),
-    "log.flush.interval.messages": (
-        "flush_interval_messages",
-        lambda k, v: _int(k, v, 1, 2**63 - 1),
-    ),
     "broker.rack": ("rack", lambda k, v: v or None),
     "socket.request.max.bytes": (
         "socket_request_max_bytes",
@@ -270,14 +262,19 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
     "message.max.bytes": ("message_max_bytes", lambda k, v: _int(k, v, 64, 2**31 - 1)),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", lambda k, v: _int(k, v, 1, 2**31 - 1)),
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
-    "controlled.shutdown.enable": ("controlled_shutdown_enable", _bool),
     "cluster.id": ("cluster_id", lambda k, v: v),
     "broker.replica.placer": ("replica_placer", lambda k, v: v),
 }
 
-#: Keys Kafka users commonly set that this broker accepts and ignores (kept in ``extra``).
+#: Keys Kafka users commonly set that this broker accepts and ignores (kept in ``extra``):
+#: thread-pool and buffer sizes that have no meaning on trio, the settings of internal topics
+#: (no consumer groups or transactions yet), ``controlled.shutdown.enable`` (a stopping broker
+#: leaves leadership to the controller's broker-failure handling), and
+#: ``log.flush.interval.messages`` (the storage engine flushes on its own schedule).
 _ACCEPTED_IGNORED: Final = frozenset(
     {
+        "controlled.shutdown.enable",
+        "log.flush.interval.messages",
         "num.network.threads",
         "num.io.threads",
         "socket.send.buffer.bytes",

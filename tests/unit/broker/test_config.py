@@ -34,7 +34,7 @@ def test_parses_kafka_properties_and_overrides() -> None:
         ("listeners=PLAINTEXT://h:99999", "at most 65535"),
         ("no.such.key=1", "unknown config key"),
         ("intra.broker.throttled.rate=0", "at least 1"),
-        ("controlled.shutdown.enable=maybe", "true or false"),
+        ("auto.create.topics.enable=maybe", "true or false"),
     ],
 )
 def test_bad_values_are_one_line_errors(extra: str, fragment: str) -> None:
