@@ -117,6 +117,8 @@ class _Checker:
         self.accounts = {name: _Account() for name in self.model.invariants}
         self.pre = self.encoding.state("pre")
         self.post = self.encoding.state("post")
+        self._terms: dict[tuple[str, str], Any] = {}
+        self._transitions: dict[str, list[Any]] = {}
         self.errors: list[str] = []
 
     def _timed_check(self, solver: Any, account: _Account | None) -> Any:
@@ -274,6 +276,30 @@ class _Checker:
 
     # -- induction -----------------------------------------------------------------------
 
+    def _at(self, name: str, which: str) -> Any:
+        """Invariant ``name`` over the pre- or post-state (built once)."""
+        key = (name, which)
+        if key not in self._terms:
+            state = self.pre if which == "pre" else self.post
+            self._terms[key] = self.encoding.invariant(name, state)
+        return self._terms[key]
+
+    def _domain_pre(self) -> Any:
+        key = ("", "domain")
+        if key not in self._terms:
+            self._terms[key] = self.encoding.domain(self.pre)
+        return self._terms[key]
+
+    def _action(self, action: str) -> tuple[list[ActionInstance], list[Any]]:
+        """The instances of ``action`` and their two-state formulas (built once)."""
+        instances = [i for i in self.instances if i.action.name == action]
+        if action not in self._transitions:
+            self._transitions[action] = [
+                self.encoding.transition(instance, self.pre, self.post)
+                for instance in instances
+            ]
+        return instances, self._transitions[action]
+
     def initiation(self, member: str, account: _Account) -> Any:
         """Whether some initial state violates ``member`` (``sat``) or none does."""
         solver = new_solver(QUERY_TIMEOUT_MS)
@@ -294,14 +320,12 @@ class _Checker:
             the post-state breaking the member; not necessarily reachable).
         """
         solver = new_solver(QUERY_TIMEOUT_MS)
-        pre, post = self.pre, self.post
-        solver.add(self.encoding.domain(pre))
+        solver.add(self._domain_pre())
         for name in assumption:
-            solver.add(self.encoding.invariant(name, pre))
-        instances = [i for i in self.instances if i.action.name == action]
-        formulas = [self.encoding.transition(instance, pre, post) for instance in instances]
+            solver.add(self._at(name, "pre"))
+        instances, formulas = self._action(action)
         solver.add(z3.Or(*formulas))
-        after = {name: self.encoding.invariant(name, post) for name in assumption}
+        after = {name: self._at(name, "post") for name in assumption}
         solver.push()
         solver.add(z3.Or(*[z3.Not(term) for term in after.values()]))
         outcome = self._timed_check(solver, account)
@@ -387,13 +411,9 @@ class _Checker:
     def domains(self) -> None:
         for action in self.model.actions:
             solver = new_solver(QUERY_TIMEOUT_MS)
-            pre, post = self.pre, self.post
-            solver.add(self.encoding.domain(pre))
-            instances = [i for i in self.instances if i.action.name == action]
-            solver.add(
-                z3.Or(*[self.encoding.transition(instance, pre, post) for instance in instances])
-            )
-            solver.add(z3.Not(self.encoding.domain(post)))
+            solver.add(self._domain_pre())
+            solver.add(z3.Or(*self._action(action)[1]))
+            solver.add(z3.Not(self.encoding.domain(self.post)))
             if solver.check() == z3.sat:
                 self.errors.append(f"action {action} can leave a variable's domain")
 

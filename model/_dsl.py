@@ -570,6 +570,15 @@ def _show(value: Any) -> str:
     return repr(value) if isinstance(value, str) else str(value)
 
 
+def _text(value: Any) -> str:
+    """A value as report text (must agree with ``model._report.value_text``)."""
+    if isinstance(value, enum.Enum):
+        return value.name
+    if isinstance(value, bool):
+        return "true" if value else "false"
+    return str(value)
+
+
 def _params(params: Mapping[str, Domain] | None) -> tuple[tuple[str, tuple[Any, ...]], ...]:
     if not params:
         return ()
@@ -872,6 +881,25 @@ class Model:
             if given[name] not in values:
                 raise KeyError(f"{action}: {name}={given[name]!r} is outside its domain")
         return ActionInstance(declared, tuple((name, given[name]) for name in names))
+
+    def parse_args(self, action: str, args_text: Mapping[str, str]) -> dict[str, Any]:
+        """Parameter values of ``action`` from their report text (``{"d": "1"}`` → ``{"d": 1}``).
+
+        Raises:
+            KeyError: unknown action, parameter, or a text naming no value of its domain.
+        """
+        if action not in self.actions:
+            raise KeyError(f"model {self.name} has no action {action!r}")
+        domains = dict(self.actions[action].params)
+        values: dict[str, Any] = {}
+        for name, text in args_text.items():
+            if name not in domains:
+                raise KeyError(f"action {action} has no parameter {name!r}")
+            matches = [value for value in domains[name] if _text(value) == text]
+            if len(matches) != 1:
+                raise KeyError(f"{action}: {name}={text!r} names no value of its domain")
+            values[name] = matches[0]
+        return values
 
     def enabled(
         self, state: State, action: str, params: Mapping[str, Any] | None = None

@@ -11,13 +11,12 @@ does not replay.
 
 from __future__ import annotations
 
-import enum
 import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ._dsl import ArrayValue, State, Status
+from ._dsl import ArrayValue, State, Status, _text
 
 __sans_io__ = True
 
@@ -33,11 +32,7 @@ class ReportFormatError(ValueError):
 
 def value_text(value: Any) -> str:
     """A concrete model value as report text (enum members by name)."""
-    if isinstance(value, enum.Enum):
-        return value.name
-    if isinstance(value, bool):
-        return "true" if value else "false"
-    return str(value)
+    return _text(value)
 
 
 def key_text(key: Any) -> str:
@@ -291,7 +286,7 @@ class VariantResult:
         """Why this variant does not meet its expectations (empty when it does)."""
         found = list(self.errors)
         for witness in self.witnesses:
-            if not witness.reached:
+            if not witness.reached and self.shipped:
                 found.append(f"witness {witness.name} is not reachable within depth "
                              f"{witness.depth}: the proofs may be vacuous")
             elif witness.trace is not None and not witness.trace.replayed:

@@ -221,7 +221,7 @@ MODELS = (
                 {"recovery_rules": KIP113_RULES, "startup_faults": True,
                  "durable_abandon": False},
                 expected={"MOVE_NO_LOSS": Status.VIOLATED},
-                depth=7,
+                depth=6,
             ),
         ),
         depth=10,
