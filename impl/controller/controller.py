@@ -178,6 +178,8 @@ PARTITION_TRANSITIONS: Mapping[tuple[PartitionState, ControllerEvent], Partition
             (_P.OFFLINE, _E.LEADER_ELECTED): _P.ONLINE,
             (_P.ONLINE, _E.ISR_CHANGED): _P.ONLINE,
             (_P.OFFLINE, _E.ISR_CHANGED): _P.OFFLINE,
+            (_P.NEW, _E.BROKER_FAILED): _P.OFFLINE,
+            (_P.NEW, _E.LOG_DIR_FAILED): _P.OFFLINE,
             (_P.ONLINE, _E.BROKER_FAILED): _P.OFFLINE,
             (_P.OFFLINE, _E.BROKER_FAILED): _P.OFFLINE,
             (_P.ONLINE, _E.LOG_DIR_FAILED): _P.OFFLINE,
@@ -1064,7 +1066,17 @@ class Controller:
                     self._set_replica(tp, replica, ControllerEvent.TOPIC_CREATED)
                 new_tps.append(tp)
         for tp in new_tps:
-            if tp in self.leader_isr:  # written by a previous controller already
+            written = self.leader_isr.get(tp)
+            if written is not None:
+                # Initialised by a previous controller already: as at a failover, its replicas
+                # are not new to their brokers and its state is what ZooKeeper says.
+                usable = written.leader != NO_LEADER and self._usable(tp, written.leader)
+                self.partition_states[tp] = (PartitionState.ONLINE if usable
+                                             else PartitionState.OFFLINE)
+                for replica in self._assigned(tp):
+                    self.replica_states[(tp, replica)] = (
+                        ReplicaState.ONLINE if replica in self.live_brokers
+                        else ReplicaState.OFFLINE)
                 self._queue_leader_and_isr(tp)
                 self._um_partitions.add(tp)
         self._reconcile(new_tps, ControllerEvent.BROKER_FAILED)

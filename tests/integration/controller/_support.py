@@ -119,10 +119,13 @@ class Cluster:
 
     async def start_controller(
         self, service_id: int, *, unclean_leader_election: bool = False,
-        partitions_per_write_max: int = 500,
+        partitions_per_write_max: int = 500, session: Coordinator | None = None,
     ) -> ControllerService:
-        coordinator = RecordingCoordinator(await self.connect())
-        self.sessions[service_id] = coordinator
+        """Start a controller service; on ``session`` (a broker's own) or on a new session."""
+        coordinator = RecordingCoordinator(session if session is not None else await self.connect())
+        if session is None:
+            assert service_id not in self.sessions, f"session {service_id} exists"
+            self.sessions[service_id] = coordinator
         self.recorders[service_id] = coordinator
         sink = WaitableTraceSink()
         service = ControllerService(

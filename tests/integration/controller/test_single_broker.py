@@ -15,7 +15,7 @@ def test_one_broker_leads_everything_and_a_lost_dir_takes_only_its_partitions_of
     async def scenario() -> None:
         async with cluster(*backend) as c:
             broker = await c.add_broker(0)
-            service = await c.start_controller(0)
+            service = await c.start_controller(0, session=broker)
             with trio.fail_after(WAIT_S):
                 await service.wait_active()
             await create_topic(broker, "solo", assignment={0: [0], 1: [0]})
