@@ -25,8 +25,8 @@ from impl.controller._kazoo import KazooCoordinator
 from impl.controller.coordinator import (
     CoordinatorError,
     NoNodeError,
-    SessionEvent,
     SessionState,
+    WatchEvent,
 )
 from impl.controller.placement import PlacementError, load_replica_placer
 from impl.controller.requests import ControllerRequest, ControllerResponse, UpdateMetadataRequest
@@ -35,7 +35,7 @@ from impl.ports import SeededRng
 from impl.storage import Disk, LogManager, StorageConfig, TopicPartition
 from impl.trace import NullTraceSink, TraceSink
 
-from . import api_versions
+from . import api_versions, dynamic_config
 from ._handlers import HandlerContext, RequestHandlers, metadata_brokers
 from .config import BrokerConfig
 from .inter_broker import InterBrokerClient
@@ -216,6 +216,7 @@ class Broker:
         self._dir_failed = trio.Event()
         self._controller_scope = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
+        self._mover_threads = config.mover_threads
         #: endpoints of registered brokers not yet in the metadata cache (the controller's view)
         self._live_brokers: dict[int, tuple[str, int]] = {}
 
@@ -311,23 +312,61 @@ class Broker:
         if epoch > self.replicas.fence.broker_epoch:
             self.replicas.fence.register(epoch)
 
+    async def _load_dynamic_config(self) -> None:
+        """Read ``/config/brokers/<id>`` (arming a watch) and apply its settings."""
+        coordinator, logs = self.coordinator, self.logs
+        assert coordinator is not None
+        assert logs is not None
+        path = dynamic_config.config_path(self.config.broker_id)
+        try:
+            if await coordinator.exists(path, watch=True) is None:
+                config: dict[str, str] = {}
+            else:
+                data, _ = await coordinator.get(path, watch=True)
+                config = dynamic_config.parse_config_node(data)
+            settings = dynamic_config.settings_of(config)
+        except NoNodeError:
+            settings = dynamic_config.DynamicSettings()
+        except dynamic_config.DynamicConfigError as error:
+            log.error("ignoring %s: %s", path, error)
+            return
+        except CoordinatorError as error:
+            log.warning("reading %s: %r", path, error)
+            return
+        rate = (settings.throttle_bytes_per_second
+                or self.config.intra_broker_throttled_rate_bytes_per_second)
+        threads = settings.mover_threads or self.config.mover_threads
+        if rate != logs.throttle_rate:
+            log.info("log-dir move throttle: %d bytes/s", rate)
+            logs.set_throttle_rate(rate)
+        if threads != self._mover_threads:
+            log.info("log-dir movers: %d", threads)
+            logs.set_mover_count(threads)
+            self._mover_threads = threads
+
     async def _watch_session(self) -> None:
         coordinator = self.coordinator
         assert coordinator is not None
         expired = False
+        config_path = dynamic_config.config_path(self.config.broker_id)
         while True:
             event = await coordinator.next_event()
-            if not isinstance(event, SessionEvent):
+            if isinstance(event, WatchEvent):
+                if event.path == config_path:
+                    await self._load_dynamic_config()
                 continue
             if event.state is SessionState.EXPIRED:
                 expired = True
-            elif event.state is SessionState.CONNECTED and expired:
-                expired = False
-                try:
-                    await self._register()
-                    log.info("re-registered after session expiry, epoch %d", self.broker_epoch)
-                except (CoordinatorError, zk_admin.AdminError) as error:
-                    log.error("re-registration failed: %r", error)
+            elif event.state is SessionState.CONNECTED:
+                if expired:
+                    expired = False
+                    try:
+                        await self._register()
+                        log.info("re-registered after session expiry, epoch %d",
+                                 self.broker_epoch)
+                    except (CoordinatorError, zk_admin.AdminError) as error:
+                        log.error("re-registration failed: %r", error)
+                await self._load_dynamic_config()  # watches were dropped with the connection
             elif event.state is SessionState.CLOSED:
                 return
 
@@ -392,6 +431,7 @@ class Broker:
                 )
                 self._producer_ids = ProducerIdAllocator(self.coordinator, config.broker_id)
                 await self._register()
+                await self._load_dynamic_config()
                 nursery.start_soon(self._watch_session)
                 nursery.start_soon(self._report_dir_failures)
                 if self.run_controller:

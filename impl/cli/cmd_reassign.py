@@ -6,7 +6,8 @@ sends AlterReplicaLogDirs to each broker for the replicas with an explicit dir, 
 answered REPLICA_NOT_AVAILABLE every 100 ms until ``--timeout`` (default 10 s, as in the KIP);
 when the replica sets differ from the current assignment and ``--zookeeper`` is given, it also
 starts the cross-broker reassignment by creating ``/admin/reassign_partitions``.
-``--verify`` prints each replica's move state and exits 0 only when every move has completed.
+``--verify`` prints each replica's move state and exits 0 only when every move has completed;
+then, given ``--zookeeper``, it removes the throttle ``--replica-alter-log-dirs-throttle`` set.
 """
 
 from __future__ import annotations
@@ -46,7 +47,12 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--timeout", type=float, default=10.0,
                         help="seconds to retry REPLICA_NOT_AVAILABLE (default 10)")
     parser.add_argument("--zookeeper", default=None,
-                        help="HOST:PORT[/chroot], needed only to change replica sets")
+                        help="HOST:PORT[/chroot]: needed to change replica sets and throttles")
+    parser.add_argument("--replica-alter-log-dirs-throttle", type=int, default=None,
+                        metavar="BYTES_PER_SECOND",
+                        help="with --execute: limit the log-dir movers of the brokers involved "
+                             "(a dynamic broker config, applied live; --verify removes it once "
+                             "every move has completed)")
     parser.set_defaults(handler=run)
 
 
@@ -69,14 +75,26 @@ def run(arguments: argparse.Namespace) -> int:
     """Execute or verify."""
     if arguments.timeout <= 0:
         raise CliError("--timeout must be positive")
+    throttle = arguments.replica_alter_log_dirs_throttle
+    if throttle is not None:
+        if not arguments.execute:
+            raise CliError("--replica-alter-log-dirs-throttle goes with --execute")
+        if arguments.zookeeper is None:
+            raise CliError("--replica-alter-log-dirs-throttle needs --zookeeper")
+        if throttle < 1:
+            raise CliError("--replica-alter-log-dirs-throttle must be at least 1")
     targets, moves = _load(arguments.reassignment_json_file)
     try:
         with AdminClient(arguments.bootstrap_server) as admin:
             if arguments.execute:
                 return _execute(admin, arguments, targets, moves)
-            return _verify(admin, moves)
+            status = _verify(admin, moves)
     except AdminClientError as error:
         raise CliError(str(error)) from None
+    if status == 0 and moves and arguments.zookeeper is not None:
+        _set_throttle(arguments.zookeeper, sorted({m.broker_id for m in moves}), None)
+        print("Throttle was removed.")
+    return status
 
 
 def _replica_sets_change(admin: AdminClient, targets: tuple[ReassignmentTarget, ...]) -> bool:
@@ -113,6 +131,62 @@ def _start_cross_broker(zookeeper: str, targets: tuple[ReassignmentTarget, ...])
         raise CliError(f"cannot start the reassignment: {error}") from None
 
 
+def _set_throttle(zookeeper: str, broker_ids: list[int], rate: int | None) -> None:
+    """Write (or, with None, remove) the movers' throttle in each broker's dynamic config."""
+    import trio  # noqa: PLC0415
+
+    from impl.broker import dynamic_config  # noqa: PLC0415
+    from impl.controller import admin as zk_admin  # noqa: PLC0415
+    from impl.controller._kazoo import KazooCoordinator  # noqa: PLC0415
+    from impl.controller.coordinator import (  # noqa: PLC0415
+        BadVersionError,
+        CoordinatorError,
+        NodeExistsError,
+        NoNodeError,
+    )
+
+    async def update(coordinator: KazooCoordinator, broker_id: int) -> None:
+        path = dynamic_config.config_path(broker_id)
+        for _ in range(100):  # bounded retries on concurrent writers
+            try:
+                data, stat = await coordinator.get(path)
+                config = dynamic_config.parse_config_node(data)
+                version = stat.version
+            except NoNodeError:
+                config, version = {}, -2
+            config.pop(dynamic_config.THROTTLE_KEY_KIP, None)
+            if rate is None:
+                if dynamic_config.THROTTLE_KEY not in config:
+                    return
+                config.pop(dynamic_config.THROTTLE_KEY)
+            else:
+                config[dynamic_config.THROTTLE_KEY] = str(rate)
+            encoded = dynamic_config.encode_config_node(config)
+            try:
+                if version == -2:
+                    await zk_admin.ensure_path(coordinator, "/config/brokers")
+                    await coordinator.create(path, encoded)
+                else:
+                    await coordinator.set(path, encoded, version=version)
+            except (NodeExistsError, BadVersionError, NoNodeError):
+                continue
+            return
+        raise CliError(f"could not update {path}: too many concurrent writers")
+
+    async def main() -> None:
+        coordinator = await KazooCoordinator.connect(zookeeper)
+        try:
+            for broker_id in broker_ids:
+                await update(coordinator, broker_id)
+        finally:
+            await coordinator.close()
+
+    try:
+        trio.run(main)
+    except (CoordinatorError, dynamic_config.DynamicConfigError) as error:
+        raise CliError(f"cannot update the throttle: {error}") from None
+
+
 def _execute(
     admin: AdminClient,
     arguments: argparse.Namespace,
@@ -124,6 +198,10 @@ def _execute(
             raise CliError("the replica sets change: give --zookeeper to start that part")
         _start_cross_broker(arguments.zookeeper, targets)
         print("Started the cross-broker reassignment.")
+    throttle = arguments.replica_alter_log_dirs_throttle
+    if throttle is not None:
+        _set_throttle(arguments.zookeeper, sorted({m.broker_id for m in moves}), throttle)
+        print(f"The log-dir movers of the brokers involved are throttled to {throttle} B/s.")
     pending = {
         TopicPartitionReplica(m.topic, m.partition, m.broker_id): m.target_log_dir for m in moves
     }

@@ -199,3 +199,45 @@ def test_cli_log_dirs_and_reassign(broker: RunningBroker, tmp_path: Path) -> Non
         {"topic": "cl", "partition": 0, "replicas": [1], "log_dirs": ["relative/dir"]}]}))
     assert cli_main(["reassign", "--execute", "--reassignment-json-file", str(bad_file),
                      "--bootstrap-server", broker.bootstrap]) == 1
+
+
+def test_throttle_set_live_by_reassign_and_removed_by_verify(
+    broker: RunningBroker, zk_chroot: str, tmp_path: Path
+) -> None:
+    from kafka import KafkaProducer
+
+    from impl.storage import UNLIMITED_RATE
+
+    assert broker.become_leader("th")[0].error_code == 0
+    producer = KafkaProducer(bootstrap_servers=broker.bootstrap, acks="all")
+    for index in range(20):
+        producer.send("th", value=b"t%d" % index, partition=0)
+    producer.flush(timeout=30)
+    producer.close()
+    source, _ = _current_dir(broker, "th")
+    target = next(d for d in broker.log_dirs if d != source)
+    plan = tmp_path / "throttle.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "th", "partition": 0, "replicas": [1], "log_dirs": [target]}]}))
+
+    def rate() -> int:
+        logs = broker.broker.logs
+        assert logs is not None
+        return logs.throttle_rate
+
+    assert broker.call_sync(rate) == UNLIMITED_RATE
+    common = ["--reassignment-json-file", str(plan), "--bootstrap-server", broker.bootstrap,
+              "--zookeeper", zk_chroot]
+    status, _ = _cli(["reassign", "--execute", *common,
+                      "--replica-alter-log-dirs-throttle", "5000000"])
+    assert status == 0
+    wait_for(lambda: broker.call_sync(rate) == 5_000_000, "the throttle to apply live")
+
+    def verified() -> bool:
+        code, text = _cli(["reassign", "--verify", *common])
+        return code == 0 and "Throttle was removed." in text
+
+    wait_for(verified, "the move to complete")
+    wait_for(lambda: broker.call_sync(rate) == UNLIMITED_RATE, "the throttle to be removed")
+    misuse = ["reassign", "--verify", "--replica-alter-log-dirs-throttle", "5", *common]
+    assert cli_main(misuse) == 1
