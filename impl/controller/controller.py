@@ -184,6 +184,8 @@ PARTITION_TRANSITIONS: Mapping[tuple[PartitionState, ControllerEvent], Partition
             (_P.OFFLINE, _E.BROKER_FAILED): _P.OFFLINE,
             (_P.ONLINE, _E.LOG_DIR_FAILED): _P.OFFLINE,
             (_P.OFFLINE, _E.LOG_DIR_FAILED): _P.OFFLINE,
+            **{(state, event): state for state in (_P.NEW, _P.ONLINE, _P.OFFLINE)
+               for event in (_E.REASSIGN_STARTED, _E.REASSIGN_COMPLETED)},
             (_P.NEW, _E.TOPIC_DELETED): _P.NON_EXISTENT,
             (_P.ONLINE, _E.TOPIC_DELETED): _P.NON_EXISTENT,
             (_P.OFFLINE, _E.TOPIC_DELETED): _P.NON_EXISTENT,
@@ -1365,11 +1367,8 @@ class Controller:
         target = self.reassignments.get(tp)
         if not pending.switch:
             self._set_phase(tp, ReassignmentEvent.REASSIGN_STARTED)
-            self._trace(ControllerEvent.REASSIGN_STARTED, tp_name(tp),
-                        self.partition_states.get(tp, PartitionState.ONLINE).name,
-                        self.partition_states.get(tp, PartitionState.ONLINE).name,
-                        replicas=self._assigned(tp),
-                        target=() if target is None else target.replicas)
+            self._set_partition(tp, ControllerEvent.REASSIGN_STARTED, replicas=self._assigned(tp),
+                                target=() if target is None else target.replicas)
             for replica in self._assigned(tp):
                 if replica not in old_replicas:
                     self.replica_states[(tp, replica)] = ReplicaState.NON_EXISTENT
@@ -1395,17 +1394,17 @@ class Controller:
         self._complete_reassignment(tp)
 
     def _complete_reassignment(self, tp: TP) -> None:
-        target = self.reassignments.pop(tp, None)
-        phase = self.reassignment_phases.pop(tp, ReassignmentPhase.NONE)
+        target = self.reassignments.get(tp)
         if target is None:
             return
-        self._effects.append(EmitTrace(TraceEvent.of(
-            "reassignment", ReassignmentEvent.REASSIGN_COMPLETED.name, tp_name(tp), phase.name,
-            ReassignmentPhase.DONE.name)))
-        self._trace(ControllerEvent.REASSIGN_COMPLETED, tp_name(tp),
-                    self.partition_states.get(tp, PartitionState.ONLINE).name,
-                    self.partition_states.get(tp, PartitionState.ONLINE).name,
-                    replicas=target.replicas)
+        if self.reassignment_phases.get(tp) is ReassignmentPhase.REMOVING:
+            self._set_phase(tp, ReassignmentEvent.REASSIGN_COMPLETED)
+        # Otherwise a previous controller had already switched AR := RAR: only the admin
+        # znode is left to clean, and this controller's machine never started.
+        del self.reassignments[tp]
+        self.reassignment_phases.pop(tp, None)
+        if tp in self.partition_states:
+            self._set_partition(tp, ControllerEvent.REASSIGN_COMPLETED, replicas=target.replicas)
         self._write_reassign_node()
 
     def _write_reassign_node(self) -> None:

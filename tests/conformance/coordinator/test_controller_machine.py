@@ -17,8 +17,18 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 from conformance._coordinator_driver import ControllerDriver
 from conformance.coordinator import SimulatedZooKeeper
-from impl.controller.controller import BrokersRead
+from impl.controller.controller import (
+    PARTITION_TRANSITIONS,
+    BrokersRead,
+    ControllerEvent,
+    PartitionState,
+)
 from impl.controller.coordinator import BadVersionError, CreateOp, SetOp
+from impl.controller.reassignment import (
+    REASSIGNMENT_TRANSITIONS,
+    ReassignmentEvent,
+    ReassignmentPhase,
+)
 from impl.controller.requests import NO_LEADER
 from impl.controller.znodes import (
     CONTROLLER_EPOCH_PATH,
@@ -257,6 +267,22 @@ class ControllerMachine(RuleBasedStateMachine):
                     assert broker_id not in state.isr or (
                         state.isr == (broker_id,) and state.leader == NO_LEADER
                     ), "DIR_FAILURE_ISOLATION: lost dir in ISR"
+
+    @invariant()
+    def traces_follow_the_transition_tables(self) -> None:
+        for driver in (self.controller, self.zombie):
+            if driver is None:
+                continue
+            for event in driver.traces:
+                if event.machine == "reassignment":
+                    key = (ReassignmentPhase[event.state_before], ReassignmentEvent[event.event])
+                    assert REASSIGNMENT_TRANSITIONS[key].name == event.state_after, event
+                elif event.subject.startswith(f"{TOPIC}-") and "@" not in event.subject:
+                    pkey = (PartitionState[event.state_before], ControllerEvent[event.event])
+                    assert PARTITION_TRANSITIONS[pkey].name == event.state_after, event
+                else:
+                    assert event.event in ControllerEvent.__members__, event
+            driver.traces.clear()
 
     @invariant()
     def live_leaders_are_live(self) -> None:
