@@ -1,0 +1,276 @@
+"""The replication model (spec/replication.md): golden statuses, the known counterexamples
+(KIP-101 scenarios 1 and 2, Jepsen 2013, KAFKA-6361, KIP-320 rule 4) found and replayed
+concretely, the shipped variant checked, the witness reached.
+
+The golden file ``golden/replication.json`` records, for every variant and invariant, the status
+of a full check at the model's default depth, and for every violation the counterexample's
+length, initial state and steps. By default the counterexamples are replayed concretely, the
+short ones are searched with Z3 at their own length and the shipped variant is checked to a
+shallow depth; the full check of every variant is ``slow``. The scenarios as the anchors tell
+them (from the empty partition, longer than the default depth) are replayed concretely too.
+"""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from model import (
+    ActionInstance,
+    ActionNotEnabled,
+    Model,
+    ModelDefinition,
+    State,
+    Status,
+    Trace,
+    VariantResult,
+    check_variant,
+)
+from model._report import flatten_state
+from model.replication import MODELS, ReplicationEvent
+
+DEFINITION: ModelDefinition = MODELS[0]
+GOLDEN: dict[str, Any] = json.loads(
+    (Path(__file__).parent / "golden" / "replication.json").read_text()
+)
+KNOWN_BAD = [variant.name for variant in DEFINITION.variants if not variant.shipped]
+#: The depth the default shipped check uses (the witness needs 2 steps).
+SHALLOW_DEPTH = 3
+#: Counterexamples up to this length are searched with Z3 in the default run.
+FAST_LENGTH = 3
+EMPTY, COMMITTED = 0, 1
+
+
+@functools.cache
+def _check(variant: str, depth: int) -> VariantResult:
+    """One check, shared by the tests that read it (checks are deterministic)."""
+    return check_variant(DEFINITION, variant, depth=depth)
+
+
+def _by_name(result: VariantResult) -> dict[str, Any]:
+    return {invariant.name: invariant for invariant in result.invariants}
+
+
+def _run(model: Model, initial: State, labels: Sequence[str]) -> State:
+    """Take the steps named by their instance labels (``crash(r=1, keep=0)``).
+
+    Raises:
+        ActionNotEnabled: a step is not enabled in ``model``.
+        KeyError: a step names an action instance ``model`` does not have.
+    """
+    instances: dict[str, ActionInstance] = {
+        instance.label: instance for instance in model.instances()
+    }
+    state = initial
+    for label in labels:
+        state = model.step_instance(state, instances[label])
+    return state
+
+
+def _replay(model: Model, trace: Trace) -> State:
+    initial = [state for state in model.initial_states()
+               if flatten_state(state) == dict(trace.steps[0].state)]
+    assert len(initial) == 1, "the trace starts in exactly one initial state"
+    return _run(model, initial[0], [step.action or "" for step in trace.steps[1:]])
+
+
+def _violations() -> list[tuple[str, str, int]]:
+    found: list[tuple[str, str, int]] = []
+    for variant in KNOWN_BAD:
+        for name, entry in GOLDEN["variants"][variant]["invariants"].items():
+            if entry["status"] == "violated":
+                found.append((variant, name, entry["length"]))
+    return found
+
+
+def _shipped_keeps(name: str, labels: Sequence[str], initial: int) -> None:
+    """The shipped protocol refuses one of the steps, or keeps the invariant."""
+    shipped = DEFINITION.model()
+    try:
+        final = _run(shipped, shipped.initial_states()[initial], labels)
+    except (ActionNotEnabled, KeyError):
+        return
+    assert shipped.holds(final, name)
+
+
+def test_golden_file_covers_every_variant_and_invariant() -> None:
+    assert GOLDEN["depth"] == DEFINITION.depth
+    assert set(GOLDEN["variants"]) == {variant.name for variant in DEFINITION.variants}
+    for variant in DEFINITION.variants:
+        names = set(DEFINITION.model(variant.name).invariants)
+        assert set(GOLDEN["variants"][variant.name]["invariants"]) == names
+
+
+def test_variant_expectations_agree_with_the_golden_file() -> None:
+    for variant in DEFINITION.variants:
+        golden = GOLDEN["variants"][variant.name]["invariants"]
+        assert {name: status.value for name, status in variant.expected.items()} == {
+            name: entry["status"] for name, entry in golden.items()
+        }
+
+
+def test_every_known_bad_variant_is_refuted_and_the_shipped_one_is_not() -> None:
+    refuted = {variant for variant, _, _ in _violations()}
+    assert refuted == set(KNOWN_BAD)
+    shipped = GOLDEN["variants"]["shipped"]["invariants"]
+    assert all(entry["status"] in ("proved", "holds") for entry in shipped.values())
+    assert shipped["LEADER_UNIQUE"]["status"] == "proved"
+
+
+def test_actions_are_replication_events() -> None:
+    names = {event.value for event in ReplicationEvent}
+    for variant in DEFINITION.variants:
+        assert set(DEFINITION.model(variant.name).actions) <= names
+
+
+def test_initial_states_are_the_empty_partition_and_one_committed_record() -> None:
+    model = DEFINITION.model()
+    empty, committed = model.initial_states()
+    assert model.check_invariants(empty) == []
+    assert model.check_invariants(committed) == []
+    reached = _run(model, empty, ["leader_append(r=0)", "follower_fetch(f=1, delivered=True)",
+                                  "follower_fetch(f=1, delivered=True)", "hw_advance(r=0)"])
+    assert reached == committed
+
+
+@pytest.mark.parametrize(("variant", "name", "length"), _violations())
+def test_golden_counterexample_replays_concretely(variant: str, name: str, length: int) -> None:
+    entry = GOLDEN["variants"][variant]["invariants"][name]
+    labels: list[str] = entry["trace"]
+    assert len(labels) == length
+    model = DEFINITION.model(variant)
+    final = _run(model, model.initial_states()[entry["initial"]], labels)
+    assert not model.holds(final, name)
+    _shipped_keeps(name, labels, entry["initial"])
+
+
+@pytest.mark.parametrize(
+    ("variant", "name", "length"),
+    [pytest.param(*case, marks=[pytest.mark.slow] if case[2] > FAST_LENGTH else [])
+     for case in _violations()],
+)
+def test_known_bad_counterexample_is_found(variant: str, name: str, length: int) -> None:
+    # One check per variant serves all its short counterexamples: BMC finds the shortest.
+    depth = max(other for bad, _, other in _violations()
+                if bad == variant and (other <= FAST_LENGTH or other == length))
+    depth = length if length > FAST_LENGTH else min(depth, FAST_LENGTH)
+    result = _check(variant, depth)
+    assert result.errors == ()
+    invariant = _by_name(result)[name]
+    assert invariant.status is Status.VIOLATED
+    trace = invariant.counterexample
+    assert trace is not None
+    assert trace.replayed
+    assert trace.length == length
+    model = DEFINITION.model(variant)
+    assert not model.holds(_replay(model, trace), name)
+
+
+def test_shipped_variant_holds_to_a_shallow_depth_and_reaches_its_witness() -> None:
+    result = _check(DEFINITION.shipped.name, SHALLOW_DEPTH)
+    assert result.errors == ()
+    golden = GOLDEN["variants"]["shipped"]
+    for invariant in result.invariants:
+        assert invariant.status.value == golden["invariants"][invariant.name]["status"]
+    for witness in result.witnesses:
+        assert witness.reached
+        assert witness.trace is not None
+        assert witness.trace.length == golden["witnesses"][witness.name]
+    assert not result.problems()
+
+
+# -- the anchors' scenarios, from the empty partition -------------------------------------
+
+#: One record committed while follower 1's HW lags (KIP-101 scenario 1, steps 1-2).
+COMMIT = ["leader_append(r=0)", "follower_fetch(f=1, delivered=True)",
+          "follower_fetch(f=1, delivered=True)", "hw_advance(r=0)"]
+
+
+def _scenario(variant: str, labels: Sequence[str]) -> State:
+    model = DEFINITION.model(variant)
+    return _run(model, model.initial_states()[EMPTY], labels)
+
+
+def test_kip101_scenario_1_truncation_to_hw_loses_a_committed_record() -> None:
+    restart = ["crash(r=1)", "restart(r=1)", "become_follower(r=1)"]
+    failover = ["crash(r=0)", "become_leader(r=1)"]
+    model = DEFINITION.model("truncate_to_hw")
+    after_restart = _scenario("truncate_to_hw", COMMIT + restart)
+    assert after_restart.leo[1] == 0
+    assert not model.holds(after_restart, "COMMITTED_DURABLE")
+    after_failover = _scenario("truncate_to_hw", COMMIT + restart + failover)
+    assert not model.holds(after_failover, "NO_COMMITTED_LOSS")
+    shipped = _scenario("shipped", COMMIT + restart + failover)
+    assert shipped.leo[1] == 1
+    assert DEFINITION.model().check_invariants(shipped) == []
+
+
+def test_kip101_scenario_2_logs_diverge_after_a_power_failure() -> None:
+    steps = [*COMMIT, "crash(r=1, keep=0)", "restart(r=1)", "become_leader(r=1)",
+             "leader_append(r=1)", "become_follower(r=0)", "leader_append(r=1)",
+             "follower_fetch(f=0, delivered=True)"]
+    model = DEFINITION.model("truncate_to_hw_power_failure")
+    diverged = _scenario("truncate_to_hw_power_failure", steps)
+    assert [diverged.log[(0, i)] for i in range(2)] == [1, 2]
+    assert [diverged.log[(1, i)] for i in range(2)] == [2, 2]
+    assert not model.holds(diverged, "LOG_MATCHING")
+    epochs = DEFINITION.model("power_failure")
+    matched = _scenario("power_failure", steps)
+    assert [matched.log[(0, i)] for i in range(2)] == [2, 2]
+    assert epochs.holds(matched, "LOG_MATCHING")
+    assert not epochs.holds(matched, "NO_COMMITTED_LOSS")
+
+
+def test_kafka_6361_fast_leader_change_diverges_without_kip279() -> None:
+    steps = ["leader_append(r=0)", "become_leader(r=1)", "leader_append(r=1)",
+             "become_leader(r=0)", "leader_append(r=0)", "become_follower(r=1)",
+             "follower_fetch(f=1, delivered=True)"]
+    model = DEFINITION.model("kip101_without_kip279")
+    diverged = _scenario("kip101_without_kip279", steps)
+    assert [diverged.log[(0, i)] for i in range(2)] == [1, 3]
+    assert [diverged.log[(1, i)] for i in range(2)] == [2, 3]
+    assert not model.holds(diverged, "LOG_MATCHING")
+    shipped = _scenario("shipped", steps)
+    assert [shipped.log[(1, i)] for i in range(2)] == [1, 3]
+    assert DEFINITION.model().check_invariants(shipped) == []
+
+
+def test_jepsen_2013_unclean_election_loses_committed_records() -> None:
+    steps = ["leader_append(r=0)", "isr_shrink(f=1)", "hw_advance(r=0)", "crash(r=0)",
+             "become_leader(r=2)"]
+    model = DEFINITION.model("unclean_election")
+    lost = _scenario("unclean_election", steps)
+    assert lost.zk_leader == 2
+    assert not model.holds(lost, "NO_COMMITTED_LOSS")
+    shipped = DEFINITION.model()
+    before = _scenario("shipped", steps[:-1])
+    assert not shipped.enabled(before, "become_leader", {"r": 2})
+
+
+def test_rule4_keeps_a_follower_out_until_the_hw_reaches_the_epoch_start() -> None:
+    steps = ["become_leader(r=1)", "become_follower(r=2)", "follower_fetch(f=2, delivered=False)"]
+    for variant, allowed in (("shipped", False), ("kip320_without_rule4", True)):
+        model = DEFINITION.model(variant)
+        state = _run(model, model.initial_states()[COMMITTED], steps)
+        assert model.enabled(state, "isr_expand", {"f": 2}) is allowed
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("variant", [variant.name for variant in DEFINITION.variants])
+def test_full_check_matches_the_golden_file(variant: str) -> None:
+    result = check_variant(DEFINITION, variant)
+    assert result.errors == ()
+    golden = GOLDEN["variants"][variant]
+    for invariant in result.invariants:
+        entry = golden["invariants"][invariant.name]
+        assert invariant.status.value == entry["status"], invariant.name
+        if invariant.counterexample is not None:
+            assert invariant.counterexample.length == entry["length"]
+    assert {witness.name: witness.trace.length if witness.trace else None
+            for witness in result.witnesses} == golden["witnesses"]
+    assert not result.problems()
