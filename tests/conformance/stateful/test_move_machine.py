@@ -343,7 +343,7 @@ def test_scripted_runs_reach_done_failed_and_recovery() -> None:
 def test_core_refuses_a_repeated_swap_step(repeated: rm.MoveEvent) -> None:
     machine = _started()
     order = (rm.MoveEvent.DEST_DURABLE, rm.MoveEvent.SOURCE_RENAMED, rm.MoveEvent.DEST_RENAMED)
-    machine.mover_runs(3 + order.index(repeated))
+    machine.mover_runs(4 + order.index(repeated))
     assert getattr(machine.move, repeated.name.lower())
     assert not machine._enabled(repeated.name.lower())
     with pytest.raises(rm.InvalidMoveTransition):
