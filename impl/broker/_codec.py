@@ -103,7 +103,7 @@ class DecodedRequest:
         return self.head.api_version
 
 
-def peek_head(frame_bytes: bytes) -> RequestHead:
+def peek_head(frame_bytes: bytes | memoryview) -> RequestHead:
     """The (api key, version, correlation id) prefix of a request frame.
 
     Raises:
@@ -115,11 +115,11 @@ def peek_head(frame_bytes: bytes) -> RequestHead:
     return RequestHead(api_key, api_version, correlation_id)
 
 
-def decode_request(frame_bytes: bytes) -> DecodedRequest:
+def decode_request(frame_bytes: bytes | memoryview) -> DecodedRequest:
     """Decode one request frame (without its size prefix).
 
     Args:
-        frame_bytes: the frame body, a read-only ``bytes``.
+        frame_bytes: the frame body, read-only (kio refuses writable buffers).
 
     Returns:
         The decoded request.
@@ -129,7 +129,7 @@ def decode_request(frame_bytes: bytes) -> DecodedRequest:
         UnsupportedRequestError: an API key or version outside :data:`api_versions.ACCEPTED`
             (ApiVersions included: the caller answers it with :func:`api_versions_fallback`).
     """
-    assert isinstance(frame_bytes, bytes)
+    assert isinstance(frame_bytes, bytes) or frame_bytes.readonly
     head = peek_head(frame_bytes)
     if not api_versions.is_accepted(head.api_key, head.api_version):
         raise UnsupportedRequestError(f"api key {head.api_key} version {head.api_version}")
@@ -221,7 +221,9 @@ def encode_request(
     return frame(out.getvalue())
 
 
-def decode_response(api_key: int, api_version: int, frame_bytes: bytes) -> tuple[int, Any]:
+def decode_response(
+    api_key: int, api_version: int, frame_bytes: bytes | memoryview
+) -> tuple[int, Any]:
     """Decode a response frame body into (correlation id, kio response).
 
     Raises:

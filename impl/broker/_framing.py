@@ -67,8 +67,10 @@ class FrameDecoder:
         assert 0 <= count <= len(self._large) - self._large_filled
         self._large_filled += count
 
-    def next_frame(self) -> bytes | None:
-        """The next complete frame body (read-only ``bytes``), or None if more bytes are needed.
+    def next_frame(self) -> bytes | memoryview | None:
+        """The next complete frame body, read-only (``bytes``, or for a large frame a read-only
+        ``memoryview`` of the buffer it was assembled in, handed over without a copy), or None
+        if more bytes are needed.
 
         Raises:
             FrameError: the size prefix is negative or larger than the limit (sticky: every
@@ -79,10 +81,10 @@ class FrameDecoder:
         if self._large is not None:
             if self._large_filled < len(self._large):
                 return None
-            frame = bytes(self._large)
-            self._large = None
+            large = memoryview(self._large).toreadonly()
+            self._large = None  # ownership passes to the caller: never written again
             self._large_filled = 0
-            return frame
+            return large
         if len(self._buffer) < _SIZE.size:
             return None
         (size,) = _SIZE.unpack_from(self._buffer, 0)

@@ -48,7 +48,7 @@ class _BrokerConnection:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    async def roundtrip(self, frame: bytes, correlation_id: int) -> bytes:
+    async def roundtrip(self, frame: bytes, correlation_id: int) -> bytes | memoryview:
         if self.stream is None:
             with trio.fail_after(CONNECT_TIMEOUT_SECONDS):
                 self.stream = await trio.open_tcp_stream(self.host, self.port)

@@ -183,12 +183,12 @@ class _Connection:
                 assert isinstance(response, bytes | PiecesResponse)
                 await send_channel.send(response)
 
-    async def _handle_frame(self, frame: bytes) -> Response | object | None:
+    async def _handle_frame(self, frame: bytes | memoryview) -> Response | object | None:
         if len(frame) >= 8:
             raw_handler = self.server.raw_handlers.get(peek_head(frame).api_key)
             if raw_handler is not None:
                 try:
-                    return await raw_handler(frame)
+                    return await raw_handler(bytes(frame))
                 except ValueError as error:
                     log.info("closing %s: %s", self.info.peer, error)
                     return _CLOSE

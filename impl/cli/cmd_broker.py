@@ -10,6 +10,7 @@ value is a one-line error. Once registered and serving, the broker prints
 from __future__ import annotations
 
 import argparse
+import ctypes
 import logging
 import signal
 import sys
@@ -37,6 +38,23 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--log-level", default="INFO",
                         choices=["DEBUG", "INFO", "WARNING", "ERROR"])
     parser.set_defaults(handler=run)
+
+
+#: glibc ``mallopt`` parameters.
+_M_TRIM_THRESHOLD = -1
+_M_MMAP_THRESHOLD = -3
+
+
+def _keep_large_buffers_on_the_heap() -> None:
+    """Produce requests bring megabyte buffers at line rate. With glibc's defaults each is a
+    fresh ``mmap`` whose pages fault in on every copy (measured: a third of the produce path's
+    CPU); keeping them on the heap, and not trimming it eagerly, lets the memory be reused."""
+    try:
+        libc = ctypes.CDLL("libc.so.6")
+    except OSError:  # not glibc: nothing to tune
+        return
+    libc.mallopt(_M_MMAP_THRESHOLD, 32 << 20)
+    libc.mallopt(_M_TRIM_THRESHOLD, 256 << 20)
 
 
 async def _serve(broker: Broker) -> None:
@@ -76,6 +94,7 @@ def run(arguments: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("kazoo").setLevel(logging.WARNING)
+    _keep_large_buffers_on_the_heap()
     broker = Broker(config)
     try:
         trio.run(_serve, broker)

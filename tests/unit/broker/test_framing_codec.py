@@ -26,7 +26,7 @@ from impl.broker._kio_build import build
 def _frames(decoder: FrameDecoder) -> list[bytes]:
     out = []
     while (item := decoder.next_frame()) is not None:
-        out.append(item)
+        out.append(bytes(item))
     return out
 
 
