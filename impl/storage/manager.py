@@ -549,6 +549,7 @@ class LogManager:
                     path = f"{dest_dir}/{dir_name(tp, DirKind.MOVE)}"
                     if self.disk.exists(path):  # resuming after a crash (KIP-113 §3 rule 1)
                         future = Log.load(self.env, dest_dir, tp, DirKind.MOVE)
+                        mover.verify_prefix(partition.log, future)  # KAFKA-9087
                     else:
                         future = Log.create(
                             self.env, dest_dir, tp, DirKind.MOVE,

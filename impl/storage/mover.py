@@ -14,6 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 
+from impl.storage import record_batch as rb
 from impl.storage.log import Log
 
 
@@ -35,6 +36,35 @@ def align(source: Log, dest: Log) -> None:
         or active.size > mirror.size
     ):
         dest.truncate_fully(source.log_start_offset)
+
+
+def verify_prefix(source: Log, dest: Log) -> bool:
+    """Check, after a crash, that ``dest`` is still a byte prefix of ``source``; else empty it.
+
+    Both logs were recovered independently: the source may have lost an unflushed tail that the
+    destination kept, and new appends may since have reused those offsets with other records.
+    Offsets alone cannot tell; the last batch header of each destination segment (which holds
+    the batch's CRC) is compared with the source's bytes at the same position. Run before any
+    append after startup. Returns whether the destination was kept.
+    """
+    align(source, dest)
+    for segment in dest.segments:
+        mirror = source.segment_with_base(segment.base_offset)
+        if mirror is None or mirror.size < segment.size:
+            break
+        if segment.size == 0:
+            continue
+        last = dest.position_of(segment, segment.next_offset - 1)
+        if last is None:
+            break
+        theirs = source.disk.read(mirror.log_path, last.position, rb.HEADER_SIZE)
+        ours = dest.disk.read(segment.log_path, last.position, rb.HEADER_SIZE)
+        if theirs != ours:
+            break
+    else:
+        return True
+    dest.truncate_fully(source.log_start_offset)
+    return False
 
 
 def copy_chunk(

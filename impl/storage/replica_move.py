@@ -318,18 +318,22 @@ def step(move: Move, event: MoveInput) -> Transition:
             effects = (CopyRemaining(),)
         case E.FINAL_CATCH_UP:
             _require(new.lock_held, move, event, "lock not held")
+            _require(not move.dest_durable, move, event, "destination already durable")
             _require(new.dest_leo == new.source_leo, move, event, "dest LEO != source LEO")
             effects = (SyncDest(),)
         case E.DEST_DURABLE:
             _require(new.lock_held and new.dest_leo == new.source_leo, move, event, "not caught up")
+            _require(not move.dest_durable, move, event, "destination already durable")
             new = replace(new, dest_durable=True)
             effects = (RenameSourceToDelete(move.source_dir or ""),)
         case E.SOURCE_RENAMED:
             _require(move.dest_durable, move, event, "destination not durable")
+            _require(not move.source_renamed, move, event, "source already renamed")
             new = replace(new, source_renamed=True)
             effects = (RenameMoveToLive(move.dest_dir or ""),)
         case E.DEST_RENAMED:
             _require(move.source_renamed, move, event, "source not renamed")
+            _require(not move.dest_renamed, move, event, "destination already renamed")
             new = replace(new, dest_renamed=True)
             effects = (SwapLog(), ReleaseLock())
         case E.LOG_SWAPPED:

@@ -78,16 +78,9 @@ def test_shrinks_to_a_minimal_schedule_that_replays() -> None:
     assert shrink(seed, config) == shrunk
 
 
-@pytest.mark.xfail(
-    strict=True,
-    reason=(
-        "storage: a move resumed after a crash keeps a stale tp.move tail whose offsets the "
-        "source reused with new records (align() compares offsets, not bytes); the copy then "
-        "appends at the wrong byte position. Remove this marker when the resume aligns the "
-        "destination to the source's recovered log end before any append."
-    ),
-)
 def test_resumed_move_after_crash_keeps_no_stale_tail() -> None:
+    """Found by the simulator (shrunk from seed 33): a move resumed after a crash kept a stale
+    tp.move tail whose offsets the source had reused with new records."""
     faults = parse_faults("16:crash:0:0,20:crash_mid_operation:0:29")
     result = run_seed(33, SHORT, faults)
     assert not result.failed, result.message

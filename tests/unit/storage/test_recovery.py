@@ -13,7 +13,19 @@ from impl.storage import replica_move as rm
 from impl.storage.move_recovery import PartitionDirs, classify
 from impl.storage.names import DirKind, dir_name
 
-from ._support import DIR_A, DIR_B, DIR_C, TP, ManualClock, batch, config, run
+from ._support import (
+    DIR_A,
+    DIR_B,
+    DIR_C,
+    TP,
+    ExtremeRng,
+    ManualClock,
+    batch,
+    config,
+    drive_move,
+    log_bytes,
+    run,
+)
 
 R = RecoveryRule
 
@@ -164,3 +176,74 @@ def test_log_dir_machine_reports_each_dir_once() -> None:
     assert again.effects == ()
     with pytest.raises(ldf.InvalidLogDirTransition):
         ldf.step(DIR_A, ldf.LogDirState.OFFLINE, ldf.LogDirEvent.UNREADABLE_AT_STARTUP, ())
+
+
+@pytest.mark.parametrize("repeated", ["DEST_DURABLE", "SOURCE_RENAMED",
+                                      "DEST_RENAMED"])
+def test_a_swap_step_is_never_taken_twice(repeated: str) -> None:
+    move = rm.Move(TP, rm.MoveState.CAUGHT_UP, DIR_A, DIR_B, 10, 10)
+    steps = [rm.MoveInput(rm.MoveEvent.LOCK_ACQUIRED),
+             rm.MoveInput(rm.MoveEvent.FINAL_CATCH_UP, source_leo=10, dest_leo=10),
+             rm.MoveInput(rm.MoveEvent.DEST_DURABLE),
+             rm.MoveInput(rm.MoveEvent.SOURCE_RENAMED),
+             rm.MoveInput(rm.MoveEvent.DEST_RENAMED)]
+    for step in steps:
+        move = rm.step(move, step).move
+        if step.event.name == repeated:
+            with pytest.raises(rm.InvalidMoveTransition, match="already"):
+                rm.step(move, step)
+            return
+    raise AssertionError(repeated)
+
+
+def test_resume_drops_a_move_tail_the_source_no_longer_has() -> None:
+    """The source lost an unflushed tail that the ``.move`` kept, then reused the offsets with
+    other records: the resumed copy must not keep the stale bytes (offsets agree, bytes not)."""
+    disk = SimDisk([DIR_A, DIR_B])
+
+    async def before_crash() -> None:
+        manager = LogManager.open(config(segment_bytes=1 << 20), disk=disk, clock=ManualClock())
+        partition = manager.create(TP, is_new=True)
+        for i in range(10):
+            await partition.append_as_leader(batch(i), 1)
+        partition.flush()
+        for i in range(10, 14):
+            await partition.append_as_leader(batch(i), 1)  # never flushed on the source
+        manager.alter_replica_log_dir(TP, DIR_B)
+        while manager.move_state(TP).state is rm.MoveState.COPYING:
+            manager.copy_step_nowait(TP, 1 << 20)
+        assert partition.future is not None
+        partition.future.flush()  # ... but flushed on the destination
+
+    run(before_crash)
+    disk.crash(ExtremeRng(keep=False))  # type: ignore[arg-type]
+
+    async def after() -> None:
+        manager = LogManager.open(config(segment_bytes=1 << 20), disk=disk, clock=ManualClock())
+        partition = manager.get(TP)
+        assert partition is not None
+        assert partition.log_end_offset == 20
+        for i in range(100, 104):  # the same offsets, other records
+            await partition.append_as_leader(batch(i), 2)
+        await drive_move(manager)
+        assert partition.log_dir == DIR_B
+        assert log_bytes(disk, DIR_B) == expected
+
+    expected_holder: list[bytes] = []
+    run(lambda: _snapshot_after_appends(disk, expected_holder))
+    expected = expected_holder[0]
+    run(after)
+
+
+async def _snapshot_after_appends(disk: SimDisk, out: list[bytes]) -> None:
+    """What the source will hold once the reused offsets are appended (computed on a copy)."""
+    import copy
+
+    twin = copy.deepcopy(disk)
+    manager = LogManager.open(config(segment_bytes=1 << 20), disk=twin, clock=ManualClock())
+    partition = manager.get(TP)
+    assert partition is not None
+    manager.alter_replica_log_dir(TP, "any")
+    for i in range(100, 104):
+        await partition.append_as_leader(batch(i), 2)
+    out.append(log_bytes(twin, DIR_A))
