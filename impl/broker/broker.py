@@ -312,6 +312,19 @@ class Broker:
         if epoch > self.replicas.fence.broker_epoch:
             self.replicas.fence.register(epoch)
 
+    async def _ensure_chroot(self) -> None:
+        """Create the ``zookeeper.connect`` chroot if it is missing, as Kafka does."""
+        hosts, slash, chroot = self.config.zookeeper_connect.partition("/")
+        if not slash or not chroot.strip("/"):
+            return
+        coordinator = await KazooCoordinator.connect(
+            hosts, session_timeout_ms=self.config.zookeeper_session_timeout_ms
+        )
+        try:
+            await zk_admin.ensure_path(coordinator, "/" + chroot.strip("/"))
+        finally:
+            await coordinator.close()
+
     async def _load_dynamic_config(self) -> None:
         """Read ``/config/brokers/<id>`` (arming a watch) and apply its settings."""
         coordinator, logs = self.coordinator, self.logs
@@ -422,6 +435,7 @@ class Broker:
                     [BrokerEndpoint(config.broker_id, config.host, self.port, config.rack)]
                 )
                 logs.run(nursery)
+                await self._ensure_chroot()
                 self._nursery = nursery
                 await nursery.start(fetcher.run)
                 nursery.start_soon(self._check_isr_periodically)

@@ -120,3 +120,11 @@ def test_auto_create_on_metadata(zk_chroot: str, tmp_path: Path) -> None:
         assert len(partitions) == 2
     finally:
         running.stop()
+
+
+def test_missing_chroot_is_created(zk_chroot: str, tmp_path: Path) -> None:
+    running = RunningBroker(f"{zk_chroot}/fresh/chroot", tmp_path).start()
+    try:
+        assert running.broker.broker_epoch > 0
+    finally:
+        running.stop()
