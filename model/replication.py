@@ -41,31 +41,31 @@ __sans_io__ = True
 class ReplicaRole(enum.Enum):
     """The role a replica believes it has (design V3 §C)."""
 
-    LEADER = "leader"  #: design V3 §C becomeLeader: serves produce and fetch, advances the HW
-    FOLLOWER = "follower"  #: design V3 §C becomeFollower: truncates, then fetches from the leader
-    OFFLINE = "offline"  #: crashed or restarted without a LeaderAndIsr yet (design V3 §E)
+    LEADER = "LEADER"  #: design V3 §C becomeLeader: serves produce and fetch, advances the HW
+    FOLLOWER = "FOLLOWER"  #: design V3 §C becomeFollower: truncates, then fetches from the leader
+    OFFLINE = "OFFLINE"  #: crashed or restarted without a LeaderAndIsr yet (design V3 §E)
 
 
 class ReplicationEvent(enum.Enum):
     """The transitions of the replication machine (model action = lower-case name)."""
 
-    BECOME_LEADER = "become_leader"  #: design V3 §A election + §C becomeLeader
-    BECOME_FOLLOWER = "become_follower"  #: design V3 §C becomeFollower (truncation included)
-    LEADER_APPEND = "leader_append"  #: a produce request appended by the leader
-    FOLLOWER_FETCH = "follower_fetch"  #: design V3 §G ReplicaFetchRequest and its response
-    HW_ADVANCE = "hw_advance"  #: design V3 §G ``leader.hw = min of leo of every replica in ISR``
-    ISR_SHRINK = "isr_shrink"  #: design V3 §G maybe_change_ISR, conditional on the zkVersion
-    ISR_EXPAND = "isr_expand"  #: design V3 §G maybe_change_ISR; KIP-320 rule 4
-    TRUNCATE = "truncate"  #: KIP-101/279 truncation; performed inside ``become_follower`` here
-    CRASH = "crash"  #: process crash (power failure variants: the unflushed suffix is lost)
-    RESTART = "restart"  #: process restart (design V3 §E), role OFFLINE until told
+    BECOME_LEADER = "BECOME_LEADER"  #: design V3 §A election + §C becomeLeader
+    BECOME_FOLLOWER = "BECOME_FOLLOWER"  #: design V3 §C becomeFollower (truncation included)
+    LEADER_APPEND = "LEADER_APPEND"  #: a produce request appended by the leader
+    FOLLOWER_FETCH = "FOLLOWER_FETCH"  #: design V3 §G ReplicaFetchRequest and its response
+    HW_ADVANCE = "HW_ADVANCE"  #: design V3 §G ``leader.hw = min of leo of every replica in ISR``
+    ISR_SHRINK = "ISR_SHRINK"  #: design V3 §G maybe_change_ISR, conditional on the zkVersion
+    ISR_EXPAND = "ISR_EXPAND"  #: design V3 §G maybe_change_ISR; KIP-320 rule 4
+    TRUNCATE = "TRUNCATE"  #: KIP-101/279 truncation; performed inside ``become_follower`` here
+    CRASH = "CRASH"  #: process crash (power failure variants: the unflushed suffix is lost)
+    RESTART = "RESTART"  #: process restart (design V3 §E), role OFFLINE until told
 
 
 class TruncationPolicy(enum.Enum):
     """How a replica truncates its log when it becomes a follower."""
 
-    HIGH_WATERMARK = "high_watermark"  #: design V3 §C becomeFollower: truncate to the local HW
-    LEADER_EPOCH = "leader_epoch"  #: KIP-101 OffsetForLeaderEpoch (KIP-279 v1 when shipped)
+    HIGH_WATERMARK = "HIGH_WATERMARK"  #: design V3 §C becomeFollower: truncate to the local HW
+    LEADER_EPOCH = "LEADER_EPOCH"  #: KIP-101 OffsetForLeaderEpoch (KIP-279 v1 when shipped)
 
 
 #: Replica (broker) ids of the partition.
