@@ -24,6 +24,7 @@ import trio
 
 from impl.storage import PartitionLog, StorageError, TopicPartition
 from impl.storage import record_batch as rb
+from impl.trace import NullTraceSink, TraceEvent, TraceSink
 
 from . import api_versions
 from ._codec import (
@@ -34,6 +35,7 @@ from ._codec import (
 )
 from ._framing import FrameDecoder, FrameError
 from ._kio_build import build
+from .replication import ReplicaRole, ReplicationEvent, TruncationPolicy
 
 log = logging.getLogger(__name__)
 
@@ -119,6 +121,7 @@ class ReplicaFetcher:
         get_log: the storage engine's partition lookup.
         endpoint_of: broker id → (host, port) or None.
         on_progress: called after appends and HW moves (wakes waiters).
+        trace: where TRUNCATE events go.
     """
 
     def __init__(
@@ -127,8 +130,10 @@ class ReplicaFetcher:
         get_log: Callable[[TopicPartition], PartitionLog | None],
         endpoint_of: Callable[[int], tuple[str, int] | None],
         on_progress: Callable[[], None],
+        trace: TraceSink | None = None,
     ) -> None:
         self.broker_id = broker_id
+        self._trace: TraceSink = trace if trace is not None else NullTraceSink()
         self._get_log = get_log
         self._endpoint_of = endpoint_of
         self._on_progress = on_progress
@@ -233,8 +238,15 @@ class ReplicaFetcher:
                 end_offset = int(result.end_offset)
                 if 0 <= end_offset < partition_log.log_end_offset:
                     target = max(end_offset, partition_log.log_start_offset)
+                    before = partition_log.log_end_offset
                     partition_log.truncate_to(target)
                     log.info("%s truncated to %d (leader epoch end)", tp, target)
+                    self._trace.emit(TraceEvent.of(
+                        "replication", ReplicationEvent.TRUNCATE.value, f"{tp}@{self.broker_id}",
+                        ReplicaRole.FOLLOWER.value, ReplicaRole.FOLLOWER.value,
+                        policy=TruncationPolicy.LEADER_EPOCH.value, log_end_offset=before,
+                        truncated_to=target, leader_epoch_end=end_offset,
+                    ))
                 partition_log.high_watermark = min(
                     partition_log.high_watermark, partition_log.log_end_offset
                 )
