@@ -18,6 +18,7 @@ from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyarrow.parquet as pq
+import pyspark
 import pytest
 
 from spark import (
@@ -31,6 +32,7 @@ from spark import (
     run_campaign,
     run_one,
 )
+from spark._session import runtime_directory
 
 pytestmark = [pytest.mark.slow, pytest.mark.integration]
 
@@ -85,3 +87,11 @@ def test_campaign_on_separate_executors_matches_the_driver(
     for row in rows:
         record = run_one(runner, spec, row["seed"], executor="driver")
         assert (row["verdict"], row["trace_digest"]) == (record.verdict, record.trace_digest)
+
+
+def test_the_workers_write_only_in_the_private_directory(cluster: CampaignContext) -> None:
+    installed_work = Path(pyspark.__file__).parent / "work"
+    assert not installed_work.exists()
+    private_work = runtime_directory() / "spark-home" / "work"
+    assert [path.name for path in private_work.iterdir() if path.name.startswith("app-")]
+    assert Path(os.environ["SPARK_HOME"]) == runtime_directory() / "spark-home"
