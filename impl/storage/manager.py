@@ -38,7 +38,7 @@ from impl.storage.checkpoint import (
 )
 from impl.storage.config import StorageConfig
 from impl.storage.disk import Disk, FileSlice
-from impl.storage.errors import ErrorCode, LogDirOffline, ReplicaNotAvailable
+from impl.storage.errors import ErrorCode, LogDirOffline
 from impl.storage.log import Log, StorageEnv
 from impl.storage.move_recovery import PartitionDirs, RecoveryDecision, classify_all
 from impl.storage.names import DirKind, TopicPartition, dir_name, parse_dir_name
@@ -1026,6 +1026,11 @@ class LogManager:
         ):
             partition.lock.release()  # cancelled or redirected while we waited
             return
+        self.swap_locked_nowait(tp)
+
+    def swap_locked_nowait(self, tp: TopicPartition) -> None:
+        """Steps 5-9 for a CAUGHT_UP move whose partition lock the caller holds (a simulator
+        that runs without trio may call it directly); the swap releases the lock."""
         self._step(tp, rm.MoveInput(rm.MoveEvent.LOCK_ACQUIRED))
         assert not self._moves[tp].lock_held, "the swap returned holding the partition lock"
 
@@ -1121,8 +1126,3 @@ class _MoveIoGuard:
             self._manager._move_failed(self._tp, error, self._default_dir)
             return True
         return False
-
-
-def replica_not_available(tp: TopicPartition) -> ReplicaNotAvailable:
-    """The error the broker raises for a partition it does not host."""
-    return ReplicaNotAvailable(f"{tp} is not hosted on this broker")
