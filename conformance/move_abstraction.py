@@ -201,23 +201,36 @@ class MoveAbstraction:
                 entry[deleted] = kinds.DELETE
                 log_end[deleted] = durable_end[deleted] = source_length
                 delete_pending[deleted] = True
-        dest_index = roles.get(previous.dest_dir or "", 1)
+        key = (
+            previous.state, roles.get(previous.dest_dir or "", 1), previous.dest_durable,
+            previous.source_renamed, previous.dest_renamed, tuple(entry), tuple(log_end),
+            tuple(durable_end), tuple(delete_pending), source_length,
+        )
+        built = _STATE_CACHE.get(key)
+        if built is None:
+            built = _STATE_CACHE[key] = self._build(key)
+        return built
+
+    def _build(self, key: tuple[Any, ...]) -> Any:
+        """The model state of an abstract key (see :meth:`pre_state`)."""
+        (state_name, dest_index, dest_durable, source_renamed, dest_renamed, entry, log_end,
+         durable_end, delete_pending, source_length) = key
         initial = self._initial
         return initial.replace(
             running=True,
-            move_state=self._states[previous.state],
+            move_state=self._states[state_name],
             source_dir=0,
             dest_dir=dest_index,
-            lock_held=previous.state in _LOCKED,
-            dest_durable=previous.dest_durable,
-            source_renamed=previous.source_renamed,
-            dest_renamed=previous.dest_renamed,
+            lock_held=state_name in _LOCKED,
+            dest_durable=dest_durable,
+            source_renamed=source_renamed,
+            dest_renamed=dest_renamed,
             partition_online=True,
-            entry=_array(initial.entry, entry),
-            entry_durable=_array(initial.entry_durable, entry),
-            log_end=_array(initial.log_end, log_end),
-            log_durable_end=_array(initial.log_durable_end, durable_end),
-            delete_pending=_array(initial.delete_pending, delete_pending),
+            entry=_array(initial.entry, list(entry)),
+            entry_durable=_array(initial.entry_durable, list(entry)),
+            log_end=_array(initial.log_end, list(log_end)),
+            log_durable_end=_array(initial.log_durable_end, list(durable_end)),
+            delete_pending=_array(initial.delete_pending, list(delete_pending)),
             acked_end=source_length,
         )
 
@@ -329,6 +342,8 @@ def move_abstractions(config: object) -> Sequence[Abstraction]:
 
 
 _SHARED: list[tuple[MemoizedModel, Any]] = []
+#: abstract key -> model state (a pure function's cache, shared by every run of the process)
+_STATE_CACHE: dict[tuple[Any, ...], Any] = {}
 _SHARED_INITIAL: list[Any] = []
 
 

@@ -125,7 +125,7 @@ class SimConfig:
     steps: int = 200
     fault_probability: float = 0.03
     variant: str = "shipped"
-    verify_interval: int = 10
+    verify_interval: int = 20
     segment_bytes: int = 2048
     chunk_bytes: int = 700
     trace_check: bool = True

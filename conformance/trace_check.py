@@ -113,51 +113,56 @@ class MemoizedModel:
     an abstraction over small domains visits few distinct states, so replay costs a dictionary
     lookup per action after the first runs.
 
+    Keys use the state's identity (hashing a model state is costly) and each entry keeps its
+    state alive, so an identity is never reused while its entry exists; abstractions that build
+    their states through a cache therefore hit on every repeat.
+
     Args:
-        model: the model (its states must be hashable).
+        model: the model.
         entries_max: bound on remembered answers per kind; past it the cache is cleared.
     """
 
     def __init__(self, model: ExecutableModel, entries_max: int = 200_000) -> None:
         self._model = model
         self._entries_max = entries_max
-        self._enabled: dict[tuple[Any, str, tuple[tuple[str, Any], ...]], bool] = {}
-        self._step: dict[tuple[Any, str, tuple[tuple[str, Any], ...]], Any] = {}
-        self._invariants: dict[Any, list[str]] = {}
+        self._enabled: dict[tuple[int, str, tuple[tuple[str, Any], ...]], tuple[Any, bool]] = {}
+        self._step: dict[tuple[int, str, tuple[tuple[str, Any], ...]], tuple[Any, Any]] = {}
+        self._invariants: dict[int, tuple[Any, list[str]]] = {}
 
     @property
     def name(self) -> str:
         """The model's name."""
         return self._model.name
 
+    def _room(self, cache: dict[Any, Any]) -> None:
+        if len(cache) >= self._entries_max:
+            cache.clear()
+
     def enabled(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> bool:
         """As the model's, remembered."""
-        key = (state, action, tuple(sorted((params or {}).items())))
-        answer = self._enabled.get(key)
-        if answer is None:
-            if len(self._enabled) >= self._entries_max:
-                self._enabled.clear()
-            answer = self._enabled[key] = self._model.enabled(state, action, params)
-        return answer
+        key = (id(state), action, tuple(sorted((params or {}).items())))
+        entry = self._enabled.get(key)
+        if entry is None or entry[0] is not state:
+            self._room(self._enabled)
+            entry = self._enabled[key] = (state, self._model.enabled(state, action, params))
+        return bool(entry[1])
 
     def step(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> Any:
         """As the model's, remembered."""
-        key = (state, action, tuple(sorted((params or {}).items())))
-        successor = self._step.get(key)
-        if successor is None:
-            if len(self._step) >= self._entries_max:
-                self._step.clear()
-            successor = self._step[key] = self._model.step(state, action, params)
-        return successor
+        key = (id(state), action, tuple(sorted((params or {}).items())))
+        entry = self._step.get(key)
+        if entry is None or entry[0] is not state:
+            self._room(self._step)
+            entry = self._step[key] = (state, self._model.step(state, action, params))
+        return entry[1]
 
     def check_invariants(self, state: Any) -> list[str]:
         """As the model's, remembered."""
-        broken = self._invariants.get(state)
-        if broken is None:
-            if len(self._invariants) >= self._entries_max:
-                self._invariants.clear()
-            broken = self._invariants[state] = list(self._model.check_invariants(state))
-        return list(broken)
+        entry = self._invariants.get(id(state))
+        if entry is None or entry[0] is not state:
+            self._room(self._invariants)
+            entry = self._invariants[id(state)] = (state, list(self._model.check_invariants(state)))
+        return list(entry[1])
 
 
 @dataclass(frozen=True, slots=True)
