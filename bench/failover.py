@@ -9,7 +9,7 @@ BROKER_FAILED trace event) until every partition broker 1 led has its new leader
 ZooKeeper and a LeaderAndIsr naming that leader delivered to it (requests are sent only after
 the writes that decided them completed). "Seeing the loss" is the arrival of the ``/brokers/ids``
 child watch in the controller's session. The baseline is the replication design's own estimate:
-one 4 ms ZooKeeper write per rewritten partition state (40 s for 10,000).
+one 4 ms ZooKeeper write per partition state (40 s for 10,000), compared with both figures.
 
 Usage: ``python -m bench.failover --partitions 10000`` (prints the figures, then one JSON line).
 """
@@ -205,7 +205,9 @@ async def _run(hosts: str, partitions: int, topics: int, batch: int) -> dict[str
 
     failover_s = done_at - seen_at
     rewritten = _CountingCoordinator.state_writes - writes_before
-    baseline_s = rewritten * SEED_WRITE_MS / 1000.0
+    baseline_leaders_s = len(led_by_victim) * SEED_WRITE_MS / 1000.0
+    baseline_all_s = rewritten * SEED_WRITE_MS / 1000.0
+    settled_s = settled_at - seen_at
     return {
         "bench": "failover",
         "partitions": created,
@@ -217,9 +219,11 @@ async def _run(hosts: str, partitions: int, topics: int, batch: int) -> dict[str
         "detect_s": round(seen_at - killed_at, 4),
         "plan_s": round(decided_at - seen_at, 4),
         "failover_s": round(failover_s, 4),
-        "all_isr_updated_s": round(settled_at - seen_at, 4),
-        "baseline_one_write_each_s": round(baseline_s, 3),
-        "speedup_vs_baseline": round(baseline_s / failover_s, 1) if failover_s > 0 else None,
+        "all_isr_updated_s": round(settled_s, 4),
+        "baseline_leaders_one_write_each_s": round(baseline_leaders_s, 3),
+        "baseline_all_one_write_each_s": round(baseline_all_s, 3),
+        "speedup_leaders": round(baseline_leaders_s / failover_s, 1) if failover_s > 0 else None,
+        "speedup_all": round(baseline_all_s / settled_s, 1) if settled_s > 0 else None,
         "target_s": TARGET_S,
         "within_target": failover_s <= TARGET_S,
         "setup_s": round(setup_s, 2),
@@ -255,7 +259,10 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"then every partition's ISR without broker {VICTIM} on every survivor: "
           f"{result['all_isr_updated_s']} s")
     print(f"baseline (design V3 estimate, one 4 ms write each): "
-          f"{result['baseline_one_write_each_s']} s; speedup {result['speedup_vs_baseline']}x; "
+          f"{result['baseline_leaders_one_write_each_s']} s for the leaders "
+          f"(speedup {result['speedup_leaders']}x), "
+          f"{result['baseline_all_one_write_each_s']} s for every partition "
+          f"(speedup {result['speedup_all']}x); "
           f"target <= {TARGET_S} s: {'met' if result['within_target'] else 'missed'}")
     print(json.dumps(result, sort_keys=True))
     return 0
