@@ -103,6 +103,8 @@ class HandlerContext:
     log_dirs: LogDirs
     allocate_producer_id: ProducerIdAllocator
     on_update_metadata: Callable[[Any], None]
+    #: sees every controller request first (the broker learns leaders' endpoints from them)
+    on_controller_request: Callable[[Any], None] | None = None
 
 
 def _throttle() -> dict[str, Any]:
@@ -704,6 +706,8 @@ class RequestHandlers:
         )
 
         replicas = self.context.replicas
+        if self.context.on_controller_request is not None:
+            self.context.on_controller_request(converted)
         if isinstance(converted, LeaderAndIsrRequest):
             return replicas.leader_and_isr(converted)
         if isinstance(converted, StopReplicaRequest):

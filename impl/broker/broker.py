@@ -29,7 +29,12 @@ from impl.controller.coordinator import (
     WatchEvent,
 )
 from impl.controller.placement import PlacementError, load_replica_placer
-from impl.controller.requests import ControllerRequest, ControllerResponse, UpdateMetadataRequest
+from impl.controller.requests import (
+    ControllerRequest,
+    ControllerResponse,
+    LeaderAndIsrRequest,
+    UpdateMetadataRequest,
+)
 from impl.controller.znodes import ZnodeFormatError, topic_path
 from impl.ports import SeededRng
 from impl.storage import Disk, LogManager, StorageConfig, TopicPartition
@@ -241,6 +246,11 @@ class Broker:
             return broker.host, broker.port
         return self._live_brokers.get(broker_id)
 
+    def _on_controller_request(self, request: ControllerRequest) -> None:
+        if isinstance(request, LeaderAndIsrRequest):
+            for leader in request.live_leaders:
+                self._live_brokers[leader.broker_id] = (leader.host, leader.port)
+
     def _on_update_metadata(self, request: UpdateMetadataRequest) -> None:
         self.metadata.update(
             request.controller_id,
@@ -418,6 +428,7 @@ class Broker:
                 log_dirs=_StorageLogDirs(logs),
                 allocate_producer_id=self._allocate_producer_id,
                 on_update_metadata=self._on_update_metadata,
+                on_controller_request=self._on_controller_request,
             )
         )
         server = Server(
