@@ -589,10 +589,10 @@ class BrokerWorld:
             if self.manager.move_state(tp).state is not rm.MoveState.CAUGHT_UP:
                 lock.release()
                 return
-            self.manager._step(tp, rm.MoveInput(rm.MoveEvent.LOCK_ACQUIRED))
-            after = self.manager.move_state(tp)
-            if after.lock_held and after.state is rm.MoveState.SWAPPING and lock.locked():
-                lock.release()
+            # KIP-113 steps 5-9 under the lock, as the runtime's swap_when_caught_up does.
+            self.manager.swap_locked_nowait(tp)
+            if lock.locked() and lock.excludes:
+                raise AssertionError(f"{tp}: the swap returned holding the partition lock")
         if self.manager.move_state(tp).state is rm.MoveState.DONE and state is not (
             rm.MoveState.DONE
         ):
