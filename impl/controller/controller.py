@@ -677,7 +677,9 @@ class Controller:
         if not replicas or tp[0] in self.topics_deleting:
             return None
         current = self.leader_isr.get(tp)
-        eligible = [r for r in replicas if self._usable(tp, r)]
+        live, offline = self.live_brokers, self.offline_replicas
+        eligible = [r for r in replicas if r in live and (not offline or tp not in offline.get(
+            r, ()))]
         if current is None:  # §B init_leaders: all live replicas form the ISR
             if not eligible:
                 return None
@@ -1004,11 +1006,13 @@ class Controller:
             self.offline_replicas.pop(broker_id, None)
             self._lair.pop(broker_id, None)
             self._stop.pop(broker_id, None)
+            replica_states = self.replica_states
             for tp in affected:
-                state = self.replica_states.get((tp, broker_id))
-                if state is not None and (state, ControllerEvent.BROKER_FAILED) in \
-                        REPLICA_TRANSITIONS:
-                    self._set_replica(tp, broker_id, ControllerEvent.BROKER_FAILED)
+                state = replica_states.get((tp, broker_id))
+                if state is not None:
+                    after = REPLICA_TRANSITIONS.get((state, ControllerEvent.BROKER_FAILED))
+                    if after is not None:
+                        replica_states[(tp, broker_id)] = after
         if bounced:
             # A broker that restarted between two reads lost its in-memory state: it is
             # failed first (leadership and ISR leave it), then started (Kafka does the same).
