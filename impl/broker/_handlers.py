@@ -379,7 +379,8 @@ class RequestHandlers:
         min_bytes = int(body.min_bytes)
         while True:
             topics, total, errors = self._fetch_once(body)
-            if total >= min_bytes or errors or trio.current_time() >= deadline:
+            if (total >= min_bytes or errors or trio.current_time() >= deadline
+                    or self.context.replicas.stopping):
                 break
             for _, replies in topics:
                 for reply in replies:

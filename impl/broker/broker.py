@@ -492,6 +492,9 @@ class Broker:
         with trio.CancelScope(shield=True):
             assert self.server is not None
             self._controller_scope.cancel()
+            if self.replicas is not None:
+                self.replicas.stopping = True
+                self.replicas.notify()
             await self.server.drain()
             await self.inter_broker.aclose()
             for coordinator in (self.controller_coordinator, self.coordinator):

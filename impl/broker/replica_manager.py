@@ -115,6 +115,8 @@ class ReplicaManager:
             None
         )
         self.isr_updates_in_flight: set[TopicPartition] = set()
+        #: the broker is stopping: delayed fetches answer with what they have at once
+        self.stopping = False
 
     # --- waiting ---------------------------------------------------------------------------
 
