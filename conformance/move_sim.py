@@ -49,6 +49,7 @@ from typing import Any, TypeVar
 
 from conformance.clock import SimClock
 from conformance.disk import SimDisk, SimulatedCrash
+from conformance.recovery_check import StartupView, compare, model_decision
 from conformance.rng import SimRng
 from conformance.trace_check import Abstraction, TraceChecker, TraceVerdict
 from impl.storage import record_batch as rb
@@ -257,6 +258,7 @@ class SimOutcome:
         trace_digest: SHA-256 of the trace's JSON lines.
         trace_verdict: the trace checker's verdict.
         restarts: crashes survived.
+        recoveries_checked: startup decisions compared with the model's classification.
         acknowledged_batches: appends that returned.
         moves_done: moves that reached ``DONE``.
     """
@@ -271,6 +273,7 @@ class SimOutcome:
     trace_digest: str
     trace_verdict: TraceVerdict
     restarts: int
+    recoveries_checked: int
     acknowledged_batches: int
     moves_done: int
 
@@ -401,6 +404,8 @@ class BrokerWorld:
         self.tps = tuple(TopicPartition("t", index) for index in range(config.partitions))
         self.books = {tp: _PartitionBook() for tp in self.tps}
         self.restarts = 0
+        self.recoveries_checked = 0
+        self.recoveries_unchecked = 0
         self.acknowledged_batches = 0
         self.moves_done = 0
         self._sequence = 0
@@ -448,9 +453,52 @@ class BrokerWorld:
             self.disk.make_unreadable(self.log_dirs[index])
         self._unreadable_next_start.clear()
         self.restarts += 1
+        views = self._startup_views()
         self.manager = self._open()
         self._adopt_locks()
+        self._check_recovery_decisions(views)
         self._reconcile_after_restart()
+
+    def _startup_views(self) -> dict[TopicPartition, StartupView]:
+        kinds: dict[TopicPartition, dict[str, set[str]]] = {}
+        for log_dir in self.log_dirs:
+            for name in self.disk.entries_unchecked(log_dir):
+                parsed = _parse_dir_name(name)
+                if parsed is not None:
+                    tp, kind = parsed
+                    kinds.setdefault(tp, {}).setdefault(log_dir, set()).add(kind.name)
+        bad = frozenset(self.disk.failed_dirs())
+        return {
+            tp: StartupView({d: frozenset(k) for d, k in per_dir.items()}, bad)
+            for tp, per_dir in kinds.items()
+        }
+
+    def _check_recovery_decisions(self, views: dict[TopicPartition, StartupView]) -> None:
+        """Each startup decision must be the model's classification of the same dirs."""
+        for decision in self.manager.recovery_decisions:
+            view = views.get(decision.tp)
+            if view is None:
+                continue
+            expected = model_decision(view, self.log_dirs)
+            if expected is None:
+                self.recoveries_unchecked += 1
+                continue
+            actual = {
+                "rule": decision.rules[0].name if decision.rules else "",
+                "online": not decision.offline and decision.live_dir is not None,
+                "live_dir": None if decision.offline else decision.live_dir,
+                "resume_dir": decision.resume_dest_dir,
+                "promote_dir": decision.promote_dir,
+                "delete_dirs": tuple(decision.delete_dirs),
+            }
+            difference = compare(actual, expected)
+            if difference is not None:
+                raise ViolationFound(
+                    "MOVE_RECOVERY_TOTAL",
+                    f"broker {self.broker}: recovery of {decision.tp} differs from the model "
+                    f"({difference}); dirs {dict(view.kinds)}, bad {sorted(view.bad_dirs)}",
+                )
+            self.recoveries_checked += 1
 
     def _reconcile_after_restart(self) -> None:
         offline_dirs = self.manager.offline_dirs
@@ -936,6 +984,7 @@ def simulate(
         trace_digest=digest.hexdigest(),
         trace_verdict=checker.verdict(),
         restarts=sum(world.restarts for world in worlds),
+        recoveries_checked=sum(world.recoveries_checked for world in worlds),
         acknowledged_batches=sum(world.acknowledged_batches for world in worlds),
         moves_done=sum(world.moves_done for world in worlds),
     )
