@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import enum
+import importlib
 import re
 from pathlib import Path
 
@@ -32,3 +33,18 @@ def _listed(name: str) -> set[str]:
 )
 def test_enum_members_are_the_vocabulary(name: str, members: type[enum.Enum]) -> None:
     assert {member.name for member in members} == _listed(name)
+
+
+@pytest.mark.parametrize(
+    ("module", "name", "members"),
+    [
+        ("model.controller", "ControllerEvent", ControllerEvent),
+        ("model.controller", "PartitionState", PartitionState),
+        ("model.controller", "ReplicaState", ReplicaState),
+        ("model.reassignment", "ReassignmentPhase", ReassignmentPhase),
+    ],
+)
+def test_model_and_impl_use_the_same_names(module: str, name: str,
+                                           members: type[enum.Enum]) -> None:
+    model_enum = getattr(importlib.import_module(module), name)
+    assert [m.name for m in model_enum] == [m.name for m in members]
