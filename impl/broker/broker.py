@@ -411,6 +411,7 @@ class Broker:
             logs,
             min_insync_replicas=config.min_insync_replicas,
             message_max_bytes=config.message_max_bytes,
+            timestamp_difference_max_ms=config.message_timestamp_difference_max_ms,
             trace=self.trace,
         )
         replicas.replica_lag_time_max_ms = config.replica_lag_time_max_ms

@@ -62,6 +62,8 @@ class BrokerConfig:
         rack: ``broker.rack``.
         socket_request_max_bytes: ``socket.request.max.bytes``.
         message_max_bytes: ``message.max.bytes``.
+        message_timestamp_difference_max_ms: ``message.timestamp.difference.max.ms``: a batch
+            with CREATE_TIME timestamps further than this from the broker's clock is refused.
         replica_lag_time_max_ms: ``replica.lag.time.max.ms``.
         auto_create_topics_enable: ``auto.create.topics.enable``.
         cluster_id: reported in Metadata.
@@ -87,6 +89,7 @@ class BrokerConfig:
     rack: str | None = None
     socket_request_max_bytes: int = SOCKET_REQUEST_MAX_BYTES_DEFAULT
     message_max_bytes: int = MESSAGE_MAX_BYTES_DEFAULT
+    message_timestamp_difference_max_ms: int = 2**63 - 1
     replica_lag_time_max_ms: int = 30_000
     auto_create_topics_enable: bool = False
     cluster_id: str = "logproof"
@@ -260,6 +263,10 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
         lambda k, v: _int(k, v, 64, 2**31 - 1),
     ),
     "message.max.bytes": ("message_max_bytes", lambda k, v: _int(k, v, 64, 2**31 - 1)),
+    "message.timestamp.difference.max.ms": (
+        "message_timestamp_difference_max_ms",
+        lambda k, v: _int(k, v, 0, 2**63 - 1),
+    ),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", lambda k, v: _int(k, v, 1, 2**31 - 1)),
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
     "cluster.id": ("cluster_id", lambda k, v: v),

@@ -13,6 +13,7 @@ this module never touches files.
 from __future__ import annotations
 
 import logging
+import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -79,6 +80,7 @@ class ReplicaManager:
         logs: the storage engine's log manager (see :class:`LogManagerPort`).
         min_insync_replicas: ``min.insync.replicas``.
         message_max_bytes: ``message.max.bytes``.
+        timestamp_difference_max_ms: ``message.timestamp.difference.max.ms``.
         trace: where the replication core's events go.
     """
 
@@ -89,6 +91,7 @@ class ReplicaManager:
         *,
         min_insync_replicas: int,
         message_max_bytes: int,
+        timestamp_difference_max_ms: int = 2**63 - 1,
         trace: TraceSink | None = None,
     ) -> None:
         self.broker_id = broker_id
@@ -96,6 +99,7 @@ class ReplicaManager:
         self.fence = ControllerFence(broker_id)
         self.min_insync_replicas = min_insync_replicas
         self.message_max_bytes = message_max_bytes
+        self.timestamp_difference_max_ms = timestamp_difference_max_ms
         self.trace: TraceSink = trace if trace is not None else NullTraceSink()
         self.states: dict[TopicPartition, ReplicaState] = {}
         self._producers: dict[TopicPartition, PartitionProducerState] = {}
@@ -117,6 +121,8 @@ class ReplicaManager:
         self.isr_updates_in_flight: set[TopicPartition] = set()
         #: the broker is stopping: delayed fetches answer with what they have at once
         self.stopping = False
+        #: the wall clock (milliseconds since the epoch) timestamps are checked against
+        self.wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)
 
     # --- waiting ---------------------------------------------------------------------------
 
@@ -234,6 +240,16 @@ class ReplicaManager:
                 header = rb.parse_header(data, 0)
             except RecordBatchError:
                 header = None
+        if header is not None:
+            code = replication.timestamp_error(
+                header.base_timestamp,
+                header.max_timestamp,
+                log_append_time=header.is_log_append_time,
+                now_ms=self.wall_ms(),
+                difference_max_ms=self.timestamp_difference_max_ms,
+            )
+            if code != NONE:
+                return ProduceResult(code, error_message="timestamp out of range")
         async with self._lock(tp):
             producers = (
                 self.producer_state(tp)

@@ -326,6 +326,31 @@ def desired_isr(
     return tuple(members)
 
 
+INVALID_TIMESTAMP: Final = 32
+
+
+def timestamp_error(
+    base_timestamp_ms: int,
+    max_timestamp_ms: int,
+    *,
+    log_append_time: bool,
+    now_ms: int,
+    difference_max_ms: int,
+) -> int:
+    """INVALID_TIMESTAMP (32) when a CREATE_TIME batch's first or newest timestamp is further
+    than ``message.timestamp.difference.max.ms`` from the broker's clock, else NONE.
+
+    Kafka checks every record; the first and the newest timestamps bound the batch for records
+    written in time order, which is what clients produce.
+    """
+    if log_append_time:
+        return NONE
+    for timestamp in (base_timestamp_ms, max_timestamp_ms):
+        if abs(now_ms - timestamp) > difference_max_ms:
+            return INVALID_TIMESTAMP
+    return NONE
+
+
 def with_isr(state: ReplicaState, isr: tuple[int, ...], partition_epoch: int) -> ReplicaState:
     """``state`` with a new ISR and partition epoch (an ISR change the controller confirmed)."""
     assert partition_epoch >= state.partition_epoch

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import socket
 import struct
+import time
 from typing import Any
 
 import pytest
@@ -90,6 +91,16 @@ def test_produce_validation_codes(broker: RunningBroker) -> None:
         assert produce(client, "no-such-topic", good)[0] == 3
         assert produce(client, "../../etc", good)[0] == 17
         assert produce(client, "pv", good) == (0, 2)
+
+        def strict() -> None:
+            replicas = broker.broker.replicas
+            assert replicas is not None
+            replicas.timestamp_difference_max_ms = 60_000
+
+        broker.call_sync(strict)
+        assert produce(client, "pv", good)[0] == 32  # stamped 5 ms after 1970: INVALID_TIMESTAMP
+        now = build_batch([b"now"], timestamp_ms=int(time.time() * 1000))
+        assert produce(client, "pv", now) == (0, 4)
     finally:
         client.close()
     silent = Client(broker.bootstrap)

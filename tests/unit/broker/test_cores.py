@@ -234,3 +234,16 @@ def test_desired_isr_shrinks_laggards_and_expands_caught_up() -> None:
     shrunk = desired_isr(state, 10, follower_log_end_offsets={2: 8},
                          last_caught_up_ms={2: 100}, now_ms=1000, lag_time_max_ms=500)
     assert shrunk == (1,)
+
+
+def test_timestamp_error() -> None:
+    from impl.broker.replication import INVALID_TIMESTAMP, timestamp_error
+
+    assert timestamp_error(1000, 1500, log_append_time=False, now_ms=2000,
+                           difference_max_ms=1000) == NONE
+    assert timestamp_error(500, 1500, log_append_time=False, now_ms=2000,
+                           difference_max_ms=1000) == INVALID_TIMESTAMP
+    assert timestamp_error(1000, 9000, log_append_time=False, now_ms=2000,
+                           difference_max_ms=1000) == INVALID_TIMESTAMP
+    assert timestamp_error(0, 0, log_append_time=True, now_ms=2000,
+                           difference_max_ms=1) == NONE
