@@ -96,3 +96,17 @@ def test_broker_config_errors_are_one_line(tmp_path: Path) -> None:
 
     assert cli_main(["broker", "--config", str(tmp_path / "missing")]) == 1
     assert cli_main(["broker", "--config", str(config), "--override", "log.dirs=rel"]) == 1
+
+
+def test_admin_commands_fail_in_one_line_when_unreachable(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    from impl.cli import main as cli_main
+
+    assert cli_main(["log-dirs", "describe", "--bootstrap-server", "127.0.0.1:1"]) == 1
+    assert cli_main(["topics", "describe", "--bootstrap-server", "nonsense"]) == 1
+    err = capsys.readouterr().err
+    lines = [line for line in err.splitlines() if line.startswith("logproof: error:")]
+    assert len(lines) == 2
+    assert "cannot connect to 127.0.0.1:1" in lines[0]
+    assert "HOST:PORT" in lines[1]

@@ -6,6 +6,8 @@ import struct
 from typing import Any
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 from kio.index import load_request_schema, load_response_schema
 from kio.serial import entity_reader, entity_writer
 
@@ -136,3 +138,35 @@ def test_kafka_python_requests_decode() -> None:
     out = io.BytesIO()
     entity_writer(type(decoded.body))(out, decoded.body)
     assert out.getvalue() == bytes(raw[4 + (len(raw) - 4 - len(out.getvalue())) :])
+
+
+@given(
+    payloads=st.lists(st.binary(max_size=200), max_size=8),
+    large=st.integers(min_value=0, max_value=3),
+    cuts=st.lists(st.integers(min_value=1, max_value=70_000), min_size=1, max_size=20),
+)
+@settings(max_examples=25, deadline=None, derandomize=True)
+def test_any_chunking_gives_the_same_frames(
+    payloads: list[bytes], large: int, cuts: list[int]
+) -> None:
+    payloads = [*payloads, *(bytes([index]) * 66_000 for index in range(large))]
+    stream = b"".join(frame(payload) for payload in payloads)
+    decoder = FrameDecoder(1_000_000)
+    collected: list[bytes] = []
+    position = 0
+    index = 0
+    while position < len(stream):
+        size = cuts[index % len(cuts)]
+        index += 1
+        direct = decoder.direct_buffer()
+        if direct is not None and index % 2:
+            count = min(size, len(direct), len(stream) - position)
+            direct[:count] = stream[position : position + count]
+            decoder.direct_filled(count)
+        else:
+            count = size
+            decoder.feed(stream[position : position + count])
+        position += count
+        collected.extend(_frames(decoder))
+    assert collected == payloads
+    assert decoder.buffered_bytes == 0
