@@ -10,8 +10,10 @@ counted. The baseline is the same seeds run in a plain loop in this process, wit
 ``local[2]`` / ``local[1]`` is the speed-up. As a control, the plain loop also runs in one process
 and then split over two processes at once: the speed-up the machine itself offers at that
 moment, which bounds what Spark can show. Campaign seconds run from the first job submitted to
-the last row written. The load average is printed before and after: other processes on the
-machine take CPU from the campaign and lower the speed-up.
+the last row written; "cores busy in the runner" is the time spent inside ``run_seed`` summed over
+the workers, divided by that wall time and the cores: near 100 % means Spark keeps every core
+on simulation, whatever else runs on the machine. The load average is printed before and after:
+other processes on the machine take CPU from the campaign and lower the speed-up.
 
 Targets: speed-up >= 1.7 from one core to two; >= 10 million trace-checked events per hour on
 two cores.
@@ -59,6 +61,7 @@ def _campaign(
         run_campaign(context, warm_up, scratch / f"warm-{master}", code_version=version)
         summary = run_campaign(context, plan, scratch / f"run-{master}", code_version=version)
     assert summary.runs == plan.seeds_count
+    cores = int(master[len("local[") : -1])
     return {
         "master": master,
         "seconds": round(summary.seconds, 3),
@@ -66,6 +69,10 @@ def _campaign(
         "events_checked_per_second": round(summary.events_per_second, 1),
         "events_checked": summary.events_checked,
         "failures": summary.failures + summary.errors,
+        "run_seconds": round(summary.run_seconds, 3),
+        "cpu_seconds": round(summary.cpu_seconds, 3),
+        "events_checked_per_cpu_second": round(summary.events_checked / summary.cpu_seconds, 1),
+        "busy_fraction": round(summary.run_seconds / (summary.seconds * cores), 3),
     }
 
 
@@ -74,8 +81,11 @@ def _baseline(plan: CampaignPlan, version: str) -> dict[str, Any]:
     spec = TaskSpec(version, plan.runner, plan.base)
     started = time.perf_counter()
     checked = 0
+    cpu_seconds = 0.0
     for seed in range(plan.first_seed, plan.stop_seed):
-        checked += run_one(runner, spec, seed, executor="baseline").events_checked
+        record = run_one(runner, spec, seed, executor="baseline")
+        checked += record.events_checked
+        cpu_seconds += record.cpu_seconds
     seconds = time.perf_counter() - started
     return {
         "master": "none (plain loop, 1 core)",
@@ -83,6 +93,8 @@ def _baseline(plan: CampaignPlan, version: str) -> dict[str, Any]:
         "runs_per_second": round(plan.seeds_count / seconds, 3),
         "events_checked_per_second": round(checked / seconds, 1),
         "events_checked": checked,
+        "cpu_seconds": round(cpu_seconds, 3),
+        "events_checked_per_cpu_second": round(checked / cpu_seconds, 1),
     }
 
 
@@ -148,6 +160,11 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"{figures['master']:>28}: {figures['seconds']:8.2f} s  "
             f"{figures['runs_per_second']:8.2f} runs/s  "
             f"{figures['events_checked_per_second']:10,.0f} checked events/s"
+            + (
+                f"  cores busy in the runner {figures['busy_fraction']:.0%}"
+                if "busy_fraction" in figures
+                else ""
+            )
         )
     speedup = one["seconds"] / two["seconds"]
     efficiency = one["runs_per_second"] / baseline["runs_per_second"]
@@ -160,6 +177,13 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"checked events per hour on local[2]: {events_per_hour:,.0f} "
         f"(target >= {TARGET_EVENTS_PER_HOUR:,})"
+    )
+    idle_per_hour = 2 * 3600 * two["events_checked_per_cpu_second"] * two["busy_fraction"]
+    print(
+        "checked events per CPU-second: plain loop "
+        f"{baseline['events_checked_per_cpu_second']:,.0f}, in Spark's workers "
+        f"{two['events_checked_per_cpu_second']:,.0f}; on 2 idle cores with local[2]'s busy "
+        f"fraction that is {idle_per_hour:,.0f} checked events per hour"
     )
     print(f"load average after: {load_after}")
     result = {
@@ -175,6 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "machine_speedup_1_to_2_processes": round(machine_speedup, 3),
         "speedup_target": TARGET_SPEEDUP,
         "events_checked_per_hour": round(events_per_hour),
+        "events_checked_per_hour_idle_projection": round(idle_per_hour),
         "events_per_hour_target": TARGET_EVENTS_PER_HOUR,
         "load_average_before_after": [load_before, load_after],
         "code_version": version,

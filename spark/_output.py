@@ -56,6 +56,7 @@ def run_schema() -> Any:
         "events": pa.int64(),
         "events_checked": pa.int64(),
         "duration_seconds": pa.float64(),
+        "cpu_seconds": pa.float64(),
         "trace_digest": pa.string(),
         "replay_command": pa.string(),
         "error": pa.string(),
@@ -185,6 +186,7 @@ class CampaignTally:
     events_checked: int = 0
     steps: int = 0
     run_seconds: float = 0.0
+    cpu_seconds: float = 0.0
     failures_by_invariant: dict[str, int] = field(default_factory=dict)
     failing: list[RunRecord] = field(default_factory=list)
 
@@ -195,6 +197,7 @@ class CampaignTally:
         self.events_checked += record.events_checked
         self.steps += record.steps
         self.run_seconds += record.duration_seconds
+        self.cpu_seconds += record.cpu_seconds
         if record.verdict == "error":
             self.errors += 1
         elif record.verdict == "fail":
@@ -236,6 +239,8 @@ class CampaignSummary:
         steps: simulation steps, over all runs.
         seconds: wall-clock seconds from the first task submitted to the last row written.
         run_seconds: seconds spent inside the runner, summed over runs (all executors).
+        cpu_seconds: CPU seconds the runs used, summed (unlike ``run_seconds``, not inflated
+            when other processes take the CPU).
         failing: the failing seeds (the first :data:`FAILURES_LISTED_MAX` by seed).
         failing_listed_all: whether ``failing`` lists every failing seed.
     """
@@ -250,6 +255,7 @@ class CampaignSummary:
     steps: int
     seconds: float
     run_seconds: float
+    cpu_seconds: float
     failing: tuple[FailingSeed, ...]
     failing_listed_all: bool
 
@@ -272,6 +278,7 @@ class CampaignSummary:
         value["events_per_second"] = round(self.events_per_second, 3)
         value["seconds"] = round(self.seconds, 3)
         value["run_seconds"] = round(self.run_seconds, 3)
+        value["cpu_seconds"] = round(self.cpu_seconds, 3)
         return value
 
 
@@ -315,6 +322,7 @@ def summarize(
         steps=tally.steps,
         seconds=seconds,
         run_seconds=tally.run_seconds,
+        cpu_seconds=tally.cpu_seconds,
         failing=failing,
         failing_listed_all=len(failing) == tally.failures + tally.errors,
     )

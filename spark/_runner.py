@@ -55,6 +55,7 @@ RUN_COLUMNS = (
     "events",
     "events_checked",
     "duration_seconds",
+    "cpu_seconds",
     "trace_digest",
     "replay_command",
     "error",
@@ -75,6 +76,7 @@ RunRow = tuple[
     int,
     int,
     int,
+    float,
     float,
     str,
     str,
@@ -116,6 +118,7 @@ class RunRecord:
     events: int
     events_checked: int
     duration_seconds: float
+    cpu_seconds: float
     trace_digest: str
     replay_command: str
     error: str | None
@@ -264,11 +267,13 @@ def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> R
     """
     config_json = ""
     started = time.perf_counter()
+    started_cpu = time.process_time()
     try:
         config = config_for_seed(runner, seed, spec.base)
         config_json = config_to_json(config)
         result = runner.run_seed(seed, config)
         duration_seconds = time.perf_counter() - started
+        cpu_seconds = time.process_time() - started_cpu
         verdict = verdict_name(result.verdict)
         invariant = result.violated_invariant
         return RunRecord(
@@ -286,6 +291,7 @@ def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> R
             events=int(result.events),
             events_checked=int(getattr(result, "events_checked", result.events)),
             duration_seconds=duration_seconds,
+            cpu_seconds=cpu_seconds,
             trace_digest=str(result.trace_digest),
             replay_command=str(result.replay_command),
             error=None,
@@ -307,6 +313,7 @@ def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> R
             events=0,
             events_checked=0,
             duration_seconds=time.perf_counter() - started,
+            cpu_seconds=time.process_time() - started_cpu,
             trace_digest="",
             replay_command=fallback_replay_command(spec, seed),
             error=f"{type(error).__name__}: {error}".splitlines()[0][:500],
