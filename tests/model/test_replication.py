@@ -261,6 +261,24 @@ def test_rule4_keeps_a_follower_out_until_the_hw_reaches_the_epoch_start() -> No
 
 
 @pytest.mark.slow
+@pytest.mark.parametrize("variant", ["kip101_without_kip279", "truncate_to_hw_power_failure"])
+def test_log_matching_itself_is_violated_past_the_default_depth(variant: str) -> None:
+    depth = 7
+    result = _check(variant, depth)
+    invariant = _by_name(result)["LOG_MATCHING"]
+    assert invariant.status is Status.VIOLATED
+    trace = invariant.counterexample
+    assert trace is not None
+    assert trace.replayed
+    assert trace.length == depth
+    model = DEFINITION.model(variant)
+    assert not model.holds(_replay(model, trace), "LOG_MATCHING")
+    initial = [flatten_state(state) for state in model.initial_states()].index(
+        dict(trace.steps[0].state))
+    _shipped_keeps("LOG_MATCHING", [step.action or "" for step in trace.steps[1:]], initial)
+
+
+@pytest.mark.slow
 @pytest.mark.parametrize("variant", [variant.name for variant in DEFINITION.variants])
 def test_full_check_matches_the_golden_file(variant: str) -> None:
     result = check_variant(DEFINITION, variant)
