@@ -2,9 +2,8 @@
 
 :func:`report_renderables` yields, in order: the summary table (one row per model, variant and
 invariant with status, expectation, depth, time and solver statistics), one step-by-step table per
-counterexample
-(the actions and the variables each one changed, the broken invariant named at the last step),
-the witnesses, and what does not meet its expectations. The commands print them on a console.
+counterexample (the actions and the variables each one changed, the broken invariant named at the
+last step), the witnesses, and what does not meet its expectations; the commands print them.
 """
 
 from __future__ import annotations

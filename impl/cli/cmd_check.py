@@ -11,15 +11,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import time
 from pathlib import Path
 from typing import Any
 
 from rich.console import Console
 
-from model import ModelDefinition, Report, check_definitions
+from model import ModelDefinition, Report
 from model._html import report_html
 from model._render import report_renderables
+from model._runner import check_in_parallel, default_jobs
 from model.registry import discover
 
 from ._errors import CliError
@@ -43,6 +43,9 @@ def register(subparsers: Any) -> None:
                         help="write the report as JSON to FILE")
     parser.add_argument("--html", type=Path, dest="html_path", metavar="FILE",
                         help="write a self-contained HTML page with timelines to FILE")
+    parser.add_argument("--jobs", type=int, default=None, metavar="N",
+                        help="check N variants at once in worker processes (default: one per "
+                        "core; 1: in this process)")
     parser.add_argument("--no-traces", action="store_true",
                         help="print the summary without the counterexample tables")
     parser.set_defaults(handler=run)
@@ -106,12 +109,14 @@ def run(arguments: argparse.Namespace) -> int:
     """Check, print, write the files; 0 when every variant meets its expectations."""
     if arguments.depth is not None and arguments.depth < 1:
         raise CliError(f"--depth must be at least 1, not {arguments.depth}")
+    if arguments.jobs is not None and arguments.jobs < 1:
+        raise CliError(f"--jobs must be at least 1, not {arguments.jobs}")
     writable(arguments.json_path, "--json")
     writable(arguments.html_path, "--html")
     definitions = select(discover(), arguments.model, arguments.variant)
-    report = check_definitions(
-        definitions, variant=arguments.variant, depth=arguments.depth, clock=time.perf_counter,
-        meta={"command": "logproof check"},
+    report = check_in_parallel(
+        definitions, variant=arguments.variant, depth=arguments.depth,
+        jobs=arguments.jobs or default_jobs(), meta={"command": "logproof check"},
     )
     print_report(report, traces=not arguments.no_traces)
     if arguments.json_path is not None:

@@ -40,7 +40,7 @@ def test_check_writes_json_and_html_and_report_show_renders_them(
 ) -> None:
     report_path = tmp_path / "report.json"
     html_path = tmp_path / "report.html"
-    status = main(["check", "--json", str(report_path), "--html", str(html_path)])
+    status = main(["check", "--jobs", "1", "--json", str(report_path), "--html", str(html_path)])
     out = capsys.readouterr().out
     assert status == 0
     assert "MUTEX" in out
@@ -69,7 +69,7 @@ def test_check_writes_json_and_html_and_report_show_renders_them(
 @pytest.mark.usefixtures("lockserv_only")
 def test_check_one_variant_at_a_depth(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["check", "--model", "lockserv", "--variant", "shipped", "--depth", "6",
-                 "--no-traces"]) == 0
+                 "--no-traces", "--jobs", "1"]) == 0
     out = capsys.readouterr().out
     assert "no_free_check" not in out
     assert "1 variants" in out
@@ -84,7 +84,7 @@ def test_exit_status_is_non_zero_when_expectations_fail(
          Variant("leak_frame", "not refuted", {"leak_frame": False})),
         depth=4)
     monkeypatch.setattr(cmd_check, "discover", lambda: [wrong])
-    assert main(["check"]) == 1
+    assert main(["check", "--jobs", "1"]) == 1
     out = capsys.readouterr().out
     assert "MUTEX is proved, expected violated" in out
     assert "known-bad variant is not refuted" in out
@@ -98,6 +98,7 @@ def test_exit_status_is_non_zero_when_expectations_fail(
         (["check", "--model", "nope"], "unknown model 'nope' (known: lockserv)"),
         (["check", "--variant", "nope"], "unknown variant 'nope'"),
         (["check", "--depth", "0"], "--depth must be at least 1"),
+        (["check", "--jobs", "0"], "--jobs must be at least 1"),
         (["check", "--json", "/nonexistent-dir/x.json"], "no such directory"),
         (["check", "--html", "."], "is a directory"),
     ],
@@ -107,6 +108,25 @@ def test_bad_arguments_are_one_line_errors(
 ) -> None:
     assert main(arguments) == 1
     assert message in _one_error_line(capsys)
+
+
+def test_check_in_worker_processes_matches_the_sequential_run(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    sequential = tmp_path / "sequential.json"
+    parallel = tmp_path / "parallel.json"
+    arguments = ["check", "--model", "log_dir_failure", "--no-traces"]
+    assert main([*arguments, "--jobs", "1", "--json", str(sequential)]) == 0
+    assert main([*arguments, "--jobs", "2", "--json", str(parallel)]) == 0
+    capsys.readouterr()
+
+    def statuses(path: Path) -> list[tuple[str, str, str]]:
+        data = json.loads(path.read_text())
+        return [(r["variant"], i["name"], i["status"])
+                for r in data["results"] for i in r["invariants"]]
+
+    assert statuses(sequential) == statuses(parallel)
+    assert json.loads(parallel.read_text())["meta"]["jobs"] == "2"
 
 
 def test_report_show_rejects_malformed_files(
