@@ -307,6 +307,8 @@ class ReplicaManager:
                 current = self.states.get(tp)
                 if current is None or current.role is not ReplicaRole.LEADER:
                     return ProduceResult(NOT_LEADER_OR_FOLLOWER)
+                if len(current.isr) < self.min_insync_replicas:
+                    return ProduceResult(NOT_ENOUGH_REPLICAS_AFTER_APPEND)
                 if trio.current_time() >= deadline:
                     return ProduceResult(REQUEST_TIMED_OUT)
                 await self.wait_changed(deadline)

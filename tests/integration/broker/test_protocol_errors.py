@@ -7,6 +7,7 @@ from __future__ import annotations
 import socket
 import struct
 import time
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -210,3 +211,15 @@ def test_controller_request_fences(broker: RunningBroker) -> None:
         return logs.get(TopicPartition("fe", 0)) is not None
 
     assert not broker.call_sync(hosted)
+
+
+def test_min_insync_replicas(zk_chroot: str, tmp_path: Path) -> None:
+    strict = RunningBroker(zk_chroot, tmp_path, overrides=["min.insync.replicas=2"]).start()
+    try:
+        assert strict.become_leader("mi")[0].error_code == 0
+        client = Client(strict.bootstrap)
+        assert produce(client, "mi", build_batch([b"x"]), acks=-1)[0] == 19
+        assert produce(client, "mi", build_batch([b"x"]), acks=1) == (0, 0)
+        client.close()
+    finally:
+        strict.stop()
