@@ -25,7 +25,6 @@ from .config import BrokerConfig
 from .fetch_response import FetchPartitionReply, encode_fetch_response
 from .metadata_cache import BrokerEndpoint, MetadataCache
 from .replica_manager import ReplicaManager
-from .replication import ReplicaRole
 from .server import CloseConnectionError, ConnectionInfo, PiecesResponse, Response
 from .topic_names import topic_name_error
 
@@ -740,4 +739,4 @@ def metadata_brokers(live_brokers: Sequence[Any]) -> list[BrokerEndpoint]:
     return [BrokerEndpoint(b.broker_id, b.host, b.port, b.rack) for b in live_brokers]
 
 
-__all__ = ["HandlerContext", "LogDirs", "ReplicaRole", "RequestHandlers", "TopicAdmin"]
+__all__ = ["HandlerContext", "LogDirs", "RequestHandlers", "TopicAdmin", "metadata_brokers"]

@@ -13,7 +13,7 @@ from __future__ import annotations
 import itertools
 import logging
 from collections.abc import Callable
-from typing import Any, Final
+from typing import Final
 
 import trio
 
@@ -136,7 +136,3 @@ class InterBrokerClient:
             await connection.close()
         self._connections.clear()
 
-
-def describe(request: Any) -> str:
-    """A short description of a controller request for logs."""
-    return type(request).__name__
