@@ -358,6 +358,9 @@ class Server:
             await connection.run()
         except (trio.BrokenResourceError, trio.ClosedResourceError):
             pass
+        except Exception:  # our bug: logged and counted; the other connections keep going
+            self.internal_errors += 1
+            log.exception("connection from %s failed", info.peer)
         finally:
             self._connections.discard(connection)
             if not self._connections:
