@@ -355,9 +355,10 @@ class Server:
         self._connections.add(connection)
         self._idle = trio.Event() if self._idle.is_set() else self._idle
         try:
-            await connection.run()
-        except (trio.BrokenResourceError, trio.ClosedResourceError):
-            pass
+            try:
+                await connection.run()
+            except* (trio.BrokenResourceError, trio.ClosedResourceError):
+                pass  # the peer went away
         except Exception:  # our bug: logged and counted; the other connections keep going
             self.internal_errors += 1
             log.exception("connection from %s failed", info.peer)
