@@ -23,6 +23,7 @@ from impl.controller import ControllerService
 from impl.controller import admin as zk_admin
 from impl.controller._kazoo import KazooCoordinator
 from impl.controller.coordinator import (
+    CoordinatorClosedError,
     CoordinatorError,
     NoNodeError,
     SessionState,
@@ -373,7 +374,10 @@ class Broker:
         expired = False
         config_path = dynamic_config.config_path(self.config.broker_id)
         while True:
-            event = await coordinator.next_event()
+            try:
+                event = await coordinator.next_event()
+            except CoordinatorClosedError:
+                return
             if isinstance(event, WatchEvent):
                 if event.path == config_path:
                     await self._load_dynamic_config()
