@@ -310,8 +310,8 @@ def run_report(arguments: argparse.Namespace) -> int:
             "run_seconds": round(report.run_seconds, 6),
             "code_versions": list(report.code_versions),
             "complete": report.complete,
-            "slowest": [vars_of(slow) for slow in report.slowest],
-            "failures": [vars_of(failure) for failure in report.failures],
+            "slowest": [_fields_of(slow) for slow in report.slowest],
+            "failures": [_fields_of(failure) for failure in report.failures],
         }
         print(json.dumps(value, indent=2, sort_keys=True))
     else:
@@ -320,7 +320,7 @@ def run_report(arguments: argparse.Namespace) -> int:
     return 0
 
 
-def vars_of(record: Any) -> dict[str, Any]:
+def _fields_of(record: Any) -> dict[str, Any]:
     """The fields of a slotted dataclass instance as a dict."""
     return {name: getattr(record, name) for name in record.__slots__}
 
