@@ -11,7 +11,8 @@ from there; the invariants are checked after them, and the control state the mod
 implementation reports.
 
 * **Dirs by role.** The served dir is model dir 0, the move's destination dir 1, any third dir
-  (a redirect's new destination, a ``tp.delete`` still queued) dir 2.
+  (a redirect's new destination, a ``tp.delete`` still queued) dir 2; with more than three log
+  dirs a queued ``tp.delete`` that finds no free model dir is left out of the abstraction.
 * **Lengths by relation.** A copy's length is abstracted to 0 (empty), 1 (behind the source) or
   2 (as long as the source, or the source itself when non-empty). A chunk that copies many
   records is as many ``chunk_copied`` steps as the abstract length grows; appends to the source
@@ -166,8 +167,9 @@ class MoveAbstraction:
         if destination is not None and destination not in roles:
             roles[destination] = 1
         for candidate in (_text(event.fields.get("dest_dir")), previous.delete_dir):
-            if candidate is not None and candidate not in roles:
-                roles[candidate] = 1 if 1 not in roles.values() else 2
+            free = [index for index in (1, 2) if index not in roles.values()]
+            if candidate is not None and candidate not in roles and free:
+                roles[candidate] = free[0]
         return roles
 
     def pre_state(self, state: Any, event: TraceEvent) -> Any:
@@ -279,7 +281,7 @@ class MoveAbstraction:
             destination = _text(event.fields.get("dest_dir"))
             actions.append(ModelAction("redirected", {"d": roles.get(destination or "", 2)}))
         elif name == "DELETE_COMPLETED":
-            if previous.delete_dir is not None:
+            if previous.delete_dir is not None and previous.delete_dir in roles:
                 actions.append(
                     ModelAction("delete_completed", {"d": roles[previous.delete_dir]})
                 )

@@ -105,6 +105,14 @@ def test_config_and_result_are_picklable_and_swarm_is_seeded() -> None:
     assert result.verdict in ("pass", "fail")
 
 
+def test_four_dirs_fit_the_three_dir_model() -> None:
+    """Found by a campaign: with four log dirs a redirect and a queued tp.delete both wanted the
+    model's third dir."""
+    config = SimConfig(log_dirs=4, partitions=5, steps=300, fault_probability=0.08)
+    result = run_seed(1086, config)
+    assert not result.failed, result.message
+
+
 def test_several_brokers_run_independently() -> None:
     result = run_seed(2, SimConfig(brokers=2, steps=120))
     assert not result.failed, result.message
