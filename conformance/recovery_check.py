@@ -7,7 +7,9 @@ it evaluates the model's classification on that input (concretely) and compares 
 whether the partition is served and from where, whether a move resumes and into which dir,
 which ``tp.move`` is promoted, and which ``tp.delete`` dirs are queued for deletion.
 
-The model keeps one entry per dir; a dir holding two of the partition's dirs (``tp.move`` next to
+The model has three dirs: a broker with fewer is padded with empty good dirs (the
+classification treats them as absent), one with more is not checked. The model keeps one entry
+per dir; a dir holding two of the partition's dirs (``tp.move`` next to
 a queued ``tp.delete``) is outside it and that partition's decision is counted as unchecked.
 
 This module is a sans-IO core.
@@ -54,16 +56,21 @@ def model_decision(view: StartupView, log_dirs: Sequence[str]) -> dict[str, Any]
         from model import move_recovery as recovery  # noqa: PLC0415
     except ImportError:
         return None
-    if len(log_dirs) != len(recovery_dirs()):
+    model_dirs = recovery_dirs()
+    if len(log_dirs) > len(model_dirs):
         return None
+    # Fewer dirs than the model's: the missing ones are good and hold nothing of the partition,
+    # which the classification treats exactly as absent dirs.
+    padded = [*log_dirs, *([""] * (len(model_dirs) - len(log_dirs)))]
     entry: dict[int, Any] = {}
-    for index, log_dir in enumerate(log_dirs):
+    for index, log_dir in enumerate(padded):
         kinds = view.kinds.get(log_dir, frozenset())
         if len(kinds) > 1:
             return None
         entry[index] = recovery.DirKind[next(iter(kinds))] if kinds else recovery.DirKind.ABSENT
-    online = {index: log_dir not in view.bad_dirs for index, log_dir in enumerate(log_dirs)}
-    dirs = tuple(range(len(log_dirs)))
+    online = {index: log_dir not in view.bad_dirs for index, log_dir in enumerate(padded)}
+    dirs = tuple(range(len(padded)))
+    log_dirs = padded
     startup: Any = _Startup(entry, online)  # duck-types the State the model reads
     decision = recovery.classify(ConcreteOps(), startup, dirs, recovery.PROJECT_RULES)
     served = bool(decision.online)

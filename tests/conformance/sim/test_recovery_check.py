@@ -76,3 +76,10 @@ def test_simulated_restarts_check_their_decisions() -> None:
         restarts += outcome.restarts
     assert restarts > 0
     assert checked >= restarts
+
+
+def test_two_dir_brokers_are_padded_and_five_dir_brokers_unchecked() -> None:
+    two = model_decision(_view(b="MOVE"), ("/a", "/b"))
+    assert two is not None
+    assert (two["rule"], two["live_dir"], two["promote_dir"]) == ("PROMOTE_MOVE", "/b", "/b")
+    assert model_decision(_view(a="LIVE"), ("/a", "/b", "/c", "/d", "/e")) is None
