@@ -85,6 +85,9 @@ INITIAL_ISR = (0, 1)
 STARTS = ("empty", "committed")
 
 NONE = -1
+#: LOG_MATCHING and the lemmas it is proved with, each supporting the others.
+LOG_LEMMAS = ("LEADER_UNIQUE", "EPOCH_BOUND", "LOG_SHAPE", "LEADER_OWNS_EPOCH", "FOLLOWER_PREFIX",
+              "LOG_MATCHING")
 
 
 def _ordered_pairs() -> list[tuple[int, int]]:
@@ -420,7 +423,7 @@ def build(variant: Variant) -> Model:
         return o.ForAll(REPLICAS, lambda r: o.Implies(
             s.zk_isr[r], has_prefix(o, s, r, s.committed_len)))
 
-    @m.invariant("LOG_MATCHING", supports=["FOLLOWER_PREFIX"])
+    @m.invariant("LOG_MATCHING", supports=LOG_LEMMAS)
     def log_matching(o: Ops, s: State) -> Term:
         """Logs that hold the same epoch at an offset hold the same epochs below it."""
         parts: list[Term] = []
@@ -433,7 +436,39 @@ def build(variant: Variant) -> Model:
                 parts.append(o.Implies(agree, below))
         return o.And(*parts)
 
-    @m.lemma("FOLLOWER_PREFIX")
+    @m.lemma("LEADER_OWNS_EPOCH", supports=LOG_LEMMAS)
+    def leader_owns_epoch(o: Ops, s: State) -> Term:
+        """A record of the epoch a replica leads in is in that leader's log, at its offset: only
+        the leader of an epoch writes records of it."""
+        parts: list[Term] = []
+        for leader in REPLICAS:
+            for r in REPLICAS:
+                if r == leader:
+                    continue
+                for i in OFFSETS:
+                    parts.append(o.Implies(
+                        o.And(is_leader(o, s, leader), i < s.leo[r],
+                              s.log[(r, i)] == s.epoch[leader]),
+                        o.And(i < s.leo[leader], s.log[(leader, i)] == s.epoch[leader])))
+        return o.And(*parts)
+
+    @m.lemma("LOG_SHAPE", supports=LOG_LEMMAS)
+    def log_shape(o: Ops, s: State) -> Term:
+        """Below the LEO a log holds epochs ZooKeeper has written, in non-decreasing order, none
+        above the replica's own epoch; at and past the LEO it holds 0; the HW is within the
+        log."""
+        parts: list[Term] = []
+        for r in REPLICAS:
+            parts.append(s.hw[r] <= s.leo[r])
+            for i in OFFSETS:
+                parts.append(o.If(i < s.leo[r],
+                                  o.And(s.log[(r, i)] >= 1, s.log[(r, i)] <= s.epoch[r]),
+                                  s.log[(r, i)] == 0))
+                if i > 0:
+                    parts.append(o.Implies(i < s.leo[r], s.log[(r, i - 1)] <= s.log[(r, i)]))
+        return o.And(*parts)
+
+    @m.lemma("FOLLOWER_PREFIX", supports=LOG_LEMMAS)
     def follower_prefix(o: Ops, s: State) -> Term:
         """A follower whose leader leads in the follower's epoch holds a prefix of that
         leader's log: truncation left no record the leader lacks (KIP-101/279), so its next
@@ -488,7 +523,8 @@ MODELS = (
                 {},
                 shipped=True,
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": H,
-                          "LOG_MATCHING": H, "FOLLOWER_PREFIX": H, "NO_COMMITTED_LOSS": H},
+                          "LOG_MATCHING": P, "LEADER_OWNS_EPOCH": P, "LOG_SHAPE": P,
+                          "FOLLOWER_PREFIX": P, "NO_COMMITTED_LOSS": H},
             ),
             Variant(
                 "power_failure",
@@ -497,14 +533,16 @@ MODELS = (
                 "(KIP-101 scenario 2's m2, KIP-966 Last Replica Standing); the logs still match",
                 {"power_failure": True},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": V,
-                          "LOG_MATCHING": H, "FOLLOWER_PREFIX": H, "NO_COMMITTED_LOSS": V},
+                          "LOG_MATCHING": P, "LEADER_OWNS_EPOCH": P, "LOG_SHAPE": P,
+                          "FOLLOWER_PREFIX": P, "NO_COMMITTED_LOSS": V},
             ),
             Variant(
                 "truncate_to_hw",
                 "design V3 becomeFollower: truncate to the local HW — KIP-101 scenario 1",
                 {"policy": HW},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": V,
-                          "LOG_MATCHING": H, "FOLLOWER_PREFIX": V, "NO_COMMITTED_LOSS": V},
+                          "LOG_MATCHING": H, "LEADER_OWNS_EPOCH": H, "LOG_SHAPE": H,
+                          "FOLLOWER_PREFIX": V, "NO_COMMITTED_LOSS": V},
             ),
             Variant(
                 "truncate_to_hw_power_failure",
@@ -512,7 +550,8 @@ MODELS = (
                 "scenario 2 (the logs diverge)",
                 {"policy": HW, "power_failure": True},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": V,
-                          "LOG_MATCHING": H, "FOLLOWER_PREFIX": V, "NO_COMMITTED_LOSS": V},
+                          "LOG_MATCHING": H, "LEADER_OWNS_EPOCH": H, "LOG_SHAPE": H,
+                          "FOLLOWER_PREFIX": V, "NO_COMMITTED_LOSS": V},
             ),
             Variant(
                 "unclean_election",
@@ -520,7 +559,8 @@ MODELS = (
                 "out-of-sync replica is elected and committed records are lost",
                 {"unclean": True},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": V,
-                          "LOG_MATCHING": H, "FOLLOWER_PREFIX": H, "NO_COMMITTED_LOSS": V},
+                          "LOG_MATCHING": P, "LEADER_OWNS_EPOCH": P, "LOG_SHAPE": P,
+                          "FOLLOWER_PREFIX": P, "NO_COMMITTED_LOSS": V},
             ),
             Variant(
                 "kip101_without_kip279",
@@ -528,7 +568,8 @@ MODELS = (
                 "change: the leader never had the follower's epoch and the logs diverge",
                 {"kip279": False},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": H,
-                          "LOG_MATCHING": H, "FOLLOWER_PREFIX": V, "NO_COMMITTED_LOSS": H},
+                          "LOG_MATCHING": H, "LEADER_OWNS_EPOCH": H, "LOG_SHAPE": H,
+                          "FOLLOWER_PREFIX": V, "NO_COMMITTED_LOSS": H},
             ),
             Variant(
                 "kip320_without_rule4",
@@ -536,7 +577,8 @@ MODELS = (
                 "rule 4: a follower that lacks records the old leader committed joins the ISR",
                 {"rule4": False},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": V,
-                          "LOG_MATCHING": H, "FOLLOWER_PREFIX": H, "NO_COMMITTED_LOSS": V},
+                          "LOG_MATCHING": P, "LEADER_OWNS_EPOCH": P, "LOG_SHAPE": P,
+                          "FOLLOWER_PREFIX": P, "NO_COMMITTED_LOSS": V},
             ),
         ),
         depth=DEPTH,

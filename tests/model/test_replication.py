@@ -120,6 +120,7 @@ def test_every_known_bad_variant_is_refuted_and_the_shipped_one_is_not() -> None
     shipped = GOLDEN["variants"]["shipped"]["invariants"]
     assert all(entry["status"] in ("proved", "holds") for entry in shipped.values())
     assert shipped["LEADER_UNIQUE"]["status"] == "proved"
+    assert shipped["LOG_MATCHING"]["status"] == "proved"
 
 
 def test_actions_are_replication_events() -> None:
