@@ -1,10 +1,11 @@
 """Invariant: no byte sequence a client sends crashes the broker or changes stored data.
 
 Each malformed input (random bytes, truncated frames, lying length prefixes, unknown API keys,
-oversized frames, valid requests with bytes flipped) gets response frames and/or a closed
-connection — never a hang after the client half-closes, never a handler crash
-(``Server.internal_errors`` stays 0) — and the partition's log is byte-identical afterwards.
-Delivering a case all at once and in small pieces gives the same bytes back.
+oversized frames, valid requests with bytes flipped — AlterReplicaLogDirs naming a path with
+``..`` among them) gets response frames and/or a closed connection: never a hang after the
+client half-closes, never a handler crash (``Server.internal_errors`` stays 0). Afterwards the
+partition's log is byte-identical and nothing was created beside the log dirs. Delivering a
+case all at once and in small pieces gives the same bytes back.
 
 Seeded: ``FUZZ_SEED`` and the case index decide every input.
 """
@@ -16,6 +17,7 @@ import random
 import socket
 import struct
 from collections.abc import Callable
+from pathlib import Path
 
 import pytest
 
@@ -41,9 +43,13 @@ def _request(api_key: int, version: int, data: dict[str, object]) -> bytes:
     return encode_request(api_key, version, 7, "fuzz", build(request_class, data))
 
 
-def _valid_requests() -> list[bytes]:
+def _valid_requests(log_dir: str) -> list[bytes]:
     batch = build_batch([b"fuzz-value"], timestamp_ms=1)
+    escape = f"{log_dir}/../../{Path(log_dir).name}"
     return [
+        _request(34, 1, {"dirs": [{"path": escape, "topics": [{"name": "fz",
+                                                               "partitions": [0]}]}]}),
+        _request(35, 2, {"topics": [{"topic": "fz", "partitions": [0, 1]}]}),
         _request(18, 3, {"client_software_name": "f", "client_software_version": "1"}),
         _request(18, 0, {}),
         _request(3, 8, {"topics": [{"name": "fz"}], "allow_auto_topic_creation": False,
@@ -144,7 +150,9 @@ def _run(broker: RunningBroker, cases: int) -> None:
     tp = TopicPartition("fz", 0)
     before = _log_bytes(broker, tp)
     assert before[0] == 20
-    valid = _valid_requests()
+    valid = _valid_requests(broker.log_dirs[0])
+    root = Path(broker.log_dirs[0]).parent
+    entries_before = sorted(p.name for p in root.iterdir())
     limit = broker.config.socket_request_max_bytes
     for index in range(cases):
         rng = random.Random(FUZZ_SEED * 1_000_003 + index)
@@ -160,6 +168,7 @@ def _run(broker: RunningBroker, cases: int) -> None:
         assert broker.broker.server is not None
         assert broker.broker.server.internal_errors == 0, f"case {index} crashed a handler"
     assert _log_bytes(broker, tp) == before
+    assert sorted(p.name for p in root.iterdir()) == entries_before  # nothing created outside
     answer = _exchange(broker.bootstrap, valid[1], lambda data: [data])
     assert len(answer) > 8
     assert struct.unpack_from(">i", answer, 4)[0] == 7
