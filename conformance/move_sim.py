@@ -85,6 +85,7 @@ FAULT_KINDS = (
     "torn_tail",
     "dir_failure",
     "unreadable_at_startup",
+    "dir_repaired",
 )
 
 #: The move effects a ``crash_in_swap`` fault may strike just before (its ``target`` indexes it).
@@ -149,8 +150,9 @@ class Fault:
         step: the step it strikes at (before that step's operation).
         kind: one of :data:`FAULT_KINDS`.
         broker: the broker it strikes.
-        target: the dir index (dir faults), the disk mutation count (``crash_mid_operation``),
-            or the index in :data:`SWAP_EFFECTS` (``crash_in_swap``).
+        target: the dir index (``dir_failure``, ``unreadable_at_startup``), the disk mutation
+            count (``crash_mid_operation``), or the index in :data:`SWAP_EFFECTS`
+            (``crash_in_swap``); unused by the other kinds.
     """
 
     step: int
@@ -230,7 +232,12 @@ def plan_faults(seed: int, config: SimConfig) -> tuple[Fault, ...]:
                 continue
             dirs.add(target)
             faults.append(Fault(step, kind, broker, target))
-    return tuple(faults)
+    # Repairs come from their own stream, so that they leave the other faults unchanged.
+    repairs = SimRng(seed).stream("repairs")
+    for step in range(1, config.steps):
+        if repairs.chance(config.fault_probability / 4):
+            faults.append(Fault(step, "dir_repaired", repairs.randrange(config.brokers)))
+    return tuple(sorted(faults))
 
 
 @dataclass(frozen=True, slots=True)
@@ -810,6 +817,11 @@ class BrokerWorld:
             self.crash_and_restart()
         elif fault.kind == "dir_failure":
             self.disk.fail_dir(self.log_dirs[fault.target % len(self.log_dirs)])
+        elif fault.kind == "dir_repaired":
+            # The operator reseats the disk and restarts the broker: its data must come back.
+            for log_dir in self.disk.failed_dirs():
+                self.disk.repair_dir(log_dir)
+            self.crash_and_restart()
         else:
             self._unreadable_next_start.add(fault.target % len(self.log_dirs))
             self.crash_and_restart()

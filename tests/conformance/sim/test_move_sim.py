@@ -48,7 +48,8 @@ def test_runs_exercise_moves_crashes_and_faults() -> None:
     assert sum(result.moves_done for result in results) > 20
     assert sum(result.restarts for result in results) > 5
     kinds = {fault.kind for seed in range(12) for fault in plan_faults(seed, SHORT)}
-    assert kinds >= {"crash", "crash_mid_operation", "crash_in_swap", "torn_tail", "dir_failure"}
+    assert kinds >= {"crash", "crash_mid_operation", "crash_in_swap", "torn_tail", "dir_failure",
+                     "dir_repaired"}
 
 
 @pytest.mark.parametrize("variant", sorted(CAUGHT_WITHIN))
