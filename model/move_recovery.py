@@ -98,7 +98,9 @@ def _rule(o: Ops, cases: list[tuple[Term, RecoveryRule]], otherwise: RecoveryRul
     return result
 
 
-def classify(o: Ops, s: State, dirs: tuple[Any, ...], rules: str) -> Classification:
+def classify(
+    o: Ops, s: State, dirs: tuple[Any, ...], rules: str, detect_missing_mount: bool | None = None
+) -> Classification:
     """Classify the partition's dirs at startup.
 
     Args:
@@ -108,6 +110,9 @@ def classify(o: Ops, s: State, dirs: tuple[Any, ...], rules: str) -> Classificat
             reads as empty).
         dirs: the log dirs.
         rules: :data:`PROJECT_RULES` or :data:`KIP113_RULES`.
+        detect_missing_mount: whether a dir whose mount is missing is known to be bad (by its
+            absent ``meta.properties``) rather than read as an empty good dir; by default, as
+            the rule set does (the project's: yes; KIP-113's: no).
 
     Returns:
         The decision, as terms.
@@ -118,7 +123,8 @@ def classify(o: Ops, s: State, dirs: tuple[Any, ...], rules: str) -> Classificat
     if rules not in (PROJECT_RULES, KIP113_RULES):
         raise ValueError(f"unknown recovery rules {rules!r}")
     project = rules == PROJECT_RULES
-    if project:
+    detect = project if detect_missing_mount is None else detect_missing_mount
+    if detect:
         good = {d: o.And(s.dir_online[d], o.Not(s.mount_missing[d])) for d in dirs}
     else:
         good = {d: s.dir_online[d] for d in dirs}
@@ -213,6 +219,22 @@ MODELS = (
                     "MOVE_RECOVERY_TOTAL": Status.PROVED,
                     "DIR_FAILURE_ISOLATION": Status.PROVED,
                 },
+            ),
+            Variant(
+                "mount_missing_undetected",
+                "the project's rules, but a dir whose disk is not mounted reads as an empty good "
+                "dir (a fresh meta.properties is written into it, as Apache Kafka does)",
+                {"startup_faults": True, "detect_missing_mount": False},
+                expected={"MOVE_NO_LOSS": Status.VIOLATED},
+                depth=6,
+            ),
+            Variant(
+                "unguarded_async_delete",
+                "the project's rules, but a queued tp.delete is removed even when the live copy "
+                "it was kept for is no longer readable",
+                {"startup_faults": True, "guard_async_delete": False},
+                expected={"MOVE_RECOVERY_TOTAL": Status.VIOLATED},
+                depth=6,
             ),
             Variant(
                 "kip113_as_written",

@@ -104,6 +104,10 @@ def build(variant: Variant) -> Model:
     durable_abandon = bool(flags.get("durable_abandon", True))
     startup_faults = bool(flags.get("startup_faults", False))
     project = rules == PROJECT_RULES
+    detect_mount = bool(flags.get("detect_missing_mount", project))
+    guard_delete = bool(flags.get("guard_async_delete", project))
+    all_dirs_for_move = bool(flags.get("move_needs_all_dirs", project))
+    records_max = int(flags.get("records_max", RECORDS_MAX))
 
     m = Model("replica_move", __doc__ or "")
     m.var("running", Bool(), doc="the broker process is up")
@@ -117,13 +121,13 @@ def build(variant: Variant) -> Model:
     m.var("partition_online", Bool(), doc="the broker serves the partition")
     m.var("entry", Enum(DirKind), over=[DIRS], doc="the partition's dir name on each log dir")
     m.var("entry_durable", Enum(DirKind), over=[DIRS], doc="the name a crash would leave")
-    m.var("log_end", Int(0, RECORDS_MAX), over=[DIRS], doc="records in the copy (page cache)")
-    m.var("log_durable_end", Int(0, RECORDS_MAX), over=[DIRS], doc="records fsynced")
+    m.var("log_end", Int(0, records_max), over=[DIRS], doc="records in the copy (page cache)")
+    m.var("log_durable_end", Int(0, records_max), over=[DIRS], doc="records fsynced")
     m.var("dir_online", Bool(), over=[DIRS], doc="LogDirState.ONLINE (false: OFFLINE)")
     m.var("mount_missing", Bool(), over=[DIRS], doc="the dir's mount is absent at this start")
     m.var("delete_pending", Bool(), over=[DIRS], doc="tp.delete queued for deletion (memory)")
     m.var("recovery_rule", Enum(RecoveryRule), doc="the main rule of the last startup")
-    m.var("acked_end", Int(0, RECORDS_MAX), doc="ghost: records acknowledged")
+    m.var("acked_end", Int(0, records_max), doc="ghost: records acknowledged")
     m.var("isolation_broken", Bool(), doc="ghost: a dir failure took the partition offline "
           "although that dir held no copy of it")
     m.var("copy_destroyed", Bool(), doc="ghost: the last complete readable copy was deleted")
@@ -135,7 +139,7 @@ def build(variant: Variant) -> Model:
         """The destination is readable and, under the project's rules, so is every dir: an
         offline dir may hold a ``tp.move`` nobody can abandon, so no move (nor redirect)
         starts until every dir is back."""
-        if project:
+        if all_dirs_for_move:
             return o.And(*[readable(o, s, e) for e in DIRS])
         return readable(o, s, d)
 
@@ -172,7 +176,7 @@ def build(variant: Variant) -> Model:
         """A producer or fetcher appends one record to the served log (under the lock)."""
         src = s.source_dir
         guard = o.And(s.running, s.partition_online, o.Not(s.lock_held), readable(o, s, src),
-                      s.log_end[src] < RECORDS_MAX)
+                      s.log_end[src] < records_max)
         grown = s.log_end[src] + 1
         return Transition(guard, {
             "log_end": o.store(s.log_end, src, grown),
@@ -288,7 +292,7 @@ def build(variant: Variant) -> Model:
         safe = o.And(s.partition_online, src != d, readable(o, s, src),
                      o.Eq(s.entry[src], DirKind.LIVE), s.log_end[src] >= s.log_end[d])
         guard = o.And(s.running, s.delete_pending[d], o.Eq(s.entry[d], DirKind.DELETE),
-                      readable(o, s, d), safe if project else True)
+                      readable(o, s, d), safe if guard_delete else True)
         other_copy = o.Or(*[o.And(readable(o, s, e), o.In(s.entry[e], (DirKind.LIVE,
                                                                        DirKind.MOVE)),
                                   s.log_end[e] >= s.acked_end)
@@ -394,7 +398,7 @@ def build(variant: Variant) -> Model:
                         "recovery_rule"])
     def recovered(o: Ops, s: State) -> Transition:
         """The broker starts and classifies the partition's dirs (KIP-113 §3)."""
-        decision = classify(o, s, DIRS, rules)
+        decision = classify(o, s, DIRS, rules, detect_mount)
         entry = {d: o.If(decision.promote[d], DirKind.LIVE,
                          o.If(decision.abandon[d], DirKind.DELETE, s.entry[d])) for d in DIRS}
         return Transition(o.Not(s.running), {
@@ -578,6 +582,14 @@ MODELS = (
                 {"dest_durable_before_swap": False},
                 expected={"MOVE_NO_LOSS": Status.VIOLATED},
                 depth=8,
+            ),
+            Variant(
+                "move_while_dir_offline",
+                "a move may start while another dir is offline (and may hold a tp.move that "
+                "nobody could abandon); checked without records: the defect is availability",
+                {"move_needs_all_dirs": False, "records_max": 0},
+                expected={"MOVE_RECOVERY_TOTAL": Status.VIOLATED},
+                depth=9,
             ),
             Variant(
                 "final_catch_up_unlocked",
