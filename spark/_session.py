@@ -20,6 +20,7 @@ Spark JVM yet, :func:`open_context` launches one with:
 from __future__ import annotations
 
 import atexit
+import hashlib
 import os
 import shutil
 import subprocess
@@ -261,8 +262,12 @@ def code_version(root: Path | None = None) -> str:
         root: a directory inside the checkout (default: this package's parent).
 
     Returns:
-        ``<sha>``, ``<sha>+dirty`` or ``unknown`` when the source is not a git checkout.
+        ``<sha>``, ``<sha>+dirty``, ``zip-<sha256 prefix>`` when this package runs from a zip
+        (as under ``spark-submit --py-files``), or ``unknown``.
     """
+    archive = running_from_zip() if root is None else None
+    if archive is not None:
+        return f"zip-{hashlib.sha256(archive.read_bytes()).hexdigest()[:16]}"
     directory = root or Path(__file__).resolve().parent.parent
     git = shutil.which("git")
     if git is None or not (directory / ".git").exists():

@@ -66,7 +66,7 @@ def test_zip_imports_in_an_interpreter_without_logproof(tmp_path: Path) -> None:
         "assert not [p for p in sys.path if 'site-packages' in p], sys.path; "
         "import spark._runner, tests.integration.spark.seeded_runner as r; "
         "print(spark._runner.__file__); print(r.run_seed(1, r.swarm_config(1, brokers=3, "
-        "log_dirs=2, steps=5)).verdict)"
+        "log_dirs=2, steps=5)).verdict); print(spark.code_version())"
     )
     result = subprocess.run(
         [sys.executable, "-I", "-S", "-c", code, str(shipped.path)],
@@ -77,6 +77,7 @@ def test_zip_imports_in_an_interpreter_without_logproof(tmp_path: Path) -> None:
         timeout=60,
     )
     assert result.returncode == 0, result.stderr
-    module_file, verdict = result.stdout.split()
+    module_file, verdict, version = result.stdout.split()
     assert module_file == f"{shipped.path}/spark/_runner.py"
     assert verdict == "pass"
+    assert version == f"zip-{shipped.sha256[:16]}"
