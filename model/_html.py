@@ -20,7 +20,7 @@ __sans_io__ = True
 _CELL_WIDTH = 118
 _CELL_HEIGHT = 22
 _LABEL_WIDTH = 190
-_HEADER_HEIGHT = 64
+_HEADER_HEIGHT = 66
 _BAND_GAP = 10
 _KEY = re.compile(r"^(?P<name>[^\[]+)\[(?P<key>[^\]]+)\]$")
 
@@ -84,11 +84,16 @@ def timeline_svg(trace: Trace) -> str:
     for column, step in enumerate(trace.steps):
         x = _LABEL_WIDTH + column * _CELL_WIDTH
         label = "initial" if step.action is None else step.action
-        parts.append(f'<text x="{x + 4}" y="16" fill="#5a6272">step {step.index}</text>')
-        parts.append(f'<text x="{x + 4}" y="34" font-weight="bold" fill="#1d2330">'
-                     f'{_e(_clip(label, 17))}<title>{_e(label)}</title></text>')
+        name = "initial" if step.action_name is None else step.action_name
+        args = ", ".join(f"{key}={value}" for key, value in step.args.items())
+        parts.append(f'<text x="{x + 4}" y="14" fill="#5a6272">step {step.index}</text>')
+        parts.append(f'<text x="{x + 4}" y="30" font-weight="bold" fill="#1d2330">'
+                     f'{_e(_clip(name, 17))}<title>{_e(label)}</title></text>')
+        if args:
+            parts.append(f'<text x="{x + 4}" y="44" fill="#1d2330">{_e(_clip(args, 17))}'
+                         f'<title>{_e(label)}</title></text>')
     last_x = _LABEL_WIDTH + (columns - 1) * _CELL_WIDTH
-    parts.append(f'<text x="{last_x + 4}" y="52" fill="#b3261e" font-weight="bold">'
+    parts.append(f'<text x="{last_x + 4}" y="58" fill="#b3261e" font-weight="bold">'
                  f'{_e(_clip("⇒ " + trace.target, 17))}<title>{_e(trace.target)}</title></text>')
     y = _HEADER_HEIGHT
     changed_at = {(step.index, name) for step in trace.steps for name, _, _ in step.changes}
