@@ -109,18 +109,16 @@ class MoveAbstraction:
     Args:
         model: the executable model (the shipped variant: the spec the implementation follows).
         model_module: the module defining it (for its enums and dirs).
+        initial: the model's initial state (the template every abstract state is built from).
     """
 
     machine = "replica_move"
 
-    def __init__(self, model: ExecutableModel, model_module: Any) -> None:
+    def __init__(self, model: ExecutableModel, model_module: Any, initial: Any) -> None:
         self._model = model
         self._states = model_module.MoveState
         self._kinds = model_module.DirKind
-        self._initial = model_module.MODELS[0].model().initial_states()[0] if not (
-            _SHARED_INITIAL) else _SHARED_INITIAL[0]
-        if not _SHARED_INITIAL:
-            _SHARED_INITIAL.append(self._initial)
+        self._initial = initial
         self._last: dict[str, _Reported] = {}
         self._roles: dict[str, dict[str, int]] = {}
 
@@ -338,18 +336,17 @@ def move_abstractions(config: object) -> Sequence[Abstraction]:
     shared = _shared_model()
     if shared is None:
         return ()
-    model, model_module = shared
-    abstraction: Abstraction = MoveAbstraction(model, model_module)
+    model, model_module, initial = shared
+    abstraction: Abstraction = MoveAbstraction(model, model_module, initial)
     return (abstraction,)
 
 
-_SHARED: list[tuple[MemoizedModel, Any]] = []
+_SHARED: list[tuple[MemoizedModel, Any, Any]] = []
 #: abstract key -> model state (a pure function's cache, shared by every run of the process)
 _STATE_CACHE: dict[tuple[Any, ...], Any] = {}
-_SHARED_INITIAL: list[Any] = []
 
 
-def _shared_model() -> tuple[MemoizedModel, Any] | None:
+def _shared_model() -> tuple[MemoizedModel, Any, Any] | None:
     """The shipped move model, built once per process and memoized (a pure function's cache:
     no run can observe another through it)."""
     if not _SHARED:
@@ -357,5 +354,6 @@ def _shared_model() -> tuple[MemoizedModel, Any] | None:
             from model import replica_move as model_module  # noqa: PLC0415 (optional layer)
         except ImportError:
             return None
-        _SHARED.append((MemoizedModel(model_module.MODELS[0].model()), model_module))
+        model = model_module.MODELS[0].model()
+        _SHARED.append((MemoizedModel(model), model_module, model.initial_states()[0]))
     return _SHARED[0]
