@@ -44,3 +44,9 @@ def test_console_script_runs() -> None:
 def test_cli_error_carries_exit_status() -> None:
     assert CliError("x", exit_status=3).exit_status == 3
 
+
+
+def test_demo_rejects_bad_seed_count(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["demo", "--seeds", "0"]) == 1
+    err = capsys.readouterr().err
+    assert err == "logproof: error: --seeds must be at least 1, not 0\n"
