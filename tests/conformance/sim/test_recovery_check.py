@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conformance import SimConfig, simulate
 from conformance.move_abstraction import move_abstractions
@@ -83,3 +85,23 @@ def test_two_dir_brokers_are_padded_and_five_dir_brokers_unchecked() -> None:
     assert two is not None
     assert (two["rule"], two["live_dir"], two["promote_dir"]) == ("PROMOTE_MOVE", "/b", "/b")
     assert model_decision(_view(a="LIVE"), ("/a", "/b", "/c", "/d", "/e")) is None
+
+
+_KINDS = ("ABSENT", "LIVE", "MOVE", "DELETE")
+
+
+@settings(derandomize=True, max_examples=300, deadline=None)
+@given(
+    kinds=st.tuples(*[st.sampled_from(_KINDS)] * 3),
+    bad=st.sets(st.sampled_from(DIRS), max_size=2),
+)
+def test_every_layout_is_classified_as_the_model_does(
+    kinds: tuple[str, str, str], bad: set[str]
+) -> None:
+    view = StartupView(
+        {d: frozenset({kind}) for d, kind in zip(DIRS, kinds, strict=True) if kind != "ABSENT"},
+        frozenset(bad),
+    )
+    expected = model_decision(view, DIRS)
+    assert expected is not None
+    assert compare(_implementation(view), expected) is None, (kinds, sorted(bad))
