@@ -172,6 +172,7 @@ class SimDisk:
         self._root_cache: dict[str, str] = {}
         self._crash_countdown: int | None = None
         self._fsync_effective = True
+        self._namespace_version = 0
         self._operations = 0
         self._bytes_written = 0
         self._bytes_copied = 0
@@ -238,6 +239,7 @@ class SimDisk:
                 how much of the unsynced tail survives.
         """
         self._crashes += 1
+        self._namespace_version += 1
         self._crash_countdown = None
         visited: set[int] = set()
         for root_path in sorted(self._roots):
@@ -364,6 +366,7 @@ class SimDisk:
         self._mutating()
         if node is None:
             parent.link(name, _File())
+            self._namespace_version += 1
         else:
             node.data = bytearray()
 
@@ -443,6 +446,7 @@ class SimDisk:
             raise _error(errno.EEXIST, path)
         self._mutating()
         parent.link(name, _Dir())
+        self._namespace_version += 1
 
     def list_dir(self, path: str) -> list[str]:
         """The entry names in ``path``, sorted."""
@@ -479,6 +483,7 @@ class SimDisk:
             )
         self._mutating()
         src_parent.rename(src_name, dst_name)
+        self._namespace_version += 1
 
     def remove(self, path: str) -> None:
         """Remove a file."""
@@ -489,6 +494,7 @@ class SimDisk:
             raise _error(errno.EISDIR, path)
         self._mutating()
         parent.unlink(name)
+        self._namespace_version += 1
 
     def rmdir(self, path: str) -> None:
         """Remove an empty directory."""
@@ -501,6 +507,7 @@ class SimDisk:
             raise _error(errno.ENOTEMPTY, path)
         self._mutating()
         parent.unlink(name)
+        self._namespace_version += 1
 
     def fsync_dir(self, path: str) -> None:
         """Make the entries of directory ``path`` durable."""
@@ -530,6 +537,12 @@ class SimDisk:
         return total
 
     # --- inspection (for checkers; no port equivalent) ---------------------------------------
+
+    @property
+    def namespace_version(self) -> int:
+        """Bumped by every change of any directory entry (and by a crash): a checker that
+        scanned the namespace at one version need not scan it again at the same version."""
+        return self._namespace_version
 
     def entries_unchecked(self, path: str) -> list[str]:
         """The current entry names of directory ``path`` (sorted), ignoring injected faults.

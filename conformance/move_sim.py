@@ -44,7 +44,7 @@ from __future__ import annotations
 import functools
 import hashlib
 from collections.abc import Callable, Coroutine, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
 from conformance.clock import SimClock
@@ -330,7 +330,10 @@ class _BrokerSink:
         self._emit = emit
 
     def emit(self, event: TraceEvent) -> None:
-        self._emit(replace(event, subject=event.subject + self._suffix))
+        self._emit(TraceEvent(
+            event.machine, event.event, event.subject + self._suffix, event.state_before,
+            event.state_after, event.fields,
+        ))
 
 
 class ViolationFound(Exception):  # noqa: N818 (a verdict, not an error of the simulator)
@@ -418,6 +421,8 @@ class BrokerWorld:
         self._sequence = 0
         self._swap_crash: str | None = None
         self._unreadable_next_start: set[int] = set()
+        self._live: dict[TopicPartition, list[str]] = {}
+        self._live_version = -1
         self.manager = self._open()
         for tp in self.tps:
             self.manager.create(tp, is_new=True)
@@ -718,12 +723,16 @@ class BrokerWorld:
 
     def check_structure(self) -> None:
         """MOVE_SINGLE_LIVE and DIR_FAILURE_ISOLATION on the current state."""
-        live: dict[TopicPartition, list[str]] = {}
-        for log_dir in self.log_dirs:
-            for name in self.disk.entries_unchecked(log_dir):
-                parsed = _parse_dir_name(name)
-                if parsed is not None and parsed[1] is DirKind.LIVE:
-                    live.setdefault(parsed[0], []).append(log_dir)
+        if self._live_version != self.disk.namespace_version:
+            live: dict[TopicPartition, list[str]] = {}
+            for log_dir in self.log_dirs:
+                for name in self.disk.entries_unchecked(log_dir):
+                    parsed = _parse_dir_name(name)
+                    if parsed is not None and parsed[1] is DirKind.LIVE:
+                        live.setdefault(parsed[0], []).append(log_dir)
+            self._live = live
+            self._live_version = self.disk.namespace_version
+        live = self._live
         offline_dirs = self.manager.offline_dirs
         for tp in self.tps:
             dirs = live.get(tp, [])
