@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import shlex
 from pathlib import Path
 
 import pytest
@@ -48,3 +49,15 @@ def test_user_mistakes_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -
     assert "not a fault spec" in capsys.readouterr().err
     assert main(["conformance", "run", "--seeds", "0"]) == 1
     assert main(["conformance", "run", "--seeds", "1", "--log-dirs", "1"]) == 1
+
+
+def test_a_swarm_run_replays_from_its_printed_command(capsys: pytest.CaptureFixture[str]) -> None:
+    from conformance import run_seed, swarm_config
+
+    seeds = [seed for seed in range(40) if swarm_config(seed, steps=80).partitions != 3]
+    result = run_seed(seeds[0], swarm_config(seeds[0], steps=80))
+    command = shlex.split(result.replay_command)
+    assert command[:3] == ["logproof", "conformance", "replay"]
+    assert "--partitions" in command
+    main(command[1:])
+    assert f"trace digest: {result.trace_digest}" in capsys.readouterr().out
