@@ -7,7 +7,8 @@ next to the verdict and never part of it.
 
 Shrinking is delta debugging (:func:`conformance.shrink.ddmin`) over the failing run's fault
 schedule, with the workload fixed by the seed: the result is the smallest schedule (1-minimal)
-that still violates the same invariant, printed with the command that replays exactly it.
+that still violates the same invariant, cut at the step the violation happens, printed with the
+command that replays exactly it.
 """
 
 from __future__ import annotations
@@ -82,6 +83,7 @@ class ShrinkResult:
         invariant: the invariant the shrunk run still violates.
         faults: the minimal schedule (``--faults`` form; ``""``: the workload alone fails).
         original_faults: how many faults the run had.
+        steps: the workload steps the shrunk run needs (it stops at its violation).
         runs: simulations the shrinker spent.
         description: one line for reports.
         replay_command: replays the shrunk run.
@@ -91,6 +93,7 @@ class ShrinkResult:
     invariant: str
     faults: str
     original_faults: int
+    steps: int
     runs: int
     description: str
     replay_command: str
@@ -195,6 +198,16 @@ def shrink(seed: int, config: SimConfig, runs_max: int = 150) -> ShrinkResult:
         return outcome.violation is not None and outcome.violation.invariant == invariant
 
     shrunk, runs = ddmin(list(first.faults), fails, runs_max=runs_max)
+    # The run stops at its violation: later steps are never run, so the replay can end there.
+    final = simulate(seed, config, shrunk, abstractions=move_abstractions)
+    runs += 1
+    if final.violation is not None and final.violation.step + 1 < config.steps:
+        shorter = replace(config, steps=final.violation.step + 1)
+        kept = [fault for fault in shrunk if fault.step < shorter.steps]
+        again = simulate(seed, shorter, kept, abstractions=move_abstractions)
+        runs += 1
+        if again.violation is not None and again.violation.invariant == invariant:
+            config, shrunk = shorter, kept
     command = replay_command(seed, config, shrunk)
     listed = format_faults(shrunk) or "no fault (the workload alone)"
     return ShrinkResult(
@@ -202,6 +215,7 @@ def shrink(seed: int, config: SimConfig, runs_max: int = 150) -> ShrinkResult:
         invariant=invariant,
         faults=format_faults(shrunk),
         original_faults=len(first.faults),
+        steps=config.steps,
         runs=runs + 1,
         description=f"{invariant} with {len(shrunk)} of {len(first.faults)} faults: {listed}",
         replay_command=command,

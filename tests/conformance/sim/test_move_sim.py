@@ -6,6 +6,7 @@ A failing run prints its seed and ``logproof conformance replay --seed N``.
 from __future__ import annotations
 
 import pickle
+from dataclasses import replace
 
 import pytest
 
@@ -69,14 +70,17 @@ def test_shrinks_to_a_minimal_schedule_that_replays() -> None:
     shrunk = shrink(seed, config)
     assert shrunk.original_faults >= len(parse_faults(shrunk.faults))
     faults = parse_faults(shrunk.faults)
+    assert shrunk.steps <= config.steps
+    config = replace(config, steps=shrunk.steps)
     replayed = run_seed(seed, config, faults)
     assert replayed.violated_invariant == shrunk.invariant
+    assert replayed.replay_command == shrunk.replay_command
     for index in range(len(faults)):
         fewer = faults[:index] + faults[index + 1 :]
         result = run_seed(seed, config, fewer)
         assert result.violated_invariant != shrunk.invariant, f"fault {index} was not needed"
     assert f"--faults '{shrunk.faults}'" in shrunk.replay_command
-    assert shrink(seed, config) == shrunk
+    assert shrink(seed, SimConfig(steps=150, variant="swap_before_durable")) == shrunk
 
 
 def test_resumed_move_after_crash_keeps_no_stale_tail() -> None:
