@@ -13,7 +13,9 @@ Spark JVM yet, :func:`open_context` launches one with:
   in that directory, and a log4j2 configuration that keeps Spark's log to warnings;
 - for local masters (``local[…]``, ``local-cluster[…]``): the driver, the block manager and the
   standalone master and workers bound to 127.0.0.1 (``SPARK_LOCAL_IP`` and the driver host
-  settings), the web UI off, and executors running this very interpreter (``sys.executable``);
+  settings), the web UI off, and Python workers running this very interpreter
+  (``sys.executable``, handed over as ``PYSPARK_PYTHON`` while the context starts: pyspark reads
+  the workers' interpreter from the environment, not from ``spark.pyspark.python``);
 - the project's packages shipped as a zip (:mod:`spark._ship`) with ``SparkContext.addPyFile``.
 """
 
@@ -239,13 +241,24 @@ def open_context(options: SparkOptions, runner: str) -> Iterator[CampaignContext
             # the environment variable rather than spark.local.dir, which Spark warns about
             os.environ["SPARK_LOCAL_DIRS"] = str(runtime / "local")
     conf = SparkConf()
-    for key, value in spark_conf_entries(options, master).items():
+    entries = spark_conf_entries(options, master)
+    for key, value in entries.items():
         conf.set(key, value)
+    # A context made from a running interpreter takes its workers' interpreter from the
+    # environment, not from spark.pyspark.python (only spark-submit turns that into the variable).
+    previous_python = os.environ.get("PYSPARK_PYTHON")
+    if "spark.pyspark.python" in entries:
+        os.environ["PYSPARK_PYTHON"] = entries["spark.pyspark.python"]
     try:
         context = SparkContext(conf=conf)
     except Exception as error:
         message = str(error).strip().splitlines()[0] if str(error).strip() else type(error).__name__
         raise CampaignUsageError(f"Spark did not start on {master}: {message}") from error
+    finally:
+        if previous_python is None:
+            os.environ.pop("PYSPARK_PYTHON", None)
+        else:
+            os.environ["PYSPARK_PYTHON"] = previous_python
     try:
         context.setLogLevel("WARN")
         shipped = ship_project(context, runner) if options.ship else None

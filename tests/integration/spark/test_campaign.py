@@ -8,7 +8,8 @@ Python workers in the campaign zip like any runner.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator, Sequence
+import sys
+from collections.abc import Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -243,3 +244,14 @@ def test_a_runner_missing_on_the_executors_fails_the_campaign_in_one_line(
     assert (
         "RunnerUnavailableError: runner module 'driver_only_runner' cannot be imported" in message
     )
+
+
+def test_python_workers_run_the_driver_interpreter(campaign_context: CampaignContext) -> None:
+    def interpreter(items: Iterable[int]) -> Iterator[str]:
+        import sys as worker_sys  # a nested function: pickled by value
+
+        del items
+        yield worker_sys.executable
+
+    found = campaign_context.context.parallelize(range(2), 2).mapPartitions(interpreter).collect()
+    assert found == [sys.executable, sys.executable]
