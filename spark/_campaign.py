@@ -5,8 +5,8 @@ per partition of ``parallelize(ranges, P).mapPartitions(run_seed_ranges)``. The 
 submitted as several concurrent Spark jobs (``SparkContext.runJob`` over groups of partitions,
 from a bounded pool of driver threads), so that:
 
-- the cluster stays busy (up to :data:`CONCURRENT_JOBS_MAX` jobs in flight, each with several
-  tasks on large clusters);
+- the cluster stays busy (up to :data:`CONCURRENT_JOBS_MAX` jobs in flight, grouping partitions
+  into jobs only on clusters of more than 16 cores);
 - rows reach the driver as each job completes, not at the end: the driver writes them to Parquet
   at once and reports progress and each failing seed as it arrives (``toLocalIterator`` would do
   the same but run one partition at a time).
@@ -52,10 +52,6 @@ from spark._runner import (
 
 #: concurrent Spark jobs at most (driver threads, each blocked in one ``runJob``).
 CONCURRENT_JOBS_MAX = 32
-
-#: jobs per concurrent slot the partitions are grouped into: more gives finer progress and
-#: balance, fewer gives less per-job overhead.
-JOBS_PER_SLOT = 4
 
 #: rows one job brings back to the driver at most (bounds the driver's memory per job).
 ROWS_PER_JOB_MAX = 100_000
@@ -117,14 +113,16 @@ class SilentListener:
 
 
 def group_partitions(
-    partitions: int, concurrent_jobs: int, seeds_per_partition_max: int = 1
+    partitions: int, concurrent_jobs: int, cores: int, seeds_per_partition_max: int = 1
 ) -> list[list[int]]:
-    """Group partition indexes into jobs: about :data:`JOBS_PER_SLOT` jobs per concurrent slot,
-    and no job bringing back more than :data:`ROWS_PER_JOB_MAX` rows (unless one partition does).
+    """Group partition indexes into jobs, as small as possible (results and progress arrive per
+    job) but large enough that the jobs in flight keep every core busy, and none bringing back
+    more than :data:`ROWS_PER_JOB_MAX` rows (unless one partition does).
 
     Args:
         partitions: partitions of the campaign's RDD (>= 1).
         concurrent_jobs: jobs in flight at once (>= 1).
+        cores: the cluster's parallelism.
         seeds_per_partition_max: seeds in the largest partition.
 
     Returns:
@@ -133,9 +131,10 @@ def group_partitions(
     assert partitions >= 1
     assert concurrent_jobs >= 1
     assert seeds_per_partition_max >= 1
-    size_for_balance = math.ceil(partitions / (concurrent_jobs * JOBS_PER_SLOT))
+    # twice as many tasks in flight as cores: a job's last tasks leave no core idle
+    size_for_cores = math.ceil(2 * max(cores, 1) / concurrent_jobs)
     size_for_memory = ROWS_PER_JOB_MAX // seeds_per_partition_max
-    size = max(1, min(size_for_balance, size_for_memory))
+    size = max(1, min(size_for_cores, size_for_memory))
     return [
         list(range(start, min(start + size, partitions))) for start in range(0, partitions, size)
     ]
@@ -216,7 +215,8 @@ def run_campaign(
     partitions = plan.partitions or default_partitions(plan.seeds_count, cores)
     ranges = seed_ranges(plan.first_seed, plan.seeds_count, partitions)
     slots = concurrent_jobs or min(CONCURRENT_JOBS_MAX, max(2, 2 * cores))
-    groups = group_partitions(len(ranges), slots, max(len(seed_range) for seed_range in ranges))
+    largest = max(len(seed_range) for seed_range in ranges)
+    groups = group_partitions(len(ranges), slots, cores, largest)
     parameters = _parameters(plan, len(ranges), str(context.master), code_version, shipped_sha256)
     write_json(directory / CAMPAIGN_FILE, parameters)
     spec = TaskSpec(code_version=code_version, runner=plan.runner, base=plan.base)

@@ -58,18 +58,27 @@ def test_default_partitions() -> None:
 @given(
     partitions=st.integers(min_value=1, max_value=2_000),
     jobs=st.integers(min_value=1, max_value=64),
+    cores=st.integers(min_value=1, max_value=4_000),
 )
-def test_partition_groups_are_consecutive_and_cover(partitions: int, jobs: int) -> None:
-    groups = group_partitions(partitions, jobs)
+def test_partition_groups_are_consecutive_cover_and_keep_the_cores_busy(
+    partitions: int, jobs: int, cores: int
+) -> None:
+    groups = group_partitions(partitions, jobs, cores)
     assert [index for group in groups for index in group] == list(range(partitions))
     assert all(group for group in groups)
+    in_flight = sum(len(group) for group in groups[:jobs])
+    assert in_flight >= min(2 * cores, partitions)
+
+
+def test_partition_groups_are_single_partitions_on_a_small_machine() -> None:
+    assert group_partitions(200, 4, 2) == [[index] for index in range(200)]
 
 
 def test_partition_groups_bound_the_rows_per_job() -> None:
-    # 10^8 seeds in 20,000 partitions of 5,000: 16 groups would bring 6 million rows each
-    groups = group_partitions(20_000, 4, seeds_per_partition_max=5_000)
+    # 4,000 cores, 32 jobs in flight: 250 partitions a job, unless that is too many rows
+    assert len(group_partitions(16_000, 32, 4_000, seeds_per_partition_max=1)[0]) == 250
+    groups = group_partitions(16_000, 32, 4_000, seeds_per_partition_max=5_000)
     assert max(len(group) for group in groups) * 5_000 <= ROWS_PER_JOB_MAX
-    assert len(group_partitions(20_000, 4, seeds_per_partition_max=1)) == 16
 
 
 @pytest.mark.parametrize(
