@@ -120,6 +120,7 @@ class _Checker:
         self._terms: dict[tuple[str, str], Any] = {}
         self._transitions: dict[str, list[Any]] = {}
         self.errors: list[str] = []
+        self._literals = 0
 
     def _timed_check(self, solver: Any, account: _Account | None) -> Any:
         start = self.clock()
@@ -127,6 +128,26 @@ class _Checker:
         if account is not None:
             account.add(solver, self.clock() - start)
         return outcome
+
+    def _query(self, solver: Any, formula: Any, account: _Account | None) -> tuple[Any, Any]:
+        """Check ``formula`` on top of the solver's assertions, without keeping it.
+
+        A fresh literal guards the formula and is assumed for this one check, then asserted
+        false: cheaper than push/pop on the finite-domain engine, which would re-encode.
+
+        Returns:
+            The outcome and, for ``sat``, the model.
+        """
+        self._literals += 1
+        literal = z3.Bool(f"query!{self._literals}")
+        solver.add(z3.Implies(literal, formula))
+        start = self.clock()
+        outcome = solver.check(literal)
+        if account is not None:
+            account.add(solver, self.clock() - start)
+        solution = solver.model() if outcome == z3.sat else None
+        solver.add(z3.Not(literal))
+        return outcome, solution
 
     # -- bounded model checking ----------------------------------------------------------
 
@@ -172,31 +193,24 @@ class _Checker:
         current = states[-1]
         while pending:
             terms = {name: self.encoding.invariant(name, current) for name in pending}
-            solver.push()
-            solver.add(z3.Or(*[z3.Not(term) for term in terms.values()]))
-            outcome = self._timed_check(solver, self._shared_account(pending))
+            outcome, solution = self._query(
+                solver, z3.Or(*[z3.Not(term) for term in terms.values()]),
+                self._shared_account(pending))
             if outcome == z3.unsat:
-                solver.pop()
                 return
             if outcome == z3.unknown:
-                solver.pop()
                 for name in pending:
                     unknown[name] = True
                 pending.clear()
                 return
-            solution = solver.model()
-            solver.pop()
             broken = [name for name, term in terms.items()
                       if z3.is_false(solution.eval(term, model_completion=True))]
             name = broken[0]
-            solver.push()
-            solver.add(z3.Not(terms[name]))
-            outcome = self._timed_check(solver, self.accounts[name])
+            outcome, solution = self._query(solver, z3.Not(terms[name]), self.accounts[name])
             if outcome == z3.sat:
-                violations[name] = self._trace(solver.model(), states, selectors, name)
+                violations[name] = self._trace(solution, states, selectors, name)
             else:
                 unknown[name] = True
-            solver.pop()
             pending.remove(name)
 
     def _shared_account(self, names: list[str]) -> _Account:
@@ -214,15 +228,12 @@ class _Checker:
         if not witnesses:
             return
         terms = {name: self.encoding.witness(name, current) for name in witnesses}
-        solver.push()
-        solver.add(z3.Or(*terms.values()))
-        if self._timed_check(solver, None) == z3.sat:
-            solution = solver.model()
+        outcome, solution = self._query(solver, z3.Or(*terms.values()), None)
+        if outcome == z3.sat:
             for name, term in terms.items():
                 if z3.is_true(solution.eval(term, model_completion=True)):
                     reached[name] = self._trace(solution, states, selectors, name)
                     witnesses.remove(name)
-        solver.pop()
         if witnesses and len(witnesses) < len(terms):
             self._witnesses_at(solver, states, selectors, witnesses, reached)
 
@@ -326,23 +337,18 @@ class _Checker:
         instances, formulas = self._action(action)
         solver.add(z3.Or(*formulas))
         after = {name: self._at(name, "post") for name in assumption}
-        solver.push()
-        solver.add(z3.Or(*[z3.Not(term) for term in after.values()]))
-        outcome = self._timed_check(solver, account)
-        solver.pop()
+        outcome, _ = self._query(solver, z3.Or(*[z3.Not(term) for term in after.values()]),
+                                 account)
         if outcome == z3.unsat:
             return dict.fromkeys(assumption, (z3.unsat, "", None))
         results: dict[str, tuple[Any, str, Trace | None]] = {}
         for name in assumption:
-            solver.push()
-            solver.add(z3.Not(after[name]))
-            outcome = self._timed_check(solver, account)
+            outcome, solution = self._query(solver, z3.Not(after[name]), account)
             if outcome == z3.sat:
-                label, cti = self._cti(solver.model(), instances, formulas, name)
+                label, cti = self._cti(solution, instances, formulas, name)
                 results[name] = (outcome, label, cti)
             else:
                 results[name] = (outcome, "", None)
-            solver.pop()
         return results
 
     def _cti(
