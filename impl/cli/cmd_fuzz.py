@@ -272,6 +272,9 @@ def run(arguments: argparse.Namespace) -> int:
         load_runner(plan.runner)
         version = code_version()
         with open_context(options, plan.runner) as campaign_context:
+            web_url = campaign_context.context.uiWebUrl
+            if web_url:
+                print(f"Spark UI: {web_url}", flush=True)
             summary = run_campaign(
                 campaign_context.context,
                 plan,
