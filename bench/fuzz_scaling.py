@@ -18,8 +18,11 @@ other processes on the machine take CPU from the campaign and lower the speed-up
 Targets: speed-up >= 1.7 from one core to two; >= 10 million trace-checked events per hour on
 two cores.
 
-Usage: ``python -m bench.fuzz_scaling [--seeds 200] [--steps 200]`` (prints the figures, then one
-JSON line).
+With ``--repeat R`` every case is measured R times and the fastest run kept (the one the rest of
+the machine disturbed least).
+
+Usage: ``python -m bench.fuzz_scaling [--seeds 200] [--steps 200] [--repeat 1]`` (prints the
+figures, then one JSON line).
 """
 
 from __future__ import annotations
@@ -53,13 +56,23 @@ TARGET_EVENTS_PER_HOUR = 10_000_000
 
 
 def _campaign(
-    master: str, plan: CampaignPlan, warm_up: CampaignPlan, scratch: Path, version: str
+    master: str,
+    plan: CampaignPlan,
+    warm_up: CampaignPlan,
+    scratch: Path,
+    version: str,
+    *,
+    repeat: int,
 ) -> dict[str, Any]:
     options = SparkOptions(master=master, show_progress=False)
     with open_context(options, plan.runner) as campaign_context:
         context = campaign_context.context
         run_campaign(context, warm_up, scratch / f"warm-{master}", code_version=version)
-        summary = run_campaign(context, plan, scratch / f"run-{master}", code_version=version)
+        summaries = [
+            run_campaign(context, plan, scratch / f"run-{master}-{index}", code_version=version)
+            for index in range(repeat)
+        ]
+    summary = min(summaries, key=lambda each: each.seconds)  # the least disturbed run
     assert summary.runs == plan.seeds_count
     cores = int(master[len("local[") : -1])
     return {
@@ -76,7 +89,12 @@ def _campaign(
     }
 
 
-def _baseline(plan: CampaignPlan, version: str) -> dict[str, Any]:
+def _baseline(plan: CampaignPlan, version: str, repeat: int) -> dict[str, Any]:
+    runs = [_baseline_once(plan, version) for _ in range(repeat)]
+    return min(runs, key=lambda each: float(each["seconds"]))
+
+
+def _baseline_once(plan: CampaignPlan, version: str) -> dict[str, Any]:
     runner = load_runner(plan.runner)
     spec = TaskSpec(version, plan.runner, plan.base)
     started = time.perf_counter()
@@ -136,6 +154,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--first-seed", type=int, default=0, help="first seed (0)")
     parser.add_argument("--steps", type=int, default=200, help="steps per run (200)")
     parser.add_argument("--runner", default="conformance", help="runner module (conformance)")
+    parser.add_argument(
+        "--repeat", type=int, default=1, help="measure each case this often, keep the fastest (1)"
+    )
     arguments = parser.parse_args(argv)
     base = BaseConfig(steps=arguments.steps)
     plan = CampaignPlan(
@@ -146,14 +167,15 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(
         f"campaign: {plan.seeds_count} seeds of {plan.runner}, {base.steps} steps, code {version}"
     )
+    repeat = max(1, arguments.repeat)
     load_before = _load()
     print(f"cpus: {os.cpu_count()}, load average before: {load_before}")
     with tempfile.TemporaryDirectory(prefix="fuzz-scaling-") as scratch_name:
         scratch = Path(scratch_name)
-        one = _campaign("local[1]", plan, warm_up, scratch, version)
-        two = _campaign("local[2]", plan, warm_up, scratch, version)
-    baseline = _baseline(plan, version)
-    machine_speedup = _machine_speedup(plan, version)
+        one = _campaign("local[1]", plan, warm_up, scratch, version, repeat=repeat)
+        two = _campaign("local[2]", plan, warm_up, scratch, version, repeat=repeat)
+    baseline = _baseline(plan, version, repeat)
+    machine_speedup = max(_machine_speedup(plan, version) for _ in range(repeat))
     load_after = _load()
     for figures in (baseline, one, two):
         print(
@@ -190,6 +212,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "bench": "fuzz_scaling",
         "seeds": plan.seeds_count,
         "steps": base.steps,
+        "repeat": repeat,
         "runner": plan.runner,
         "baseline": baseline,
         "local_1": one,
