@@ -12,9 +12,10 @@ of design V3 discussion 3 stay in the model).
 The truncation rule is the variant's choice (:class:`TruncationPolicy`): the design V3 text
 (truncate to the local HW) is refuted by KIP-101 scenarios 1 and 2; KIP-101's epoch rule without
 KIP-279 is refuted by the fast leader change of KAFKA-6361; the shipped rule (KIP-279 with
-KIP-320's fencing) holds: LEADER_UNIQUE and LOG_MATCHING are proved by induction, the durability
-invariants hold to the bounded depth. The bounds (three replicas, two log slots, leader epochs
-1..3, two initial states) and the depth are written in the spec and in ``MODELS``.
+KIP-320's fencing) is proved: LEADER_UNIQUE, LOG_MATCHING, COMMITTED_DURABLE and
+NO_COMMITTED_LOSS are inductive together with the lemmas written next to them. The bounds (three
+replicas, two log slots, leader epochs 1..3, two initial states) and the depth are written in the
+spec and in ``MODELS``.
 """
 
 from __future__ import annotations
@@ -86,6 +87,10 @@ INITIAL_ISR = (0, 1)
 STARTS = ("empty", "committed")
 
 NONE = -1
+#: The durability invariants and the lemmas they are proved with.
+DURABILITY = ("LEADER_UNIQUE", "EPOCH_BOUND", "LOG_SHAPE", "LEADER_OWNS_EPOCH", "FOLLOWER_PREFIX",
+              "LOG_MATCHING", "HW_COMMITTED", "WELL_FORMED", "VOUCHED", "COMMITTED_DURABLE",
+              "NO_COMMITTED_LOSS")
 #: LOG_MATCHING and the lemmas it is proved with, each supporting the others.
 LOG_LEMMAS = ("LEADER_UNIQUE", "EPOCH_BOUND", "LOG_SHAPE", "LEADER_OWNS_EPOCH", "FOLLOWER_PREFIX",
               "LOG_MATCHING")
@@ -188,6 +193,28 @@ def build(variant: Variant) -> Model:
         """``r`` leads in ZooKeeper's epoch: the zkVersion it cached is still ZooKeeper's (every
         write by anyone else is an election, which raises the epoch)."""
         return o.And(s.zk_leader == r, is_leader(o, s, r), s.epoch[r] == s.zk_epoch)
+
+    def holds_log_of(o: Ops, s: State, r: int, leader: int, length: Term) -> Term:
+        """Replica ``r`` holds ``leader``'s log up to ``length``."""
+        return o.And(*[o.Implies(i < length, o.And(i < s.leo[r],
+                                                   s.log[(r, i)] == s.log[(leader, i)]))
+                       for i in OFFSETS])
+
+    def stale_bound(o: Ops, s: State, r: int) -> Term:
+        """The least fetch offset leader ``r`` holds from an ISR member that has since moved
+        to a later epoch (its LEO when there is none)."""
+        least: Term = s.leo[r]
+        for t in REPLICAS:
+            if t != r:
+                least = o.If(o.And(s.local_isr[(r, t)], s.epoch[t] > s.epoch[r]),
+                             o.Min(least, s.remote_leo[(r, t)]), least)
+        return least
+
+    def vouched(o: Ops, s: State, r: int, u: int) -> Term:
+        """How much of leader ``r``'s log replica ``u`` is known to hold."""
+        bound = stale_bound(o, s, r)
+        return o.If(o.And(s.local_isr[(r, u)], s.epoch[u] <= s.epoch[r]),
+                    o.Min(bound, s.remote_leo[(r, u)]), bound)
 
     @m.init(params={"start": STARTS})
     def init(o: Ops, start: str) -> dict[str, Any]:
@@ -418,7 +445,7 @@ def build(variant: Variant) -> Model:
         """No replica has accepted an epoch ZooKeeper has not written."""
         return o.ForAll(REPLICAS, lambda r: s.epoch[r] <= s.zk_epoch)
 
-    @m.invariant("COMMITTED_DURABLE")
+    @m.invariant("COMMITTED_DURABLE", supports=DURABILITY)
     def committed_durable(o: Ops, s: State) -> Term:
         """StrongIsr: every ZooKeeper ISR member holds every committed record."""
         return o.ForAll(REPLICAS, lambda r: o.Implies(
@@ -488,7 +515,75 @@ def build(variant: Variant) -> Model:
                 parts.append(o.Implies(following, prefix))
         return o.And(*parts)
 
-    @m.invariant("NO_COMMITTED_LOSS")
+    @m.lemma("HW_COMMITTED", supports=DURABILITY)
+    def hw_committed(o: Ops, s: State) -> Term:
+        """Every HW is within the committed prefix; below its HW a leader's log is that prefix."""
+        parts: list[Term] = []
+        for r in REPLICAS:
+            parts.append(s.hw[r] <= s.committed_len)
+            parts.append(o.Implies(is_leader(o, s, r), o.And(*[
+                o.Implies(i < s.hw[r], s.log[(r, i)] == s.committed[i]) for i in OFFSETS])))
+        return o.And(*parts)
+
+    @m.lemma("WELL_FORMED", supports=DURABILITY)
+    def well_formed(o: Ops, s: State) -> Term:
+        """ZooKeeper names a leader, in its ISR, that leads in ZooKeeper's epoch unless it
+        crashed since and believes exactly that ISR; only it leads in that epoch; a replica in a
+        leader's epoch that does not lead follows it; a deposed leader's ISR holds a member that
+        has moved to a later epoch; the committed prefix is a well-formed log."""
+        parts: list[Term] = [s.zk_leader != NONE]
+        for r in REPLICAS:
+            parts.append(o.Implies(s.zk_leader == r, o.And(s.zk_isr[r], o.Or(
+                o.And(is_leader(o, s, r), s.epoch[r] == s.zk_epoch),
+                o.Eq(s.role[r], ReplicaRole.OFFLINE)))))
+            parts.append(o.Implies(o.And(is_leader(o, s, r), s.epoch[r] == s.zk_epoch),
+                                   o.And(s.zk_leader == r, *[
+                                       s.local_isr[(r, t)] == s.zk_isr[t]
+                                       for t in REPLICAS if t != r])))
+            parts.append(o.Implies(
+                o.And(is_leader(o, s, r), s.epoch[r] < s.zk_epoch),
+                o.Or(*[o.And(s.local_isr[(r, t)], s.epoch[t] > s.epoch[r])
+                       for t in REPLICAS if t != r])))
+            parts.append(o.Implies(is_leader(o, s, r), s.epoch_start[r] <= s.leo[r]))
+            for t in REPLICAS:
+                if t == r:
+                    continue
+                remote = s.remote_leo[(r, t)]
+                parts.append(o.Implies(is_leader(o, s, r), o.And(
+                    remote <= s.leo[r], o.Implies(remote >= 0, s.epoch[t] >= s.epoch[r]))))
+                parts.append(o.Implies(
+                    o.And(is_leader(o, s, r), o.Not(is_leader(o, s, t)),
+                          s.epoch[t] == s.epoch[r]),
+                    o.And(s.leader[t] == r, remote <= s.leo[t],
+                          holds_log_of(o, s, t, r, remote))))
+        for i in OFFSETS:
+            parts.append(o.If(i < s.committed_len,
+                              o.And(s.committed[i] >= 1, s.committed[i] <= s.zk_epoch),
+                              s.committed[i] == 0))
+        return o.And(*parts)
+
+    @m.lemma("VOUCHED", supports=DURABILITY)
+    def vouched_lemma(o: Ops, s: State) -> Term:
+        """Whoever may be elected (the ISR) and whoever leads now holds every record any leader
+        may still commit: a deposed leader's log up to the fetch offsets its moved-on ISR
+        members sent, and up to each one's own fetch offset while it still follows."""
+        parts: list[Term] = []
+        for r in REPLICAS:
+            for u in REPLICAS:
+                if u == r:
+                    continue
+                parts.append(o.Implies(
+                    o.And(is_leader(o, s, r), o.Or(s.zk_isr[u], current_leader(o, s, u))),
+                    holds_log_of(o, s, u, r, vouched(o, s, r, u))))
+                parts.append(o.Implies(
+                    o.And(is_leader(o, s, r), current_leader(o, s, u), s.epoch[r] < s.epoch[u]),
+                    stale_bound(o, s, r) <= s.epoch_start[u]))
+            # Past its epoch start only the current leader commits (KIP-320 rule 4's premise).
+            parts.append(o.Implies(current_leader(o, s, r),
+                                   s.committed_len <= o.Max(s.hw[r], s.epoch_start[r])))
+        return o.And(*parts)
+
+    @m.invariant("NO_COMMITTED_LOSS", supports=DURABILITY)
     def no_committed_loss(o: Ops, s: State) -> Term:
         """The current leader (having taken its role in ZooKeeper's epoch) holds every committed
         record: a record once below a HW is never lost."""
@@ -523,9 +618,10 @@ MODELS = (
                 "unclean election off; a crash keeps the log",
                 {},
                 shipped=True,
-                expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": H,
+                expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": P,
                           "LOG_MATCHING": P, "LEADER_OWNS_EPOCH": P, "LOG_SHAPE": P,
-                          "FOLLOWER_PREFIX": P, "NO_COMMITTED_LOSS": H},
+                          "FOLLOWER_PREFIX": P, "HW_COMMITTED": P, "WELL_FORMED": P,
+                          "VOUCHED": P, "NO_COMMITTED_LOSS": P},
             ),
             Variant(
                 "power_failure",
@@ -535,7 +631,8 @@ MODELS = (
                 {"power_failure": True},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": V,
                           "LOG_MATCHING": P, "LEADER_OWNS_EPOCH": P, "LOG_SHAPE": P,
-                          "FOLLOWER_PREFIX": P, "NO_COMMITTED_LOSS": V},
+                          "FOLLOWER_PREFIX": P, "HW_COMMITTED": H, "WELL_FORMED": V,
+                          "VOUCHED": V, "NO_COMMITTED_LOSS": V},
             ),
             Variant(
                 "truncate_to_hw",
@@ -543,7 +640,8 @@ MODELS = (
                 {"policy": HW},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": V,
                           "LOG_MATCHING": H, "LEADER_OWNS_EPOCH": H, "LOG_SHAPE": H,
-                          "FOLLOWER_PREFIX": V, "NO_COMMITTED_LOSS": V},
+                          "FOLLOWER_PREFIX": V, "HW_COMMITTED": H, "WELL_FORMED": V,
+                          "VOUCHED": V, "NO_COMMITTED_LOSS": V},
             ),
             Variant(
                 "truncate_to_hw_power_failure",
@@ -552,7 +650,8 @@ MODELS = (
                 {"policy": HW, "power_failure": True},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": V,
                           "LOG_MATCHING": H, "LEADER_OWNS_EPOCH": H, "LOG_SHAPE": H,
-                          "FOLLOWER_PREFIX": V, "NO_COMMITTED_LOSS": V},
+                          "FOLLOWER_PREFIX": V, "HW_COMMITTED": H, "WELL_FORMED": V,
+                          "VOUCHED": V, "NO_COMMITTED_LOSS": V},
             ),
             Variant(
                 "unclean_election",
@@ -561,7 +660,8 @@ MODELS = (
                 {"unclean": True},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": V,
                           "LOG_MATCHING": P, "LEADER_OWNS_EPOCH": P, "LOG_SHAPE": P,
-                          "FOLLOWER_PREFIX": P, "NO_COMMITTED_LOSS": V},
+                          "FOLLOWER_PREFIX": P, "HW_COMMITTED": V, "WELL_FORMED": H,
+                          "VOUCHED": V, "NO_COMMITTED_LOSS": V},
             ),
             Variant(
                 "kip101_without_kip279",
@@ -570,7 +670,8 @@ MODELS = (
                 {"kip279": False},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": H,
                           "LOG_MATCHING": H, "LEADER_OWNS_EPOCH": H, "LOG_SHAPE": H,
-                          "FOLLOWER_PREFIX": V, "NO_COMMITTED_LOSS": H},
+                          "FOLLOWER_PREFIX": V, "HW_COMMITTED": H, "WELL_FORMED": H,
+                          "VOUCHED": H, "NO_COMMITTED_LOSS": H},
             ),
             Variant(
                 "kip320_without_rule4",
@@ -579,7 +680,8 @@ MODELS = (
                 {"rule4": False},
                 expected={"LEADER_UNIQUE": P, "EPOCH_BOUND": P, "COMMITTED_DURABLE": V,
                           "LOG_MATCHING": P, "LEADER_OWNS_EPOCH": P, "LOG_SHAPE": P,
-                          "FOLLOWER_PREFIX": P, "NO_COMMITTED_LOSS": V},
+                          "FOLLOWER_PREFIX": P, "HW_COMMITTED": H, "WELL_FORMED": H,
+                          "VOUCHED": V, "NO_COMMITTED_LOSS": V},
             ),
         ),
         depth=DEPTH,

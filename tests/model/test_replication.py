@@ -41,8 +41,11 @@ GOLDEN: dict[str, Any] = json.loads(
 KNOWN_BAD = [variant.name for variant in DEFINITION.variants if not variant.shipped]
 #: The depth the default shipped check uses (the witness needs 2 steps).
 SHALLOW_DEPTH = 3
-#: Counterexamples up to this length are searched with Z3 in the default run.
+#: Counterexamples up to this length are searched with Z3 in the default run, for these
+#: variants (the others' searches, and the longer ones, are ``slow``; every golden counterexample
+#: is replayed concretely by default).
 FAST_LENGTH = 3
+FAST_VARIANTS = ("truncate_to_hw", "unclean_election")
 EMPTY, COMMITTED = 0, 1
 
 
@@ -118,9 +121,7 @@ def test_every_known_bad_variant_is_refuted_and_the_shipped_one_is_not() -> None
     refuted = {variant for variant, _, _ in _violations()}
     assert refuted == set(KNOWN_BAD)
     shipped = GOLDEN["variants"]["shipped"]["invariants"]
-    assert all(entry["status"] in ("proved", "holds") for entry in shipped.values())
-    assert shipped["LEADER_UNIQUE"]["status"] == "proved"
-    assert shipped["LOG_MATCHING"]["status"] == "proved"
+    assert all(entry["status"] == "proved" for entry in shipped.values())
 
 
 def test_actions_are_replication_events() -> None:
@@ -152,7 +153,8 @@ def test_golden_counterexample_replays_concretely(variant: str, name: str, lengt
 
 @pytest.mark.parametrize(
     ("variant", "name", "length"),
-    [pytest.param(*case, marks=[pytest.mark.slow] if case[2] > FAST_LENGTH else [])
+    [pytest.param(*case, marks=[] if case[2] <= FAST_LENGTH and case[0] in FAST_VARIANTS
+                  else [pytest.mark.slow])
      for case in _violations()],
 )
 def test_known_bad_counterexample_is_found(variant: str, name: str, length: int) -> None:
@@ -172,7 +174,7 @@ def test_known_bad_counterexample_is_found(variant: str, name: str, length: int)
     assert not model.holds(_replay(model, trace), name)
 
 
-def test_shipped_variant_holds_to_a_shallow_depth_and_reaches_its_witness() -> None:
+def test_shipped_variant_is_proved_and_reaches_its_witness() -> None:
     result = _check(DEFINITION.shipped.name, SHALLOW_DEPTH)
     assert result.errors == ()
     golden = GOLDEN["variants"]["shipped"]
