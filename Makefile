@@ -45,5 +45,14 @@ lint: setup
 	$(BIN)/ruff check .
 	$(BIN)/mypy
 
+bench: setup
+	$(BIN)/python -m bench.move --size-mib 256
+	$(BIN)/python -m bench.throttle
+	$(BIN)/python -m bench.produce_consume
+	$(BIN)/python -m bench.failover --partitions 10000
+	$(BIN)/python -m bench.check
+	$(BIN)/python -m bench.simulate
+	$(BIN)/python -m bench.fuzz_scaling
+
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
