@@ -239,9 +239,10 @@ MODELS = (
             Variant(
                 "kip113_as_written",
                 "KIP-113 §3's four rules exactly as written; a missing mount reads as an empty "
-                "good dir and abandoned .move dirs are renamed without a dir fsync (as Kafka)",
+                "good dir and abandoned .move dirs (redirect, cancel, topic deletion) are renamed "
+                "without a dir fsync (as Kafka)",
                 {"recovery_rules": KIP113_RULES, "startup_faults": True,
-                 "durable_abandon": False},
+                 "durable_abandon": False, "topic_deletion": True},
                 expected={"MOVE_NO_LOSS": Status.VIOLATED},
                 depth=6,
             ),

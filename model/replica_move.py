@@ -108,6 +108,7 @@ def build(variant: Variant) -> Model:
     guard_delete = bool(flags.get("guard_async_delete", project))
     all_dirs_for_move = bool(flags.get("move_needs_all_dirs", project))
     records_max = int(flags.get("records_max", RECORDS_MAX))
+    topic_deletion = bool(flags.get("topic_deletion", False))
 
     m = Model("replica_move", __doc__ or "")
     m.var("running", Bool(), doc="the broker process is up")
@@ -131,6 +132,8 @@ def build(variant: Variant) -> Model:
     m.var("isolation_broken", Bool(), doc="ghost: a dir failure took the partition offline "
           "although that dir held no copy of it")
     m.var("copy_destroyed", Bool(), doc="ghost: the last complete readable copy was deleted")
+    if topic_deletion:
+        m.var("topic_deleted", Bool(), doc="the partition was deleted (StopReplica, delete)")
 
     def readable(o: Ops, s: State, d: Any) -> Term:
         return o.And(s.dir_online[d], o.Not(s.mount_missing[d]))
@@ -167,6 +170,7 @@ def build(variant: Variant) -> Model:
             "dir_online": True, "mount_missing": False, "delete_pending": False,
             "recovery_rule": RecoveryRule.LIVE, "acked_end": 0, "isolation_broken": False,
             "copy_destroyed": False,
+            **({"topic_deleted": False} if topic_deletion else {}),
         }
 
     # -- the move (KIP-113 §1.2) ----------------------------------------------------------
@@ -297,7 +301,8 @@ def build(variant: Variant) -> Model:
                                                                        DirKind.MOVE)),
                                   s.log_end[e] >= s.acked_end)
                             for e in DIRS if e != d])
-        destroyed = o.And(s.acked_end >= 1, complete(o, s, d), o.Not(other_copy))
+        destroyed = o.And(s.acked_end >= 1, complete(o, s, d), o.Not(other_copy),
+                          o.Not(s.topic_deleted) if topic_deletion else True)
         return Transition(guard, {
             "entry": {d: DirKind.ABSENT}, "entry_durable": {d: DirKind.ABSENT},
             "log_end": {d: 0}, "log_durable_end": {d: 0}, "delete_pending": {d: False},
@@ -415,6 +420,28 @@ def build(variant: Variant) -> Model:
             "recovery_rule": decision.rule,
         })
 
+    if topic_deletion:
+
+        @m.action(modifies=["move_state", "partition_online", "entry", "entry_durable",
+                            "delete_pending", "topic_deleted"])
+        def topic_deleted(o: Ops, s: State) -> Transition:
+            """StopReplica with delete: a move in progress is abandoned, ``tp`` renamed
+            ``tp.delete`` (durably) and queued for deletion; the partition is no longer served."""
+            src = s.source_dir
+            guard = o.And(s.running, s.partition_online, o.Not(s.topic_deleted),
+                          o.Not(o.Eq(s.move_state, MoveState.SWAPPING)), readable(o, s, src))
+            moving = o.In(s.move_state, _ACTIVE)
+            abandoned = abandon_update(o, s, s.dest_dir)
+            entry = o.If(moving, abandoned["entry"], s.entry)
+            durable = o.If(moving, abandoned["entry_durable"], s.entry_durable)
+            pending = o.If(moving, abandoned["delete_pending"], s.delete_pending)
+            return Transition(guard, {
+                "move_state": MoveState.NONE, "partition_online": False, "topic_deleted": True,
+                "entry": o.store(entry, src, DirKind.DELETE),
+                "entry_durable": o.store(durable, src, DirKind.DELETE),
+                "delete_pending": o.store(pending, src, True),
+            })
+
     # -- invariants ----------------------------------------------------------------------
 
     @m.invariant("MOVE_NO_LOSS", supports=STRUCTURE + DATA)
@@ -425,6 +452,8 @@ def build(variant: Variant) -> Model:
             o.In(s.entry_durable[d], _COPIES), s.log_durable_end[d] >= s.acked_end))
         served = o.Implies(o.And(s.running, s.partition_online),
                            s.log_end[s.source_dir] >= s.acked_end)
+        if topic_deletion:
+            return o.Implies(o.Not(s.topic_deleted), o.And(survives, served))
         return o.And(survives, served)
 
     @m.invariant("MOVE_SINGLE_LIVE", supports=STRUCTURE)
@@ -441,6 +470,12 @@ def build(variant: Variant) -> Model:
         """No deletion removes the last complete readable copy, and the running broker leaves
         the partition offline only while some dir is bad (and so may hold it)."""
         some_bad = o.Exists(DIRS, lambda d: o.Not(readable(o, s, d)))
+        if topic_deletion:
+            return o.And(
+                o.Not(s.copy_destroyed),
+                o.Implies(o.And(s.running, s.topic_deleted), o.Not(s.partition_online)),
+                o.Implies(o.And(s.running, o.Not(s.topic_deleted), o.Not(s.partition_online)),
+                          some_bad))
         return o.And(o.Not(s.copy_destroyed),
                      o.Implies(o.And(s.running, o.Not(s.partition_online)), some_bad))
 
