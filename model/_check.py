@@ -49,7 +49,7 @@ from ._report import (
     trace_from_states,
     value_text,
 )
-from ._z3 import SOLVER_SEED, Encoding, int_const, new_solver
+from ._z3 import SOLVER_SEED, Encoding, fresh_context, int_const, new_solver
 
 __sans_io__ = True
 
@@ -112,6 +112,7 @@ class _Checker:
         self.depth = depth
         self.clock = clock
         self.model = definition.build(variant)
+        fresh_context()
         self.encoding = Encoding(self.model)
         self.instances = self.encoding.instances
         self.accounts = {name: _Account() for name in self.model.invariants}

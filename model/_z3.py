@@ -55,6 +55,17 @@ def pin_seeds(seed: int = SOLVER_SEED) -> None:
     z3.set_param("sat.random_seed", seed)
 
 
+def fresh_context() -> None:
+    """Start a new Z3 main context, so that a check does not depend on what ran before it.
+
+    Pinned seeds make one run repeat, but Z3's answers also depend on the terms its context has
+    seen (their identifiers order the search): a counterexample found after other checks in the
+    same process could differ from the one found alone. Each variant's check therefore starts
+    from a fresh context; terms built before it must not be mixed with terms built after.
+    """
+    z3.z3._main_ctx = None  # z3 exposes no other way to reset its main context
+
+
 def new_solver(timeout_ms: int | None = None) -> Any:
     """A fresh finite-domain solver with pinned seeds (and a timeout when given)."""
     pin_seeds()
