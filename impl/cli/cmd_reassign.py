@@ -1,4 +1,7 @@
-"""``logproof reassign --execute|--verify``: the log-dir part of a reassignment (KIP-113 §2).
+"""``logproof reassign --generate|--execute|--verify``: reassignment with log dirs (KIP-113 §2).
+
+``--generate`` proposes a new assignment with the cluster's placer (KIP-879; see
+:mod:`impl.cli._reassign_generate`).
 
 The reassignment JSON is Kafka's (``{"version":1,"partitions":[{"topic","partition","replicas",
 "log_dirs"}]}``), with ``"any"`` allowed for a replica whose dir does not matter. ``--execute``
@@ -28,6 +31,7 @@ from impl.broker.log_dir_moves import (
 from impl.controller.znodes import ReassignmentTarget, ZnodeFormatError, decode_reassignment
 
 from ._errors import CliError
+from ._reassign_generate import generate
 
 REPLICA_NOT_AVAILABLE = 9
 RETRY_INTERVAL_SECONDS = 0.1
@@ -37,12 +41,25 @@ def register(subparsers: Any) -> None:
     """Add the ``reassign`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
         "reassign", help="move replicas between log dirs (KIP-113) and check the moves",
-        description="Execute or verify a reassignment JSON with per-replica log_dirs.",
+        description=(
+            "Generate a reassignment with the cluster's placer, or execute or verify a "
+            "reassignment JSON with per-replica log_dirs."
+        ),
     )
     mode = parser.add_mutually_exclusive_group(required=True)
+    mode.add_argument("--generate", action="store_true",
+                      help="propose a reassignment of --topics-to-move-json-file onto "
+                           "--broker-list with the cluster's placer (changes nothing)")
     mode.add_argument("--execute", action="store_true", help="start the moves")
     mode.add_argument("--verify", action="store_true", help="report each replica's move state")
-    parser.add_argument("--reassignment-json-file", type=Path, required=True)
+    parser.add_argument("--reassignment-json-file", type=Path, default=None,
+                        help="with --execute or --verify: the reassignment JSON")
+    parser.add_argument("--topics-to-move-json-file", type=Path, default=None,
+                        help='with --generate: {"version":1,"topics":[{"topic":"t"}]}')
+    parser.add_argument("--broker-list", default=None,
+                        help="with --generate: the brokers to place replicas on, e.g. 1,2,3")
+    parser.add_argument("--disable-rack-aware", action="store_true",
+                        help="with --generate: Kafka's rack-unaware assignment")
     parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT]")
     parser.add_argument("--timeout", type=float, default=10.0,
                         help="seconds to retry REPLICA_NOT_AVAILABLE (default 10)")
@@ -72,7 +89,11 @@ def _load(path: Path) -> tuple[tuple[ReassignmentTarget, ...], list[ReplicaMove]
 
 
 def run(arguments: argparse.Namespace) -> int:
-    """Execute or verify."""
+    """Generate, execute or verify."""
+    if arguments.generate:
+        return generate(arguments)
+    if arguments.reassignment_json_file is None:
+        raise CliError("--execute and --verify need --reassignment-json-file")
     if arguments.timeout <= 0:
         raise CliError("--timeout must be positive")
     throttle = arguments.replica_alter_log_dirs_throttle
