@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from .replication import TruncationPolicy
+
 __sans_io__ = True
 
 #: Kafka's default for ``socket.request.max.bytes`` (100 MiB).
@@ -68,6 +70,9 @@ class BrokerConfig:
         auto_create_topics_enable: ``auto.create.topics.enable``.
         cluster_id: reported in Metadata.
         replica_placer: ``broker.replica.placer`` (KIP-879): the placer CreateTopics uses.
+        replica_truncation_policy: ``replica.truncation.policy``: ``leader_epoch`` (default,
+            KIP-101/279) or ``high_watermark`` (the design V3 text, which KIP-101 shows to lose
+            acknowledged records).
     """
 
     broker_id: int
@@ -94,6 +99,7 @@ class BrokerConfig:
     auto_create_topics_enable: bool = False
     cluster_id: str = "logproof"
     replica_placer: str = "rack-aware"
+    replica_truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH
     extra: Mapping[str, str] = field(default_factory=dict)
 
     @property
@@ -210,6 +216,14 @@ def _log_dirs(value: str) -> tuple[str, ...]:
     return normalised
 
 
+def _truncation_policy(key: str, value: str) -> TruncationPolicy:
+    names = {policy.value.lower(): policy for policy in TruncationPolicy}
+    policy = names.get(value.strip().lower())
+    if policy is None:
+        raise ConfigError(f"{key}: {value!r} is not one of {', '.join(sorted(names))}")
+    return policy
+
+
 _HOURS_MS: Final = 3_600_000
 _MINUTES_MS: Final = 60_000
 
@@ -271,6 +285,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
     "cluster.id": ("cluster_id", lambda k, v: v),
     "broker.replica.placer": ("replica_placer", lambda k, v: v),
+    "replica.truncation.policy": ("replica_truncation_policy", _truncation_policy),
 }
 
 #: Keys Kafka users commonly set that this broker accepts and ignores (kept in ``extra``):

@@ -3,9 +3,11 @@
 One task per leader broker fetches, for every partition this broker follows there, from the
 follower's LEO (Fetch v11 with this broker's id as ``replica_id``), appends what it gets with
 ``append_as_follower`` and sets the follower's HW to ``min(leader HW, own LEO)``. Before the first
-fetch of a partition (and after every new leader epoch) it asks the leader for the end offset of
-its own latest epoch (OffsetForLeaderEpoch) and truncates to ``min(end offset, LEO)``: the
-``LEADER_EPOCH`` truncation policy, never the HW truncation KIP-101 shows to lose data.
+fetch of a partition (and after every new leader epoch) it truncates as
+``replica.truncation.policy`` says (:func:`~.replication.follower_truncation_offset` decides):
+with ``LEADER_EPOCH`` (the default) it asks the leader for the end offset of its own latest epoch
+(OffsetForLeaderEpoch) and truncates to ``min(end offset, LEO)``; with ``HIGH_WATERMARK`` (the
+design V3 text, kept to show the loss KIP-101 describes) it truncates to its own HW without asking.
 
 A partition answered with NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION
 or a storage error is parked until the next LeaderAndIsr re-adds it; connection failures back
@@ -35,7 +37,12 @@ from ._codec import (
 )
 from ._framing import FrameDecoder, FrameError
 from ._kio_build import build
-from .replication import ReplicaRole, ReplicationEvent, TruncationPolicy
+from .replication import (
+    ReplicaRole,
+    ReplicationEvent,
+    TruncationPolicy,
+    follower_truncation_offset,
+)
 
 log = logging.getLogger(__name__)
 
@@ -122,6 +129,7 @@ class ReplicaFetcher:
         endpoint_of: broker id → (host, port) or None.
         on_progress: called after appends and HW moves (wakes waiters).
         trace: where TRUNCATE events go.
+        policy: ``replica.truncation.policy``.
     """
 
     def __init__(
@@ -131,8 +139,11 @@ class ReplicaFetcher:
         endpoint_of: Callable[[int], tuple[str, int] | None],
         on_progress: Callable[[], None],
         trace: TraceSink | None = None,
+        *,
+        policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH,
     ) -> None:
         self.broker_id = broker_id
+        self.policy = policy
         self._trace: TraceSink = trace if trace is not None else NullTraceSink()
         self._get_log = get_log
         self._endpoint_of = endpoint_of
@@ -208,6 +219,12 @@ class ReplicaFetcher:
         pending = {tp: item for tp, item in partitions.items() if not item.truncated}
         if not pending:
             return
+        if not self.policy.asks_leader:
+            for tp, item in pending.items():
+                partition_log = self._get_log(tp)
+                if partition_log is not None:
+                    self._truncate_one(tp, item, partition_log, None)
+            return
         requests: dict[str, list[dict[str, Any]]] = {}
         for tp, item in pending.items():
             partition_log = self._get_log(tp)
@@ -235,22 +252,33 @@ class ReplicaFetcher:
                 if int(result.error_code) != 0:
                     log.info("OffsetForLeaderEpoch %s: error %d", tp, int(result.error_code))
                     continue
-                end_offset = int(result.end_offset)
-                if 0 <= end_offset < partition_log.log_end_offset:
-                    target = max(end_offset, partition_log.log_start_offset)
-                    before = partition_log.log_end_offset
-                    partition_log.truncate_to(target)
-                    log.info("%s truncated to %d (leader epoch end)", tp, target)
-                    self._trace.emit(TraceEvent.of(
-                        "replication", ReplicationEvent.TRUNCATE.value, f"{tp}@{self.broker_id}",
-                        ReplicaRole.FOLLOWER.value, ReplicaRole.FOLLOWER.value,
-                        policy=TruncationPolicy.LEADER_EPOCH.value, log_end_offset=before,
-                        truncated_to=target, leader_epoch_end=end_offset,
-                    ))
-                partition_log.high_watermark = min(
-                    partition_log.high_watermark, partition_log.log_end_offset
-                )
-                followed.truncated = True
+                self._truncate_one(tp, followed, partition_log, int(result.end_offset))
+
+    def _truncate_one(self, tp: TopicPartition, followed: _Followed, partition_log: PartitionLog,
+                      leader_epoch_end: int | None) -> None:
+        before = partition_log.log_end_offset
+        high_watermark = partition_log.high_watermark
+        target = follower_truncation_offset(
+            self.policy, log_end_offset=before, log_start_offset=partition_log.log_start_offset,
+            high_watermark=high_watermark, leader_epoch_end_offset=leader_epoch_end,
+        )
+        if target < before:
+            partition_log.truncate_to(target)
+            log.info("%s truncated to %d (%s)", tp, target, self.policy.value)
+            fields: dict[str, Any] = {"policy": self.policy.value, "log_end_offset": before,
+                                      "truncated_to": target}
+            if leader_epoch_end is not None:
+                fields["leader_epoch_end"] = leader_epoch_end
+            else:
+                fields["high_watermark"] = high_watermark
+            self._trace.emit(TraceEvent.of(
+                "replication", ReplicationEvent.TRUNCATE.value, f"{tp}@{self.broker_id}",
+                ReplicaRole.FOLLOWER.value, ReplicaRole.FOLLOWER.value, **fields,
+            ))
+        partition_log.high_watermark = min(
+            partition_log.high_watermark, partition_log.log_end_offset
+        )
+        followed.truncated = True
 
     async def _fetch_once(self, connection: _Connection,
                           partitions: dict[TopicPartition, _Followed]) -> None:

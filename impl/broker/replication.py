@@ -15,6 +15,11 @@ Decisions taken here (the trio shell and the storage engine carry them out):
   replica lost with a failed disk is never recreated empty on a good one
   (``DIR_FAILURE_ISOLATION``, KAFKA-10314/16234).
 * **High watermark**: the leader's HW is the minimum LEO over the ISR, and never decreases.
+* **Follower truncation** (``replica.truncation.policy``): a replica that becomes follower
+  truncates before it fetches. ``LEADER_EPOCH`` (KIP-101/279, the default) truncates to the end
+  offset the leader reports for the follower's latest epoch; ``HIGH_WATERMARK`` (the design V3
+  text) truncates to the follower's own HW, which loses an acknowledged record when the
+  follower's HW lagged the leader's (KIP-101 scenario 1); it is kept to show that loss.
 
 This module is a sans-IO core.
 """
@@ -71,6 +76,41 @@ class TruncationPolicy(enum.Enum):
 
     HIGH_WATERMARK = "HIGH_WATERMARK"  #: the V3 text: truncate to the HW (known bad: KIP-101)
     LEADER_EPOCH = "LEADER_EPOCH"  #: KIP-101/279: ask the leader for the epoch's end offset
+
+    @property
+    def asks_leader(self) -> bool:
+        """The follower needs the leader's epoch end offset (OffsetForLeaderEpoch) to truncate."""
+        return self is TruncationPolicy.LEADER_EPOCH
+
+
+def follower_truncation_offset(
+    policy: TruncationPolicy,
+    *,
+    log_end_offset: int,
+    log_start_offset: int,
+    high_watermark: int,
+    leader_epoch_end_offset: int | None = None,
+) -> int:
+    """The offset a new follower truncates its log to before fetching (its LEO: no truncation).
+
+    Args:
+        policy: ``replica.truncation.policy``.
+        log_end_offset: the follower's LEO.
+        log_start_offset: the follower's log start offset (never truncated below).
+        high_watermark: the follower's own HW.
+        leader_epoch_end_offset: the end offset the leader reported for the follower's latest
+            epoch (``LEADER_EPOCH`` only; None or negative: unknown, nothing is truncated).
+
+    Returns:
+        The new LEO, between the log start offset and the current LEO.
+    """
+    if policy is TruncationPolicy.HIGH_WATERMARK:
+        target = high_watermark
+    elif leader_epoch_end_offset is None or leader_epoch_end_offset < 0:
+        return log_end_offset
+    else:
+        target = leader_epoch_end_offset
+    return max(log_start_offset, min(target, log_end_offset))
 
 
 @dataclass(frozen=True, slots=True)
