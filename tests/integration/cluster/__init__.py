@@ -1,0 +1,1 @@
+"""Multi-broker scenarios on real brokers and a real ZooKeeper."""
