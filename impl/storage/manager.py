@@ -765,6 +765,11 @@ class LogManager:
 
         * a dir that is not exactly one of ``log.dirs``: LOG_DIR_NOT_FOUND (57);
         * an offline destination, or an offline replica: KAFKA_STORAGE_ERROR (56);
+        * a request that would create a ``tp.move`` (a new move or a redirect) while *any* log
+          dir is offline: KAFKA_STORAGE_ERROR (56), nothing changes (Kafka: "a future log
+          cannot be created while any dir is offline"). A cancel, or the destination already
+          being moved to, is still accepted: a move in progress whose two dirs are online goes
+          on when a third dir fails (it creates nothing on the failed dir);
         * a replica not hosted: the dir is remembered for its creation, REPLICA_NOT_AVAILABLE (9);
         * ``"any"`` or the current dir while moving: the move is cancelled (NONE);
         * the current dir (or "any") otherwise: nothing to do (NONE);
@@ -793,12 +798,18 @@ class LogManager:
             return ErrorCode.REPLICA_NOT_AVAILABLE
         moving = move.state in (MoveState.COPYING, MoveState.CAUGHT_UP)
         assert move.state is not MoveState.SWAPPING, "swaps never yield"
+        cancels = log_dir in ("any", partition.log_dir)
+        new_move_dir = not cancels and not (moving and log_dir == move.dest_dir)
+        if new_move_dir and self.offline_dirs:
+            # an offline dir may hold a tp.move nobody can abandon: no new .move while any dir
+            # is offline (model variant move_while_dir_offline)
+            return ErrorCode.KAFKA_STORAGE_ERROR
         if moving:
-            if log_dir in ("any", partition.log_dir):
+            if cancels:
                 self._step(tp, rm.MoveInput(rm.MoveEvent.CANCEL_REQUESTED))
             elif log_dir != move.dest_dir:
                 self._step(tp, rm.MoveInput(rm.MoveEvent.REDIRECTED, log_dir))
-        elif log_dir not in ("any", partition.log_dir):
+        elif not cancels:
             self._step(tp, rm.MoveInput(
                 rm.MoveEvent.REQUESTED, log_dir, source_leo=partition.log_end_offset
             ))

@@ -251,10 +251,12 @@ def test_kafka_14824_failed_destination_stops_growing() -> None:
         assert partition.future is None
         assert not partition.offline
         await partition.append_as_leader(batch(7), 9)
-        # a new move to a good dir works
-        assert manager.alter_replica_log_dir(TP, DIR_C) == ErrorCode.NONE
-        await drive_move(manager)
-        assert partition.log_dir == DIR_C
+        # no new .move while a dir is offline (spec §Recovery, condition 1): refused, and the
+        # failed .move is not recreated elsewhere
+        assert manager.alter_replica_log_dir(TP, DIR_C) == ErrorCode.KAFKA_STORAGE_ERROR
+        assert manager.move_state(TP).state is MoveState.FAILED
+        assert partition.future is None
         assert dir_name(TP, DirKind.MOVE) not in disk.list_dir(DIR_C)
+        assert partition.log_dir == DIR_A
 
     run(main)
