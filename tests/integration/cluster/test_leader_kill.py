@@ -1,0 +1,154 @@
+"""A partition leader killed with SIGKILL while a producer runs, then restarted.
+
+Three brokers run as child processes (``logproof broker --config …``, started as ``logproof
+cluster up`` starts them). A topic with replication factor 3 and ``min.insync.replicas=2``
+receives a steady stream from confluent-kafka (acks=all, idempotent). Its leader is SIGKILLed;
+the controller elects another replica once the dead broker's ZooKeeper session expires and the
+producer carries on. The killed broker is restarted and rejoins as a follower. At the end every
+acknowledged record is read back exactly once, in the order it was produced.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from impl.cli.cmd_cluster import START_TIMEOUT_SECONDS, Cluster
+
+pytestmark = [pytest.mark.integration]
+
+TOPIC = "killed"
+BROKERS = 3
+WAIT_SECONDS = 30.0
+SESSION_TIMEOUT_MS = 4000
+
+
+def wait_for(condition: Callable[[], bool], what: str, poll: Callable[[], Any]) -> None:
+    """Call ``poll`` (client callbacks) until ``condition`` holds, within a bound."""
+    deadline = time.monotonic() + WAIT_SECONDS
+    while not condition():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        poll()
+
+
+@pytest.fixture
+def cluster(zk_chroot: str, tmp_path: Path) -> Iterator[Cluster]:
+    running = Cluster(tmp_path, BROKERS, 1, zookeeper=zk_chroot, base_port=None, overrides=[
+        "min.insync.replicas=2", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
+    ])
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+
+
+def bootstrap(cluster: Cluster) -> str:
+    return ",".join(f"127.0.0.1:{port}" for port in cluster.ports.values())
+
+
+def restart(cluster: Cluster, broker_id: int) -> None:
+    """Start a killed broker again on its port, with its config and log dirs."""
+    old = cluster.processes[broker_id]
+    assert old.poll() is not None
+    if old.stdout is not None:
+        old.stdout.close()
+    cluster._spawn(broker_id, cluster.ports[broker_id])
+    cluster._wait_ready(broker_id, cluster.processes[broker_id],
+                        time.monotonic() + START_TIMEOUT_SECONDS)
+
+
+def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(cluster: Cluster) -> None:
+    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.cimpl import NewTopic
+
+    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    futures = admin.create_topics([NewTopic(TOPIC, 1, BROKERS)], operation_timeout=10)
+    futures[TOPIC].result(WAIT_SECONDS)
+
+    def partition() -> Any:
+        metadata = admin.list_topics(TOPIC, timeout=5)
+        return metadata.topics[TOPIC].partitions.get(0)
+
+    def leader() -> int:
+        found = partition()
+        return -1 if found is None or found.error is not None else int(found.leader)
+
+    def isr() -> list[int]:
+        found = partition()
+        return [] if found is None else list(found.isrs)
+
+    wait_for(lambda: leader() > 0 and len(isr()) == BROKERS, "the topic's ISR",
+             lambda: time.sleep(0.05))
+
+    acknowledged: list[bytes] = []
+    errors: list[str] = []
+
+    def delivered(error: Any, message: Any) -> None:
+        if error is not None:
+            errors.append(str(error))
+        else:
+            acknowledged.append(message.value())
+
+    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all",
+                         "enable.idempotence": True, "linger.ms": 5,
+                         "delivery.timeout.ms": 60_000, "retry.backoff.ms": 100,
+                         "topic.metadata.refresh.interval.ms": 500})
+    sent = 0
+
+    def produce_some() -> None:
+        nonlocal sent
+        for _ in range(20):
+            producer.produce(TOPIC, value=b"record-%06d" % sent, partition=0,
+                             on_delivery=delivered)
+            sent += 1
+        producer.poll(0.05)
+
+    try:
+        wait_for(lambda: len(acknowledged) >= 300, "acks before the kill", produce_some)
+        victim = leader()
+        os.kill(cluster.processes[victim].pid, signal.SIGKILL)
+        cluster.processes[victim].wait(WAIT_SECONDS)
+        before = len(acknowledged)
+        wait_for(lambda: leader() not in (-1, victim), "a new leader", produce_some)
+        wait_for(lambda: len(acknowledged) >= before + 300, "acks from the new leader",
+                 produce_some)
+        restart(cluster, victim)
+        wait_for(lambda: victim in isr(), "the restarted broker back in the ISR",
+                 produce_some)
+        after = len(acknowledged)
+        wait_for(lambda: len(acknowledged) >= after + 300, "acks after the restart",
+                 produce_some)
+        assert producer.flush(WAIT_SECONDS) == 0
+    finally:
+        producer.flush(0)
+    assert errors == []
+    assert len(acknowledged) == sent
+
+    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "unused",
+                         "enable.auto.commit": False, "enable.partition.eof": False})
+    received: list[bytes] = []
+    try:
+        consumer.assign([TopicPartition(TOPIC, 0, 0)])
+
+        def consume() -> None:
+            for message in consumer.consume(500, 0.2):
+                assert message.error() is None, message.error()
+                value = message.value()
+                assert value is not None
+                received.append(value)
+
+        wait_for(lambda: len(received) >= len(acknowledged), "every record", consume)
+        low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
+    finally:
+        consumer.close()
+    assert (low, high) == (0, len(received))
+    produced_order = sorted(acknowledged)
+    assert received == produced_order
