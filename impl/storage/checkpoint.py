@@ -11,7 +11,7 @@ module is a sans-IO core too.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 
 from impl.storage.disk import Disk
 from impl.storage.names import TopicPartition
@@ -51,9 +51,27 @@ def parse_offsets(text: str) -> dict[TopicPartition, int]:
     return offsets
 
 
-def format_meta_properties(broker_id: int) -> str:
-    """``meta.properties`` as a ZooKeeper-mode Kafka broker writes it (version 0)."""
-    return f"version=0\nbroker.id={broker_id}\n"
+#: ``meta.properties`` key: this log dir's identity (KIP-858 ``directory.id``)
+DIRECTORY_ID = "directory.id"
+#: ``meta.properties`` key: the ``directory.id`` of every log dir of the broker, comma-separated
+LOG_DIR_IDS = "log.dir.ids"
+
+
+def format_meta_properties(
+    broker_id: int, directory_id: str | None = None, log_dir_ids: Iterable[str] = ()
+) -> str:
+    """``meta.properties``: version 0 and ``broker.id`` as a ZooKeeper-mode Kafka broker writes
+    it, plus (when given) the dir's ``directory.id`` and the ids of all the broker's log dirs."""
+    text = f"version=0\nbroker.id={broker_id}\n"
+    if directory_id is not None:
+        text += f"{DIRECTORY_ID}={directory_id}\n"
+        text += f"{LOG_DIR_IDS}={','.join(sorted(log_dir_ids))}\n"
+    return text
+
+
+def recorded_log_dir_ids(properties: Mapping[str, str]) -> frozenset[str]:
+    """The ``log.dir.ids`` a parsed ``meta.properties`` records (empty if none)."""
+    return frozenset(i for i in properties.get(LOG_DIR_IDS, "").split(",") if i)
 
 
 def parse_meta_properties(text: str) -> dict[str, str]:

@@ -13,7 +13,10 @@ partition.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
+import hashlib
+import logging
 from collections.abc import Callable
 from dataclasses import dataclass
 from typing import NamedTuple
@@ -26,6 +29,7 @@ from impl.storage import mover
 from impl.storage import record_batch as rb
 from impl.storage import replica_move as rm
 from impl.storage.checkpoint import (
+    DIRECTORY_ID,
     META_PROPERTIES,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -34,6 +38,7 @@ from impl.storage.checkpoint import (
     parse_meta_properties,
     parse_offsets,
     read_checkpoint,
+    recorded_log_dir_ids,
     write_atomically,
 )
 from impl.storage.config import StorageConfig
@@ -46,6 +51,8 @@ from impl.storage.throttle import TokenBucket
 from impl.trace import NullTraceSink, TraceSink
 
 MoveState = rm.MoveState
+
+_LOG = logging.getLogger(__name__)
 
 
 class AppendInfo(NamedTuple):
@@ -354,9 +361,12 @@ class LogManager:
     def _recover(self) -> None:
         found: dict[TopicPartition, dict[DirKind, set[str]]] = {}
         checkpoints: dict[str, tuple[dict[TopicPartition, int], dict[TopicPartition, int]]] = {}
+        self._open_dirs()
         for log_dir in self.config.log_dirs:
+            if log_dir in self.offline_dirs:
+                continue
             try:
-                names = self._open_dir(log_dir)
+                names = self.disk.list_dir(log_dir)
                 checkpoints[log_dir] = (
                     self._read_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT),
                     self._read_offsets(log_dir, RECOVERY_POINT_CHECKPOINT),
@@ -384,20 +394,86 @@ class LogManager:
             self.trace.emit(decision.trace())
             self._apply_decision(decision, checkpoints)
 
-    def _open_dir(self, log_dir: str) -> list[str]:
+    def _open_dirs(self) -> None:
+        """Read every dir's ``meta.properties``; tell an unmounted dir from a new one.
+
+        Each ``meta.properties`` records the dir's ``directory.id`` and the ids of all the
+        broker's log dirs (KIP-858 in spirit). A configured dir without ``meta.properties`` is:
+
+        * initialised when no dir has one (a new broker) or when every recorded id is found on a
+          readable dir (a dir added to ``log.dirs``);
+        * otherwise bad, UNREADABLE_AT_STARTUP: some recorded dir is missing and this may be it
+          with its disk not mounted (an empty mount point). Initialising it would make it a good
+          empty dir, and recovery could then promote a partial ``.move`` from another dir.
+
+        Then every online dir's file is rewritten (atomically, new dirs first) to record the
+        current set; while a dir is offline the ids it may carry stay recorded.
+        """
+        metas: dict[str, dict[str, str] | None] = {}
+        for log_dir in self.config.log_dirs:
+            try:
+                metas[log_dir] = self._read_meta(log_dir)
+            except (OSError, ValueError) as error:
+                _LOG.warning("log dir %s unreadable at startup: %s", log_dir, error)
+                self._fail_dir(log_dir, ldf.LogDirEvent.UNREADABLE_AT_STARTUP)
+        recorded: set[str] = set()
+        present: dict[str, str] = {}
+        for log_dir, props in metas.items():
+            if props is not None:
+                recorded |= recorded_log_dir_ids(props)
+                if props.get(DIRECTORY_ID):
+                    present[log_dir] = props[DIRECTORY_ID]
+        missing = recorded - set(present.values())
+        fresh = [d for d, props in metas.items() if props is None]
+        if fresh and missing:
+            for log_dir in fresh:
+                _LOG.warning(
+                    "log dir %s has no %s while the broker's other log dirs record %d dir(s) "
+                    "not found (%s): treated as unmounted, left untouched and offline",
+                    log_dir, META_PROPERTIES, len(missing), ",".join(sorted(missing)),
+                )
+                self._fail_dir(log_dir, ldf.LogDirEvent.UNREADABLE_AT_STARTUP)
+            fresh = []
+        online = [d for d in metas if d not in self.offline_dirs]
+        ids = {d: present.get(d) or self._new_directory_id(d) for d in online}
+        keep = set() if not self.offline_dirs else recorded
+        all_ids = set(ids.values()) | keep
+        for log_dir in sorted(online, key=lambda d: d not in fresh):  # new dirs first
+            try:
+                if log_dir in fresh and not self.disk.exists(log_dir):
+                    self.disk.mkdir(log_dir)
+                text = format_meta_properties(self.config.broker_id, ids[log_dir], all_ids)
+                if read_checkpoint(self.disk, log_dir, META_PROPERTIES) != text:
+                    write_atomically(self.disk, log_dir, META_PROPERTIES, text)
+            except OSError as error:
+                _LOG.warning("log dir %s unwritable at startup: %s", log_dir, error)
+                self._fail_dir(log_dir, ldf.LogDirEvent.UNREADABLE_AT_STARTUP)
+
+    def _read_meta(self, log_dir: str) -> dict[str, str] | None:
+        """The dir's parsed ``meta.properties``, ``None`` if absent (or the dir is).
+
+        Raises:
+            ValueError: it names another broker id.
+        """
         if not self.disk.exists(log_dir):
-            self.disk.mkdir(log_dir)
-        names = self.disk.list_dir(log_dir)
+            return None
+        self.disk.list_dir(log_dir)  # unreadable: OSError
         text = read_checkpoint(self.disk, log_dir, META_PROPERTIES)
         if text is None:
-            write_atomically(
-                self.disk, log_dir, META_PROPERTIES, format_meta_properties(self.config.broker_id)
-            )
-        else:
-            broker_id = parse_meta_properties(text).get("broker.id")
-            if broker_id is not None and int(broker_id) != self.config.broker_id:
-                raise ValueError(f"{log_dir}: meta.properties broker.id {broker_id}")
-        return names
+            return None
+        props = parse_meta_properties(text)
+        broker_id = props.get("broker.id")
+        if broker_id is not None and int(broker_id) != self.config.broker_id:
+            raise ValueError(f"{log_dir}: meta.properties broker.id {broker_id}")
+        return props
+
+    def _new_directory_id(self, log_dir: str) -> str:
+        """A new ``directory.id`` (22 url-safe base64 characters, as Kafka's ``Uuid``), derived
+        from the broker id, the path and the clock so that simulated runs are reproducible."""
+        clock = self.clock
+        seed = f"{self.config.broker_id}\0{log_dir}\0{clock.wall_ms()}\0{clock.monotonic_ns()}"
+        digest = hashlib.sha256(seed.encode()).digest()[:16]
+        return base64.urlsafe_b64encode(digest).decode().rstrip("=")
 
     def _read_offsets(self, log_dir: str, name: str) -> dict[TopicPartition, int]:
         text = read_checkpoint(self.disk, log_dir, name)

@@ -4,10 +4,28 @@ deletion removed only while a served copy at least as long exists."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 from conformance.disk import SimDisk
 from impl.storage import ErrorCode, LogManager, MoveState
+from impl.storage.checkpoint import META_PROPERTIES, parse_meta_properties, read_checkpoint
+from impl.storage.disk import Disk
+from impl.storage.move_recovery import RecoveryRule
+from impl.storage.names import DirKind, dir_name
+from impl.storage.os_disk import OsDisk
 
-from ._support import DIR_A, DIR_B, DIR_C, TP, ManualClock, batch, config, drive_move, run
+from ._support import (
+    DIR_A,
+    DIR_B,
+    DIR_C,
+    TP,
+    ManualClock,
+    batch,
+    config,
+    drive_move,
+    log_bytes,
+    run,
+)
 
 
 def _three_dirs() -> tuple[SimDisk, LogManager]:
@@ -71,3 +89,114 @@ def test_cancel_is_accepted_while_a_dir_is_offline() -> None:
         assert partition.future is None
 
     run(main)
+
+
+# --- condition 2: an unmounted log dir is detected at startup ----------------------------------
+
+
+def _wipe(disk: Disk, path: str) -> None:
+    """Remove everything under ``path`` (keep ``path``): an empty mount point."""
+    for name in disk.list_dir(path):
+        child = f"{path}/{name}"
+        if disk.is_dir(child):
+            _wipe(disk, child)
+            disk.rmdir(child)
+        else:
+            disk.remove(child)
+    disk.fsync_dir(path)
+
+
+def _meta(disk: Disk, log_dir: str) -> dict[str, str]:
+    text = read_checkpoint(disk, log_dir, META_PROPERTIES)
+    assert text is not None
+    return parse_meta_properties(text)
+
+
+def test_new_broker_records_every_dir_id_in_every_dir() -> None:
+    disk = SimDisk([DIR_A, DIR_B, DIR_C])
+    LogManager.open(config(DIR_A, DIR_B, DIR_C), disk=disk, clock=ManualClock())
+    metas = [_meta(disk, d) for d in (DIR_A, DIR_B, DIR_C)]
+    ids = {m["directory.id"] for m in metas}
+    assert len(ids) == 3
+    assert all(m["log.dir.ids"] == ",".join(sorted(ids)) for m in metas)
+
+
+def _unmounted_dest_layout(disk: Disk, a: str, b: str, c: str) -> bytes:
+    """``tp`` moved from ``a`` to ``b``; then a ``.move`` to ``c`` was started and partly copied.
+    Returns the live log's bytes. (Built with the manager itself, all dirs online.)"""
+
+    async def main() -> bytes:
+        manager = LogManager.open(config(a, b, c), disk=disk, clock=ManualClock())
+        partition = manager.create(TP, is_new=True)
+        for i in range(40):
+            await partition.append_as_leader(batch(i), 1)
+        manager.alter_replica_log_dir(TP, b)
+        await drive_move(manager)
+        for i in range(40, 60):
+            await partition.append_as_leader(batch(i), 1)
+        manager.alter_replica_log_dir(TP, c)
+        manager.copy_step_nowait(TP, 400)
+        manager.close()
+        return log_bytes(disk, b)
+
+    result: list[bytes] = []
+
+    async def wrapper() -> None:
+        result.append(await main())
+
+    run(wrapper)
+    return result[0]
+
+
+def _check_unmounted_dir_is_offline(disk: Disk, a: str, b: str, c: str) -> None:
+    live = _unmounted_dest_layout(disk, a, b, c)
+    assert dir_name(TP, DirKind.MOVE) in disk.list_dir(c)
+    _wipe(disk, b)  # B's disk is not mounted: its mount point reads as an empty dir
+    manager = LogManager.open(config(a, b, c), disk=disk, clock=ManualClock())
+    assert manager.offline_dirs == {b}
+    assert disk.list_dir(b) == []  # never re-initialised
+    assert TP in manager.offline_replicas  # rule 3: the partial .move on C is not promoted
+    assert dir_name(TP, DirKind.MOVE) in disk.list_dir(c)
+    assert dir_name(TP) not in disk.list_dir(c)
+    (decision,) = manager.recovery_decisions
+    assert decision.rules == (RecoveryRule.OFFLINE_UNTOUCHED,)
+    assert len(live) > len(log_bytes(disk, c, DirKind.MOVE))
+
+
+def test_unmounted_dir_is_offline_not_reinitialised_sim_disk() -> None:
+    _check_unmounted_dir_is_offline(SimDisk([DIR_A, DIR_B, DIR_C]), DIR_A, DIR_B, DIR_C)
+
+
+def test_unmounted_dir_is_offline_not_reinitialised_real_disk(tmp_path: Path) -> None:
+    a, b, c = (str(tmp_path / n) for n in "abc")
+    disk = OsDisk()
+    _check_unmounted_dir_is_offline(disk, a, b, c)
+    # still unmounted at the next start: still offline, still untouched
+    assert LogManager.open(config(a, b, c), disk=disk, clock=ManualClock()).offline_dirs == {b}
+
+
+def test_added_dir_is_initialised_then_recorded(tmp_path: Path) -> None:
+    a, b, c = (str(tmp_path / n) for n in "abc")
+    disk = OsDisk()
+    LogManager.open(config(a, b), disk=disk, clock=ManualClock()).close()
+    before = {_meta(disk, d)["directory.id"] for d in (a, b)}
+    manager = LogManager.open(config(a, b, c), disk=disk, clock=ManualClock())
+    assert manager.offline_dirs == frozenset()
+    ids = {_meta(disk, d)["directory.id"] for d in (a, b, c)}
+    assert before < ids
+    assert all(_meta(disk, d)["log.dir.ids"] == ",".join(sorted(ids)) for d in (a, b, c))
+    assert not any(name.endswith(".tmp") for d in (a, b, c) for name in disk.list_dir(d))
+
+
+def test_missing_dir_while_another_is_unreadable_keeps_its_id_recorded() -> None:
+    disk = SimDisk([DIR_A, DIR_B, DIR_C])
+    LogManager.open(config(DIR_A, DIR_B, DIR_C), disk=disk, clock=ManualClock())
+    ids = _meta(disk, DIR_A)["log.dir.ids"]
+    disk.fail_dir(DIR_C)
+    manager = LogManager.open(config(DIR_A, DIR_B, DIR_C), disk=disk, clock=ManualClock())
+    assert manager.offline_dirs == {DIR_C}
+    assert _meta(disk, DIR_A)["log.dir.ids"] == ids  # C's id is not forgotten while offline
+    disk.repair_dir(DIR_C)
+    _wipe(disk, DIR_B)
+    manager = LogManager.open(config(DIR_A, DIR_B, DIR_C), disk=disk, clock=ManualClock())
+    assert manager.offline_dirs == {DIR_B}
