@@ -286,9 +286,23 @@ class PartitionLog:
 DirFailureCallback = Callable[[str], None]
 
 
-class _DeleteRequest(NamedTuple):
+@dataclass(slots=True)
+class _DeleteRequest:
+    """A queued ``tp.delete`` removal.
+
+    Attributes:
+        guarded: removed only while ``tp`` is served from an online dir with a log end offset at
+            least the copy's (a move's old source, an abandoned ``.move``, a recovery
+            ``.delete`` next to a live copy); ``False`` for a topic deletion.
+        log_end_offset: the doomed copy's LEO, ``None`` until known (read from disk once).
+        kept_because: why the last attempt kept it (logged once per reason).
+    """
+
     log_dir: str
     tp: TopicPartition
+    guarded: bool = True
+    log_end_offset: int | None = None
+    kept_because: str | None = None
 
 
 class LogManager:
@@ -490,8 +504,10 @@ class LogManager:
         checkpoints: dict[str, tuple[dict[TopicPartition, int], dict[TopicPartition, int]]],
     ) -> None:
         tp = decision.tp
+        # a lone tp.delete with every dir good is a topic deletion (nothing else leaves one)
+        deleted_topic = decision.live_dir is None and not decision.offline
         for log_dir in decision.delete_dirs:
-            self._pending_deletes.append(_DeleteRequest(log_dir, tp))
+            self._pending_deletes.append(_DeleteRequest(log_dir, tp, guarded=not deleted_topic))
         for log_dir in decision.delete_move_dirs:
             with self._io_nowait(log_dir):
                 self._retire(log_dir, tp, DirKind.MOVE)
@@ -524,14 +540,25 @@ class LogManager:
             self._step(tp, rm.MoveInput(rm.MoveEvent.REQUESTED, decision.resume_dest_dir,
                                         source_leo=log.log_end_offset))
 
-    def _retire(self, log_dir: str, tp: TopicPartition, kind: DirKind) -> None:
-        """Rename ``tp<kind>`` to ``tp.delete`` durably and queue its deletion."""
+    def _retire(
+        self,
+        log_dir: str,
+        tp: TopicPartition,
+        kind: DirKind,
+        *,
+        guarded: bool = True,
+        log_end_offset: int | None = None,
+    ) -> None:
+        """Rename ``tp<kind>`` to ``tp.delete`` durably and queue its deletion (see
+        :class:`_DeleteRequest` for ``guarded``)."""
         doomed = f"{log_dir}/{dir_name(tp, DirKind.DELETE)}"
         if self.disk.exists(doomed):
             self._delete_tree(doomed)
         self.disk.rename(f"{log_dir}/{dir_name(tp, kind)}", doomed)
         self.disk.fsync_dir(log_dir)
-        self._pending_deletes.append(_DeleteRequest(log_dir, tp))
+        self._pending_deletes.append(
+            _DeleteRequest(log_dir, tp, guarded=guarded, log_end_offset=log_end_offset)
+        )
 
     def _delete_tree(self, path: str) -> None:
         for name in self.disk.list_dir(path):
@@ -635,10 +662,13 @@ class LogManager:
                     self._wakeup.set()
             case rm.AbandonMoveDir(dest_dir=dest_dir):
                 assert partition is not None
+                abandoned = partition.future
                 partition.future = None
                 with self._io_nowait(dest_dir):
                     if self.disk.exists(f"{dest_dir}/{dir_name(tp, DirKind.MOVE)}"):
-                        self._retire(dest_dir, tp, DirKind.MOVE)
+                        self._retire(dest_dir, tp, DirKind.MOVE, log_end_offset=(
+                            abandoned.log_end_offset if abandoned is not None else None
+                        ))
             case rm.CopyChunk() | rm.AcquireLock():
                 self._wakeup.set()  # the mover loop acts on COPYING / CAUGHT_UP
             case rm.CopyRemaining():
@@ -706,7 +736,11 @@ class LogManager:
                 if move.state is MoveState.SWAPPING and move.dest_renamed:
                     self._step(tp, rm.MoveInput(rm.MoveEvent.LOG_SWAPPED))
             case rm.DeleteAsync(log_dir=log_dir):
-                self._pending_deletes.append(_DeleteRequest(log_dir, tp))
+                # the old source: swapped under the lock, so as long as the live log right now
+                self._pending_deletes.append(_DeleteRequest(
+                    log_dir, tp,
+                    log_end_offset=partition.log_end_offset if partition is not None else None,
+                ))
                 self._wakeup.set()
             case rm.RestoreSource(source_dir=source_dir):
                 assert partition is not None
@@ -824,6 +858,9 @@ class LogManager:
         self._preferred_dirs.pop(tp, None)
         self._offline_partitions.discard(tp)
         self._lost.discard(tp)
+        for request in self._pending_deletes:
+            if request.tp == tp:
+                request.guarded = False  # the topic is gone: every copy goes
         if partition is None:
             return
         del self._partitions[tp]
@@ -832,7 +869,7 @@ class LogManager:
         if log_dir in self.offline_dirs:
             return
         with self._io_nowait(log_dir):
-            self._retire(log_dir, tp, DirKind.LIVE)
+            self._retire(log_dir, tp, DirKind.LIVE, guarded=False)
             self._write_dir_checkpoints(log_dir)
         self._wakeup.set()
 
@@ -1015,13 +1052,32 @@ class LogManager:
         return deleted
 
     def delete_pending_nowait(self) -> int:
-        """Remove every queued ``.delete`` dir now; returns how many were removed."""
+        """Remove the queued ``.delete`` dirs that may go now; returns how many were removed.
+
+        A guarded request (:class:`_DeleteRequest`) is removed only while the partition is served
+        from an online dir whose log end offset is at least the doomed copy's: otherwise that
+        copy may be the last one (model variant ``unguarded_async_delete``). A kept request stays
+        queued and is retried; the reason is logged once.
+        """
         done = 0
+        kept: list[_DeleteRequest] = []
         while self._pending_deletes:
             request = self._pending_deletes.pop(0)
             if request.log_dir in self.offline_dirs:
                 continue
             path = f"{request.log_dir}/{dir_name(request.tp, DirKind.DELETE)}"
+            blocked: str | None = None
+            with self._io_nowait(request.log_dir):
+                if self.disk.exists(path):
+                    blocked = self._delete_blocked(request)
+            if request.log_dir in self.offline_dirs:
+                continue
+            if blocked is not None:
+                if request.kept_because != blocked:
+                    _LOG.warning("keeping %s: %s", path, blocked)
+                request.kept_because = blocked
+                kept.append(request)
+                continue
             with self._io_nowait(request.log_dir):
                 if self.disk.exists(path):
                     self._delete_tree(path)
@@ -1030,7 +1086,25 @@ class LogManager:
                 move = self._moves.get(request.tp)
                 if move is not None and move.state is MoveState.DONE:
                     self._step(request.tp, rm.MoveInput(rm.MoveEvent.DELETE_COMPLETED))
+        self._pending_deletes[:0] = kept
         return done
+
+    def _delete_blocked(self, request: _DeleteRequest) -> str | None:
+        """Why a queued ``tp.delete`` must stay (``None``: it may go). May read its LEO."""
+        if not request.guarded:
+            return None
+        partition = self._partitions.get(request.tp)
+        if partition is None or partition.offline or partition.log_dir in self.offline_dirs:
+            return "no online dir serves the partition; the copy may be the last one"
+        if request.log_end_offset is None:
+            doomed = Log.load(self.env, request.log_dir, request.tp, DirKind.DELETE)
+            request.log_end_offset = doomed.log_end_offset
+        if partition.log_end_offset < request.log_end_offset:
+            return (
+                f"the served copy on {partition.log_dir} ends at offset "
+                f"{partition.log_end_offset}, before this copy's {request.log_end_offset}"
+            )
+        return None
 
     # --- the trio runtime ---------------------------------------------------------------------
 

@@ -4,7 +4,10 @@ deletion removed only while a served copy at least as long exists."""
 
 from __future__ import annotations
 
+import logging
 from pathlib import Path
+
+import pytest
 
 from conformance.disk import SimDisk
 from impl.storage import ErrorCode, LogManager, MoveState
@@ -54,7 +57,11 @@ def test_no_move_starts_while_any_dir_is_offline() -> None:
 
 def test_move_in_progress_goes_on_when_a_third_dir_fails_but_cannot_be_redirected() -> None:
     async def main() -> None:
-        disk, manager = _three_dirs()
+        dir_d = "/data/d"
+        disk = SimDisk([DIR_A, DIR_B, DIR_C, dir_d])
+        manager = LogManager.open(
+            config(DIR_A, DIR_B, DIR_C, dir_d), disk=disk, clock=ManualClock()
+        )
         partition = manager.create(TP, is_new=True)
         for i in range(30):
             await partition.append_as_leader(batch(i), 1)
@@ -63,8 +70,10 @@ def test_move_in_progress_goes_on_when_a_third_dir_fails_but_cannot_be_redirecte
         disk.fail_dir(DIR_C)
         manager.describe()
         assert manager.move_state(TP).state is MoveState.COPYING
-        # a redirect would create a new .move: refused, the move keeps its destination
-        assert manager.alter_replica_log_dir(TP, DIR_C) == ErrorCode.KAFKA_STORAGE_ERROR
+        # a redirect to an online dir would create a new .move: refused, the move keeps its
+        # destination
+        assert manager.alter_replica_log_dir(TP, dir_d) == ErrorCode.KAFKA_STORAGE_ERROR
+        assert disk.list_dir(dir_d) == ["meta.properties"]
         assert manager.alter_replica_log_dir(TP, DIR_B) == ErrorCode.NONE
         assert manager.move_state(TP).dest_dir == DIR_B
         await drive_move(manager)
@@ -200,3 +209,88 @@ def test_missing_dir_while_another_is_unreadable_keeps_its_id_recorded() -> None
     _wipe(disk, DIR_B)
     manager = LogManager.open(config(DIR_A, DIR_B, DIR_C), disk=disk, clock=ManualClock())
     assert manager.offline_dirs == {DIR_B}
+
+
+# --- condition 3: a queued deletion needs a served copy at least as long ---------------------
+
+
+async def _swapped_not_deleted(disk: SimDisk, manager: LogManager, records: int) -> bytes:
+    """Move ``TP`` from A to B up to the swap; the old source's deletion is queued, not run.
+    Returns the source's bytes."""
+    partition = manager.create(TP, is_new=True)
+    for i in range(records):
+        await partition.append_as_leader(batch(i), 1)
+    source = log_bytes(disk, DIR_A)
+    manager.alter_replica_log_dir(TP, DIR_B)
+    while manager.move_state(TP).state is MoveState.COPYING:
+        manager.copy_step_nowait(TP, 400)
+    await manager.swap_when_caught_up(TP)
+    assert manager.move_state(TP).state is MoveState.DONE
+    assert partition.log_dir == DIR_B
+    assert dir_name(TP, DirKind.DELETE) in disk.list_dir(DIR_A)
+    return source
+
+
+def test_queued_delete_is_kept_when_the_served_copy_goes_offline(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    async def main() -> None:
+        disk, manager = _three_dirs()
+        source = await _swapped_not_deleted(disk, manager, 30)
+        disk.fail_dir(DIR_B)  # the new live copy's dir dies before the deletion runs
+        manager.describe()
+        assert TP in manager.offline_replicas
+        with caplog.at_level(logging.WARNING, logger="impl.storage.manager"):
+            assert manager.delete_pending_nowait() == 0
+            assert manager.delete_pending_nowait() == 0
+        assert log_bytes(disk, DIR_A, DirKind.DELETE) == source  # the last readable copy
+        kept = [r.getMessage() for r in caplog.records if "keeping" in r.getMessage()]
+        assert len(kept) == 1  # logged once, not at every retry
+        assert "no online dir serves the partition" in kept[0]
+        # a topic deletion removes it after all
+        manager.delete(TP)
+        assert manager.delete_pending_nowait() == 1
+        assert dir_name(TP, DirKind.DELETE) not in disk.list_dir(DIR_A)
+
+    run(main)
+
+
+def test_queued_delete_waits_until_the_served_log_is_as_long() -> None:
+    async def main() -> None:
+        disk, manager = _three_dirs()
+        await _swapped_not_deleted(disk, manager, 30)
+        partition = manager.get(TP)
+        assert partition is not None
+        doomed_leo = partition.log_end_offset
+        partition.truncate_to(doomed_leo - 10)  # the served log is now shorter than the copy
+        assert manager.delete_pending_nowait() == 0
+        assert dir_name(TP, DirKind.DELETE) in disk.list_dir(DIR_A)
+        i = 100
+        while partition.log_end_offset < doomed_leo:
+            assert manager.delete_pending_nowait() == 0
+            await partition.append_as_leader(batch(i), 2)
+            i += 1
+        assert manager.delete_pending_nowait() == 1
+        assert dir_name(TP, DirKind.DELETE) not in disk.list_dir(DIR_A)
+        assert manager.move_state(TP).state is MoveState.DONE
+
+    run(main)
+
+
+def test_recovered_delete_is_measured_on_disk_and_kept_while_longer() -> None:
+    async def main() -> None:
+        disk, manager = _three_dirs()
+        source = await _swapped_not_deleted(disk, manager, 30)
+        manager.close()
+        restarted = LogManager.open(config(DIR_A, DIR_B, DIR_C), disk=disk, clock=ManualClock())
+        (decision,) = restarted.recovery_decisions
+        assert decision.rules == (RecoveryRule.LIVE, RecoveryRule.DELETE_SCHEDULED)
+        partition = restarted.get(TP)
+        assert partition is not None
+        partition.truncate_to(partition.log_end_offset - 1)
+        assert restarted.delete_pending_nowait() == 0  # the .delete's LEO is read from disk
+        assert log_bytes(disk, DIR_A, DirKind.DELETE) == source
+        await partition.append_as_leader(batch(99), 2)
+        assert restarted.delete_pending_nowait() == 1
+
+    run(main)
