@@ -1,9 +1,11 @@
 """Startup classification of a partition's dirs after a crash (KIP-113 §3, ``move_recovery``).
 
 Input: on which *good* log dirs ``tp``, ``tp.move`` and ``tp.delete`` exist, and whether any log
-dir is bad (unreadable). Output: which rules apply and what to do. Invariant
-MOVE_RECOVERY_TOTAL: exactly one live log, or the partition offline when a bad dir may hold it;
-the only copy is never deleted.
+dir is bad (unreadable, or without ``meta.properties`` while the broker's other dirs record a dir
+that is missing: an unmounted disk, see ``LogManager._open_dirs``). Output: which rules apply
+and what to do. Invariant MOVE_RECOVERY_TOTAL: exactly one live log, or the partition offline
+when a bad dir may hold it; the only copy is never deleted (a scheduled deletion is carried out
+only while a served copy at least as long exists, ``LogManager.delete_pending_nowait``).
 
 KIP-113's four rules, and where they are not enough (``spec/replica_move.md`` §Recovery):
 
