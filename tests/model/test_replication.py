@@ -12,33 +12,25 @@ them (from the empty partition, longer than the default depth) are replayed conc
 
 from __future__ import annotations
 
-import functools
-import json
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
 
 import pytest
 
 from model import (
-    ActionInstance,
     ActionNotEnabled,
-    Model,
     ModelDefinition,
     State,
     Status,
-    Trace,
-    VariantResult,
-    check_variant,
 )
 from model._report import flatten_state
 from model.replication import MODELS, ReplicationEvent
 
+from ._model_golden import ModelGolden, by_name, replay, run
+
 DEFINITION: ModelDefinition = MODELS[0]
-GOLDEN: dict[str, Any] = json.loads(
-    (Path(__file__).parent / "golden" / "replication.json").read_text()
-)
-KNOWN_BAD = [variant.name for variant in DEFINITION.variants if not variant.shipped]
+GOLD = ModelGolden(DEFINITION)
+GOLDEN = GOLD.golden
+KNOWN_BAD = GOLD.known_bad
 #: The depth the default shipped check uses (the witness needs 2 steps).
 SHALLOW_DEPTH = 3
 #: Counterexamples up to this length are searched with Z3 in the default run, for these
@@ -49,76 +41,26 @@ FAST_VARIANTS = ("truncate_to_hw", "unclean_election")
 EMPTY, COMMITTED = 0, 1
 
 
-@functools.cache
-def _check(variant: str, depth: int) -> VariantResult:
-    """One check, shared by the tests that read it (checks are deterministic)."""
-    return check_variant(DEFINITION, variant, depth=depth)
-
-
-def _by_name(result: VariantResult) -> dict[str, Any]:
-    return {invariant.name: invariant for invariant in result.invariants}
-
-
-def _run(model: Model, initial: State, labels: Sequence[str]) -> State:
-    """Take the steps named by their instance labels (``crash(r=1, keep=0)``).
-
-    Raises:
-        ActionNotEnabled: a step is not enabled in ``model``.
-        KeyError: a step names an action instance ``model`` does not have.
-    """
-    instances: dict[str, ActionInstance] = {
-        instance.label: instance for instance in model.instances()
-    }
-    state = initial
-    for label in labels:
-        state = model.step_instance(state, instances[label])
-    return state
-
-
-def _replay(model: Model, trace: Trace) -> State:
-    initial = [state for state in model.initial_states()
-               if flatten_state(state) == dict(trace.steps[0].state)]
-    assert len(initial) == 1, "the trace starts in exactly one initial state"
-    return _run(model, initial[0], [step.action or "" for step in trace.steps[1:]])
-
-
-def _violations() -> list[tuple[str, str, int]]:
-    found: list[tuple[str, str, int]] = []
-    for variant in KNOWN_BAD:
-        for name, entry in GOLDEN["variants"][variant]["invariants"].items():
-            if entry["status"] == "violated":
-                found.append((variant, name, entry["length"]))
-    return found
-
-
 def _shipped_keeps(name: str, labels: Sequence[str], initial: int) -> None:
     """The shipped protocol refuses one of the steps, or keeps the invariant."""
     shipped = DEFINITION.model()
     try:
-        final = _run(shipped, shipped.initial_states()[initial], labels)
+        final = run(shipped, shipped.initial_states()[initial], labels)
     except (ActionNotEnabled, KeyError):
         return
     assert shipped.holds(final, name)
 
 
 def test_golden_file_covers_every_variant_and_invariant() -> None:
-    assert GOLDEN["depth"] == DEFINITION.depth
-    assert set(GOLDEN["variants"]) == {variant.name for variant in DEFINITION.variants}
-    for variant in DEFINITION.variants:
-        names = set(DEFINITION.model(variant.name).invariants)
-        assert set(GOLDEN["variants"][variant.name]["invariants"]) == names
+    GOLD.assert_covers_every_variant_and_invariant()
 
 
 def test_variant_expectations_agree_with_the_golden_file() -> None:
-    for variant in DEFINITION.variants:
-        golden = GOLDEN["variants"][variant.name]["invariants"]
-        assert {name: status.value for name, status in variant.expected.items()} == {
-            name: entry["status"] for name, entry in golden.items()
-        }
+    GOLD.assert_expectations_agree()
 
 
 def test_every_known_bad_variant_is_refuted_and_the_shipped_one_is_not() -> None:
-    refuted = {variant for variant, _, _ in _violations()}
+    refuted = {variant for variant, _, _ in GOLD.violations()}
     assert refuted == set(KNOWN_BAD)
     shipped = GOLDEN["variants"]["shipped"]["invariants"]
     assert all(entry["status"] == "proved" for entry in shipped.values())
@@ -135,18 +77,18 @@ def test_initial_states_are_the_empty_partition_and_one_committed_record() -> No
     empty, committed = model.initial_states()
     assert model.check_invariants(empty) == []
     assert model.check_invariants(committed) == []
-    reached = _run(model, empty, ["leader_append(r=0)", "follower_fetch(f=1, delivered=True)",
+    reached = run(model, empty, ["leader_append(r=0)", "follower_fetch(f=1, delivered=True)",
                                   "follower_fetch(f=1, delivered=True)", "hw_advance(r=0)"])
     assert reached == committed
 
 
-@pytest.mark.parametrize(("variant", "name", "length"), _violations())
+@pytest.mark.parametrize(("variant", "name", "length"), GOLD.violations())
 def test_golden_counterexample_replays_concretely(variant: str, name: str, length: int) -> None:
     entry = GOLDEN["variants"][variant]["invariants"][name]
     labels: list[str] = entry["trace"]
     assert len(labels) == length
     model = DEFINITION.model(variant)
-    final = _run(model, model.initial_states()[entry["initial"]], labels)
+    final = run(model, model.initial_states()[entry["initial"]], labels)
     assert not model.holds(final, name)
     _shipped_keeps(name, labels, entry["initial"])
 
@@ -155,27 +97,27 @@ def test_golden_counterexample_replays_concretely(variant: str, name: str, lengt
     ("variant", "name", "length"),
     [pytest.param(*case, marks=[] if case[2] <= FAST_LENGTH and case[0] in FAST_VARIANTS
                   else [pytest.mark.slow])
-     for case in _violations()],
+     for case in GOLD.violations()],
 )
 def test_known_bad_counterexample_is_found(variant: str, name: str, length: int) -> None:
     # One check per variant serves all its short counterexamples: BMC finds the shortest.
-    depth = max(other for bad, _, other in _violations()
+    depth = max(other for bad, _, other in GOLD.violations()
                 if bad == variant and (other <= FAST_LENGTH or other == length))
     depth = length if length > FAST_LENGTH else min(depth, FAST_LENGTH)
-    result = _check(variant, depth)
+    result = GOLD.check(variant, depth)
     assert result.errors == ()
-    invariant = _by_name(result)[name]
+    invariant = by_name(result)[name]
     assert invariant.status is Status.VIOLATED
     trace = invariant.counterexample
     assert trace is not None
     assert trace.replayed
     assert trace.length == length
     model = DEFINITION.model(variant)
-    assert not model.holds(_replay(model, trace), name)
+    assert not model.holds(replay(model, trace), name)
 
 
 def test_shipped_variant_is_proved_and_reaches_its_witness() -> None:
-    result = _check(DEFINITION.shipped.name, SHALLOW_DEPTH)
+    result = GOLD.check(DEFINITION.shipped.name, SHALLOW_DEPTH)
     assert result.errors == ()
     golden = GOLDEN["variants"]["shipped"]
     for invariant in result.invariants:
@@ -196,7 +138,7 @@ COMMIT = ["leader_append(r=0)", "follower_fetch(f=1, delivered=True)",
 
 def _scenario(variant: str, labels: Sequence[str]) -> State:
     model = DEFINITION.model(variant)
-    return _run(model, model.initial_states()[EMPTY], labels)
+    return run(model, model.initial_states()[EMPTY], labels)
 
 
 def test_kip101_scenario_1_truncation_to_hw_loses_a_committed_record() -> None:
@@ -259,7 +201,7 @@ def test_rule4_keeps_a_follower_out_until_the_hw_reaches_the_epoch_start() -> No
     steps = ["become_leader(r=1)", "become_follower(r=2)", "follower_fetch(f=2, delivered=False)"]
     for variant, allowed in (("shipped", False), ("kip320_without_rule4", True)):
         model = DEFINITION.model(variant)
-        state = _run(model, model.initial_states()[COMMITTED], steps)
+        state = run(model, model.initial_states()[COMMITTED], steps)
         assert model.enabled(state, "isr_expand", {"f": 2}) is allowed
 
 
@@ -267,15 +209,15 @@ def test_rule4_keeps_a_follower_out_until_the_hw_reaches_the_epoch_start() -> No
 @pytest.mark.parametrize("variant", ["kip101_without_kip279", "truncate_to_hw_power_failure"])
 def test_log_matching_itself_is_violated_past_the_default_depth(variant: str) -> None:
     depth = 7
-    result = _check(variant, depth)
-    invariant = _by_name(result)["LOG_MATCHING"]
+    result = GOLD.check(variant, depth)
+    invariant = by_name(result)["LOG_MATCHING"]
     assert invariant.status is Status.VIOLATED
     trace = invariant.counterexample
     assert trace is not None
     assert trace.replayed
     assert trace.length == depth
     model = DEFINITION.model(variant)
-    assert not model.holds(_replay(model, trace), "LOG_MATCHING")
+    assert not model.holds(replay(model, trace), "LOG_MATCHING")
     initial = [flatten_state(state) for state in model.initial_states()].index(
         dict(trace.steps[0].state))
     _shipped_keeps("LOG_MATCHING", [step.action or "" for step in trace.steps[1:]], initial)
@@ -284,14 +226,4 @@ def test_log_matching_itself_is_violated_past_the_default_depth(variant: str) ->
 @pytest.mark.slow
 @pytest.mark.parametrize("variant", [variant.name for variant in DEFINITION.variants])
 def test_full_check_matches_the_golden_file(variant: str) -> None:
-    result = check_variant(DEFINITION, variant)
-    assert result.errors == ()
-    golden = GOLDEN["variants"][variant]
-    for invariant in result.invariants:
-        entry = golden["invariants"][invariant.name]
-        assert invariant.status.value == entry["status"], invariant.name
-        if invariant.counterexample is not None:
-            assert invariant.counterexample.length == entry["length"]
-    assert {witness.name: witness.trace.length if witness.trace else None
-            for witness in result.witnesses} == golden["witnesses"]
-    assert not result.problems()
+    GOLD.assert_full_check_matches(variant)
