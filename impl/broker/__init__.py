@@ -25,6 +25,7 @@ from .config import BrokerConfig as BrokerConfig
 from .config import ConfigError as ConfigError
 from .config import load_config as load_config
 from .demo import run_demo as run_demo
+from .demo_cluster import run_cluster_demo as run_cluster_demo
 
 __all__ = [
     "AdminClient",
@@ -37,5 +38,6 @@ __all__ = [
     "ReplicaLogDirInfo",
     "TopicPartitionReplica",
     "load_config",
+    "run_cluster_demo",
     "run_demo",
 ]
