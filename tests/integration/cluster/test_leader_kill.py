@@ -65,10 +65,23 @@ def restart(cluster: Cluster, broker_id: int) -> None:
 
 
 def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(cluster: Cluster) -> None:
-    from confluent_kafka import Consumer, Producer, TopicPartition
+    from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic
 
+    def all_registered() -> bool:
+        # CreateTopics checks the replication factor against the answering broker's view of
+        # the live brokers, which can lag the registrations: wait until every broker sees all.
+        for port in cluster.ports.values():
+            view = AdminClient({"bootstrap.servers": f"127.0.0.1:{port}"})
+            try:
+                if len(view.list_topics(timeout=5).brokers) < BROKERS:
+                    return False
+            except KafkaException:
+                return False
+        return True
+
+    wait_for(all_registered, "every broker to see all brokers", lambda: time.sleep(0.05))
     admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
     futures = admin.create_topics([NewTopic(TOPIC, 1, BROKERS)], operation_timeout=10)
     futures[TOPIC].result(WAIT_SECONDS)
