@@ -47,11 +47,24 @@ def api_of(request: ControllerRequest) -> tuple[int, int]:
     return api_versions.UPDATE_METADATA, api_versions.UPDATE_METADATA_VERSION
 
 
-def _group(items: list[tuple[str, dict[str, Any]]]) -> list[tuple[str, list[dict[str, Any]]]]:
+def _topic_states(items: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
+    """Per-partition entries grouped by topic, as the three requests' ``topic_states``."""
     grouped: dict[str, list[dict[str, Any]]] = {}
     for topic, item in items:
         grouped.setdefault(topic, []).append(item)
-    return list(grouped.items())
+    return [
+        {"topic_name": topic, "partition_states": partitions}
+        for topic, partitions in grouped.items()
+    ]
+
+
+def _header(request: ControllerRequest) -> dict[str, Any]:
+    """The fields every controller request starts with."""
+    return {
+        "controller_id": request.controller_id,
+        "controller_epoch": request.controller_epoch,
+        "broker_epoch": request.broker_epoch,
+    }
 
 
 def request_to_wire(request: ControllerRequest) -> Any:
@@ -59,7 +72,7 @@ def request_to_wire(request: ControllerRequest) -> Any:
     api_key, version = api_of(request)
     request_class: type[Any] = load_request_schema(api_key, version)
     if isinstance(request, LeaderAndIsrRequest):
-        states = _group(
+        states = _topic_states(
             [
                 (
                     state.topic,
@@ -82,13 +95,8 @@ def request_to_wire(request: ControllerRequest) -> Any:
         return build(
             request_class,
             {
-                "controller_id": request.controller_id,
-                "controller_epoch": request.controller_epoch,
-                "broker_epoch": request.broker_epoch,
-                "topic_states": [
-                    {"topic_name": topic, "partition_states": partitions}
-                    for topic, partitions in states
-                ],
+                **_header(request),
+                "topic_states": states,
                 "live_leaders": [
                     {"broker_id": leader.broker_id, "host_name": leader.host, "port": leader.port}
                     for leader in request.live_leaders
@@ -96,7 +104,7 @@ def request_to_wire(request: ControllerRequest) -> Any:
             },
         )
     if isinstance(request, StopReplicaRequest):
-        stops = _group(
+        stops = _topic_states(
             [
                 (
                     item.topic,
@@ -112,16 +120,11 @@ def request_to_wire(request: ControllerRequest) -> Any:
         return build(
             request_class,
             {
-                "controller_id": request.controller_id,
-                "controller_epoch": request.controller_epoch,
-                "broker_epoch": request.broker_epoch,
-                "topic_states": [
-                    {"topic_name": topic, "partition_states": partitions}
-                    for topic, partitions in stops
-                ],
+                **_header(request),
+                "topic_states": stops,
             },
         )
-    updates = _group(
+    updates = _topic_states(
         [
             (
                 state.topic,
@@ -142,13 +145,8 @@ def request_to_wire(request: ControllerRequest) -> Any:
     return build(
         request_class,
         {
-            "controller_id": request.controller_id,
-            "controller_epoch": request.controller_epoch,
-            "broker_epoch": request.broker_epoch,
-            "topic_states": [
-                {"topic_name": topic, "partition_states": partitions}
-                for topic, partitions in updates
-            ],
+            **_header(request),
+            "topic_states": updates,
             "live_brokers": [
                 {
                     "id_": broker.broker_id,
