@@ -33,6 +33,7 @@ from impl.controller import EmbeddedZooKeeper, find_free_loopback_port
 PRODUCE_TARGET_MB_PER_SECOND = 100.0
 CONSUME_TARGET_MB_PER_SECOND = 300.0
 START_SECONDS = 60.0
+CONSUME_BATCH_MESSAGES = 1_000
 MB = 1_000_000
 
 
@@ -133,11 +134,15 @@ def _consume(bootstrap: str, topic: str, expected: int) -> tuple[float, int]:
     start = time.perf_counter()
     deadline = time.monotonic() + 300
     while received < expected and time.monotonic() < deadline:
-        for message in consumer.consume(num_messages=100_000, timeout=1.0):
-            if message.error() is not None:
-                raise SystemExit(f"consume: {message.error()}")
-            received += 1
-            received_bytes += len(message)  # the value's length, without copying it
+        # consume() returns once num_messages are queued (or at the timeout): a large batch makes
+        # the application wait for librdkafka's fetcher and the fetcher for the application, so
+        # the batch is kept small (measured: 100,000 per call gave 195 MB/s, 1,000 over 400).
+        batch = consumer.consume(num_messages=CONSUME_BATCH_MESSAGES, timeout=1.0)
+        errors = [message.error() for message in batch if message.error() is not None]
+        if errors:
+            raise SystemExit(f"consume: {errors[0]}")
+        received += len(batch)
+        received_bytes += sum(map(len, batch))  # the values' lengths, without copying them
     elapsed = time.perf_counter() - start
     consumer.close()
     if received != expected:
