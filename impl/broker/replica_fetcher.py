@@ -12,6 +12,14 @@ design V3 text, kept to show the loss KIP-101 describes) it truncates to its own
 A partition answered with NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION
 or a storage error is parked until the next LeaderAndIsr re-adds it; connection failures back
 off (bounded) and retry.
+
+A leader's loop runs in its own cancel scope. It is cancelled — with the request it has in
+flight and its connection — as soon as no partition follows that leader any more, and when a
+LeaderAndIsr names the leader at another address than the one its connection goes to. A leader
+that stops answering (a paused process, a host cut off) therefore never holds a follower for
+``IO_TIMEOUT_SECONDS``: its partitions move to the new leader's loop at once, and a later
+LeaderAndIsr naming the old leader again starts a fresh loop instead of waiting for the stuck
+one.
 """
 
 from __future__ import annotations
@@ -60,6 +68,14 @@ class _Followed:
     leader_id: int
     leader_epoch: int
     truncated: bool = False
+
+
+@dataclass
+class _LeaderLoop:
+    """One leader's fetch task: its cancel scope and the address its connection goes to."""
+
+    scope: trio.CancelScope
+    endpoint: tuple[str, int] | None = None
 
 
 class _Connection:
@@ -149,7 +165,9 @@ class ReplicaFetcher:
         self._endpoint_of = endpoint_of
         self._on_progress = on_progress
         self._followed: dict[TopicPartition, _Followed] = {}
-        self._tasks: set[int] = set()
+        #: leader → the partitions followed there (the same objects as in ``_followed``)
+        self._by_leader: dict[int, dict[TopicPartition, _Followed]] = {}
+        self._loops: dict[int, _LeaderLoop] = {}
         self._nursery: trio.Nursery | None = None
         self._changed = trio.Event()
 
@@ -162,55 +180,110 @@ class ReplicaFetcher:
 
     def follow(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
         """Fetch ``tp`` from ``leader_id`` (a LeaderAndIsr made this broker its follower)."""
-        self._followed[tp] = _Followed(leader_id, leader_epoch)
+        previous = self._followed.get(tp)
+        if previous is not None and previous.leader_id != leader_id:
+            self._forget(tp)
+        followed = _Followed(leader_id, leader_epoch)
+        self._followed[tp] = followed
+        self._by_leader.setdefault(leader_id, {})[tp] = followed
+        loop = self._loops.get(leader_id)
+        if loop is not None and loop.endpoint is not None and (
+            loop.endpoint != self._endpoint_of(leader_id)
+        ):
+            # The leader is now named at another address: whatever the old connection is
+            # waiting for will not come from there.
+            self._stop(leader_id)
+            loop = None
         self._wake()
-        if leader_id not in self._tasks and self._nursery is not None:
-            self._tasks.add(leader_id)
-            self._nursery.start_soon(self._fetch_loop, leader_id)
+        if loop is None:
+            self._start(leader_id)
 
     def unfollow(self, tp: TopicPartition) -> None:
         """Stop fetching ``tp`` (it became leader, stopped, or went offline)."""
-        self._followed.pop(tp, None)
+        self._forget(tp)
         self._wake()
 
     def followed(self) -> dict[TopicPartition, int]:
         """Partition → leader, for every followed partition."""
         return {tp: item.leader_id for tp, item in self._followed.items()}
 
+    def fetching_from(self) -> set[int]:
+        """The leaders a fetch loop runs for."""
+        return set(self._loops)
+
+    def _forget(self, tp: TopicPartition) -> None:
+        """Drop ``tp``; cancel its leader's loop when no partition is left there."""
+        leader_id = self._park(tp)
+        if leader_id is not None and leader_id not in self._by_leader:
+            self._stop(leader_id)
+
+    def _park(self, tp: TopicPartition) -> int | None:
+        """Stop fetching ``tp`` until the next LeaderAndIsr; returns its leader, if followed.
+
+        The loop parks partitions itself and ends on its own once none is left.
+        """
+        previous = self._followed.pop(tp, None)
+        if previous is None:
+            return None
+        partitions = self._by_leader.get(previous.leader_id)
+        if partitions is not None:
+            partitions.pop(tp, None)
+            if not partitions:
+                del self._by_leader[previous.leader_id]
+        return previous.leader_id
+
+    def _start(self, leader_id: int) -> None:
+        if self._nursery is None:
+            return
+        loop = _LeaderLoop(trio.CancelScope())
+        self._loops[leader_id] = loop
+        self._nursery.start_soon(self._fetch_loop, leader_id, loop)
+
+    def _stop(self, leader_id: int) -> None:
+        loop = self._loops.pop(leader_id, None)
+        if loop is not None:
+            loop.scope.cancel()
+
     def _wake(self) -> None:
         self._changed.set()
         self._changed = trio.Event()
 
     def _partitions_of(self, leader_id: int) -> dict[TopicPartition, _Followed]:
-        return {tp: item for tp, item in self._followed.items() if item.leader_id == leader_id}
+        return dict(self._by_leader.get(leader_id, {}))
 
-    async def _fetch_loop(self, leader_id: int) -> None:
+    async def _fetch_loop(self, leader_id: int, loop: _LeaderLoop) -> None:
         connection: _Connection | None = None
         try:
-            while True:
-                partitions = self._partitions_of(leader_id)
-                if not partitions:
-                    return
-                endpoint = self._endpoint_of(leader_id)
-                if endpoint is None:
-                    with trio.move_on_after(BACKOFF_SECONDS):
-                        await self._changed.wait()
-                    continue
-                if connection is None or (connection.host, connection.port) != endpoint:
-                    if connection is not None:
+            with loop.scope:
+                while True:
+                    partitions = self._partitions_of(leader_id)
+                    if not partitions:
+                        return
+                    endpoint = self._endpoint_of(leader_id)
+                    if endpoint is None:
+                        with trio.move_on_after(BACKOFF_SECONDS):
+                            await self._changed.wait()
+                        continue
+                    if connection is None or (connection.host, connection.port) != endpoint:
+                        if connection is not None:
+                            await connection.close()
+                        connection = _Connection(endpoint[0], endpoint[1],
+                                                 f"replica-fetcher-{self.broker_id}")
+                    loop.endpoint = endpoint
+                    try:
+                        await self._truncate(connection, partitions)
+                        await self._fetch_once(connection, partitions)
+                    except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
+                            trio.TooSlowError, FrameError, MalformedRequestError) as error:
+                        log.info("fetch from broker %d failed: %s", leader_id, error)
                         await connection.close()
-                    connection = _Connection(endpoint[0], endpoint[1],
-                                             f"replica-fetcher-{self.broker_id}")
-                try:
-                    await self._truncate(connection, partitions)
-                    await self._fetch_once(connection, partitions)
-                except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
-                        trio.TooSlowError, FrameError, MalformedRequestError) as error:
-                    log.info("fetch from broker %d failed: %s", leader_id, error)
-                    await connection.close()
-                    await trio.sleep(BACKOFF_SECONDS)
+                        await trio.sleep(BACKOFF_SECONDS)
+            if loop.scope.cancelled_caught:
+                log.info("fetch loop for broker %d cancelled: no partition follows it there "
+                         "or it moved", leader_id)
         finally:
-            self._tasks.discard(leader_id)
+            if self._loops.get(leader_id) is loop:
+                del self._loops[leader_id]
             if connection is not None:
                 await connection.close()
 
@@ -247,8 +320,8 @@ class ReplicaFetcher:
                 tp = TopicPartition(topic.topic, int(result.partition))
                 followed = self._followed.get(tp)
                 partition_log = self._get_log(tp)
-                if followed is None or partition_log is None or tp not in pending:
-                    continue
+                if followed is None or partition_log is None or followed is not pending.get(tp):
+                    continue  # not asked, or re-assigned while the request was in flight
                 if int(result.error_code) != 0:
                     log.info("OffsetForLeaderEpoch %s: error %d", tp, int(result.error_code))
                     continue
@@ -318,7 +391,7 @@ class ReplicaFetcher:
                 if code != 0:
                     log.info("fetch of %s from its leader: error %d; waiting for LeaderAndIsr",
                              tp, code)
-                    self._followed.pop(tp, None)
+                    self._park(tp)
                     continue
                 records = whole_batches(result.records or b"")
                 try:
@@ -332,6 +405,6 @@ class ReplicaFetcher:
                         progressed = True
                 except StorageError as error:
                     log.warning("follower append to %s failed: %s", tp, error)
-                    self._followed.pop(tp, None)
+                    self._park(tp)
         if progressed:
             self._on_progress()
