@@ -74,6 +74,22 @@ class TopicAdmin(Protocol):
         """Mark a topic for deletion; an error code."""
 
 
+class ClusterRegistry(Protocol):
+    """ZooKeeper's view of the cluster, read when the metadata cache has not caught up.
+
+    Right after start-up a broker's cache lists only itself and no controller until the
+    controller's first UpdateMetadata arrives, and a registration the controller has not yet
+    processed is missing from every cache. ``/brokers/ids`` and ``/controller`` are the
+    authority the controller itself reads.
+    """
+
+    async def registered_brokers(self) -> list[BrokerEndpoint] | None:
+        """Every broker registered under ``/brokers/ids``; None if ZooKeeper cannot say."""
+
+    async def controller_id(self) -> int:
+        """The broker id in ``/controller``; -1 if there is none or ZooKeeper cannot say."""
+
+
 class LogDirs(Protocol):
     """The KIP-113 operations of the storage engine, as the broker answers them."""
 
@@ -104,6 +120,8 @@ class HandlerContext:
     on_update_metadata: Callable[[Any], None]
     #: sees every controller request first (the broker learns leaders' endpoints from them)
     on_controller_request: Callable[[Any], None] | None = None
+    #: read when the metadata cache lags ZooKeeper (None: the cache is all there is)
+    registry: ClusterRegistry | None = None
 
 
 def _throttle() -> dict[str, Any]:
@@ -167,6 +185,11 @@ class RequestHandlers:
             names = [topic.name for topic in requested]
         topics: list[dict[str, Any]] = []
         live = {broker.broker_id for broker in cache.brokers}
+        brokers, controller_id = cache.brokers, cache.controller_id
+        if controller_id < 0:
+            # No UpdateMetadata yet: clients looking for the controller (CreateTopics) would
+            # wait for one; answer from ZooKeeper instead.
+            brokers, controller_id = await self._registered_view(brokers)
         for name in names:
             if topic_name_error(name) is not None:
                 topics.append({"error_code": INVALID_TOPIC_EXCEPTION, "name": name,
@@ -202,19 +225,48 @@ class RequestHandlers:
                 **_throttle(),
                 "brokers": [
                     {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
-                    for b in cache.brokers
+                    for b in brokers
                 ],
                 "cluster_id": self.context.config.cluster_id,
-                "controller_id": cache.controller_id,
+                "controller_id": controller_id,
                 "topics": topics,
             },
         )
+
+    async def _registered_view(
+        self, cached: list[BrokerEndpoint]
+    ) -> tuple[list[BrokerEndpoint], int]:
+        """The cached brokers plus those registered in ZooKeeper, and ``/controller``'s id."""
+        registry = self.context.registry
+        if registry is None:
+            return cached, self.context.metadata.controller_id
+        registered = await registry.registered_brokers()
+        controller_id = await registry.controller_id()
+        if registered is None:
+            return cached, controller_id
+        merged = {broker.broker_id: broker for broker in registered}
+        merged.update((broker.broker_id, broker) for broker in cached)
+        return [merged[b] for b in sorted(merged)], controller_id
+
+    async def _live_broker_ids(self, needed: Callable[[set[int]], bool]) -> set[int]:
+        """The live broker ids: the cache's, or ZooKeeper's registrations when the cache's
+        do not satisfy ``needed`` (the cache may lag ``/brokers/ids`` after start-up)."""
+        live = {broker.broker_id for broker in self.context.metadata.brokers}
+        if needed(live) or self.context.registry is None:
+            return live
+        registered = await self.context.registry.registered_brokers()
+        if registered is None:
+            return live
+        return live | {broker.broker_id for broker in registered}
 
     async def _auto_create(self, name: str) -> int:
         """``auto.create.topics.enable``: create with the broker defaults; the client retries
         on LEADER_NOT_AVAILABLE (5) until the controller has elected a leader."""
         config = self.context.config
-        factor = min(config.default_replication_factor, len(self.context.metadata.brokers))
+        live = await self._live_broker_ids(
+            lambda ids: len(ids) >= config.default_replication_factor
+        )
+        factor = min(config.default_replication_factor, len(live))
         code, message = await self.context.topic_admin.create_topic(
             name, config.num_partitions, max(factor, 1), None, False
         )
@@ -528,7 +580,8 @@ class RequestHandlers:
                 return INVALID_REPLICA_ASSIGNMENT, "partitions must be numbered 0..n-1"
             if len(assignment) > PARTITIONS_PER_TOPIC_MAX:
                 return INVALID_PARTITIONS, f"more than {PARTITIONS_PER_TOPIC_MAX} partitions"
-            live = {broker.broker_id for broker in self.context.metadata.brokers}
+            named = {broker for replicas in assignment.values() for broker in replicas}
+            live = await self._live_broker_ids(lambda ids: named <= ids)
             for replicas in assignment.values():
                 if not replicas or len(set(replicas)) != len(replicas):
                     return INVALID_REPLICA_ASSIGNMENT, "empty or duplicate replica list"
@@ -547,7 +600,8 @@ class RequestHandlers:
                 )
             if factor <= 0:
                 return INVALID_REPLICATION_FACTOR, f"replication factor must be positive: {factor}"
-            live_count = len(self.context.metadata.brokers)
+            wanted = factor
+            live_count = len(await self._live_broker_ids(lambda ids: len(ids) >= wanted))
             if factor > live_count:
                 return INVALID_REPLICATION_FACTOR, (
                     f"replication factor {factor} larger than the {live_count} live brokers"
@@ -739,4 +793,11 @@ def metadata_brokers(live_brokers: Sequence[Any]) -> list[BrokerEndpoint]:
     return [BrokerEndpoint(b.broker_id, b.host, b.port, b.rack) for b in live_brokers]
 
 
-__all__ = ["HandlerContext", "LogDirs", "RequestHandlers", "TopicAdmin", "metadata_brokers"]
+__all__ = [
+    "ClusterRegistry",
+    "HandlerContext",
+    "LogDirs",
+    "RequestHandlers",
+    "TopicAdmin",
+    "metadata_brokers",
+]

@@ -36,7 +36,12 @@ from impl.controller.requests import (
     LeaderAndIsrRequest,
     UpdateMetadataRequest,
 )
-from impl.controller.znodes import ZnodeFormatError, topic_path
+from impl.controller.znodes import (
+    CONTROLLER_PATH,
+    ZnodeFormatError,
+    decode_controller,
+    topic_path,
+)
 from impl.ports import SeededRng
 from impl.storage import Disk, LogManager, StorageConfig, TopicPartition
 from impl.trace import NullTraceSink, TraceSink
@@ -134,6 +139,38 @@ class _ZooKeeperTopicAdmin:
             log.warning("deleting topic %s: ZooKeeper error %r", topic, error)
             return UNKNOWN_SERVER_ERROR
         return NONE
+
+
+class _ZooKeeperRegistry:
+    """``/brokers/ids`` and ``/controller`` for the handlers when the metadata cache lags."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    async def registered_brokers(self) -> list[BrokerEndpoint] | None:
+        coordinator = self._broker.coordinator
+        if coordinator is None:
+            return None
+        try:
+            registered = await zk_admin.read_live_brokers(coordinator)
+        except (CoordinatorError, ZnodeFormatError) as error:
+            log.info("reading /brokers/ids: %r", error)
+            return None
+        return [BrokerEndpoint(r.broker_id, r.host, r.port, r.rack)
+                for _, r in sorted(registered.items())]
+
+    async def controller_id(self) -> int:
+        coordinator = self._broker.coordinator
+        if coordinator is None:
+            return -1
+        try:
+            data, _stat = await coordinator.get(CONTROLLER_PATH)
+            return decode_controller(data)
+        except NoNodeError:
+            return -1
+        except (CoordinatorError, ZnodeFormatError) as error:
+            log.info("reading /controller: %r", error)
+            return -1
 
 
 class _StorageLogDirs:
@@ -434,6 +471,7 @@ class Broker:
                 allocate_producer_id=self._allocate_producer_id,
                 on_update_metadata=self._on_update_metadata,
                 on_controller_request=self._on_controller_request,
+                registry=_ZooKeeperRegistry(self),
             )
         )
         server = Server(
