@@ -45,6 +45,7 @@ from types import MappingProxyType
 from impl.trace import TraceEvent, TraceValue
 
 from .coordinator import (
+    ANY_VERSION,
     BadVersionError,
     CheckOp,
     CoordinatorError,
@@ -465,11 +466,15 @@ class ControllerConfig:
         unclean_leader_election: ``unclean.leader.election.enable`` (off by default: a replica
             outside the ISR never leads, ``NO_COMMITTED_LOSS``).
         partitions_per_write_max: partitions per ``multi``.
+        fence_writes: every write checks ``/controller_epoch``'s version (KAFKA-6082). Only the
+            conformance simulator's ``no_epoch_check`` bug variant turns it off: the check op
+            then accepts any version, so a deposed (zombie) controller's writes land.
     """
 
     broker_id: int
     unclean_leader_election: bool = False
     partitions_per_write_max: int = PARTITIONS_PER_WRITE_MAX
+    fence_writes: bool = True
 
 
 class Controller:
@@ -570,6 +575,8 @@ class Controller:
         self._effects.append(Resign(reason))
 
     def _epoch_check(self) -> CheckOp:
+        if not self.config.fence_writes:
+            return CheckOp(CONTROLLER_EPOCH_PATH, ANY_VERSION)
         return CheckOp(CONTROLLER_EPOCH_PATH, self.epoch_zk_version)
 
     def _write(
