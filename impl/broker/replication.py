@@ -213,6 +213,8 @@ def decide_leader_and_isr(
     replica_offline: bool,
     any_dir_offline: bool,
     trace: TraceSink | None = None,
+    log_end_offset: int | None = None,
+    high_watermark: int | None = None,
 ) -> LeaderAndIsrDecision:
     """Decide one partition of a LeaderAndIsr request already past :class:`ControllerFence`.
 
@@ -224,6 +226,8 @@ def decide_leader_and_isr(
         replica_offline: the partition's log is on an offline dir.
         any_dir_offline: some configured log dir is offline.
         trace: where to emit BECOME_LEADER / BECOME_FOLLOWER.
+        log_end_offset, high_watermark: the replica's LEO and HW, traced when given (the trace
+            checker then uses them instead of what it inferred from earlier events).
 
     Returns:
         The decision (error code, new state, whether to create the log).
@@ -277,6 +281,11 @@ def decide_leader_and_isr(
             role.value,
             leader_epoch=assignment.leader_epoch,
             isr=assignment.isr,
+            leader=assignment.leader,
+            replicas=assignment.replicas,
+            partition_epoch=assignment.partition_epoch,
+            **({} if log_end_offset is None else {"log_end_offset": log_end_offset}),
+            **({} if high_watermark is None else {"high_watermark": high_watermark}),
         )
     )
     return LeaderAndIsrDecision(NONE, state, create_log, became_leader)
