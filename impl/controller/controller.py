@@ -769,7 +769,9 @@ class Controller:
         if event is ControllerEvent.ISR_CHANGED and state is PartitionState.NEW:
             event = ControllerEvent.LEADER_ELECTED
         self._set_partition(tp, event, leader=new.leader, leader_epoch=new.leader_epoch,
-                            isr=new.isr, zk_version=zk_version)
+                            isr=new.isr, zk_version=zk_version,
+                            controller=self.config.broker_id,
+                            controller_epoch=new.controller_epoch)
         self._queue_leader_and_isr(tp)
         self._um_partitions.add(tp)
 
