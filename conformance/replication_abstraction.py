@@ -1,0 +1,858 @@
+"""The abstraction function from the replication trace to ``model.replication``.
+
+Theory of operation
+-------------------
+The model is one partition on three replicas with two log slots and leader epochs 1..3, small
+enough for Z3; a simulated run has thousands of offsets and dozens of elections. The abstraction
+is therefore *state-based*: for every partition it keeps a **mirror** of what the events reported
+(each replica's role, leader epoch, leader, log as runs of ``(epoch, end offset)``, LEO and HW,
+the leader's ISR and the fetch offsets it recorded; ZooKeeper's leader, epoch and ISR as the
+events revealed them; the committed prefix, i.e. the longest log a leader ever exposed below its
+HW), and before each event it builds the model state from the mirror:
+
+* **Replicas by order.** Brokers become model replicas 0, 1, 2 in order of the partition's
+  ``replicas`` field when an event carries it, else in order of first appearance (the subject's
+  broker, a leader, ISR members, a fetching replica). A fourth replica is refused (unmapped).
+* **Offsets by cuts.** Each event picks two cut offsets ``c1 < c2`` among the offsets that matter
+  for it (an append's base and end, an HW's old and new value, a fetch offset and the leader's
+  LEO, a truncation point and the committed length, ...). An offset ``p`` becomes 0 below
+  ``c1``, 1 below ``c2`` and 2 from ``c2`` on; model slot 0 holds the epoch of the record at
+  ``c1 - 1``, slot 1 that of the record at ``c2 - 1``. The map is monotone, so every ``<=``
+  between offsets survives; the cuts are chosen so that the strict comparisons the event's
+  action depends on survive too.
+* **Epochs by rank.** The concrete leader epochs of the built state (ZooKeeper's, the replicas',
+  the records' in both slots, the committed ones) are renumbered 1, 2, 3 in order; when there
+  are more, the oldest are merged into the lowest rank (an election keeps one rank free for the
+  epoch it writes).
+
+Then the event's model actions must be enabled and the model's **safety** invariants
+(``LEADER_UNIQUE``, ``COMMITTED_DURABLE``, ``LOG_MATCHING``, ``NO_COMMITTED_LOSS``) must hold
+after them; the model's lemmas (``WELL_FORMED``, ``VOUCHED``, ...) are proof aids about
+model-only bookkeeping the mirror rebuilds approximately and are not checked here. Finally the
+model's outcome must agree with what the implementation reported (the refinement check).
+
+Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"``)
+----------------------------------------------------------------------------------
+* ``BECOME_LEADER`` (core ``decide_leader_and_isr``): ``leader_epoch``, ``isr``; optional
+  ``replicas``, ``log_end_offset``, ``high_watermark`` (exact values instead of the mirror's).
+  Model: ``become_leader(r)`` from a state where ZooKeeper's epoch is the one before
+  ``leader_epoch`` and the old ISR members missing from ``isr`` are down; then
+  ``become_follower`` for every follower whose ``BECOME_FOLLOWER`` of that epoch came first.
+  The new ISR must be the one reported. A re-delivery of the same epoch is a stutter.
+* ``BECOME_FOLLOWER`` (core): ``leader_epoch``, ``isr``, ``leader``. Model:
+  ``become_follower(r)`` once the leader leads in that epoch (until then it waits, see above).
+  Without ``leader`` (or with leader -1) it is a stutter that only updates the mirror.
+* ``LEADER_APPEND`` (shell): ``base_offset``, ``last_offset``, ``leader_epoch``. Model:
+  ``leader_append(r)``.
+* ``FOLLOWER_FETCH`` (shell, at the leader): ``replica``, ``fetch_offset``. Model:
+  ``follower_fetch(f, delivered=True)``: the follower's LEO is the fetch offset and it receives
+  the leader's whole log (a partial response shows as a lower offset at its next fetch).
+* ``HW_ADVANCE`` (shell): ``high_watermark``, ``isr``. Model: ``hw_advance(r)``, which must
+  reach exactly the reported HW (an HW that goes back is not enabled).
+* ``ISR_SHRINK`` / ``ISR_EXPAND`` (shell): ``isr``. Model: ``isr_shrink(f)`` / ``isr_expand(f)``
+  per replica that left or joined. KIP-320 rule 4 is checked in Kafka's form: a joining
+  follower's last fetch offset must reach the leader's HW and the start of the leader's epoch
+  (the model's form, the HW reached the epoch start, then holds of the abstract state: both
+  offsets are cut together).
+* ``TRUNCATE`` (fetcher): ``log_end_offset``, ``truncated_to``; ``high_watermark`` under
+  ``HIGH_WATERMARK``. Model: ``become_follower(r)`` replayed from the pre-truncation log (the
+  model truncates as it becomes follower); the model's truncation point must be the reported one.
+* ``CRASH`` / ``RESTART``: no field. Model: ``crash(r)`` / ``restart(r)``.
+
+An event without a field it needs is a stutter that updates what it can; :attr:`stutters`
+counts them by reason, so a report shows what went unchecked.
+
+The abstraction checks against the model variant of the truncation policy it is given:
+``LEADER_EPOCH`` (the shipped model) or ``HIGH_WATERMARK`` (``truncate_to_hw``, design V3's
+rule). Checked against the shipped model, a truncation to the HW that drops records the leader
+still has is a refinement mismatch; checked against ``truncate_to_hw``, one below the committed
+offset breaks ``COMMITTED_DURABLE`` (or ``NO_COMMITTED_LOSS`` once such a replica leads).
+A truncation that keeps records the leader lacks (KIP-101 without KIP-279's iteration,
+KAFKA-6361) is a refinement mismatch at its TRUNCATE event.
+
+Cost: the mirror update is proportional to the number of epoch runs in a log; model states are
+cached by their abstract key and model answers memoized, so a long run evaluates the model only
+for the few thousand distinct abstract states it meets.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from conformance.trace_check import Abstraction, ExecutableModel, MemoizedModel, ModelAction
+from impl.trace import TraceEvent, TraceValue
+
+__sans_io__ = True
+
+MACHINE = "replication"
+#: Model bounds (``model.replication``).
+_REPLICAS = 3
+_SLOTS = 2
+_MAX_EPOCH = 3
+#: Policies and the model variant each is checked against.
+POLICIES = {"LEADER_EPOCH": "shipped", "HIGH_WATERMARK": "truncate_to_hw"}
+
+Runs = tuple[tuple[int, int], ...]  # (epoch, end offset), ends increasing
+
+
+def _prefix(runs: Runs, length: int) -> Runs:
+    """The runs of the first ``length`` records."""
+    kept: list[tuple[int, int]] = []
+    for epoch, end in runs:
+        if end >= length:
+            if not kept or kept[-1][1] < length:
+                kept.append((epoch, length))
+            break
+        kept.append((epoch, end))
+    return tuple(item for item in kept if item[1] > 0)
+
+
+def _end(runs: Runs) -> int:
+    return runs[-1][1] if runs else 0
+
+
+def _splice(own: Runs, at: int, other: Runs, length: int) -> Runs:
+    """``own`` up to ``at`` (filled from ``other`` where ``own`` is shorter), then ``other`` up
+    to ``length``."""
+    head = _prefix(own, at)
+    fallback = head[-1][0] if head else (other[0][0] if other else 0)
+    if _end(head) < at:
+        head = head + tuple(_between(other, _end(head), at, fallback))
+    if length <= at:
+        return _prefix(head, length)
+    return _merge(head + tuple(_between(other, at, length, fallback)))
+
+
+def _between(runs: Runs, start: int, stop: int, fallback: int) -> list[tuple[int, int]]:
+    """The runs of ``runs`` between two offsets; past its end, records of epoch ``fallback``
+    (or of its last epoch)."""
+    out: list[tuple[int, int]] = []
+    begin = 0
+    for epoch, end in runs:
+        if end > start and begin < stop:
+            out.append((epoch, min(end, stop)))
+        begin = end
+    if _end(runs) < stop and stop > start:
+        out.append((runs[-1][0] if runs else fallback, stop))
+    return out
+
+
+def _merge(runs: Sequence[tuple[int, int]]) -> Runs:
+    merged: list[tuple[int, int]] = []
+    for epoch, end in runs:
+        if merged and merged[-1][0] == epoch:
+            merged[-1] = (epoch, end)
+        elif not merged or end > merged[-1][1]:
+            merged.append((epoch, end))
+    return tuple(merged)
+
+
+def _epoch_at(runs: Runs, offset: int) -> int | None:
+    """The epoch of the record at ``offset`` (None past the log end); scans from the end,
+    where the offsets that matter are."""
+    found: int | None = None
+    for epoch, end in reversed(runs):
+        if offset >= end:
+            break
+        found = epoch
+    return found
+
+
+def _common(a: Runs, b: Runs) -> int:
+    """The length of the longest common prefix of two logs (records are (offset, epoch))."""
+    length = 0
+    ia = ib = 0
+    while ia < len(a) and ib < len(b):
+        ea, enda = a[ia]
+        eb, endb = b[ib]
+        if ea != eb:
+            return length
+        length = min(enda, endb)
+        if enda == length:
+            ia += 1
+        if endb == length:
+            ib += 1
+    return length
+
+
+@dataclass(slots=True)
+class _Replica:
+    role: str = "OFFLINE"
+    epoch: int | None = None
+    leader: int = -1
+    runs: Runs = ()
+    leo: int = 0
+    hw: int = 0
+    epoch_start: int = 0
+    isr: tuple[int, ...] = ()
+    remote: dict[int, int] = field(default_factory=dict)
+    live: bool = True
+    #: BECOME_FOLLOWER seen before its leader's BECOME_LEADER of that epoch
+    pending: bool = False
+
+    def set_leo(self, leo: int, source: Runs = ()) -> None:
+        """The LEO as reported; records past the known log come from ``source``."""
+        if leo <= self.leo:
+            self.runs = _prefix(self.runs, leo)
+        else:
+            self.runs = _splice(self.runs, self.leo, source, leo)
+        self.leo = leo
+        self.hw = min(self.hw, leo)
+
+
+@dataclass(slots=True)
+class _Partition:
+    brokers: list[int] = field(default_factory=list)
+    replicas: dict[int, _Replica] = field(default_factory=dict)
+    zk_leader: int = -1
+    zk_epoch: int | None = None
+    zk_isr: tuple[int, ...] = ()
+    committed: Runs = ()
+    committed_len: int = 0
+
+    def index(self, broker: int) -> int:
+        if broker not in self.replicas:
+            if len(self.brokers) >= _REPLICAS:
+                raise ValueError(f"replica {broker} is a fourth replica: the model has three")
+            self.brokers.append(broker)
+            self.replicas[broker] = _Replica()
+        return self.brokers.index(broker)
+
+    def replica(self, broker: int) -> _Replica:
+        self.index(broker)
+        return self.replicas[broker]
+
+
+@dataclass(slots=True)
+class _Plan:
+    """What one event means: the model actions and how to build the state they start from."""
+
+    actions: tuple[ModelAction, ...] = ()
+    cuts: tuple[int, int] = (1, 2)
+    epoch_limit: int = _MAX_EPOCH
+    #: concrete values for this event only: broker -> role / leo / hw, zk overrides, down brokers
+    roles: dict[int, str] = field(default_factory=dict)
+    leos: dict[int, int] = field(default_factory=dict)
+    hws: dict[int, int] = field(default_factory=dict)
+    isrs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    zk: tuple[int, float, tuple[int, ...]] | None = None
+    down: tuple[int, ...] = ()
+    #: checks after the actions: (what, variable, key, expected abstract value)
+    expect: list[tuple[str, str, Any, Any]] = field(default_factory=list)
+    commit: Any = None
+    #: the reported offset the ``expect`` entries without a value compare with (abstracted)
+    reported_offset: int = 0
+
+
+def _int(fields: Mapping[str, TraceValue], name: str) -> int | None:
+    value = fields.get(name)
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
+
+
+def _ints(fields: Mapping[str, TraceValue], name: str) -> tuple[int, ...] | None:
+    value = fields.get(name)
+    if isinstance(value, tuple) and all(
+        isinstance(item, int) and not isinstance(item, bool) for item in value
+    ):
+        return tuple(item for item in value if isinstance(item, int))
+    return None
+
+
+def _cuts(*positions: int) -> tuple[int, int]:
+    """The first two distinct positive positions, in the order given, made increasing."""
+    chosen: list[int] = []
+    for position in positions:
+        if position > 0 and position not in chosen:
+            chosen.append(position)
+        if len(chosen) == 2:
+            break
+    if not chosen:
+        return (1, 2)
+    if len(chosen) == 1:
+        return (chosen[0], chosen[0] + 1)
+    low, high = sorted(chosen)
+    return (low, high)
+
+
+class ReplicationAbstraction:
+    """Maps ``replication`` trace events onto ``model.replication``, one instance per partition.
+
+    Args:
+        model: the executable model (memoized), of the policy's variant.
+        initial: the model's initial state (a template: every state is rebuilt per event).
+        roles: the model's ``ReplicaRole`` enum.
+        policy: ``LEADER_EPOCH`` or ``HIGH_WATERMARK``.
+    """
+
+    def __init__(self, model: ExecutableModel, initial: Any, roles: Any, policy: str) -> None:
+        self._model = model
+        self._initial = initial
+        self._roles = roles
+        self.policy = policy
+        self._partitions: dict[str, _Partition] = {}
+        self._plans: dict[str, _Plan] = {}
+        #: events checked as stutters for want of a field or of context, by reason
+        self.stutters: Counter[str] = Counter()
+
+    @property
+    def machine(self) -> str:
+        """``"replication"``."""
+        return MACHINE
+
+    @property
+    def model(self) -> ExecutableModel:
+        """The model events are replayed in."""
+        return self._model
+
+    def instance_key(self, event: TraceEvent) -> str:
+        """One model instance per partition: the subject without its ``@broker``."""
+        return event.subject.rpartition("@")[0] or event.subject
+
+    def initial_state(self, event: TraceEvent) -> Any:
+        """The model's initial state (rebuilt before every event anyway)."""
+        return self._initial
+
+    # --- planning -----------------------------------------------------------------------------
+
+    def pre_state(self, state: Any, event: TraceEvent) -> Any:
+        """The model state abstracting the mirror before ``event`` (plans the event too)."""
+        key = self.instance_key(event)
+        part = self._partitions.setdefault(key, _Partition())
+        plan = self._plan(part, event)
+        self._plans[key] = plan
+        return self._build(part, plan)
+
+    def actions(self, state: Any, event: TraceEvent) -> Sequence[ModelAction]:
+        """The model actions planned for ``event``."""
+        return self._plans[self.instance_key(event)].actions
+
+    def mismatch(self, state: Any, event: TraceEvent) -> str | None:
+        """Whether the model's outcome is the reported one; then the mirror takes the event."""
+        key = self.instance_key(event)
+        plan = self._plans.pop(key)
+        for what, variable, index, expected in plan.expect:
+            value = state[variable]
+            if index is not None:
+                value = value[index]
+            if value != expected:
+                return f"{what}: the model has {value!r}, the implementation {expected!r}"
+        if plan.commit is not None:
+            plan.commit()
+        return None
+
+    def _stutter(self, reason: str, commit: Any = None) -> _Plan:
+        self.stutters[reason] += 1
+        return _Plan(commit=commit)
+
+    def _plan(self, part: _Partition, event: TraceEvent) -> _Plan:
+        broker_text = event.subject.rpartition("@")[2]
+        try:
+            broker = int(broker_text)
+        except ValueError:
+            raise ValueError(f"replication subject {event.subject!r} names no broker") from None
+        fields = event.fields
+        replicas = _ints(fields, "replicas")
+        if replicas is not None:
+            for replica in replicas:
+                part.index(replica)
+        part.index(broker)
+        name = event.event
+        planner = _PLANNERS.get(name)
+        if planner is None:
+            raise ValueError(f"replication has no event {name}")
+        return planner(self, part, broker, fields)
+
+    # --- one planner per event ----------------------------------------------------------------
+
+    def _become_leader(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
+        epoch, isr = _int(fields, "leader_epoch"), _ints(fields, "isr")
+        if epoch is None or isr is None:
+            return self._stutter("BECOME_LEADER without leader_epoch or isr")
+        for member in isr:
+            part.index(member)
+        me = part.replicas[r]
+        leo = _int(fields, "log_end_offset")
+        hw = _int(fields, "high_watermark")
+
+        def adopt() -> None:
+            if leo is not None:
+                me.set_leo(leo)
+            if hw is not None:
+                me.hw = min(hw, me.leo)
+
+        if me.role == "LEADER" and me.epoch == epoch:
+            def same() -> None:
+                adopt()
+                me.isr = isr
+                if part.zk_epoch == epoch:
+                    part.zk_isr = isr
+            return self._stutter("BECOME_LEADER re-delivered in its epoch", same)
+        first = part.zk_epoch is None
+        old_isr = isr if first else part.zk_isr
+        zk_before: float = (
+            part.zk_epoch if part.zk_epoch is not None and part.zk_epoch < epoch else epoch - 0.5
+        )
+        pending = [b for b, replica in part.replicas.items()
+                   if replica.pending and replica.leader == r and replica.epoch == epoch]
+        plan = _Plan(
+            actions=(ModelAction("become_leader", {"r": part.index(r)}),
+                     *(ModelAction("become_follower", {"r": part.index(b)}) for b in pending)),
+            epoch_limit=_MAX_EPOCH - 1,
+            zk=(part.zk_leader, zk_before, old_isr),
+            down=tuple(b for b in old_isr if b not in isr and b != r),
+            roles=dict.fromkeys(pending, "OFFLINE"),
+        )
+        my_leo = leo if leo is not None else me.leo
+        plan.leos[r] = my_leo
+        if hw is not None:
+            plan.hws[r] = hw
+        plan.cuts = _cuts(part.committed_len, my_leo)
+        plan.expect.append(("new ISR", "zk_isr", None, self._isr_array(part, isr)))
+
+        def commit() -> None:
+            adopt()
+            me.role, me.epoch, me.leader, me.isr = "LEADER", epoch, r, isr
+            me.remote = {}
+            me.epoch_start = me.leo
+            me.live = True
+            if part.zk_epoch is None or epoch >= part.zk_epoch:
+                part.zk_leader, part.zk_epoch, part.zk_isr = r, epoch, isr
+            for b in pending:
+                part.replicas[b].pending = False
+
+        plan.commit = commit
+        return plan
+
+    def _become_follower(
+        self, part: _Partition, f: int, fields: Mapping[str, TraceValue]
+    ) -> _Plan:
+        epoch, isr, leader = (_int(fields, "leader_epoch"), _ints(fields, "isr"),
+                              _int(fields, "leader"))
+        if epoch is None or isr is None:
+            return self._stutter("BECOME_FOLLOWER without leader_epoch or isr")
+        for member in isr:
+            part.index(member)
+        me = part.replicas[f]
+        leo, hw = _int(fields, "log_end_offset"), _int(fields, "high_watermark")
+
+        def follow(pending: bool, known_leader: int) -> None:
+            if leo is not None:
+                me.set_leo(leo)
+            if hw is not None:
+                me.hw = min(hw, me.leo)
+            me.role, me.epoch, me.leader, me.pending = "FOLLOWER", epoch, known_leader, pending
+            me.live = True
+            if part.zk_epoch is None or epoch > part.zk_epoch:
+                part.zk_leader, part.zk_epoch, part.zk_isr = known_leader, epoch, isr
+
+        if leader is None or leader < 0:
+            return self._stutter("BECOME_FOLLOWER without a leader",
+                                 lambda: follow(False, -1 if leader is None else leader))
+        part.index(leader)
+        if me.role == "FOLLOWER" and me.epoch == epoch and me.leader == leader:
+            return self._stutter("BECOME_FOLLOWER re-delivered in its epoch")
+        lead = part.replicas[leader]
+        if not (lead.role == "LEADER" and lead.epoch == epoch):
+            # The leader has not taken the role yet: the model's become_follower waits for it.
+            return _Plan(commit=lambda: follow(True, leader))
+        plan = _Plan(actions=(ModelAction("become_follower", {"r": part.index(f)}),),
+                     zk=(leader, epoch, part.zk_isr if part.zk_epoch == epoch else isr))
+        my_leo = leo if leo is not None else me.leo
+        plan.leos[f] = my_leo
+        my_hw = me.hw if hw is None else hw
+        plan.hws[f] = my_hw
+        point = self._truncation_point(me, lead, my_leo, my_hw)
+        plan.cuts = self._truncation_cuts(point, part.committed_len, max(my_leo, lead.leo))
+        plan.commit = lambda: follow(False, leader)
+        return plan
+
+    def _truncation_point(self, me: _Replica, lead: _Replica, leo: int, hw: int) -> int:
+        if self.policy == "HIGH_WATERMARK":
+            return min(leo, hw)
+        return min(_common(_prefix(me.runs, leo), lead.runs), leo, lead.leo)
+
+    @staticmethod
+    def _truncation_cuts(point: int, committed: int, end: int) -> tuple[int, int]:
+        if point > 0:
+            return _cuts(point, committed if committed > point else end)
+        return _cuts(committed, end)
+
+    def _truncate(self, part: _Partition, f: int, fields: Mapping[str, TraceValue]) -> _Plan:
+        before, target = _int(fields, "log_end_offset"), _int(fields, "truncated_to")
+        if before is None or target is None:
+            return self._stutter("TRUNCATE without log_end_offset or truncated_to")
+        me = part.replicas[f]
+        hw = _int(fields, "high_watermark")
+
+        def cut() -> None:
+            me.set_leo(before)
+            me.set_leo(target)
+            if hw is not None:
+                me.hw = min(hw, target)
+
+        leader = part.replicas.get(me.leader)
+        if (me.role != "FOLLOWER" or me.pending or leader is None or leader.role != "LEADER"
+                or leader.epoch != me.epoch or me.epoch is None):
+            return self._stutter("TRUNCATE while its leader does not lead in its epoch", cut)
+        my_hw = me.hw if hw is None else hw
+        plan = _Plan(actions=(ModelAction("become_follower", {"r": part.index(f)}),),
+                     zk=(me.leader, me.epoch, part.zk_isr), roles={f: "OFFLINE"},
+                     leos={f: before}, hws={f: my_hw})
+        plan.cuts = self._truncation_cuts(target, part.committed_len, before)
+        plan.commit = cut
+        plan.expect.append(("truncation point", "leo", part.index(f), None))
+        plan.reported_offset = target
+        return plan
+
+    def _leader_append(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
+        base, last = _int(fields, "base_offset"), _int(fields, "last_offset")
+        epoch = _int(fields, "leader_epoch")
+        me = part.replicas[r]
+        if base is None or last is None or last < base:
+            return self._stutter("LEADER_APPEND without base_offset or last_offset")
+        epoch = me.epoch if epoch is None else epoch
+        plan = _Plan(actions=(ModelAction("leader_append", {"r": part.index(r)}),),
+                     leos={r: base}, cuts=_cuts(base, last + 1, last + 2))
+        plan.expect.append(("log end offset", "leo", part.index(r), None))
+        plan.reported_offset = last + 1
+
+        def commit() -> None:
+            me.set_leo(base)
+            me.runs = _merge((*me.runs, (epoch if epoch is not None else 0, last + 1)))
+            me.leo = last + 1
+
+        plan.commit = commit
+        return plan
+
+    def _follower_fetch(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
+        f, offset = _int(fields, "replica"), _int(fields, "fetch_offset")
+        if f is None or offset is None:
+            return self._stutter("FOLLOWER_FETCH without replica or fetch_offset")
+        part.index(f)
+        lead, follower = part.replicas[r], part.replicas[f]
+        plan = _Plan(actions=(ModelAction("follower_fetch",
+                                          {"f": part.index(f), "delivered": True}),),
+                     leos={f: offset})
+        plan.cuts = _cuts(offset, lead.leo, offset + 1)
+        source = lead.runs
+
+        def commit() -> None:
+            follower.set_leo(offset, source)
+            lead.remote[f] = offset
+            follower.runs = _splice(follower.runs, offset, lead.runs, lead.leo)
+            follower.leo = lead.leo
+            follower.hw = min(lead.hw, lead.leo)
+
+        plan.commit = commit
+        return plan
+
+    def _hw_advance(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
+        new = _int(fields, "high_watermark")
+        if new is None:
+            return self._stutter("HW_ADVANCE without high_watermark")
+        me = part.replicas[r]
+        isr = _ints(fields, "isr")
+        old = me.hw
+        cuts = _cuts(old, new) if old > 0 else _cuts(new, me.leo, new + 1)
+        plan = _Plan(actions=(ModelAction("hw_advance", {"r": part.index(r)}),), cuts=cuts)
+        if isr is not None:
+            plan.isrs[r] = isr
+        plan.expect.append(("high watermark", "hw", part.index(r), None))
+        plan.reported_offset = new
+
+        def commit() -> None:
+            me.hw = new
+            if isr is not None:
+                me.isr = isr
+            if new > part.committed_len:
+                part.committed = _splice(part.committed, part.committed_len, me.runs, new)
+                part.committed_len = new
+
+        plan.commit = commit
+        return plan
+
+    def _isr_change(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
+        isr = _ints(fields, "isr")
+        if isr is None:
+            return self._stutter("ISR change without isr")
+        for member in isr:
+            part.index(member)
+        me = part.replicas[r]
+        removed = [b for b in me.isr if b not in isr]
+        added = [b for b in isr if b not in me.isr]
+
+        def commit() -> None:
+            me.isr = isr
+            if part.zk_leader == r and part.zk_epoch == me.epoch:
+                part.zk_isr = isr
+
+        if not removed and not added:
+            return self._stutter("ISR change that changes nothing", commit)
+        actions = [ModelAction("isr_shrink", {"f": part.index(b)}) for b in removed]
+        actions += [ModelAction("isr_expand", {"f": part.index(b)}) for b in added]
+        hw = me.hw
+        if added:
+            remote = min(me.remote.get(b, -1) for b in added)
+            start = me.epoch_start
+            if remote >= max(hw, start):
+                # Kafka's form of KIP-320 rule 4 holds (the follower reached both the HW and
+                # the leader's epoch start, so it holds every record a leader may have
+                # committed): HW and epoch start are one abstract offset, which satisfies the
+                # model's form (the HW reached the epoch start).
+                cuts = _cuts(max(hw, start) + 1, max(hw, start) + 2)
+            elif remote < hw:
+                cuts = _cuts(hw, start if start > hw else hw + 1)
+            else:
+                cuts = _cuts(hw, start)
+        else:
+            cuts = _cuts(part.committed_len, me.leo)
+        plan = _Plan(actions=tuple(actions), cuts=cuts)
+        plan.expect.append(("new ISR", "zk_isr", None, self._isr_array(part, isr)))
+        plan.commit = commit
+        return plan
+
+    def _crash(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
+        me = part.replicas[r]
+
+        def commit() -> None:
+            me.live, me.role, me.pending = False, "OFFLINE", False
+
+        return _Plan(actions=(ModelAction("crash", {"r": part.index(r)}),), commit=commit)
+
+    def _restart(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
+        me = part.replicas[r]
+
+        def commit() -> None:
+            me.live = True
+
+        return _Plan(actions=(ModelAction("restart", {"r": part.index(r)}),), commit=commit)
+
+    # --- building the model state -------------------------------------------------------------
+
+    def _isr_array(self, part: _Partition, isr: Sequence[int]) -> Any:
+        template = self._initial.zk_isr
+        values = [index < len(part.brokers) and part.brokers[index] in isr
+                  for index in range(_REPLICAS)]
+        return _array(template, "zk_isr", values)
+
+    def _build(self, part: _Partition, plan: _Plan) -> Any:
+        c1, c2 = plan.cuts
+
+        def off(offset: int) -> int:
+            return -1 if offset < 0 else (0 if offset < c1 else (1 if offset < c2 else 2))
+
+        zk_leader, zk_epoch, zk_isr = (
+            plan.zk if plan.zk is not None
+            else (part.zk_leader, part.zk_epoch, part.zk_isr)
+        )
+        brokers = part.brokers
+        rows: list[list[Any]] = []
+        epochs: set[float] = set()
+        if zk_epoch is not None:
+            epochs.add(zk_epoch)
+        for index in range(_REPLICAS):
+            if index >= len(brokers):
+                rows.append(["OFFLINE", None, 0, None, None, 0, 0, 0, _NO_ISR, _NO_REMOTE,
+                             True])
+                continue
+            broker = brokers[index]
+            replica = part.replicas[broker]
+            role = plan.roles.get(broker, replica.role)
+            if replica.pending and role == "FOLLOWER":
+                role = "OFFLINE"
+            leo = plan.leos.get(broker, replica.leo)
+            runs = replica.runs
+            if leo > replica.leo:
+                lead = part.replicas.get(replica.leader)
+                runs = _splice(runs, replica.leo, lead.runs if lead else (), leo)
+            hw = min(plan.hws.get(broker, replica.hw), leo)
+            abstract_leo = off(leo)
+            slot0 = _epoch_at(runs, c1 - 1) if abstract_leo >= 1 else None
+            slot1 = _epoch_at(runs, c2 - 1) if abstract_leo >= 2 else None
+            if replica.epoch is not None:
+                epochs.add(replica.epoch)
+            if slot0 is not None:
+                epochs.add(slot0)
+            if slot1 is not None:
+                epochs.add(slot1)
+            local: tuple[bool, ...] = _NO_ISR
+            remote: tuple[int, ...] = _NO_REMOTE
+            if role == "LEADER":
+                isr = plan.isrs.get(broker, replica.isr)
+                local = tuple(t < len(brokers) and brokers[t] in isr for t in range(_REPLICAS))
+                remote = tuple(off(replica.remote.get(brokers[t], -1))
+                               if t < len(brokers) and t != index else -1
+                               for t in range(_REPLICAS))
+            leader_index = brokers.index(replica.leader) if replica.leader in brokers else 0
+            rows.append([role, replica.epoch, leader_index, slot0, slot1, abstract_leo,
+                         off(hw), off(min(replica.epoch_start, leo)), local, remote,
+                         replica.live and broker not in plan.down])
+        committed_len = off(part.committed_len)
+        committed0 = _epoch_at(part.committed, c1 - 1) if committed_len >= 1 else None
+        committed1 = _epoch_at(part.committed, c2 - 1) if committed_len >= 2 else None
+        if committed0 is not None:
+            epochs.add(committed0)
+        if committed1 is not None:
+            epochs.add(committed1)
+        ordered = sorted(epochs)
+        drop = max(0, len(ordered) - plan.epoch_limit)
+        rank: dict[float | None, int] = {None: 0}
+        for position, value in enumerate(ordered):
+            rank[value] = max(1, position + 1 - drop)
+        for row in rows:
+            row[1] = rank[row[1]] or 1
+            row[3] = rank[row[3]]
+            row[4] = rank[row[4]]
+        key = (
+            brokers.index(zk_leader) if zk_leader in brokers else -1,
+            rank[zk_epoch] or 1,
+            tuple(t < len(brokers) and brokers[t] in zk_isr for t in range(_REPLICAS)),
+            tuple(tuple(row) for row in rows),
+            committed_len,
+            rank[committed0],
+            rank[committed1],
+        )
+        if plan.expect:
+            plan.expect = [self._resolve(item, plan, off) for item in plan.expect]
+        built = _STATES.get(key)
+        if built is None:
+            built = _STATES[key] = self._state_of(key)
+        return built
+
+    @staticmethod
+    def _resolve(item: tuple[str, str, Any, Any], plan: _Plan,
+                 offsets: Any) -> tuple[str, str, Any, Any]:
+        what, variable, index, expected = item
+        if expected is None:
+            return (what, variable, index, offsets(plan.reported_offset))
+        return item
+
+    def _state_of(self, key: tuple[Any, ...]) -> Any:
+        zk_leader, zk_epoch, zk_isr, rows, committed_len, committed0, committed1 = key
+        initial = self._initial
+        role_of = {"LEADER": self._roles.LEADER, "FOLLOWER": self._roles.FOLLOWER}
+        replicas = range(_REPLICAS)
+        log: dict[tuple[int, int], int] = {}
+        local: dict[tuple[int, int], bool] = {}
+        remote: dict[tuple[int, int], int] = {}
+        for r, row in enumerate(rows):
+            log[(r, 0)], log[(r, 1)] = row[3], row[4]
+            for t in replicas:
+                local[(r, t)] = bool(row[8][t])
+                remote[(r, t)] = row[9][t]
+        return initial.replace(
+            zk_leader=zk_leader,
+            zk_epoch=zk_epoch,
+            zk_isr=_array(initial.zk_isr, "zk_isr", list(zk_isr)),
+            live=_array(initial.live, "live", [row[10] for row in rows]),
+            role=_array(initial.role, "role",
+                        [role_of.get(row[0], self._roles.OFFLINE) for row in rows]),
+            epoch=_array(initial.epoch, "epoch", [row[1] for row in rows]),
+            leader=_array(initial.leader, "leader", [row[2] for row in rows]),
+            log=_keyed(initial.log, log),
+            leo=_array(initial.leo, "leo", [row[5] for row in rows]),
+            hw=_array(initial.hw, "hw", [min(row[6], row[5]) for row in rows]),
+            epoch_start=_array(initial.epoch_start, "epoch_start", [row[7] for row in rows]),
+            local_isr=_keyed(initial.local_isr, local),
+            remote_leo=_keyed(initial.remote_leo, remote),
+            committed=_array(initial.committed, "committed", [committed0, committed1]),
+            committed_len=committed_len,
+        )
+
+
+_Planner = Callable[
+    [ReplicationAbstraction, _Partition, int, Mapping[str, TraceValue]], _Plan
+]
+_PLANNERS: dict[str, _Planner] = {
+    "BECOME_LEADER": ReplicationAbstraction._become_leader,
+    "BECOME_FOLLOWER": ReplicationAbstraction._become_follower,
+    "LEADER_APPEND": ReplicationAbstraction._leader_append,
+    "FOLLOWER_FETCH": ReplicationAbstraction._follower_fetch,
+    "HW_ADVANCE": ReplicationAbstraction._hw_advance,
+    "ISR_SHRINK": ReplicationAbstraction._isr_change,
+    "ISR_EXPAND": ReplicationAbstraction._isr_change,
+    "TRUNCATE": ReplicationAbstraction._truncate,
+    "CRASH": ReplicationAbstraction._crash,
+    "RESTART": ReplicationAbstraction._restart,
+}
+
+_NO_ISR = (False, False, False)
+_NO_REMOTE = (-1, -1, -1)
+#: abstract key -> model state; (variable, values) -> array (pure functions' caches)
+_STATES: dict[tuple[Any, ...], Any] = {}
+_ARRAYS: dict[tuple[str, tuple[Any, ...]], Any] = {}
+
+
+def _array(template: Any, name: str, values: list[Any]) -> Any:
+    key = (name, tuple(values))
+    found = _ARRAYS.get(key)
+    if found is None:
+        found = template
+        for index, value in enumerate(values):
+            found = found.set(index, value)
+        _ARRAYS[key] = found
+    return found
+
+
+def _keyed(template: Any, values: Mapping[Any, Any]) -> Any:
+    array = template
+    for key, value in values.items():
+        if array[key] != value:
+            array = array.set(key, value)
+    return array
+
+
+class _SafetyOnly:
+    """A model whose ``check_invariants`` reports only its safety invariants (not the lemmas)."""
+
+    def __init__(self, model: Any) -> None:
+        self._model = model
+        self._safety = [(name, invariant) for name, invariant in model.invariants.items()
+                        if invariant.kind == "safety"]
+        self.name: str = model.name
+
+    def enabled(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> bool:
+        return bool(self._model.enabled(state, action, params))
+
+    def step(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> Any:
+        return self._model.step(state, action, params)
+
+    def check_invariants(self, state: Any) -> list[str]:
+        return [name for name, _ in self._safety if not self._model.holds(state, name)]
+
+
+_SHARED: dict[str, tuple[MemoizedModel, Any, Any]] = {}
+
+
+def shared_model(variant: str = "shipped") -> tuple[MemoizedModel, Any, Any]:
+    """The replication model of ``variant`` (memoized, safety invariants only), its initial
+    state and its ``ReplicaRole`` enum, built once per process (a pure function's cache)."""
+    if variant not in _SHARED:
+        from model import replication as model_module  # noqa: PLC0415 (optional layer)
+
+        definition = model_module.MODELS[0]
+        chosen = next(v for v in definition.variants if v.name == variant)
+        model = definition.build(chosen)
+        _SHARED[variant] = (MemoizedModel(_SafetyOnly(model)), model.initial_states()[0],
+                            model_module.ReplicaRole)
+    return _SHARED[variant]
+
+
+def replication_abstraction(policy: str = "LEADER_EPOCH") -> ReplicationAbstraction:
+    """A fresh abstraction (its mirror is per run) checked against the policy's model variant.
+
+    Raises:
+        KeyError: an unknown policy.
+    """
+    model, initial, roles = shared_model(POLICIES[policy])
+    return ReplicationAbstraction(model, initial, roles, policy)
+
+
+def abstractions(policy: str = "LEADER_EPOCH") -> list[Abstraction]:
+    """The abstractions a simulated cluster run checks ``replication`` events with."""
+    return [replication_abstraction(policy)]
