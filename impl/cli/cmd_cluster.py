@@ -5,12 +5,18 @@ child process (``logproof broker``) with its config in ``<data-dir>/broker-<id>/
 and its log in ``broker.log`` beside it. The command prints the bootstrap servers once every
 broker serves, runs until SIGINT or SIGTERM, then stops the brokers gracefully (SIGTERM, bounded
 wait, then SIGKILL) and ZooKeeper.
+
+``--run-as USER`` starts each broker as that user through ``setpriv`` (util-linux), with its
+config dir and log dirs owned by the user: a broker run as root ignores file permissions, so this
+is how a permission change (``chmod 000`` on a log dir) can fail the broker's I/O as a dead disk
+would.
 """
 
 from __future__ import annotations
 
 import argparse
 import os
+import pwd
 import select
 import shutil
 import signal
@@ -46,20 +52,31 @@ def register(subparsers: Any) -> None:
                     help="broker i listens on base+i-1 (default: free ports)")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting for every broker (repeatable)")
+    up.add_argument("--run-as", default=None, metavar="USER",
+                    help="run the brokers as this user (setpriv; needs root); the data dir "
+                         "must be reachable by that user")
     up.set_defaults(handler=run)
 
 
 class Cluster:
-    """Brokers as child processes (and an embedded ZooKeeper unless one is given)."""
+    """Brokers as child processes (and an embedded ZooKeeper unless one is given).
+
+    Args:
+        run_as: a user name: each broker runs as that user and group (its primary group) through
+            ``setpriv --reuid --regid --clear-groups``, and its config dir and log dirs are
+            given to it. ``None``: brokers run as the calling user.
+    """
 
     def __init__(self, data_dir: Path, brokers: int, log_dirs_per_broker: int, *,
-                 zookeeper: str | None, base_port: int | None, overrides: list[str]) -> None:
+                 zookeeper: str | None, base_port: int | None, overrides: list[str],
+                 run_as: str | None = None) -> None:
         self.data_dir = data_dir
         self.brokers = brokers
         self.log_dirs_per_broker = log_dirs_per_broker
         self.zookeeper_connect = zookeeper
         self.base_port = base_port
         self.overrides = overrides
+        self.run_as = run_as
         self.embedded: EmbeddedZooKeeper | None = None
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
         self.ports: dict[int, int] = {}
@@ -84,11 +101,39 @@ class Cluster:
             self._wait_ready(broker_id, process, deadline)
         return ",".join(f"127.0.0.1:{self.ports[b]}" for b in sorted(self.ports))
 
+    def log_dirs(self, broker_id: int) -> list[Path]:
+        """The log dirs of ``broker_id``, in ``log.dirs`` order."""
+        home = self.data_dir / f"broker-{broker_id}"
+        return [(home / f"logs-{index}").resolve() for index in range(self.log_dirs_per_broker)]
+
+    def _launcher(self) -> list[str]:
+        """The command prefix that runs a broker as ``run_as`` (empty: as the caller)."""
+        if self.run_as is None:
+            return []
+        try:
+            user = pwd.getpwnam(self.run_as)
+        except KeyError:
+            raise CliError(f"no such user: {self.run_as}") from None
+        setpriv = shutil.which("setpriv")
+        if setpriv is None:
+            raise CliError("--run-as needs setpriv (util-linux)")
+        return [setpriv, f"--reuid={user.pw_uid}", f"--regid={user.pw_gid}", "--clear-groups"]
+
+    def _give(self, paths: list[Path]) -> None:
+        """Hand ``paths`` (not their contents) to ``run_as``."""
+        if self.run_as is None:
+            return
+        user = pwd.getpwnam(self.run_as)
+        for path in paths:
+            os.chown(path, user.pw_uid, user.pw_gid)
+
     def _spawn(self, broker_id: int, port: int) -> None:
         home = self.data_dir / f"broker-{broker_id}"
-        log_dirs = [home / f"logs-{index}" for index in range(self.log_dirs_per_broker)]
+        log_dirs = self.log_dirs(broker_id)
+        launcher = self._launcher()
         for log_dir in log_dirs:
             log_dir.mkdir(parents=True, exist_ok=True)
+        self._give([home, *log_dirs])
         config = home / "server.properties"
         config.write_text(
             f"broker.id={broker_id}\n"
@@ -96,13 +141,16 @@ class Cluster:
             f"log.dirs={','.join(str(d.resolve()) for d in log_dirs)}\n"
             f"zookeeper.connect={self.zookeeper_connect}\n"
         )
-        command = [sys.executable, "-m", "impl.cli", "broker", "--config", str(config)]
+        command = [*launcher, sys.executable, "-m", "impl.cli", "broker", "--config",
+                   str(config.resolve())]
         for override in self.overrides:
             command += ["--override", override]
         with (home / "broker.log").open("ab") as log_file:
             self.processes[broker_id] = subprocess.Popen(
                 command, stdout=subprocess.PIPE, stderr=log_file, stdin=subprocess.DEVNULL,
                 start_new_session=True,
+                # Another user's broker works in its own dir: the caller's may not be writable.
+                cwd=None if self.run_as is None else home,
             )
 
     def _wait_ready(self, broker_id: int, process: subprocess.Popen[bytes],
@@ -124,6 +172,20 @@ class Cluster:
                 tail = log.read_text(errors="replace").strip().splitlines()[-1:] or ["?"]
                 raise CliError(f"broker {broker_id} exited at start-up: {tail[0]}")
             line += chunk
+
+    def restart(self, broker_id: int) -> None:
+        """Start a broker that has exited again, on its port, with its config and log dirs.
+
+        Raises:
+            CliError: it did not start.
+        """
+        old = self.processes[broker_id]
+        assert old.poll() is not None, f"broker {broker_id} is still running"
+        if old.stdout is not None:
+            old.stdout.close()
+        self._spawn(broker_id, self.ports[broker_id])
+        self._wait_ready(broker_id, self.processes[broker_id],
+                         time.monotonic() + START_TIMEOUT_SECONDS)
 
     def stop(self) -> list[int]:
         """Stop brokers (SIGTERM, bounded wait, SIGKILL) then ZooKeeper; returns exit codes."""
@@ -156,9 +218,11 @@ def run(arguments: argparse.Namespace) -> int:
     temporary = arguments.data_dir is None
     data_dir = Path(tempfile.mkdtemp(prefix="logproof-")) if temporary else arguments.data_dir
     data_dir.mkdir(parents=True, exist_ok=True)
+    if temporary and arguments.run_as is not None:
+        data_dir.chmod(0o755)  # mkdtemp's 0700 would keep the brokers' user out
     cluster = Cluster(data_dir.resolve(), arguments.brokers, arguments.log_dirs_per_broker,
                       zookeeper=arguments.zookeeper, base_port=arguments.base_port,
-                      overrides=arguments.override)
+                      overrides=arguments.override, run_as=arguments.run_as)
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
