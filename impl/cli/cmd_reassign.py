@@ -9,8 +9,10 @@ sends AlterReplicaLogDirs to each broker for the replicas with an explicit dir, 
 answered REPLICA_NOT_AVAILABLE every 100 ms until ``--timeout`` (default 10 s, as in the KIP);
 when the replica sets differ from the current assignment and ``--zookeeper`` is given, it also
 starts the cross-broker reassignment by creating ``/admin/reassign_partitions``.
-``--verify`` prints each replica's move state and exits 0 only when every move has completed;
-then, given ``--zookeeper``, it removes the throttle ``--replica-alter-log-dirs-throttle`` set.
+``--verify`` prints, per partition, whether its replica set is the target one (and, given
+``--zookeeper``, no longer listed in ``/admin/reassign_partitions``), then each replica's move
+state; it exits 0 only when every partition and every move has completed; then, given
+``--zookeeper``, it removes the throttle ``--replica-alter-log-dirs-throttle`` set.
 """
 
 from __future__ import annotations
@@ -109,7 +111,10 @@ def run(arguments: argparse.Namespace) -> int:
         with AdminClient(arguments.bootstrap_server) as admin:
             if arguments.execute:
                 return _execute(admin, arguments, targets, moves)
-            status = _verify(admin, moves)
+            pending = (set() if arguments.zookeeper is None
+                       else _reassigning(arguments.zookeeper))
+            status = _verify_partitions(admin, targets, pending)
+            status = max(status, _verify(admin, moves))
     except AdminClientError as error:
         raise CliError(str(error)) from None
     if status == 0 and moves and arguments.zookeeper is not None:
@@ -150,6 +155,55 @@ def _start_cross_broker(zookeeper: str, targets: tuple[ReassignmentTarget, ...])
         trio.run(main)
     except (CoordinatorError, zk_admin.AdminError, ZnodeFormatError) as error:
         raise CliError(f"cannot start the reassignment: {error}") from None
+
+
+def _reassigning(zookeeper: str) -> set[tuple[str, int]]:
+    """The partitions ``/admin/reassign_partitions`` still lists."""
+    import trio  # noqa: PLC0415
+
+    from impl.controller._kazoo import KazooCoordinator  # noqa: PLC0415
+    from impl.controller.coordinator import CoordinatorError, NoNodeError  # noqa: PLC0415
+    from impl.controller.znodes import REASSIGN_PARTITIONS_PATH  # noqa: PLC0415
+
+    async def main() -> set[tuple[str, int]]:
+        coordinator = await KazooCoordinator.connect(zookeeper)
+        try:
+            data, _stat = await coordinator.get(REASSIGN_PARTITIONS_PATH)
+        except NoNodeError:
+            return set()
+        finally:
+            await coordinator.close()
+        return {(t.topic, t.partition) for t in decode_reassignment(data)}
+
+    try:
+        return trio.run(main)
+    except (CoordinatorError, ZnodeFormatError) as error:
+        raise CliError(f"cannot read the reassignment in progress: {error}") from None
+
+
+def _verify_partitions(admin: AdminClient, targets: tuple[ReassignmentTarget, ...],
+                       pending: set[tuple[str, int]]) -> int:
+    """Kafka's partition part of ``--verify``: 0 when every partition known to the cluster has
+    its target replica set and is no longer listed in ``pending``."""
+    metadata = admin.metadata(sorted({target.topic for target in targets}))
+    complete = True
+    for target in targets:
+        code, partitions = metadata.topics.get(target.topic, (3, ()))
+        current = {info.partition: info.replicas for info in partitions} if code == 0 else {}
+        name = f"{target.topic}-{target.partition}"
+        if target.partition not in current:
+            if (target.topic, target.partition) in pending:
+                complete = False
+                print(f"Reassignment of partition {name} is still in progress.")
+            continue
+        if (target.topic, target.partition) in pending or (
+            tuple(current[target.partition]) != tuple(target.replicas)
+        ):
+            complete = False
+            print(f"Reassignment of partition {name} is still in progress.")
+        else:
+            print(f"Reassignment of partition {name} is completed.")
+    return 0 if complete else 1
 
 
 def _set_throttle(zookeeper: str, broker_ids: list[int], rate: int | None) -> None:
