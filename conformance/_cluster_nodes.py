@@ -1,0 +1,1111 @@
+"""The nodes of the cluster simulator: brokers, controller candidates, a producer, a consumer.
+
+Each broker is a second shell (next to the trio one in ``impl/broker``) around the same cores:
+the storage engine's :class:`~impl.storage.manager.LogManager` over a simulated disk, the
+replication core (:mod:`impl.broker.replication`: controller fencing, LeaderAndIsr and
+StopReplica decisions, HW, ISR changes, follower truncation) and the idempotence core
+(:mod:`impl.broker.producer_state`). Each broker also hosts a controller candidate: the real
+:class:`~impl.controller.controller.Controller` core over the simulated ZooKeeper. Everything a
+node says to another node is a message over :class:`conformance.network.SimNetwork`; ZooKeeper
+is reached directly (its own fault model: session expiry).
+
+Where the shell differs from ``impl/broker/replica_manager.py`` (each a Kafka behaviour):
+
+* an ``acks=all`` produce completes only while the ISR still has ``min.insync.replicas``
+  members (Kafka's ``checkEnoughReplicasReachOffset``), else NOT_ENOUGH_REPLICAS_AFTER_APPEND;
+* the idempotence state of a partition is rebuilt from the log whenever the replica becomes
+  leader (follower appends and truncation change the log under it);
+* a leader forgets what it knew of a follower fetching from a new incarnation.
+
+Controller-to-broker requests go through one ordered channel per (controller, broker), one
+request in flight, retransmitted until answered (Kafka's ``RequestSendThread`` over TCP): the
+network may lose, delay, duplicate or reorder its messages, the channel's sequence numbers make
+delivery exactly once and in order, as TCP does.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+import collections
+import contextlib
+import itertools
+from collections.abc import Callable, Coroutine
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any, Final, TypeVar
+
+from conformance.disk import SimDisk
+from conformance.move_sim import SimLock
+from impl.broker import replication
+from impl.broker.producer_state import PartitionProducerState, SequenceVerdict
+from impl.broker.replication import (
+    ControllerFence,
+    PartitionAssignment,
+    ReplicaRole,
+    ReplicaState,
+    ReplicationEvent,
+    TruncationPolicy,
+    decide_leader_and_isr,
+    decide_stop_replica,
+    desired_isr,
+    follower_truncation_offset,
+    leader_high_watermark,
+)
+from impl.controller.controller import (
+    Controller,
+    ControllerConfig,
+    ControllerEffect,
+    ControllerInput,
+    ControllerMoved,
+    EmitTrace,
+    PartitionStatesRead,
+    ReadPartitionStates,
+    Resign,
+    ResponseReceived,
+    SendRequest,
+    SessionExpired,
+    WriteCompleted,
+    ZkWrite,
+)
+from impl.controller.coordinator import (
+    ConnectionLossError,
+    CreateOp,
+    CreateResult,
+    NodeExistsError,
+    SessionExpiredError,
+    SetOp,
+    SetResult,
+    multi_error,
+)
+from impl.controller.requests import (
+    ControllerRequest,
+    ControllerResponse,
+    LeaderAndIsrRequest,
+    StopReplicaRequest,
+)
+from impl.controller.znodes import (
+    CONTROLLER_EPOCH_PATH,
+    ISR_CHANGE_NOTIFICATION_PATH,
+    ISR_CHANGE_PREFIX,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
+    LOG_DIR_EVENT_PREFIX,
+    broker_path,
+    decode_controller_epoch,
+    encode_broker,
+    encode_isr_change,
+    encode_log_dir_event,
+    encode_partition_state,
+    partition_state_path,
+)
+from impl.storage import record_batch as rb
+from impl.storage import replica_move as rm
+from impl.storage.config import StorageConfig
+from impl.storage.errors import StorageError
+from impl.storage.manager import LogManager, PartitionLog
+from impl.storage.names import TopicPartition
+from impl.trace import TraceEvent
+
+from ._coordinator_driver import ControllerDriver
+
+if TYPE_CHECKING:
+    from .cluster_sim import ClusterWorld
+
+__sans_io__ = True
+
+T = TypeVar("T")
+
+NONE: Final = 0
+OFFSET_OUT_OF_RANGE: Final = 1
+UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+NOT_LEADER_OR_FOLLOWER: Final = 6
+REQUEST_TIMED_OUT: Final = 7
+NOT_ENOUGH_REPLICAS: Final = 19
+NOT_ENOUGH_REPLICAS_AFTER_APPEND: Final = 20
+KAFKA_STORAGE_ERROR: Final = 56
+FENCED_LEADER_EPOCH: Final = 74
+UNKNOWN_LEADER_EPOCH: Final = 75
+OUT_OF_ORDER_SEQUENCE_NUMBER: Final = 45
+INVALID_PRODUCER_EPOCH: Final = 47
+
+#: Node ids of the clients (brokers are 0..B-1).
+PRODUCER_NODE: Final = 1000
+CONSUMER_NODE: Final = 1001
+
+#: A fetch returns at most this many bytes (small: a lagging follower needs several rounds).
+FETCH_MAX_BYTES: Final = 1200
+#: Milliseconds after which an unanswered request is sent again.
+RETRY_MS: Final = 4
+#: A produce unanswered for this long is retried by the client and dropped by the leader.
+PRODUCE_TIMEOUT_MS: Final = 30
+
+
+# --- messages ------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerCall:
+    """A controller request on channel ``channel`` with sequence number ``seq``."""
+
+    channel: int
+    seq: int
+    request: ControllerRequest
+
+
+@dataclass(frozen=True, slots=True)
+class ControllerReply:
+    """The answer to one :class:`ControllerCall`."""
+
+    channel: int
+    seq: int
+    response: ControllerResponse
+
+
+@dataclass(frozen=True, slots=True)
+class FetchCall:
+    """Fetch (a follower's when ``replica >= 0``, a consumer's below the HW when -1)."""
+
+    request_id: int
+    replica: int
+    incarnation: int
+    tp: TopicPartition
+    offset: int
+    leader_epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class FetchReply:
+    """A fetch's answer: records (whole batches), the leader's HW and LEO."""
+
+    request_id: int
+    tp: TopicPartition
+    error: int
+    records: bytes = b""
+    high_watermark: int = -1
+    log_end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class EpochCall:
+    """OffsetForLeaderEpoch for the follower's latest epoch."""
+
+    request_id: int
+    replica: int
+    tp: TopicPartition
+    current_leader_epoch: int
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class EpochReply:
+    """The leader's end offset for the asked epoch."""
+
+    request_id: int
+    tp: TopicPartition
+    error: int
+    end_offset: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceCall:
+    """An ``acks=all`` produce of one idempotent batch."""
+
+    request_id: int
+    tp: TopicPartition
+    batch: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class ProduceReply:
+    """A produce's answer (``base_offset`` on success)."""
+
+    request_id: int
+    tp: TopicPartition
+    error: int
+    base_offset: int = -1
+
+
+# --- helpers -------------------------------------------------------------------------------
+
+
+def drive(coroutine: Coroutine[Any, Any, T]) -> T:
+    """Run a coroutine that must not suspend (a storage call on an uncontended SimLock)."""
+    try:
+        coroutine.send(None)
+    except StopIteration as stop:
+        result: T = stop.value
+        return result
+    coroutine.close()
+    raise AssertionError("a simulated call suspended")
+
+
+#: (base offset, next offset, CRC-32C, producer id, producer epoch, base sequence)
+BatchKey = tuple[int, int, int, int, int, int]
+
+
+def batch_keys(data: bytes) -> list[BatchKey]:
+    """The keys of the whole batches in ``data``."""
+    keys: list[BatchKey] = []
+    for header in rb.iter_batches(data):
+        keys.append((header.base_offset, header.next_offset, header.crc, header.producer_id,
+                     header.producer_epoch, header.base_sequence))
+    return keys
+
+
+def read_bytes(partition: PartitionLog, offset: int, max_bytes: int,
+               max_offset: int | None = None) -> bytes:
+    """Whole batches from ``offset`` (at most ``max_bytes`` unless the first is larger)."""
+    slices = partition.read(offset, max_bytes, max_offset)
+    chunks = []
+    for piece in slices:
+        try:
+            chunks.append(piece.read_all())
+        finally:
+            piece.close()
+    data = b"".join(chunks)
+    position = 0
+    while position + rb.LOG_OVERHEAD <= len(data):
+        size = int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
+        end = position + rb.LOG_OVERHEAD + size
+        if size <= 0 or end > len(data):
+            break
+        position = end
+    return data[:position]
+
+
+class _TaggedSink:
+    """Tags storage events with the broker (``t-0@1``), as the move simulator does."""
+
+    def __init__(self, broker: int, emit: Callable[[TraceEvent], None]) -> None:
+        self._suffix = f"@{broker}"
+        self._emit = emit
+
+    def emit(self, event: TraceEvent) -> None:
+        self._emit(TraceEvent(event.machine, event.event, event.subject + self._suffix,
+                              event.state_before, event.state_after, event.fields))
+
+
+class _DirectSink:
+    def __init__(self, emit: Callable[[TraceEvent], None]) -> None:
+        self.emit = emit
+
+
+@dataclass
+class _Followed:
+    leader: int
+    leader_epoch: int
+    truncated: bool = False
+    in_flight: int | None = None
+    sent_ms: int = 0
+
+
+@dataclass
+class _PendingProduce:
+    client: int
+    request_id: int
+    last_offset: int
+    base_offset: int
+    deadline_ms: int
+
+
+# --- the broker ----------------------------------------------------------------------------
+
+
+class SimBroker:
+    """One broker: a LogManager on its own disk plus the replication and idempotence cores."""
+
+    def __init__(self, world: ClusterWorld, broker_id: int) -> None:
+        self.world = world
+        self.id = broker_id
+        config = world.config
+        self.log_dirs = tuple(f"/sim/broker-{broker_id}/data-{i}" for i in range(config.log_dirs))
+        self.disk = SimDisk(self.log_dirs)
+        self.storage_config = StorageConfig(
+            log_dirs=self.log_dirs, broker_id=broker_id, segment_bytes=config.segment_bytes,
+            index_interval_bytes=256, move_chunk_bytes=config.chunk_bytes,
+        )
+        self.storage_sink = _TaggedSink(broker_id, world.emit)
+        self.sink = _DirectSink(world.emit)
+        self.policy = (TruncationPolicy.HIGH_WATERMARK if config.variant == "truncate_to_hw"
+                       else TruncationPolicy.LEADER_EPOCH)
+        self.alive = False
+        self.incarnation = 0
+        self.session = -1
+        self.broker_epoch = -1
+        self.manager: LogManager | None = None
+        self.controller: ControllerNode | None = None
+        self._request_ids = itertools.count(1)
+        self.restarts = 0
+        self._reset_volatile()
+
+    def _reset_volatile(self) -> None:
+        self.fence = ControllerFence(self.id)
+        self.states: dict[TopicPartition, ReplicaState] = {}
+        self.producers: dict[TopicPartition, PartitionProducerState] = {}
+        self.follower_leos: dict[TopicPartition, dict[int, int]] = {}
+        self.follower_incarnations: dict[TopicPartition, dict[int, int]] = {}
+        self.leo_at_previous_fetch: dict[TopicPartition, dict[int, int]] = {}
+        self.last_caught_up_ms: dict[TopicPartition, dict[int, int]] = {}
+        self.followed: dict[TopicPartition, _Followed] = {}
+        self.pending: dict[TopicPartition, list[_PendingProduce]] = {}
+        self.failed_dirs_seen: list[str] = []
+        self.channels: dict[int, tuple[int, ControllerResponse]] = {}
+
+    # --- life cycle ----------------------------------------------------------------------------
+
+    def start(self) -> None:
+        """Open the logs (recovery), register in ZooKeeper, start the controller candidate."""
+        world = self.world
+        self._reset_volatile()
+        self.manager = LogManager.open(self.storage_config, disk=self.disk, clock=world.clock,
+                                       trace=self.storage_sink,
+                                       on_dir_failure=self.failed_dirs_seen.append)
+        self.adopt_locks()
+        self.session = world.zk.open_session(6_000)
+        results = world.zk.multi(self.session, [CreateOp(
+            broker_path(self.id), encode_broker(f"broker-{self.id}", 9092, None,
+                                                world.clock.wall_ms()), ephemeral=True)])
+        assert isinstance(results[0], CreateResult), results
+        stat = world.zk.exists(self.session, broker_path(self.id), False)
+        assert stat is not None
+        self.broker_epoch = stat.czxid
+        self.fence.register(self.broker_epoch)
+        self.alive = True
+        self.incarnation += 1
+        self.controller = ControllerNode(world, self)
+        for tp in sorted(self.manager.partitions()):
+            self.sink.emit(TraceEvent.of(replication.MACHINE, ReplicationEvent.RESTART.value,
+                                         f"{tp}@{self.id}", "NONE", "NONE"))
+        world.watch_all("brokers")
+        self.controller.watch("controller")
+
+    def crash(self, *, lose_unflushed: bool) -> None:
+        """The process dies: memory is lost; the disk keeps what its contract says."""
+        world = self.world
+        assert self.manager is not None
+        for tp, state in sorted(self.states.items()):
+            self.sink.emit(TraceEvent.of(replication.MACHINE, ReplicationEvent.CRASH.value,
+                                         f"{tp}@{self.id}", state.role.value, "NONE"))
+        for tp in sorted(self.manager.partitions()):
+            move = self.manager.move_state(tp)
+            if move.state is not rm.MoveState.NONE:
+                self.storage_sink.emit(rm.step(move, rm.MoveInput(rm.MoveEvent.CRASHED)).trace)
+        if not lose_unflushed:
+            with contextlib.suppress(StorageError, OSError):
+                self.manager.checkpoint(flush=True)
+        self.disk.crash(world.crash_rng(self.id))
+        self.alive = False
+        self.restarts += 1
+        if world.zk.session_alive(self.session):
+            world.zk.expire_session(self.session)
+        if self.controller is not None:
+            self.controller.stop()
+        self.controller = None
+        world.network.drop_to(self.id)
+        self.manager = None
+        world.watch_all("brokers")
+        world.watch_all("controller")
+
+    def adopt_locks(self) -> None:
+        """Replace each partition's trio lock with a :class:`SimLock`."""
+        assert self.manager is not None
+        for partition in self.manager.partitions().values():
+            current: object = partition.lock
+            if not isinstance(current, SimLock):
+                partition.__dict__["lock"] = SimLock(True)
+
+    def log(self, tp: TopicPartition) -> PartitionLog | None:
+        """The online log of ``tp`` here, or ``None``."""
+        if self.manager is None:
+            return None
+        partition = self.manager.get(tp)
+        if partition is None or partition.offline:
+            return None
+        return partition
+
+    def _send(self, target: int, payload: object) -> None:
+        self.world.network.send(self.id, target, payload)
+
+    def now_ms(self) -> int:
+        """Simulated milliseconds."""
+        return self.world.clock.monotonic_ns() // 1_000_000
+
+    # --- dir failures ----------------------------------------------------------------------
+
+    def after_io(self) -> None:
+        """Handle dir failures the storage engine reported during the last operation."""
+        if not self.failed_dirs_seen or self.manager is None:
+            return
+        self.failed_dirs_seen.clear()
+        for tp in sorted(self.manager.offline_replicas):
+            current = self.states.get(tp)
+            self.followed.pop(tp, None)
+            self._fail_pending(tp, KAFKA_STORAGE_ERROR)
+            if current is not None and current.role is not ReplicaRole.OFFLINE:
+                self.states[tp] = ReplicaState(
+                    current.topic, current.partition, ReplicaRole.OFFLINE, current.leader,
+                    current.leader_epoch, current.partition_epoch, current.isr, current.replicas,
+                )
+        zk = self.world.zk
+        if zk.session_alive(self.session):
+            zk.multi(self.session, [CreateOp(
+                f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}",
+                encode_log_dir_event(self.id), sequential=True)])
+            self.world.watch_all("log_dir")
+
+    # --- controller requests ---------------------------------------------------------------
+
+    def on_controller_call(self, source: int, call: ControllerCall) -> None:
+        """Exactly-once, in-order delivery per channel (TCP), then the request itself."""
+        last = self.channels.get(call.channel)
+        if last is not None and call.seq <= last[0]:
+            if call.seq == last[0]:
+                self._send(source, ControllerReply(call.channel, call.seq, last[1]))
+            return
+        if (last is None and call.seq != 1) or (last is not None and call.seq != last[0] + 1):
+            return  # a gap: the sender retransmits in order
+        request = call.request
+        if isinstance(request, LeaderAndIsrRequest):
+            response = self.leader_and_isr(request)
+        elif isinstance(request, StopReplicaRequest):
+            response = self.stop_replica(request)
+        else:
+            top = self.fence.check(request.controller_id, request.controller_epoch,
+                                   request.broker_epoch)
+            response = ControllerResponse(error_code=top)
+        self.after_io()
+        self.channels[call.channel] = (call.seq, response)
+        self._send(source, ControllerReply(call.channel, call.seq, response))
+
+    def _offline(self, tp: TopicPartition) -> bool:
+        assert self.manager is not None
+        if tp in self.manager.offline_replicas:
+            return True
+        partition = self.manager.get(tp)
+        return partition is not None and bool(partition.offline)
+
+    def leader_and_isr(self, request: LeaderAndIsrRequest) -> ControllerResponse:
+        """As ``ReplicaManager.leader_and_isr``, synchronously."""
+        assert self.manager is not None
+        top = self.fence.check(request.controller_id, request.controller_epoch,
+                               request.broker_epoch)
+        if top != NONE:
+            return ControllerResponse(error_code=top)
+        errors: dict[tuple[str, int], int] = {}
+        for item in request.partition_states:
+            tp = TopicPartition(item.topic, item.partition)
+            offline = self._offline(tp)
+            hosted = not offline and self.manager.get(tp) is not None
+            decision = decide_leader_and_isr(
+                self.id, self.states.get(tp),
+                PartitionAssignment(item.topic, item.partition, item.controller_epoch,
+                                    item.leader, item.leader_epoch, item.isr, item.zk_version,
+                                    item.replicas, item.is_new),
+                hosted=hosted, replica_offline=offline,
+                any_dir_offline=bool(self.manager.offline_dirs), trace=self.sink,
+            )
+            if decision.error_code != NONE:
+                errors[(item.topic, item.partition)] = decision.error_code
+                continue
+            if decision.state is None:
+                continue
+            if decision.create_log:
+                try:
+                    self.manager.create(tp, item.is_new)
+                except (StorageError, OSError):
+                    errors[(item.topic, item.partition)] = KAFKA_STORAGE_ERROR
+                    continue
+                self.adopt_locks()
+                self.world.replica_created(self, tp, item.is_new)
+            previous = self.states.get(tp)
+            self.states[tp] = decision.state
+            if decision.became_leader:
+                self.follower_leos[tp] = {}
+                self.follower_incarnations[tp] = {}
+                self.leo_at_previous_fetch[tp] = {}
+                self.last_caught_up_ms[tp] = dict.fromkeys(decision.state.isr, self.now_ms())
+                self.producers.pop(tp, None)
+            if decision.state.role is ReplicaRole.FOLLOWER:
+                self.followed[tp] = _Followed(decision.state.leader, decision.state.leader_epoch)
+                self._fail_pending(tp, NOT_LEADER_OR_FOLLOWER)
+            else:
+                self.followed.pop(tp, None)
+            partition = self.log(tp)
+            if partition is not None and decision.state.role is ReplicaRole.LEADER:
+                with contextlib.suppress(StorageError, OSError):
+                    partition.assign_epoch(decision.state.leader_epoch, partition.log_end_offset)
+                self.advance_hw(tp, partition)
+            self.world.role_changed(self, tp, previous, decision.state)
+        return ControllerResponse(partition_errors=errors)
+
+    def stop_replica(self, request: StopReplicaRequest) -> ControllerResponse:
+        """As ``ReplicaManager.stop_replica``, synchronously."""
+        assert self.manager is not None
+        top = self.fence.check(request.controller_id, request.controller_epoch,
+                               request.broker_epoch)
+        if top != NONE:
+            return ControllerResponse(error_code=top)
+        errors: dict[tuple[str, int], int] = {}
+        for item in request.partitions:
+            tp = TopicPartition(item.topic, item.partition)
+            code = decide_stop_replica(self.states.get(tp), item.leader_epoch,
+                                       replica_offline=self._offline(tp))
+            if code != NONE:
+                errors[(item.topic, item.partition)] = code
+                continue
+            self.states.pop(tp, None)
+            self.followed.pop(tp, None)
+            self._fail_pending(tp, NOT_LEADER_OR_FOLLOWER)
+            if item.delete_partition:
+                self.producers.pop(tp, None)
+                try:
+                    self.manager.delete(tp)
+                except (StorageError, OSError):
+                    errors[(item.topic, item.partition)] = KAFKA_STORAGE_ERROR
+                self.world.replica_deleted(self, tp)
+        return ControllerResponse(partition_errors=errors)
+
+    # --- the leader side -------------------------------------------------------------------
+
+    def _emit(self, tp: TopicPartition, event: ReplicationEvent, **fields: Any) -> None:
+        state = self.states.get(tp)
+        role = state.role.value if state is not None else "NONE"
+        self.sink.emit(TraceEvent.of(replication.MACHINE, event.value, f"{tp}@{self.id}", role,
+                                     role, **fields))
+
+    def _leader(self, tp: TopicPartition, epoch: int | None) -> tuple[int, PartitionLog | None]:
+        state = self.states.get(tp)
+        if state is None:
+            return UNKNOWN_TOPIC_OR_PARTITION, None
+        if state.role is ReplicaRole.OFFLINE:
+            return KAFKA_STORAGE_ERROR, None
+        if state.role is not ReplicaRole.LEADER:
+            return NOT_LEADER_OR_FOLLOWER, None
+        if epoch is not None and epoch != state.leader_epoch:
+            return (FENCED_LEADER_EPOCH if epoch < state.leader_epoch
+                    else UNKNOWN_LEADER_EPOCH), None
+        partition = self.log(tp)
+        if partition is None:
+            return KAFKA_STORAGE_ERROR, None
+        return NONE, partition
+
+    def producer_state(self, tp: TopicPartition, partition: PartitionLog
+                       ) -> PartitionProducerState:
+        """The idempotence state, rebuilt from the log after each change of leadership."""
+        state = self.producers.get(tp)
+        if state is None:
+            state = PartitionProducerState()
+            offset = partition.log_start_offset
+            while offset < partition.log_end_offset:
+                data = read_bytes(partition, offset, 1 << 20)
+                headers = list(rb.iter_batches(data))
+                if not headers:
+                    break
+                for header in headers:
+                    state.replay(header.producer_id, header.producer_epoch,
+                                 first_sequence=header.base_sequence,
+                                 record_count=header.record_count,
+                                 first_offset=header.base_offset, last_offset=header.last_offset)
+                offset = headers[-1].next_offset
+            self.producers[tp] = state
+        return state
+
+    def on_produce(self, source: int, call: ProduceCall) -> None:
+        """An acks=all produce: sequence check, append, answer once the HW passes it."""
+        tp = call.tp
+        error, partition = self._leader(tp, None)
+        if partition is None:
+            self._send(source, ProduceReply(call.request_id, tp, error))
+            return
+        state = self.states[tp]
+        if len(state.isr) < self.world.config.min_insync_replicas:
+            self._send(source, ProduceReply(call.request_id, tp, NOT_ENOUGH_REPLICAS))
+            return
+        header = rb.parse_header(call.batch, 0)
+        try:
+            producers = self.producer_state(tp, partition)
+            verdict = producers.check(header.producer_id, header.producer_epoch,
+                                      header.base_sequence, header.record_count)
+            if verdict.verdict is SequenceVerdict.REJECT:
+                self._send(source, ProduceReply(call.request_id, tp, verdict.error_code))
+                return
+            if verdict.verdict is SequenceVerdict.DUPLICATE:
+                assert verdict.duplicate_of is not None
+                base, last = verdict.duplicate_of.first_offset, verdict.duplicate_of.last_offset
+            else:
+                base, last, _ = drive(partition.append_as_leader(call.batch, state.leader_epoch))
+                self.world.appended(self, tp, partition, base)
+                self._emit(tp, ReplicationEvent.LEADER_APPEND, base_offset=base,
+                           last_offset=last, leader_epoch=state.leader_epoch)
+                producers.record(header.producer_id, header.producer_epoch,
+                                 first_sequence=header.base_sequence,
+                                 record_count=header.record_count, first_offset=base,
+                                 last_offset=last)
+        except (StorageError, OSError):
+            self.after_io()
+            self._send(source, ProduceReply(call.request_id, tp, KAFKA_STORAGE_ERROR))
+            return
+        self.pending.setdefault(tp, []).append(_PendingProduce(
+            source, call.request_id, last, base, self.now_ms() + PRODUCE_TIMEOUT_MS))
+        self.advance_hw(tp, partition)
+        self._complete(tp)
+
+    def _complete(self, tp: TopicPartition) -> None:
+        waiting = self.pending.get(tp)
+        partition = self.log(tp)
+        state = self.states.get(tp)
+        if not waiting or partition is None or state is None:
+            return
+        high_watermark = partition.high_watermark
+        now_ms = self.now_ms()
+        kept: list[_PendingProduce] = []
+        for item in waiting:
+            if high_watermark > item.last_offset:
+                enough = len(state.isr) >= self.world.config.min_insync_replicas
+                code = NONE if enough else NOT_ENOUGH_REPLICAS_AFTER_APPEND
+                self._send(item.client, ProduceReply(item.request_id, tp, code,
+                                                     item.base_offset))
+            elif now_ms >= item.deadline_ms:
+                self._send(item.client, ProduceReply(item.request_id, tp, REQUEST_TIMED_OUT))
+            else:
+                kept.append(item)
+        self.pending[tp] = kept
+
+    def _fail_pending(self, tp: TopicPartition, error: int) -> None:
+        for item in self.pending.pop(tp, []):
+            self._send(item.client, ProduceReply(item.request_id, tp, error))
+
+    def advance_hw(self, tp: TopicPartition, partition: PartitionLog) -> None:
+        """The leader's HW: the minimum LEO over the ISR, never decreasing."""
+        state = self.states.get(tp)
+        if state is None or state.role is not ReplicaRole.LEADER:
+            return
+        new = leader_high_watermark(partition.high_watermark, partition.log_end_offset,
+                                    self.follower_leos.get(tp, {}), state.isr, self.id)
+        if new != partition.high_watermark:
+            partition.high_watermark = new
+            self._emit(tp, ReplicationEvent.HW_ADVANCE, high_watermark=new, isr=state.isr)
+            self.world.hw_moved(self, tp, new)
+
+    def on_fetch(self, source: int, call: FetchCall) -> None:
+        """A follower's fetch (records up to the LEO) or a consumer's (up to the HW)."""
+        tp = call.tp
+        consumer = call.replica < 0
+        error, partition = self._leader(tp, None if consumer else call.leader_epoch)
+        if partition is None:
+            self._send(source, FetchReply(call.request_id, tp, error))
+            return
+        if call.offset > partition.log_end_offset or call.offset < partition.log_start_offset:
+            self._send(source, FetchReply(call.request_id, tp, OFFSET_OUT_OF_RANGE,
+                                          high_watermark=partition.high_watermark,
+                                          log_end_offset=partition.log_end_offset))
+            return
+        if not consumer:
+            self.record_follower_fetch(tp, call.replica, call.incarnation, call.offset)
+            partition = self.log(tp)
+            if partition is None:
+                self._send(source, FetchReply(call.request_id, tp, KAFKA_STORAGE_ERROR))
+                return
+        limit = partition.high_watermark if consumer else None
+        try:
+            records = b""
+            if call.offset < (limit if limit is not None else partition.log_end_offset):
+                records = read_bytes(partition, call.offset, FETCH_MAX_BYTES, limit)
+        except (StorageError, OSError):
+            self.after_io()
+            self._send(source, FetchReply(call.request_id, tp, KAFKA_STORAGE_ERROR))
+            return
+        self._send(source, FetchReply(call.request_id, tp, NONE, records,
+                                      partition.high_watermark, partition.log_end_offset))
+
+    def record_follower_fetch(self, tp: TopicPartition, replica: int, incarnation: int,
+                              offset: int) -> None:
+        """As ``ReplicaManager.record_follower_fetch`` (a new incarnation starts afresh)."""
+        partition = self.log(tp)
+        if partition is None:
+            return
+        now_ms = self.now_ms()
+        incarnations = self.follower_incarnations.setdefault(tp, {})
+        offsets = self.follower_leos.setdefault(tp, {})
+        if incarnations.get(replica, incarnation) != incarnation:
+            offsets.pop(replica, None)
+        incarnations[replica] = incarnation
+        previous = self.leo_at_previous_fetch.setdefault(tp, {})
+        if offset >= partition.log_end_offset or offset >= previous.get(replica, 2**63):
+            self.last_caught_up_ms.setdefault(tp, {})[replica] = now_ms
+        previous[replica] = partition.log_end_offset
+        self._emit(tp, ReplicationEvent.FOLLOWER_FETCH, replica=replica, fetch_offset=offset)
+        if offsets.get(replica, -1) < offset:
+            offsets[replica] = offset
+            self.advance_hw(tp, partition)
+            self._complete(tp)
+        self.maybe_change_isr(tp)
+
+    def maybe_change_isr(self, tp: TopicPartition) -> None:
+        """Write a new ISR to ZooKeeper when followers caught up or fell behind."""
+        state = self.states.get(tp)
+        partition = self.log(tp)
+        if state is None or state.role is not ReplicaRole.LEADER or partition is None:
+            return
+        high_watermark = partition.high_watermark
+        if self.world.config.variant == "isr_expanded_early":
+            high_watermark = 0  # the bug: any follower that fetched once joins
+        wanted = desired_isr(
+            state, high_watermark, follower_log_end_offsets=self.follower_leos.get(tp, {}),
+            last_caught_up_ms=self.last_caught_up_ms.get(tp, {}), now_ms=self.now_ms(),
+            lag_time_max_ms=self.world.config.replica_lag_time_max_ms,
+        )
+        if set(wanted) == set(state.isr):
+            return
+        zk = self.world.zk
+        if not zk.session_alive(self.session):
+            return
+        results = zk.multi(self.session, [
+            SetOp(partition_state_path(tp.topic, tp.partition),
+                  encode_partition_state(state.leader, state.leader_epoch, wanted,
+                                         state.controller_epoch), state.partition_epoch),
+            CreateOp(f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}",
+                     encode_isr_change([(tp.topic, tp.partition)]), sequential=True),
+        ])
+        if multi_error(results) is not None:
+            return  # a stale zkVersion: the controller changed the partition; wait for it
+        result = results[0]
+        assert isinstance(result, SetResult)
+        self.states[tp] = replication.with_isr(state, wanted, result.stat.version)
+        event = (ReplicationEvent.ISR_SHRINK if len(wanted) < len(state.isr)
+                 else ReplicationEvent.ISR_EXPAND)
+        self._emit(tp, event, isr=wanted, partition_epoch=result.stat.version)
+        self.world.isr_written(self, tp, state.isr, wanted)
+        self.world.watch_all("isr")
+        self.advance_hw(tp, partition)
+        self._complete(tp)
+
+    def on_epoch_call(self, source: int, call: EpochCall) -> None:
+        """OffsetForLeaderEpoch (KIP-279)."""
+        error, partition = self._leader(call.tp, call.current_leader_epoch)
+        if partition is None:
+            self._send(source, EpochReply(call.request_id, call.tp, error))
+            return
+        _, end_offset = partition.end_offset_for_epoch(call.epoch)
+        self._send(source, EpochReply(call.request_id, call.tp, NONE, end_offset))
+
+    # --- the follower side -----------------------------------------------------------------
+
+    def tick(self, *, periodic: bool = True) -> None:
+        """Follower fetches; with ``periodic`` also produce timeouts and ISR checks (the
+        leader's ``replica.lag.time.max.ms`` scan)."""
+        now_ms = self.now_ms()
+        for tp in sorted(self.followed):
+            followed = self.followed[tp]
+            if followed.in_flight is not None and now_ms - followed.sent_ms < RETRY_MS:
+                continue
+            partition = self.log(tp)
+            if partition is None:
+                continue
+            request_id = next(self._request_ids)
+            followed.in_flight, followed.sent_ms = request_id, now_ms
+            if not followed.truncated:
+                if self.policy.asks_leader:
+                    self._send(followed.leader, EpochCall(
+                        request_id, self.id, tp, followed.leader_epoch, partition.latest_epoch))
+                    continue
+                self._truncate(tp, followed, partition, None)
+            self._send(followed.leader, FetchCall(
+                request_id, self.id, self.incarnation, tp, partition.log_end_offset,
+                followed.leader_epoch))
+        if periodic:
+            for tp in sorted(self.states):
+                if self.states[tp].role is ReplicaRole.LEADER:
+                    self.maybe_change_isr(tp)
+                    self._complete(tp)
+        self.after_io()
+
+    def _truncate(self, tp: TopicPartition, followed: _Followed, partition: PartitionLog,
+                  leader_epoch_end: int | None) -> None:
+        before = partition.log_end_offset
+        high_watermark = partition.high_watermark
+        target = follower_truncation_offset(
+            self.policy, log_end_offset=before, log_start_offset=partition.log_start_offset,
+            high_watermark=high_watermark, leader_epoch_end_offset=leader_epoch_end,
+        )
+        if target < before:
+            partition.truncate_to(target)
+            fields: dict[str, Any] = {"policy": self.policy.value, "log_end_offset": before,
+                                      "truncated_to": target}
+            if leader_epoch_end is not None:
+                fields["leader_epoch_end"] = leader_epoch_end
+            else:
+                fields["high_watermark"] = high_watermark
+            self.sink.emit(TraceEvent.of(
+                replication.MACHINE, ReplicationEvent.TRUNCATE.value, f"{tp}@{self.id}",
+                ReplicaRole.FOLLOWER.value, ReplicaRole.FOLLOWER.value, **fields))
+            self.world.truncated(self, tp, target)
+        partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)
+        followed.truncated = True
+
+    def on_epoch_reply(self, reply: EpochReply) -> None:
+        """The leader's end offset: truncate, then fetch."""
+        followed = self.followed.get(reply.tp)
+        if followed is None or followed.in_flight != reply.request_id:
+            return
+        followed.in_flight = None
+        partition = self.log(reply.tp)
+        if partition is None:
+            return
+        if reply.error != NONE:
+            if reply.error in (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
+                               UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR):
+                self.followed.pop(reply.tp, None)
+            return
+        try:
+            self._truncate(reply.tp, followed, partition, reply.end_offset)
+        except (StorageError, OSError):
+            self.after_io()
+
+    def on_fetch_reply(self, reply: FetchReply) -> None:
+        """Append what the leader sent; the follower's HW follows the leader's."""
+        tp = reply.tp
+        followed = self.followed.get(tp)
+        if followed is None or followed.in_flight != reply.request_id:
+            return
+        followed.in_flight = None
+        partition = self.log(tp)
+        if partition is None:
+            return
+        try:
+            if reply.error == OFFSET_OUT_OF_RANGE and reply.log_end_offset >= 0:
+                if partition.log_end_offset > reply.log_end_offset:
+                    followed.truncated = False
+                    self._truncate_to(tp, partition, reply.log_end_offset)
+                return
+            if reply.error != NONE:
+                if reply.error != UNKNOWN_LEADER_EPOCH:
+                    self.followed.pop(tp, None)
+                return
+            if reply.records:
+                base = partition.log_end_offset
+                drive(partition.append_as_follower(reply.records))
+                self.world.appended(self, tp, partition, base)
+            high_watermark = min(reply.high_watermark, partition.log_end_offset)
+            partition.high_watermark = max(partition.high_watermark, high_watermark)
+        except (StorageError, OSError):
+            self.after_io()
+            self.followed.pop(tp, None)
+
+    def _truncate_to(self, tp: TopicPartition, partition: PartitionLog, offset: int) -> None:
+        before = partition.log_end_offset
+        partition.truncate_to(offset)
+        partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)
+        self.sink.emit(TraceEvent.of(
+            replication.MACHINE, ReplicationEvent.TRUNCATE.value, f"{tp}@{self.id}",
+            ReplicaRole.FOLLOWER.value, ReplicaRole.FOLLOWER.value, policy="OUT_OF_RANGE",
+            log_end_offset=before, truncated_to=offset))
+        self.world.truncated(self, tp, offset)
+        self.producers.pop(tp, None)
+
+    def deliver(self, source: int, payload: object) -> None:
+        """Dispatch one message addressed to this broker."""
+        if not self.alive:
+            return
+        if isinstance(payload, FetchCall):
+            self.on_fetch(source, payload)
+        elif isinstance(payload, FetchReply):
+            self.on_fetch_reply(payload)
+        elif isinstance(payload, ProduceCall):
+            self.on_produce(source, payload)
+        elif isinstance(payload, EpochCall):
+            self.on_epoch_call(source, payload)
+        elif isinstance(payload, EpochReply):
+            self.on_epoch_reply(payload)
+        elif isinstance(payload, ControllerCall):
+            self.on_controller_call(source, payload)
+        elif isinstance(payload, ControllerReply) and self.controller is not None:
+            self.controller.on_reply(payload)
+        self.after_io()
+
+
+# --- the controller candidate ----------------------------------------------------------------
+
+
+_channel_ids = itertools.count(1)
+
+
+@dataclass
+class _Channel:
+    channel: int
+    queue: collections.deque[ControllerRequest] = field(default_factory=collections.deque)
+    seq: int = 0
+    sent_ms: int = -1
+    attempts: int = 0
+
+
+class ControllerNode(ControllerDriver):
+    """A controller candidate on one broker: the real core over the simulated ZooKeeper, its
+    requests carried over the network, its watch notifications delivered after a delay."""
+
+    def __init__(self, world: ClusterWorld, broker: SimBroker) -> None:
+        super().__init__(world.zk, broker.id,
+                         unclean_leader_election=world.config.unclean_leader_election)
+        self.core = Controller(ControllerConfig(
+            broker.id, world.config.unclean_leader_election,
+            fence_writes=world.config.variant != "no_epoch_check"))
+        self.world = world
+        self.broker = broker
+        self.pending_watches: dict[str, int] = {}
+        self.expiry_notice_ms: int | None = None
+        self.stopped = False
+        self._channels: dict[int, _Channel] = {}
+        self.writes_landed = 0
+
+    def watch(self, kind: str, delay_ms: int = 1) -> None:
+        """A ZooKeeper watch of ``kind`` fired; it is handled after ``delay_ms``."""
+        due = self.broker.now_ms() + delay_ms
+        if kind not in self.pending_watches:
+            self.pending_watches[kind] = due
+
+    def stop(self) -> None:
+        """The broker died: this candidate is gone."""
+        self.stopped = True
+        self._channels.clear()
+        if self.world.zk.session_alive(self.session_id):
+            self.world.zk.expire_session(self.session_id)
+
+    def expire(self, notice_delay_ms: int) -> None:
+        """The controller's session expires; the client re-creates one at once but the core
+        learns of the expiry only after ``notice_delay_ms`` (KAFKA-6082's zombie window)."""
+        self.world.zk.expire_session(self.session_id)
+        self.session_id = self.world.zk.open_session(6_000)
+        self.expiry_notice_ms = self.broker.now_ms() + notice_delay_ms
+        self.world.watch_all("controller")
+
+    def tick(self) -> None:
+        """Handle due watches and notices; retransmit unanswered requests."""
+        if self.stopped:
+            return
+        now_ms = self.broker.now_ms()
+        if self.expiry_notice_ms is not None and now_ms >= self.expiry_notice_ms:
+            self.expiry_notice_ms = None
+            self.run(SessionExpired())
+            self.pending_watches["controller"] = now_ms
+        for kind in sorted(self.pending_watches, key=lambda k: (self.pending_watches[k], k)):
+            if self.pending_watches.get(kind, now_ms + 1) > now_ms:
+                continue
+            del self.pending_watches[kind]
+            self._handle_watch(kind)
+        for broker_id in sorted(self._channels):
+            channel = self._channels[broker_id]
+            if channel.queue and channel.sent_ms >= 0 and now_ms - channel.sent_ms >= RETRY_MS:
+                if channel.attempts >= 40 and broker_id not in self.core.live_brokers:
+                    request = channel.queue.popleft()
+                    channel.sent_ms, channel.attempts = -1, 0
+                    self.run(ResponseReceived(broker_id, request, None))
+                    self._send_head(broker_id)
+                else:
+                    self._transmit(broker_id, channel)
+
+    def _handle_watch(self, kind: str) -> None:
+        if kind == "controller":
+            if not self.core.active and self.expiry_notice_ms is None:
+                if self.elect():
+                    self.world.controller_elected(self)
+            elif self.core.active and self.expiry_notice_ms is None:
+                owner = self.server.exists(self.session_id, "/controller", False)
+                if owner is None or owner.ephemeral_owner != self.session_id:
+                    self.run(ControllerMoved())
+            return
+        if not self.core.active:
+            return
+        if kind == "brokers":
+            self.brokers_changed()
+        elif kind == "topics":
+            self.topics_changed()
+        elif kind == "isr":
+            self.isr_changed()
+        elif kind == "log_dir":
+            self.log_dir_events()
+        elif kind == "reassign":
+            self.reassignment_changed()
+
+    # --- effects over the network ------------------------------------------------------------
+
+    def _send_head(self, broker_id: int) -> None:
+        channel = self._channels[broker_id]
+        if channel.queue:
+            channel.seq += 1
+            channel.attempts = 0
+            self._transmit(broker_id, channel)
+
+    def _transmit(self, broker_id: int, channel: _Channel) -> None:
+        channel.sent_ms = self.broker.now_ms()
+        channel.attempts += 1
+        self.world.network.send(self.broker.id, broker_id,
+                                ControllerCall(channel.channel, channel.seq, channel.queue[0]))
+
+    def _enqueue(self, broker_id: int, request: ControllerRequest) -> None:
+        channel = self._channels.get(broker_id)
+        if channel is None:
+            channel = self._channels[broker_id] = _Channel(next(_channel_ids))
+        channel.queue.append(request)
+        if len(channel.queue) == 1:
+            self._send_head(broker_id)
+
+    def on_reply(self, reply: ControllerReply) -> None:
+        """A broker answered the head of one channel."""
+        if self.stopped:
+            return
+        for broker_id, channel in self._channels.items():
+            if channel.channel == reply.channel:
+                if reply.seq != channel.seq or not channel.queue:
+                    return
+                request = channel.queue.popleft()
+                channel.sent_ms, channel.attempts = -1, 0
+                self._send_head(broker_id)
+                self.run(ResponseReceived(broker_id, request, reply.response))
+                return
+
+    def run(self, event: ControllerInput) -> None:
+        """Feed ``event`` to the core and carry out its effects (requests go on channels)."""
+        queue: collections.deque[ControllerEffect] = collections.deque(self.core.handle(event))
+        handled = 0
+        while queue:
+            handled += 1
+            assert handled < 1_000_000, "the controller does not settle"
+            effect = queue.popleft()
+            follow: list[ControllerEffect] = []
+            if isinstance(effect, EmitTrace):
+                self.world.emit(effect.event)
+            elif isinstance(effect, ZkWrite):
+                try:
+                    for path in effect.ensure_paths:
+                        result = self.server.multi(self.session_id, [CreateOp(path)])[0]
+                        assert not isinstance(result, Exception) or isinstance(
+                            result, NodeExistsError)
+                    results = self.server.multi(self.session_id, effect.ops)
+                except (ConnectionLossError, SessionExpiredError):
+                    follow = self.core.handle(WriteCompleted(effect.write_id, None))
+                else:
+                    if multi_error(results) is None:
+                        self._landed()
+                    follow = self.core.handle(WriteCompleted(effect.write_id, results))
+            elif isinstance(effect, ReadPartitionStates):
+                follow = self.core.handle(PartitionStatesRead(self.read_states(effect.partitions)))
+            elif isinstance(effect, SendRequest):
+                self._enqueue(effect.broker_id, effect.request)
+            elif isinstance(effect, Resign):
+                self._channels.clear()
+                self.pending_watches["controller"] = self.broker.now_ms() + 1
+            queue.extend(follow)
+
+    def _landed(self) -> None:
+        """CONTROLLER_FENCED: a controller write lands only under the current epoch."""
+        self.writes_landed += 1
+        found = self._get(CONTROLLER_EPOCH_PATH)
+        current = decode_controller_epoch(found[0]) if found is not None else 0
+        if self.core.epoch != current:
+            self.world.violation(
+                "CONTROLLER_FENCED",
+                f"controller on broker {self.broker.id} (epoch {self.core.epoch}) wrote to "
+                f"ZooKeeper while the controller epoch is {current}",
+            )
+
+
+__all__ = ["CONSUMER_NODE", "PRODUCER_NODE", "ControllerNode", "SimBroker"]

@@ -1,0 +1,1172 @@
+"""The deterministic cluster simulator: brokers x log dirs, controllers, clients, faults.
+
+Theory of operation
+-------------------
+A cluster of ``brokers`` simulated brokers (:class:`conformance._cluster_nodes.SimBroker`),
+each the storage engine's real :class:`~impl.storage.manager.LogManager` over its own
+:class:`~conformance.disk.SimDisk` with ``log_dirs`` dirs, plus the replication core
+(:mod:`impl.broker.replication`) and the idempotence core; each broker also runs a controller
+candidate, the real :class:`~impl.controller.controller.Controller` core over one
+:class:`~conformance._coordinator_server.SimulatedZooKeeperServer` (election ``multi``,
+``/controller_epoch`` conditional writes, sessions, ephemeral registrations). Controller
+requests (LeaderAndIsr, StopReplica, UpdateMetadata), follower fetches, OffsetForLeaderEpoch,
+produce and consume requests are messages over one :class:`~conformance.network.SimNetwork`.
+Clients: one idempotent ``acks=all`` producer (one batch in flight per partition, retried with
+the same sequence until answered) writing to a topic of ``partitions`` partitions with
+replication factor ``min(3, brokers)`` and ``min.insync.replicas`` 2, and one consumer reading
+below the HW.
+
+One seed decides everything through named :class:`~conformance.rng.SimRng` streams:
+``workload`` (produce, consume, intra-broker moves through AlterReplicaLogDirs, throttle
+changes, flushes; drawn without looking at the system, so removing a fault leaves the
+operations alone), ``faults`` (the schedule, planned up front: :func:`plan_faults`),
+``network`` (the run's loss/duplication/reordering mix and every delivery delay), and per
+broker ``crash`` streams (what an unflushed crash loses).
+
+Fault model
+-----------
+* ``crash``: the broker process dies and loses what was not fsynced (SimDisk's contract); its
+  ZooKeeper sessions expire (its registration and, if it was controller, ``/controller``
+  vanish); it restarts ``target`` steps later (log recovery, new registration, new broker epoch).
+  Lossy faults (``crash``, ``dir_failure``) strike only a *healthy* cluster — every broker up and
+  every partition's ISR in ZooKeeper equal to its online replicas, at least two of them — so the
+  loss of unflushed data never exceeds what replication is there to survive (Kafka's guarantee
+  needs one surviving in-sync copy, not fsync).
+* ``clean_restart``: everything is flushed, then the broker crashes and restarts (any time).
+* ``dir_failure``: one log dir fails with EIO (at most one per run); its replicas go offline,
+  the broker notifies the controller (``/log_dir_event_notification``).
+* ``controller_expiry``: the active controller's session expires; its client re-creates a
+  session at once but the core hears of the expiry only ``target`` ms later: a zombie that
+  still acts on watches, whose writes ``/controller_epoch``'s version check must fence.
+* ``partition``: one broker is cut from every other node for ``target`` steps (ZooKeeper stays
+  reachable, so a partitioned leader shrinks its ISR and is fenced by epochs).
+* ``reassign``: ``/admin/reassign_partitions`` is written with a new replica order (or a new
+  replica set when there are more brokers than replicas); the controller carries it out.
+* the network's per-run mix: loss, duplication, reordering (``network`` stream).
+
+What is checked (names of ``spec/VOCABULARY.md``)
+-------------------------------------------------
+After every step: LEADER_UNIQUE (at most one broker leads a partition in a leader epoch),
+EPOCHS_MONOTONIC (a replica's leader epoch never decreases; nor does the partition state's in
+ZooKeeper), HW_MONOTONIC (a leader's HW never decreases while it leads in one epoch),
+LOG_MATCHING (an ISR member's log equals the leader's below the HW, and a follower joins the ISR
+only holding everything below the HW), NO_COMMITTED_LOSS (the current leader holds every
+acknowledged batch at its acknowledged offset), CONTROLLER_FENCED (a controller write lands only
+under the current controller epoch), DIR_FAILURE_ISOLATION (a replica lost with a failed dir is
+never recreated empty without ``is_new``), READ_CONSISTENT (the consumer reads contiguous
+batches, no producer batch twice, sequences in order). At the end the cluster is healed and
+settled, then every acknowledged batch must be in the leader's log exactly once, in the order
+acknowledged, and what the consumer read must still be the log's prefix. Every trace event is
+fed to the :class:`~conformance.trace_check.TraceChecker`.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import importlib
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from conformance.clock import SimClock
+from conformance.move_abstraction import move_abstractions
+from conformance.move_sim import ViolationFound
+from conformance.network import NetworkFaults, SimNetwork
+from conformance.rng import SimRng
+from conformance.trace_check import Abstraction, TraceChecker, TraceVerdict
+from impl.broker.replication import ReplicaRole, ReplicaState
+from impl.controller.coordinator import CreateOp, NoNodeError, SetOp
+from impl.controller.znodes import (
+    PERSISTENT_PATHS,
+    REASSIGN_PARTITIONS_PATH,
+    ReassignmentTarget,
+    TopicAssignment,
+    decode_partition_state,
+    decode_topic,
+    encode_reassignment,
+    encode_topic,
+    partition_state_path,
+    topic_path,
+)
+from impl.storage import record_batch as rb
+from impl.storage import replica_move as rm
+from impl.storage.config import UNLIMITED_RATE
+from impl.storage.errors import StorageError
+from impl.storage.names import TopicPartition
+from impl.trace import TraceEvent
+
+from ._cluster_nodes import (
+    CONSUMER_NODE,
+    PRODUCE_TIMEOUT_MS,
+    PRODUCER_NODE,
+    RETRY_MS,
+    BatchKey,
+    FetchCall,
+    FetchReply,
+    ProduceCall,
+    ProduceReply,
+    SimBroker,
+    batch_keys,
+    read_bytes,
+)
+from ._coordinator_server import SimulatedZooKeeperServer
+
+__sans_io__ = True
+
+TOPIC: Final = "t"
+#: One-way delays of the simulated network (a LAN).
+NETWORK_DELAY_MIN_NS: Final = 50_000
+NETWORK_DELAY_MAX_NS: Final = 600_000
+
+#: The implementation variants (known-bad ones must be caught; see docs/conformance.md).
+VARIANTS: dict[str, str] = {
+    "shipped": "the implementation as it ships",
+    "truncate_to_hw": (
+        "followers truncate to their own HW on a leader change (replica.truncation.policy="
+        "high_watermark, design V3): KIP-101's loss of an acknowledged record"
+    ),
+    "no_epoch_check": (
+        "controller writes do not check /controller_epoch's version: a zombie controller's "
+        "write lands (KAFKA-6082)"
+    ),
+    "isr_expanded_early": (
+        "a follower joins the ISR as soon as it fetches, before it has caught up to the HW"
+    ),
+}
+
+FAULT_KINDS = (
+    "crash",
+    "clean_restart",
+    "dir_failure",
+    "controller_expiry",
+    "partition",
+    "reassign",
+)
+
+_THROTTLE_RATES = (UNLIMITED_RATE, 1 << 20, 64 << 10, 8 << 10)
+_MOVING = (rm.MoveState.COPYING, rm.MoveState.CAUGHT_UP)
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterConfig:
+    """One cluster run's shape (everything else comes from the seed).
+
+    Attributes:
+        brokers: brokers (each also a controller candidate).
+        log_dirs: log dirs per broker.
+        partitions: partitions of the one topic.
+        steps: workload steps (then the cluster is healed and settled).
+        fault_probability: chance that a step carries a fault.
+        variant: one of :data:`VARIANTS`.
+        network_faults: draw a loss/duplication/reordering mix from the seed.
+        min_insync_replicas: ``min.insync.replicas`` (capped by the replication factor).
+        replica_lag_time_max_ms: ``replica.lag.time.max.ms`` (simulated).
+        unclean_leader_election: ``unclean.leader.election.enable`` (loss checks then off).
+        segment_bytes: ``log.segment.bytes``.
+        chunk_bytes: a mover's chunk.
+        settle_steps_max: bound on the healing steps after the workload.
+        trace_check: replay trace events in the models.
+        model_machines: besides ``replica_move`` (always), the machines whose events are
+            replayed in their models (``"replication"``, ``"controller"``); the others' events
+            are counted as unchecked and the end-to-end checks cover them.
+    """
+
+    brokers: int = 3
+    log_dirs: int = 2
+    partitions: int = 2
+    steps: int = 300
+    fault_probability: float = 0.03
+    variant: str = "shipped"
+    network_faults: bool = True
+    min_insync_replicas: int = 2
+    replica_lag_time_max_ms: int = 40
+    unclean_leader_election: bool = False
+    segment_bytes: int = 2048
+    chunk_bytes: int = 700
+    settle_steps_max: int = 600
+    trace_check: bool = True
+    model_machines: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        assert self.brokers >= 1
+        assert self.log_dirs >= 1
+        assert self.partitions >= 1
+        assert self.steps >= 0
+        assert 0.0 <= self.fault_probability <= 1.0
+        assert self.variant in VARIANTS, f"unknown variant {self.variant!r}"
+        assert set(self.model_machines) <= {"replication", "controller"}, self.model_machines
+
+    @property
+    def replication_factor(self) -> int:
+        """``min(3, brokers)``."""
+        return min(3, self.brokers)
+
+    @property
+    def min_isr(self) -> int:
+        """``min.insync.replicas`` capped by the replication factor."""
+        return min(self.min_insync_replicas, self.replication_factor)
+
+
+@dataclass(frozen=True, slots=True, order=True)
+class ClusterFault:
+    """One planned fault: at ``step``, of ``kind``, on ``broker``, with ``target`` (downtime
+    steps, dir index, notice delay in ms, partition duration in steps, or a reassignment
+    choice)."""
+
+    step: int
+    kind: str
+    broker: int = 0
+    target: int = 0
+
+    def spec(self) -> str:
+        """``step:kind:broker:target``, the form ``--faults`` takes."""
+        return f"{self.step}:{self.kind}:{self.broker}:{self.target}"
+
+    @staticmethod
+    def parse(spec: str) -> ClusterFault:
+        """The inverse of :meth:`spec`.
+
+        Raises:
+            ValueError: not a cluster fault spec.
+        """
+        parts = spec.strip().split(":")
+        if len(parts) != 4 or parts[1] not in FAULT_KINDS:
+            raise ValueError(f"not a cluster fault spec (step:kind:broker:target): {spec!r}")
+        return ClusterFault(int(parts[0]), parts[1], int(parts[2]), int(parts[3]))
+
+
+def format_faults(faults: Sequence[ClusterFault]) -> str:
+    """Faults as a comma-separated list of specs ("" for none)."""
+    return ",".join(fault.spec() for fault in faults)
+
+
+def parse_faults(text: str) -> tuple[ClusterFault, ...]:
+    """The inverse of :func:`format_faults`.
+
+    Raises:
+        ValueError: a spec is malformed.
+    """
+    return tuple(sorted(ClusterFault.parse(s) for s in text.split(",") if s.strip()))
+
+
+def plan_faults(seed: int, config: ClusterConfig) -> tuple[ClusterFault, ...]:
+    """The fault schedule of a run, from the seed's ``faults`` stream alone."""
+    rng = SimRng(seed).stream("faults")
+    faults: list[ClusterFault] = []
+    dir_failures = 0
+    for step in range(1, config.steps):
+        if not rng.chance(config.fault_probability):
+            continue
+        broker = rng.randrange(config.brokers)
+        roll = rng.randrange(100)
+        if roll < 25:
+            faults.append(ClusterFault(step, "crash", broker, rng.randint(3, 20)))
+        elif roll < 40:
+            faults.append(ClusterFault(step, "clean_restart", broker, rng.randint(2, 10)))
+        elif roll < 48:
+            target = rng.randrange(config.log_dirs)
+            if dir_failures == 0 and config.log_dirs >= 2:
+                dir_failures += 1
+                faults.append(ClusterFault(step, "dir_failure", broker, target))
+        elif roll < 65:
+            faults.append(ClusterFault(step, "controller_expiry", broker, rng.randint(5, 60)))
+        elif roll < 85:
+            faults.append(ClusterFault(step, "partition", broker, rng.randint(5, 40)))
+        else:
+            faults.append(ClusterFault(step, "reassign", broker, rng.randrange(1 << 16)))
+    return tuple(sorted(faults))
+
+
+def network_mix(seed: int, config: ClusterConfig) -> NetworkFaults:
+    """The run's network fault mix (its own stream, so it never shifts other draws)."""
+    if not config.network_faults:
+        return NetworkFaults(delay_min_ns=NETWORK_DELAY_MIN_NS, delay_max_ns=NETWORK_DELAY_MAX_NS)
+    rng = SimRng(seed).stream("network-mix")
+    return NetworkFaults(
+        loss_probability=rng.choice((0.0, 0.01, 0.05)),
+        duplicate_probability=rng.choice((0.0, 0.02)),
+        reorder_probability=rng.choice((0.0, 0.1)),
+        delay_min_ns=NETWORK_DELAY_MIN_NS,
+        delay_max_ns=NETWORK_DELAY_MAX_NS,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterViolation:
+    """What a check (or the trace checker) found."""
+
+    invariant: str
+    kind: str
+    message: str
+    step: int
+
+
+@dataclass(frozen=True, slots=True)
+class ClusterOutcome:
+    """Everything one cluster run produced (field names as :class:`move_sim.SimOutcome`'s)."""
+
+    seed: int
+    config: ClusterConfig
+    faults: tuple[ClusterFault, ...]
+    violation: ClusterViolation | None
+    steps: int
+    events: int
+    trace: tuple[TraceEvent, ...]
+    trace_digest: str
+    trace_verdict: TraceVerdict
+    restarts: int
+    acknowledged_batches: int
+    consumed_batches: int
+    moves_done: int
+    leader_elections: int
+    controller_elections: int
+    faults_skipped: int
+
+
+def replay_command(seed: int, config: ClusterConfig,
+                   faults: Sequence[ClusterFault] | None = None) -> str:
+    """The command that reproduces a cluster run (the shape always, other settings when they
+    differ from the defaults)."""
+    default = ClusterConfig()
+    parts = [f"logproof conformance replay --seed {seed} --brokers {config.brokers} "
+             f"--log-dirs {config.log_dirs} --partitions {config.partitions} "
+             f"--steps {config.steps}"]
+    if config.fault_probability != default.fault_probability:
+        parts.append(f"--fault-probability {config.fault_probability}")
+    if config.variant != default.variant:
+        parts.append(f"--variant {config.variant}")
+    if config.segment_bytes != default.segment_bytes:
+        parts.append(f"--segment-bytes {config.segment_bytes}")
+    if config.chunk_bytes != default.chunk_bytes:
+        parts.append(f"--chunk-bytes {config.chunk_bytes}")
+    if not config.network_faults:
+        parts.append("--no-network-faults")
+    if config.model_machines:
+        parts.append(f"--model-machines {','.join(config.model_machines)}")
+    if faults is not None:
+        parts.append(f"--faults '{format_faults(faults)}'")
+    return " ".join(parts)
+
+
+def cluster_abstractions(config: ClusterConfig) -> list[Abstraction]:
+    """The move abstraction, plus those of ``config.model_machines`` (``"replication"``,
+    ``"controller"``: ``conformance.<name>_abstraction``, each exposing an ``abstractions()``
+    factory whose default checks against the shipped model) when their modules are there."""
+    found: list[Abstraction] = list(move_abstractions(config))
+    for name in config.model_machines:
+        try:
+            module = importlib.import_module(f"conformance.{name}_abstraction")
+        except ImportError:
+            continue
+        factory = getattr(module, "abstractions", None)
+        if callable(factory):
+            # Every variant is checked against the shipped model: the spec.
+            found.extend(factory())
+    return found
+
+
+# --- clients ---------------------------------------------------------------------------------
+
+
+@dataclass
+class _InFlight:
+    batch: bytes
+    epoch: int
+    sequence: int
+    count: int
+    crc: int
+    attempts: set[int] = field(default_factory=set)
+    sent_ms: int = 0
+
+
+class SimProducer:
+    """An idempotent ``acks=all`` producer: one batch in flight per partition, retried with the
+    same producer epoch and sequence until acknowledged."""
+
+    PRODUCER_ID: Final = 4242
+
+    def __init__(self, world: ClusterWorld) -> None:
+        self.world = world
+        self.epoch = 0
+        self.next_sequence: dict[TopicPartition, int] = {}
+        self.in_flight: dict[TopicPartition, _InFlight] = {}
+        self._request_ids = 0
+        self._values = 0
+        self.sequence_resets = 0
+
+    def produce(self, tp: TopicPartition, count: int) -> None:
+        """Send a new batch of ``count`` records if none is in flight."""
+        if tp in self.in_flight:
+            return
+        values = []
+        for _ in range(count):
+            self._values += 1
+            values.append(f"v{self._values}".encode())
+        sequence = self.next_sequence.get(tp, 0)
+        batch = rb.build_batch(values, timestamp_ms=self.world.clock.wall_ms(),
+                               producer_id=self.PRODUCER_ID, producer_epoch=self.epoch,
+                               base_sequence=sequence)
+        crc = rb.parse_header(batch).crc
+        self.in_flight[tp] = _InFlight(batch, self.epoch, sequence, count, crc)
+        self._send(tp)
+
+    def _send(self, tp: TopicPartition) -> None:
+        flight = self.in_flight[tp]
+        leader = self.world.leader_of(tp)
+        flight.sent_ms = self.world.now_ms()
+        if leader < 0:
+            return
+        self._request_ids += 1
+        flight.attempts.add(self._request_ids)
+        self.world.network.send(PRODUCER_NODE, leader,
+                                ProduceCall(self._request_ids, tp, flight.batch))
+
+    def tick(self) -> None:
+        """Retry batches left unanswered."""
+        now_ms = self.world.now_ms()
+        for tp in sorted(self.in_flight):
+            if now_ms - self.in_flight[tp].sent_ms >= PRODUCE_TIMEOUT_MS + RETRY_MS:
+                self._send(tp)
+
+    def on_reply(self, reply: ProduceReply) -> None:
+        """Acknowledged, or to be retried (soon)."""
+        flight = self.in_flight.get(reply.tp)
+        if flight is None or reply.request_id not in flight.attempts:
+            return
+        if reply.error == 0:
+            del self.in_flight[reply.tp]
+            self.next_sequence[reply.tp] = flight.sequence + flight.count
+            self.world.acknowledged(reply.tp, (
+                reply.base_offset, reply.base_offset + flight.count, flight.crc,
+                self.PRODUCER_ID, flight.epoch, flight.sequence))
+            return
+        if reply.error in (45, 47):
+            # OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH: a new epoch, sequences
+            # restart (the batch is re-sent as a new one).
+            self.sequence_resets += 1
+            self.epoch += 1
+            self.next_sequence = {}
+            del self.in_flight[reply.tp]
+            return
+        flight.sent_ms = self.world.now_ms() - PRODUCE_TIMEOUT_MS  # retry after RETRY_MS
+
+
+class SimConsumer:
+    """Reads each partition from its leader below the HW and checks what it reads."""
+
+    def __init__(self, world: ClusterWorld) -> None:
+        self.world = world
+        self.position: dict[TopicPartition, int] = {}
+        self.consumed: dict[TopicPartition, list[BatchKey]] = {}
+        self.seen: dict[TopicPartition, set[tuple[int, int, int]]] = {}
+        self.last_sequence: dict[tuple[TopicPartition, int, int], int] = {}
+        self.in_flight: dict[TopicPartition, tuple[int, int]] = {}
+        self._request_ids = 0
+
+    def poll(self, tp: TopicPartition) -> None:
+        """Fetch from the current position (one request in flight per partition)."""
+        now_ms = self.world.now_ms()
+        if tp in self.in_flight and now_ms - self.in_flight[tp][1] < PRODUCE_TIMEOUT_MS:
+            return
+        leader = self.world.leader_of(tp)
+        if leader < 0:
+            return
+        self._request_ids += 1
+        self.in_flight[tp] = (self._request_ids, now_ms)
+        self.world.network.send(CONSUMER_NODE, leader, FetchCall(
+            self._request_ids, -1, 0, tp, self.position.get(tp, 0), -1))
+
+    def on_reply(self, reply: FetchReply) -> None:
+        """Check the batches: contiguous, each producer batch once, sequences in order."""
+        flight = self.in_flight.get(reply.tp)
+        if flight is None or flight[0] != reply.request_id:
+            return
+        del self.in_flight[reply.tp]
+        if reply.error != 0 or not reply.records:
+            return
+        self.accept(reply.tp, batch_keys(reply.records))
+
+    def accept(self, tp: TopicPartition, keys: list[BatchKey]) -> None:
+        """Take batches read at the current position."""
+        position = self.position.get(tp, 0)
+        seen = self.seen.setdefault(tp, set())
+        consumed = self.consumed.setdefault(tp, [])
+        for key in keys:
+            base, end, _, producer_id, epoch, sequence = key
+            if base != position:
+                self.world.violation("READ_CONSISTENT", (
+                    f"{tp}: the consumer at offset {position} was given a batch at {base}: "
+                    f"{'a gap' if base > position else 'an overlap'}"))
+            identity = (producer_id, epoch, sequence)
+            if identity in seen:
+                self.world.violation("READ_CONSISTENT", (
+                    f"{tp}: producer batch {identity} read twice (at {base})"))
+            previous = self.last_sequence.get((tp, producer_id, epoch), -1)
+            if sequence <= previous:
+                self.world.violation("READ_CONSISTENT", (
+                    f"{tp}: producer sequence {sequence} read after {previous} (epoch {epoch})"))
+            seen.add(identity)
+            self.last_sequence[(tp, producer_id, epoch)] = sequence
+            consumed.append(key)
+            position = end
+        self.position[tp] = position
+
+
+# --- the world -------------------------------------------------------------------------------
+
+
+class ClusterWorld:
+    """The simulated cluster: nodes, ZooKeeper, network, clock, and the end-to-end books."""
+
+    def __init__(self, seed: int, config: ClusterConfig,
+                 emit: Callable[[TraceEvent], None]) -> None:
+        self.seed = seed
+        self.config = config
+        self.emit = emit
+        root = SimRng(seed)
+        self.root = root
+        self.clock = SimClock()
+        self.zk = SimulatedZooKeeperServer()
+        self.network = SimNetwork(self.clock, root.stream("network"), network_mix(seed, config))
+        self._watch_rng = root.stream("watches")
+        self._crash_rngs = {b: root.stream(f"broker-{b}").stream("crash")
+                            for b in range(config.brokers)}
+        self.admin = self.zk.open_session(60_000)
+        for path in PERSISTENT_PATHS:
+            self.zk.multi(self.admin, [CreateOp(path)])
+        self.tps = tuple(TopicPartition(TOPIC, p) for p in range(config.partitions))
+        self.brokers = [SimBroker(self, b) for b in range(config.brokers)]
+        # books
+        self.acked: dict[TopicPartition, list[BatchKey]] = {tp: [] for tp in self.tps}
+        self.acked_set: dict[TopicPartition, set[BatchKey]] = {tp: set() for tp in self.tps}
+        self.shadow: dict[tuple[int, TopicPartition], list[BatchKey]] = {}
+        self.shadow_sets: dict[tuple[int, TopicPartition], set[BatchKey]] = {}
+        self.leader_of_epoch: dict[tuple[TopicPartition, int], int] = {}
+        self.hw_seen: dict[tuple[int, int, TopicPartition, int], int] = {}
+        self.zk_epochs: dict[TopicPartition, int] = {}
+        self.lost_with_dir: set[tuple[int, TopicPartition]] = set()
+        self.failed_dirs = 0
+        self.restart_at: dict[int, int] = {}
+        self.heal_at: int | None = None
+        self.moves_done = 0
+        self.leader_elections = 0
+        self.controller_elections = 0
+        self.faults_skipped = 0
+        self._state_cache: dict[TopicPartition, tuple[int, tuple[int, int, tuple[int, ...]]]] = {}
+        self._assignment_cache: tuple[int, dict[int, tuple[int, ...]]] | None = None
+        #: per (broker, tp): bumped whenever the shadow log is rebuilt (not on appends)
+        self.generation: dict[tuple[int, TopicPartition], int] = {}
+        self._committed_checked: dict[TopicPartition, tuple[int, int, int, int]] = {}
+        self._matching_checked: dict[tuple[TopicPartition, int], tuple[int, ...]] = {}
+        for broker in self.brokers:
+            broker.start()
+        assignment = {p: tuple((p + i) % config.brokers for i in range(config.replication_factor))
+                      for p in range(config.partitions)}
+        self.zk.multi(self.admin, [CreateOp(topic_path(TOPIC),
+                                            encode_topic(TopicAssignment(assignment)))])
+        self.watch_all("topics")
+        self.producer = SimProducer(self)
+        self.consumer = SimConsumer(self)
+
+    # --- plumbing --------------------------------------------------------------------------
+
+    def now_ms(self) -> int:
+        """Simulated milliseconds."""
+        return self.clock.monotonic_ns() // 1_000_000
+
+    def crash_rng(self, broker: int) -> SimRng:
+        """The stream deciding what ``broker``'s crashes lose."""
+        return self._crash_rngs[broker]
+
+    def watch_all(self, kind: str) -> None:
+        """A ZooKeeper change every controller candidate watches (delivered 1-3 ms later)."""
+        for broker in self.brokers:
+            if broker.alive and broker.controller is not None:
+                broker.controller.watch(kind, 1 + self._watch_rng.randrange(3))
+
+    def violation(self, invariant: str, message: str) -> None:
+        """Stop the run with a violation."""
+        raise ViolationFound(invariant, message)
+
+    def leader_of(self, tp: TopicPartition) -> int:
+        """The leader a client would be routed to (the partition state in ZooKeeper, which
+        UpdateMetadata carries to the brokers' caches)."""
+        found = self._state(tp)
+        return -1 if found is None else found[0]
+
+    def _state(self, tp: TopicPartition) -> tuple[int, int, tuple[int, ...]] | None:
+        try:
+            data, stat = self.zk.get(self.admin, partition_state_path(tp.topic, tp.partition),
+                                     False)
+        except NoNodeError:
+            return None
+        cached = self._state_cache.get(tp)
+        if cached is not None and cached[0] == stat.mzxid:
+            return cached[1]
+        state = decode_partition_state(tp.topic, tp.partition, data, stat.version)
+        decoded = (state.leader, state.leader_epoch, state.isr)
+        self._state_cache[tp] = (stat.mzxid, decoded)
+        return decoded
+
+    # --- hooks from the brokers ------------------------------------------------------------
+
+    def resync(self, broker: SimBroker, tp: TopicPartition) -> None:
+        """Re-read one replica's batches from its log (after recovery, truncation, creation)."""
+        key = (broker.id, tp)
+        self.generation[key] = self.generation.get(key, 0) + 1
+        partition = broker.log(tp)
+        if partition is None:
+            self.shadow.pop(key, None)
+            self.shadow_sets.pop(key, None)
+            return
+        keys: list[BatchKey] = []
+        offset = partition.log_start_offset
+        while offset < partition.log_end_offset:
+            found = batch_keys(read_bytes(partition, offset, 1 << 20))
+            if not found:
+                break
+            keys.extend(found)
+            offset = found[-1][1]
+        self.shadow[key] = keys
+        self.shadow_sets[key] = set(keys)
+
+    def appended(self, broker: SimBroker, tp: TopicPartition, partition: Any, base: int) -> None:
+        """New batches from ``base`` on ``broker``'s replica."""
+        key = (broker.id, tp)
+        if key not in self.shadow:
+            self.resync(broker, tp)
+            return
+        found = batch_keys(read_bytes(partition, base, 1 << 20))
+        self.shadow[key].extend(found)
+        self.shadow_sets[key].update(found)
+
+    def truncated(self, broker: SimBroker, tp: TopicPartition, offset: int) -> None:
+        """``broker``'s replica was truncated."""
+        del offset
+        self.resync(broker, tp)
+
+    def replica_created(self, broker: SimBroker, tp: TopicPartition, is_new: bool) -> None:
+        """DIR_FAILURE_ISOLATION: a replica lost with a failed dir is never recreated empty."""
+        if (broker.id, tp) in self.lost_with_dir and not is_new:
+            self.violation("DIR_FAILURE_ISOLATION", (
+                f"broker {broker.id} recreated {tp}, lost with a failed dir, without is_new"))
+        self.resync(broker, tp)
+
+    def replica_deleted(self, broker: SimBroker, tp: TopicPartition) -> None:
+        """StopReplica deleted a replica."""
+        self.shadow.pop((broker.id, tp), None)
+        self.shadow_sets.pop((broker.id, tp), None)
+
+    def role_changed(self, broker: SimBroker, tp: TopicPartition, previous: ReplicaState | None,
+                     state: ReplicaState) -> None:
+        """LEADER_UNIQUE and EPOCHS_MONOTONIC on one replica's new state."""
+        if previous is not None and state.leader_epoch < previous.leader_epoch:
+            self.violation("EPOCHS_MONOTONIC", (
+                f"broker {broker.id}: {tp} leader epoch {previous.leader_epoch} -> "
+                f"{state.leader_epoch}"))
+        if state.role is ReplicaRole.LEADER:
+            if previous is None or previous.role is not ReplicaRole.LEADER or (
+                    previous.leader_epoch != state.leader_epoch):
+                self.leader_elections += 1
+            other = self.leader_of_epoch.setdefault((tp, state.leader_epoch), broker.id)
+            if other != broker.id:
+                self.violation("LEADER_UNIQUE", (
+                    f"{tp}: brokers {other} and {broker.id} both lead in leader epoch "
+                    f"{state.leader_epoch}"))
+
+    def hw_moved(self, broker: SimBroker, tp: TopicPartition, high_watermark: int) -> None:
+        """HW_MONOTONIC: a leader's HW never decreases within one leadership."""
+        state = broker.states[tp]
+        key = (broker.id, broker.incarnation, tp, state.leader_epoch)
+        if high_watermark < self.hw_seen.get(key, 0):
+            self.violation("HW_MONOTONIC", (
+                f"broker {broker.id}: {tp} HW {self.hw_seen[key]} -> {high_watermark} in "
+                f"leader epoch {state.leader_epoch}"))
+        self.hw_seen[key] = high_watermark
+
+    def isr_written(self, broker: SimBroker, tp: TopicPartition, before: tuple[int, ...],
+                    after: tuple[int, ...]) -> None:
+        """LOG_MATCHING at an ISR expansion: a new member holds the leader's log below the HW."""
+        partition = broker.log(tp)
+        if partition is None:
+            return
+        high_watermark = partition.high_watermark
+        for member in after:
+            if member in before or member == broker.id:
+                continue
+            follower = self.brokers[member]
+            recorded = broker.follower_incarnations.get(tp, {}).get(member)
+            if not follower.alive or recorded != follower.incarnation:
+                continue
+            follower_log = follower.log(tp)
+            if follower_log is None:
+                continue
+            if follower_log.log_end_offset < high_watermark:
+                self.violation("LOG_MATCHING", (
+                    f"{tp}: broker {member} joined the ISR {after} with LEO "
+                    f"{follower_log.log_end_offset} below the leader's HW {high_watermark}"))
+
+    def acknowledged(self, tp: TopicPartition, key: BatchKey) -> None:
+        """The producer got an acks=all acknowledgement."""
+        self.acked[tp].append(key)
+        self.acked_set[tp].add(key)
+
+    def controller_elected(self, node: Any) -> None:
+        """A candidate won the election."""
+        del node
+        self.controller_elections += 1
+
+    # --- state queries ---------------------------------------------------------------------
+
+    def current_leader(self, tp: TopicPartition) -> SimBroker | None:
+        """The live broker leading ``tp`` in the highest leader epoch any live broker knows."""
+        best: SimBroker | None = None
+        best_epoch = -1
+        for broker in self.brokers:
+            state = broker.states.get(tp) if broker.alive else None
+            if state is not None and state.role is ReplicaRole.LEADER and (
+                    state.leader_epoch > best_epoch) and broker.log(tp) is not None:
+                best, best_epoch = broker, state.leader_epoch
+        return best
+
+    def online_replicas(self, tp: TopicPartition) -> list[int]:
+        """Brokers assigned ``tp`` whose replica is not lost with a failed dir."""
+        assigned = self._assignment().get(tp.partition, ())
+        return [b for b in assigned if (b, tp) not in self.lost_with_dir]
+
+    def _assignment(self) -> dict[int, tuple[int, ...]]:
+        try:
+            data, stat = self.zk.get(self.admin, topic_path(TOPIC), False)
+        except NoNodeError:
+            return {}
+        if self._assignment_cache is None or self._assignment_cache[0] != stat.mzxid:
+            self._assignment_cache = (stat.mzxid, dict(decode_topic(TOPIC, data).partitions))
+        return dict(self._assignment_cache[1])
+
+    def healthy(self) -> bool:
+        """Every broker up, every partition's ISR = its online replicas (at least two), each
+        leader's own view agreeing."""
+        if not all(broker.alive for broker in self.brokers):
+            return False
+        for tp in self.tps:
+            state = self._state(tp)
+            online = self.online_replicas(tp)
+            if state is None or len(online) < min(2, self.config.replication_factor):
+                return False
+            leader, _, isr = state
+            if leader < 0 or set(isr) != set(online):
+                return False
+            mine = self.brokers[leader].states.get(tp)
+            if mine is None or mine.role is not ReplicaRole.LEADER or set(mine.isr) != set(isr):
+                return False
+        return True
+
+    # --- faults ----------------------------------------------------------------------------
+
+    def inject(self, fault: ClusterFault, step: int) -> None:
+        """Apply one planned fault (or skip it when it cannot apply now)."""
+        broker = self.brokers[fault.broker % len(self.brokers)]
+        kind = fault.kind
+        if kind in ("crash", "clean_restart"):
+            if not broker.alive or (kind == "crash" and not self.healthy()):
+                self.faults_skipped += 1
+                return
+            broker.crash(lose_unflushed=kind == "crash")
+            for tp in self.tps:
+                self.shadow.pop((broker.id, tp), None)
+                self.shadow_sets.pop((broker.id, tp), None)
+            self.restart_at[broker.id] = step + max(1, fault.target)
+        elif kind == "dir_failure":
+            if not broker.alive or self.failed_dirs or not self.healthy():
+                self.faults_skipped += 1
+                return
+            assert broker.manager is not None
+            log_dir = broker.log_dirs[fault.target % len(broker.log_dirs)]
+            on_dir = [tp for tp, p in broker.manager.partitions().items()
+                      if p.log_dir == log_dir]
+            broker.disk.fail_dir(log_dir)
+            self.failed_dirs += 1
+            for tp in on_dir:
+                self.lost_with_dir.add((broker.id, tp))
+                partition = broker.manager.get(tp)
+                try:
+                    if partition is not None:
+                        partition.flush()
+                except (StorageError, OSError):
+                    pass
+                self.shadow.pop((broker.id, tp), None)
+                self.shadow_sets.pop((broker.id, tp), None)
+            broker.after_io()
+        elif kind == "controller_expiry":
+            for each in self.brokers:
+                node = each.controller
+                if each.alive and node is not None and node.core.active and (
+                        node.expiry_notice_ms is None):
+                    node.expire(max(1, fault.target))
+                    return
+            self.faults_skipped += 1
+        elif kind == "partition":
+            others = [b.id for b in self.brokers if b.id != broker.id]
+            self.network.partition([[broker.id], [*others, PRODUCER_NODE, CONSUMER_NODE]])
+            self.heal_at = step + max(1, fault.target)
+        else:
+            self._reassign(fault.target)
+
+    def _reassign(self, choice: int) -> None:
+        assignment = self._assignment()
+        if not assignment:
+            self.faults_skipped += 1
+            return
+        partition = choice % len(assignment)
+        replicas = assignment[partition]
+        if self.config.brokers > len(replicas):
+            pool = list(range(self.config.brokers))
+            start = (choice >> 4) % len(pool)
+            target = tuple(pool[(start + i) % len(pool)] for i in range(len(replicas)))
+        else:
+            shift = 1 + (choice >> 4) % max(1, len(replicas) - 1)
+            target = replicas[shift:] + replicas[:shift]
+        if target == replicas:
+            self.faults_skipped += 1
+            return
+        data = encode_reassignment([ReassignmentTarget(TOPIC, partition, target)])
+        results = self.zk.multi(self.admin, [CreateOp(REASSIGN_PARTITIONS_PATH, data)])
+        if isinstance(results[0], Exception):
+            results = self.zk.multi(self.admin, [SetOp(REASSIGN_PARTITIONS_PATH, data)])
+        self.watch_all("reassign")
+
+    def restarts_due(self, step: int) -> None:
+        """Restart the brokers whose downtime ended; heal a partition that ended."""
+        for broker_id in sorted(self.restart_at):
+            if self.restart_at[broker_id] <= step:
+                del self.restart_at[broker_id]
+                broker = self.brokers[broker_id]
+                broker.start()
+                for tp in self.tps:
+                    self.resync(broker, tp)
+        if self.heal_at is not None and self.heal_at <= step:
+            self.heal_at = None
+            self.network.heal()
+
+    # --- workload --------------------------------------------------------------------------
+
+    def operate(self, rng: SimRng) -> None:
+        """One workload operation, drawn without looking at the system."""
+        roll = rng.randrange(100)
+        tp = self.tps[rng.randrange(len(self.tps))]
+        broker = self.brokers[rng.randrange(len(self.brokers))]
+        if roll < 50:
+            self.producer.produce(tp, rng.randint(1, 4))
+        elif roll < 72:
+            self.consumer.poll(tp)
+        elif roll < 78:
+            target = rng.randrange(self.config.log_dirs)
+            if broker.alive and broker.manager is not None and broker.log(tp) is not None:
+                broker.manager.alter_replica_log_dir(tp, broker.log_dirs[target])
+                broker.after_io()
+        elif roll < 81:
+            choice = rng.randrange(len(_THROTTLE_RATES))
+            for each in self.brokers:
+                if each.alive and each.manager is not None:
+                    each.manager.set_throttle_rate(_THROTTLE_RATES[choice])
+        elif roll < 90:
+            partition = broker.log(tp)
+            if broker.alive and partition is not None:
+                with contextlib.suppress(StorageError, OSError):
+                    partition.flush()
+                broker.after_io()
+
+    def movers(self) -> None:
+        """One step of every broker's movers (chunk copies and swaps)."""
+        for broker in self.brokers:
+            manager = broker.manager
+            if not broker.alive or manager is None:
+                continue
+            for tp in self.tps:
+                move = manager.move_state(tp)
+                if move.state not in _MOVING:
+                    continue
+                partition = manager.get(tp)
+                if partition is None:
+                    continue
+                try:
+                    if move.state is rm.MoveState.COPYING:
+                        wait_ns = manager._bucket.wait_ns(self.clock.monotonic_ns())
+                        if wait_ns == 0:
+                            manager.copy_step_nowait(tp, self.config.chunk_bytes)
+                    else:
+                        lock: Any = partition.lock
+                        lock.acquire_nowait()
+                        if manager.move_state(tp).state is rm.MoveState.CAUGHT_UP:
+                            manager.swap_locked_nowait(tp)
+                            if manager.move_state(tp).state is rm.MoveState.DONE:
+                                self.moves_done += 1
+                        else:
+                            lock.release()
+                except (StorageError, OSError):
+                    pass
+                broker.adopt_locks()
+                broker.after_io()
+
+    # --- the event loop --------------------------------------------------------------------
+
+    def advance(self, delta_ns: int) -> None:
+        """Let ``delta_ns`` of simulated time pass, in sub-ticks of at most 400 us."""
+        while delta_ns > 0:
+            tick_ns = min(delta_ns, 400_000)
+            self.clock.advance_ns(tick_ns)
+            delta_ns -= tick_ns
+            self.pump(periodic=delta_ns == 0)
+
+    def pump(self, *, periodic: bool = True) -> None:
+        """Controllers, brokers and clients do their work; due messages arrive."""
+        for broker in self.brokers:
+            if broker.alive and broker.controller is not None:
+                broker.controller.tick()
+        for broker in self.brokers:
+            if broker.alive:
+                broker.tick(periodic=periodic)
+        self.producer.tick()
+        for delivery in self.network.deliver_nowait():
+            target = delivery.target
+            payload = delivery.payload
+            if target == PRODUCER_NODE:
+                if isinstance(payload, ProduceReply):
+                    self.producer.on_reply(payload)
+            elif target == CONSUMER_NODE:
+                if isinstance(payload, FetchReply):
+                    self.consumer.on_reply(payload)
+            elif 0 <= target < len(self.brokers):
+                self.brokers[target].deliver(delivery.source, payload)
+
+    # --- checks ----------------------------------------------------------------------------
+
+    def check(self) -> None:
+        """The per-step end-to-end checks."""
+        for tp in self.tps:
+            state = self._state(tp)
+            if state is not None:
+                epoch = state[1]
+                if epoch < self.zk_epochs.get(tp, -1):
+                    self.violation("EPOCHS_MONOTONIC", (
+                        f"{tp}: the partition state's leader epoch went "
+                        f"{self.zk_epochs[tp]} -> {epoch}"))
+                self.zk_epochs[tp] = epoch
+            leader = self.current_leader(tp)
+            if leader is None:
+                continue
+            self._check_matching(tp, leader)
+            if not self.config.unclean_leader_election:
+                self._check_committed(tp, leader)
+
+    def _check_matching(self, tp: TopicPartition, leader: SimBroker) -> None:
+        """LOG_MATCHING: each ISR member's log equals the leader's below the HW."""
+        partition = leader.log(tp)
+        mine = self.shadow.get((leader.id, tp))
+        if partition is None or mine is None:
+            return
+        high_watermark = partition.high_watermark
+        for member in leader.states[tp].isr:
+            if member == leader.id:
+                continue
+            follower = self.brokers[member]
+            theirs = self.shadow.get((member, tp))
+            follower_log = follower.log(tp) if follower.alive else None
+            if theirs is None or follower_log is None:
+                continue
+            recorded = leader.follower_incarnations.get(tp, {}).get(member)
+            if recorded == follower.incarnation and follower_log.log_end_offset < high_watermark:
+                self.violation("LOG_MATCHING", (
+                    f"{tp}: ISR member {member} of leader {leader.id} (epoch "
+                    f"{leader.states[tp].leader_epoch}) holds offsets below "
+                    f"{follower_log.log_end_offset} only, under the HW {high_watermark}"))
+            bound = min(high_watermark, follower_log.log_end_offset)
+            signature = (leader.id, leader.incarnation, follower.incarnation, bound,
+                         self.generation.get((leader.id, tp), 0),
+                         self.generation.get((member, tp), 0))
+            if self._matching_checked.get((tp, member)) == signature:
+                continue
+            self._matching_checked[(tp, member)] = signature
+            left = [k for k in mine if k[1] <= bound]
+            right = [k for k in theirs if k[1] <= bound]
+            if left != right:
+                self.violation("LOG_MATCHING", (
+                    f"{tp}: ISR member {member}'s log differs from leader {leader.id}'s below "
+                    f"offset {bound}"))
+
+    def _check_committed(self, tp: TopicPartition, leader: SimBroker) -> None:
+        """NO_COMMITTED_LOSS: the leader holds every acknowledged batch where it was acked."""
+        held = self.shadow_sets.get((leader.id, tp))
+        if held is None:
+            return
+        acked = self.acked[tp]
+        mark = (leader.id, leader.incarnation, self.generation.get((leader.id, tp), 0))
+        last = self._committed_checked.get(tp)
+        start = last[3] if last is not None and last[:3] == mark else 0
+        self._committed_checked[tp] = (*mark, len(acked))
+        for key in acked[start:]:
+            if key not in held:
+                self.violation("NO_COMMITTED_LOSS", (
+                    f"{tp}: leader {leader.id} (epoch {leader.states[tp].leader_epoch}) lacks "
+                    f"acknowledged batch [{key[0]},{key[1]}) (producer epoch {key[4]}, "
+                    f"sequence {key[5]})"))
+
+    def settle(self, steps_max: int, step: int) -> int:
+        """Heal everything and run until the cluster is healthy and the clients are done."""
+        self.network.heal()
+        self.heal_at = None
+        for broker_id in sorted(self.restart_at):
+            self.restart_at[broker_id] = step
+        self.restarts_due(step)
+        for broker in self.brokers:
+            if broker.manager is not None:
+                broker.manager.set_throttle_rate(UNLIMITED_RATE)
+        settled = 0
+        for settled in range(steps_max):  # noqa: B007 (the count is returned)
+            self.clock.advance_ns(1_000_000)
+            self.pump()
+            self.movers()
+            for tp in self.tps:
+                self.consumer.poll(tp)
+            self.check()
+            if not self.producer.in_flight and self.healthy() and self._caught_up():
+                break
+        return settled
+
+    def _caught_up(self) -> bool:
+        for tp in self.tps:
+            leader = self.current_leader(tp)
+            partition = leader.log(tp) if leader is not None else None
+            if leader is None or partition is None:
+                return False
+            if self.consumer.position.get(tp, 0) < partition.high_watermark:
+                return False
+            for member in leader.states[tp].isr:
+                log = self.brokers[member].log(tp)
+                if log is None or log.log_end_offset != partition.log_end_offset:
+                    return False
+        return True
+
+    def final_check(self) -> None:
+        """Every acknowledged batch once, in order; the consumer's reads still the prefix."""
+        for tp in self.tps:
+            leader = self.current_leader(tp)
+            if leader is None:
+                continue
+            self.resync(leader, tp)
+            log = self.shadow.get((leader.id, tp), [])
+            if not self.config.unclean_leader_election:
+                self._check_committed(tp, leader)
+                positions = {key: index for index, key in enumerate(log)}
+                order = [positions[key] for key in self.acked[tp]]
+                if order != sorted(order):
+                    self.violation("READ_CONSISTENT", (
+                        f"{tp}: acknowledged batches are not in acknowledgement order in the "
+                        f"log of leader {leader.id}"))
+                consumed = self.consumer.consumed.get(tp, [])
+                if log[: len(consumed)] != consumed:
+                    self.violation("NO_COMMITTED_LOSS", (
+                        f"{tp}: what the consumer read ({len(consumed)} batches) is no longer "
+                        f"the prefix of leader {leader.id}'s log"))
+            identities = [(k[3], k[4], k[5]) for k in log]
+            if len(identities) != len(set(identities)):
+                self.violation("READ_CONSISTENT", f"{tp}: a producer batch is in the log twice")
+
+
+def simulate(
+    seed: int,
+    config: ClusterConfig,
+    faults: Sequence[ClusterFault] | None = None,
+    *,
+    abstractions: Callable[[ClusterConfig], Sequence[Abstraction]] | None = cluster_abstractions,
+    keep_trace: bool = False,
+) -> ClusterOutcome:
+    """Run one seed of the cluster simulator.
+
+    Args:
+        seed: decides the workload, the fault schedule (unless given), the network mix and
+            every delay.
+        config: the cluster's shape.
+        faults: a schedule replacing the seed's (replay, shrinking).
+        abstractions: builds the trace checker's abstractions (``None``: count events only).
+        keep_trace: keep the events (a digest is always computed).
+
+    Returns:
+        The outcome; ``violation`` is ``None`` when every check passed.
+    """
+    schedule = tuple(sorted(faults)) if faults is not None else plan_faults(seed, config)
+    command = replay_command(seed, config, faults)
+    checker = TraceChecker(
+        abstractions(config) if abstractions is not None and config.trace_check else (), command)
+    digest = hashlib.sha256()
+    kept: list[TraceEvent] = []
+    counter = [0]
+
+    def emit(event: TraceEvent) -> None:
+        counter[0] += 1
+        line = event.to_json()
+        digest.update(line.encode())
+        digest.update(b"\n")
+        if keep_trace:
+            kept.append(event)
+        checker.feed(event)
+
+    by_step: dict[int, list[ClusterFault]] = {}
+    for fault in schedule:
+        by_step.setdefault(fault.step, []).append(fault)
+    violation: ClusterViolation | None = None
+    step = 0
+    world: ClusterWorld | None = None
+    workload = SimRng(seed).stream("workload")
+    try:
+        world = ClusterWorld(seed, config, emit)
+        for _ in range(20):  # the first election and topic creation settle before the workload
+            world.clock.advance_ns(1_000_000)
+            world.pump()
+        for step in range(config.steps):
+            world.advance(500_000 + workload.randrange(2_000_000))
+            world.restarts_due(step)
+            for fault in by_step.get(step, ()):
+                world.inject(fault, step)
+            world.operate(workload)
+            world.movers()
+            world.pump()
+            world.check()
+            if checker.violation is not None:
+                break
+        else:
+            step = config.steps
+            world.settle(config.settle_steps_max, step)
+            world.final_check()
+    except ViolationFound as found:
+        violation = ClusterViolation(found.invariant, "end_to_end", found.message, step)
+    except (AssertionError, rm.InvalidMoveTransition, StorageError, KeyError, ValueError,
+            RuntimeError) as error:
+        violation = ClusterViolation("IMPLEMENTATION_ERROR", "exception",
+                                     f"{type(error).__name__}: {error}", step)
+    if violation is None and checker.violation is not None:
+        found_trace = checker.violation
+        violation = ClusterViolation(found_trace.invariant or found_trace.kind.upper(), "trace",
+                                     found_trace.describe(), step)
+    return ClusterOutcome(
+        seed=seed,
+        config=config,
+        faults=schedule,
+        violation=violation,
+        steps=step,
+        events=counter[0],
+        trace=tuple(kept),
+        trace_digest=digest.hexdigest(),
+        trace_verdict=checker.verdict(),
+        restarts=0 if world is None else sum(b.restarts for b in world.brokers),
+        acknowledged_batches=0 if world is None else sum(len(v) for v in world.acked.values()),
+        consumed_batches=0 if world is None else sum(
+            len(v) for v in world.consumer.consumed.values()),
+        moves_done=0 if world is None else world.moves_done,
+        leader_elections=0 if world is None else world.leader_elections,
+        controller_elections=0 if world is None else world.controller_elections,
+        faults_skipped=0 if world is None else world.faults_skipped,
+    )
