@@ -5,6 +5,10 @@ written, the config is a frozen dataclass (picklable), the same seed and config 
 trace digest on any machine. The only impure thing here is the wall-clock duration, reported
 next to the verdict and never part of it.
 
+``brokers > 1`` (a :class:`~conformance.cluster_sim.ClusterConfig`) runs the cluster simulator
+(:mod:`conformance.cluster_sim`); one broker runs the move/recovery simulator
+(:mod:`conformance.move_sim`). Both give the same :class:`RunResult`.
+
 Shrinking is delta debugging (:func:`conformance.shrink.ddmin`) over the failing run's fault
 schedule, with the workload fixed by the seed: the result is the smallest schedule (1-minimal)
 that still violates the same invariant, cut at the step the violation happens, printed with the
@@ -17,18 +21,26 @@ import time
 from collections.abc import Sequence
 from dataclasses import dataclass, replace
 
+from conformance import cluster_sim
+from conformance.cluster_sim import ClusterConfig, ClusterFault, ClusterOutcome
 from conformance.move_abstraction import move_abstractions
 from conformance.move_sim import (
     Fault,
     SimConfig,
     SimOutcome,
-    format_faults,
     plan_faults,
     replay_command,
     simulate,
 )
 from conformance.rng import SimRng
 from conformance.shrink import ddmin
+
+#: A run's configuration: the single-broker move simulator's or the cluster simulator's.
+AnyConfig = SimConfig | ClusterConfig
+#: A planned fault of either simulator.
+AnyFault = Fault | ClusterFault
+#: What either simulator returns.
+AnyOutcome = SimOutcome | ClusterOutcome
 
 PASS = "pass"
 FAIL = "fail"
@@ -101,13 +113,13 @@ class ShrinkResult:
 
 def swarm_config(
     seed: int, *, brokers: int = 1, log_dirs: int = 3, steps: int = 200, variant: str = "shipped"
-) -> SimConfig:
+) -> AnyConfig:
     """A run's configuration drawn from its seed (swarm testing: each seed its own fault mix).
 
     Args:
         seed: the seed (its ``swarm`` stream decides partitions, fault rate, chunk and segment
-            sizes).
-        brokers: simulated brokers.
+            sizes, and for a cluster whether the network misbehaves).
+        brokers: simulated brokers; more than one runs the cluster simulator.
         log_dirs: log dirs per broker.
         steps: workload steps.
         variant: the implementation variant.
@@ -116,6 +128,18 @@ def swarm_config(
         The frozen config.
     """
     rng = SimRng(seed).stream("swarm")
+    if brokers > 1:
+        return ClusterConfig(
+            brokers=brokers,
+            log_dirs=log_dirs,
+            steps=steps,
+            partitions=rng.randint(1, 3),
+            fault_probability=rng.choice((0.0, 0.02, 0.05, 0.1)),
+            variant=variant,
+            network_faults=rng.chance(0.75),
+            segment_bytes=rng.choice((600, 2048, 1 << 20)),
+            chunk_bytes=rng.choice((150, 700, 1 << 16)),
+        )
     return SimConfig(
         brokers=brokers,
         log_dirs=log_dirs,
@@ -128,8 +152,42 @@ def swarm_config(
     )
 
 
+def _replay_command(seed: int, config: AnyConfig, faults: Sequence[AnyFault] | None) -> str:
+    if isinstance(config, ClusterConfig):
+        return cluster_sim.replay_command(seed, config, _cluster_faults(faults))
+    return replay_command(seed, config, _move_faults(faults))
+
+
+def _cluster_faults(faults: Sequence[AnyFault] | None) -> list[ClusterFault] | None:
+    if faults is None:
+        return None
+    assert all(isinstance(f, ClusterFault) for f in faults), "cluster faults expected"
+    return [f for f in faults if isinstance(f, ClusterFault)]
+
+
+def _move_faults(faults: Sequence[AnyFault] | None) -> list[Fault] | None:
+    if faults is None:
+        return None
+    assert all(isinstance(f, Fault) for f in faults), "move simulator faults expected"
+    return [f for f in faults if isinstance(f, Fault)]
+
+
+def _format(faults: Sequence[AnyFault]) -> str:
+    return ",".join(fault.spec() for fault in faults)
+
+
+def _simulate(
+    seed: int, config: AnyConfig, faults: Sequence[AnyFault] | None = None, *,
+    keep_trace: bool = False,
+) -> AnyOutcome:
+    if isinstance(config, ClusterConfig):
+        return cluster_sim.simulate(seed, config, _cluster_faults(faults), keep_trace=keep_trace)
+    return simulate(seed, config, _move_faults(faults), abstractions=move_abstractions,
+                    keep_trace=keep_trace)
+
+
 def _result(
-    outcome: SimOutcome, duration_seconds: float, faults: Sequence[Fault] | None
+    outcome: AnyOutcome, duration_seconds: float, faults: Sequence[AnyFault] | None
 ) -> RunResult:
     violation = outcome.violation
     return RunResult(
@@ -142,39 +200,41 @@ def _result(
         events_checked=outcome.trace_verdict.events_checked,
         duration_seconds=duration_seconds,
         trace_digest=outcome.trace_digest,
-        replay_command=replay_command(outcome.seed, outcome.config, faults),
-        faults=format_faults(outcome.faults),
+        replay_command=_replay_command(outcome.seed, outcome.config, faults),
+        faults=_format(outcome.faults),
         restarts=outcome.restarts,
         moves_done=outcome.moves_done,
     )
 
 
-def run_seed(seed: int, config: SimConfig, faults: Sequence[Fault] | None = None) -> RunResult:
+def run_seed(seed: int, config: AnyConfig, faults: Sequence[AnyFault] | None = None
+             ) -> RunResult:
     """Simulate one seed with trace checking and end-to-end checks.
 
     Args:
         seed: decides the run.
-        config: its shape (a frozen dataclass; picklable).
+        config: its shape (a frozen dataclass; picklable): a :class:`SimConfig` runs the
+            single-broker move simulator, a :class:`ClusterConfig` the cluster simulator.
         faults: a fault schedule replacing the seed's (replaying a shrunk run).
 
     Returns:
         The verdict and its figures.
     """
     started = time.perf_counter()
-    outcome = simulate(seed, config, faults, abstractions=move_abstractions)
+    outcome = _simulate(seed, config, faults)
     return _result(outcome, time.perf_counter() - started, faults)
 
 
 def replay(
-    seed: int, config: SimConfig, faults: Sequence[Fault] | None = None
-) -> tuple[RunResult, SimOutcome]:
+    seed: int, config: AnyConfig, faults: Sequence[AnyFault] | None = None
+) -> tuple[RunResult, AnyOutcome]:
     """:func:`run_seed` keeping the whole trace (for ``logproof conformance replay --trace``)."""
     started = time.perf_counter()
-    outcome = simulate(seed, config, faults, abstractions=move_abstractions, keep_trace=True)
+    outcome = _simulate(seed, config, faults, keep_trace=True)
     return _result(outcome, time.perf_counter() - started, faults), outcome
 
 
-def shrink(seed: int, config: SimConfig, runs_max: int = 150) -> ShrinkResult:
+def shrink(seed: int, config: AnyConfig, runs_max: int = 150) -> ShrinkResult:
     """Reduce a failing seed's fault schedule to a 1-minimal one violating the same invariant.
 
     Args:
@@ -188,32 +248,33 @@ def shrink(seed: int, config: SimConfig, runs_max: int = 150) -> ShrinkResult:
     Raises:
         ValueError: the seed does not fail.
     """
-    first = simulate(seed, config, abstractions=move_abstractions)
+    first = _simulate(seed, config)
     if first.violation is None:
         raise ValueError(f"seed {seed} passes: nothing to shrink")
     invariant = first.violation.invariant
 
-    def fails(schedule: Sequence[Fault]) -> bool:
-        outcome = simulate(seed, config, schedule, abstractions=move_abstractions)
+    def fails(schedule: Sequence[AnyFault]) -> bool:
+        outcome = _simulate(seed, config, schedule)
         return outcome.violation is not None and outcome.violation.invariant == invariant
 
-    shrunk, runs = ddmin(list(first.faults), fails, runs_max=runs_max)
+    planned: list[AnyFault] = list(first.faults)
+    shrunk, runs = ddmin(planned, fails, runs_max=runs_max)
     # The run stops at its violation: later steps are never run, so the replay can end there.
-    final = simulate(seed, config, shrunk, abstractions=move_abstractions)
+    final = _simulate(seed, config, shrunk)
     runs += 1
     if final.violation is not None and final.violation.step + 1 < config.steps:
         shorter = replace(config, steps=final.violation.step + 1)
         kept = [fault for fault in shrunk if fault.step < shorter.steps]
-        again = simulate(seed, shorter, kept, abstractions=move_abstractions)
+        again = _simulate(seed, shorter, kept)
         runs += 1
         if again.violation is not None and again.violation.invariant == invariant:
             config, shrunk = shorter, kept
-    command = replay_command(seed, config, shrunk)
-    listed = format_faults(shrunk) or "no fault (the workload alone)"
+    command = _replay_command(seed, config, shrunk)
+    listed = _format(shrunk) or "no fault (the workload alone)"
     return ShrinkResult(
         seed=seed,
         invariant=invariant,
-        faults=format_faults(shrunk),
+        faults=_format(shrunk),
         original_faults=len(first.faults),
         steps=config.steps,
         runs=runs + 1,
@@ -222,11 +283,13 @@ def shrink(seed: int, config: SimConfig, runs_max: int = 150) -> ShrinkResult:
     )
 
 
-def default_faults(seed: int, config: SimConfig) -> tuple[Fault, ...]:
+def default_faults(seed: int, config: AnyConfig) -> tuple[AnyFault, ...]:
     """The fault schedule the seed plans (for display)."""
+    if isinstance(config, ClusterConfig):
+        return cluster_sim.plan_faults(seed, config)
     return plan_faults(seed, config)
 
 
-def with_variant(config: SimConfig, variant: str) -> SimConfig:
+def with_variant(config: AnyConfig, variant: str) -> AnyConfig:
     """``config`` running another implementation variant."""
     return replace(config, variant=variant)

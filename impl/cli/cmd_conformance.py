@@ -1,9 +1,12 @@
 """``logproof conformance``: seeded simulations checked against the models, and their replay.
 
-``run`` simulates seeds ``S .. S+N-1`` (a progress bar, then a summary: runs, events checked,
-verdicts by invariant, events per second); each failing seed is shrunk to a minimal fault
-schedule and printed with its replay command. ``replay`` reruns one seed (optionally with a given
-fault schedule) and prints its verdict and, with ``--trace``, its trace as JSON lines.
+With ``--brokers`` above 1 the cluster simulator runs (brokers x log dirs, controllers over a
+simulated ZooKeeper, replication over a simulated network, an idempotent acks=all producer and a
+consumer); with one broker, the move/recovery simulator. ``run`` simulates seeds
+``S .. S+N-1`` (a progress bar, then a summary: runs, events checked, verdicts by invariant,
+events per second); each failing seed is shrunk to a minimal fault schedule and printed with its
+replay command. ``replay`` reruns one seed (optionally with a given fault schedule) and prints
+its verdict and, with ``--trace``, its trace as JSON lines.
 """
 
 from __future__ import annotations
@@ -18,8 +21,18 @@ from typing import Any
 from rich.console import Console
 from rich.progress import BarColumn, Progress, TextColumn, TimeRemainingColumn
 
+from conformance import cluster_sim
+from conformance.cluster_sim import ClusterConfig, ClusterOutcome
 from conformance.move_sim import VARIANTS, SimConfig, parse_faults
-from conformance.runner import RunResult, replay, run_seed, shrink, swarm_config
+from conformance.runner import (
+    AnyConfig,
+    AnyFault,
+    RunResult,
+    replay,
+    run_seed,
+    shrink,
+    swarm_config,
+)
 
 from ._errors import CliError
 
@@ -32,7 +45,9 @@ def register(subparsers: Any) -> None:
         description=(
             "Drive the storage engine through seeded workloads with injected faults (crashes, "
             "torn tails, failed and unreadable dirs) on simulated disks, checking every trace "
-            "event against the model and the end-to-end invariants."
+            "event against the model and the end-to-end invariants. With --brokers above 1, "
+            "a whole simulated cluster (controllers, replication, clients, network and "
+            "ZooKeeper faults)."
         ),
     )
     actions = parser.add_subparsers(title="actions", metavar="ACTION")
@@ -83,22 +98,55 @@ def _config_options(parser: argparse.ArgumentParser) -> None:
         help="chance of a fault per step",
     )
     parser.add_argument(
-        "--variant", default=default.variant, choices=sorted(VARIANTS),
-        help="implementation variant (known-bad ones must be caught)",
+        "--variant", default=default.variant,
+        choices=sorted(set(VARIANTS) | set(cluster_sim.VARIANTS)),
+        help="implementation variant (known-bad ones must be caught); "
+        f"one broker: {', '.join(sorted(VARIANTS))}; "
+        f"a cluster: {', '.join(sorted(cluster_sim.VARIANTS))}",
     )
     parser.add_argument("--segment-bytes", type=int, default=default.segment_bytes)
     parser.add_argument("--chunk-bytes", type=int, default=default.chunk_bytes)
+    parser.add_argument(
+        "--no-network-faults", action="store_true",
+        help="a cluster's network neither loses, duplicates nor reorders (partitions remain)",
+    )
+    parser.add_argument(
+        "--model-machines", default="",
+        help="a cluster's machines replayed in their models besides replica_move "
+        "(comma-separated: replication,controller)",
+    )
 
 
-def _config(arguments: argparse.Namespace, seed: int) -> SimConfig:
+def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
     if arguments.brokers < 1 or arguments.log_dirs < 2 or arguments.steps < 0:
         raise CliError("need --brokers >= 1, --log-dirs >= 2 and --steps >= 0")
     if arguments.partitions < 1 or not 0.0 <= arguments.fault_probability <= 1.0:
         raise CliError("need --partitions >= 1 and --fault-probability in [0, 1]")
+    cluster = arguments.brokers > 1
+    variants = cluster_sim.VARIANTS if cluster else VARIANTS
+    if arguments.variant not in variants:
+        raise CliError(f"variant {arguments.variant!r} needs "
+                       f"{'one broker' if cluster else '--brokers 2 or more'}")
+    machines = tuple(m for m in arguments.model_machines.split(",") if m.strip())
+    if not set(machines) <= {"replication", "controller"}:
+        raise CliError("--model-machines takes replication and/or controller")
     if arguments.swarm:
         return swarm_config(
             seed, brokers=arguments.brokers, log_dirs=arguments.log_dirs, steps=arguments.steps,
             variant=arguments.variant,
+        )
+    if cluster:
+        return ClusterConfig(
+            brokers=arguments.brokers,
+            log_dirs=arguments.log_dirs,
+            partitions=arguments.partitions,
+            steps=arguments.steps,
+            fault_probability=arguments.fault_probability,
+            variant=arguments.variant,
+            segment_bytes=arguments.segment_bytes,
+            chunk_bytes=arguments.chunk_bytes,
+            network_faults=not arguments.no_network_faults,
+            model_machines=machines,
         )
     return SimConfig(
         brokers=arguments.brokers,
@@ -189,8 +237,11 @@ def _as_json(result: RunResult) -> dict[str, object]:
 def replay_command(arguments: argparse.Namespace) -> int:
     """Rerun one seed; print the trace (``--trace``) and the verdict."""
     config = _config(arguments, arguments.seed)
+    faults: tuple[AnyFault, ...] | None = None
     try:
-        faults = parse_faults(arguments.faults) if arguments.faults is not None else None
+        if arguments.faults is not None:
+            faults = (cluster_sim.parse_faults(arguments.faults)
+                      if isinstance(config, ClusterConfig) else parse_faults(arguments.faults))
     except ValueError as error:
         raise CliError(str(error)) from error
     result, outcome = replay(arguments.seed, config, faults)
@@ -201,6 +252,11 @@ def replay_command(arguments: argparse.Namespace) -> int:
           + (f" ({result.violated_invariant})" if result.failed else ""))
     print(f"steps {result.steps}  events {result.events} (checked {result.events_checked})  "
           f"restarts {result.restarts}  moves done {result.moves_done}")
+    if isinstance(outcome, ClusterOutcome):
+        print(f"acknowledged batches {outcome.acknowledged_batches}  consumed "
+              f"{outcome.consumed_batches}  leader elections {outcome.leader_elections}  "
+              f"controller elections {outcome.controller_elections}  faults skipped "
+              f"{outcome.faults_skipped}")
     print(f"faults: {result.faults or 'none'}")
     print(f"trace digest: {result.trace_digest}")
     if result.failed:
