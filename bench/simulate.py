@@ -7,7 +7,15 @@ checking (the baseline: what checking costs). Prints trace events per second, ev
 the model per second, workload steps per second and simulated disk operations per second, the
 ratio to the target and to the unchecked baseline, and ends with one JSON line.
 
-Run: ``python -m bench.simulate [--seconds 20] [--steps 200] [--log-dirs 3]``.
+Then the same for the cluster simulator (``conformance.cluster_sim``: ``--cluster-brokers``
+brokers x ``--cluster-log-dirs`` dirs, controllers over the simulated ZooKeeper, replication over
+the simulated network, an acks=all producer and a consumer, faults at
+``--cluster-fault-probability`` per step): trace events per second (every event goes through the
+online trace checker; ``replica_move`` events are replayed in the model, the others counted), and
+the same without trace checking. The JSON line carries both parts (``cluster_*`` keys).
+
+Run: ``python -m bench.simulate [--seconds 20] [--steps 200] [--log-dirs 3]
+[--cluster-seconds 20] [--cluster-steps 300]``.
 """
 
 from __future__ import annotations
@@ -17,13 +25,15 @@ import json
 import time
 from dataclasses import replace
 
-from conformance import SimConfig, run_seed
+from conformance import SimConfig, cluster_sim, run_seed
+from conformance.cluster_sim import ClusterConfig
 from conformance.move_sim import simulate
+from conformance.runner import AnyConfig
 
 TARGET_EVENTS_PER_SECOND = 5_000
 
 
-def _measure(config: SimConfig, first_seed: int, seconds: float) -> dict[str, float]:
+def _measure(config: AnyConfig, first_seed: int, seconds: float) -> dict[str, float]:
     runs = events = checked = steps = failures = 0
     started = time.perf_counter()
     seed = first_seed
@@ -57,6 +67,47 @@ def _baseline(config: SimConfig, first_seed: int, seeds_to: int) -> tuple[int, i
     return events, operations, time.perf_counter() - started
 
 
+def _cluster_baseline(config: ClusterConfig, first_seed: int, seeds_to: int) -> tuple[int, float]:
+    started = time.perf_counter()
+    events = 0
+    for seed in range(first_seed, seeds_to):
+        events += cluster_sim.simulate(seed, replace(config, trace_check=False)).events
+    return events, time.perf_counter() - started
+
+
+def _cluster(arguments: argparse.Namespace) -> dict[str, float]:
+    config = ClusterConfig(
+        brokers=arguments.cluster_brokers, log_dirs=arguments.cluster_log_dirs,
+        steps=arguments.cluster_steps, fault_probability=arguments.cluster_fault_probability,
+    )
+    checked = _measure(config, arguments.first_seed, arguments.cluster_seconds)
+    base_events, base_seconds = _cluster_baseline(config, arguments.first_seed,
+                                                  int(checked["seeds_to"]))
+    seconds = checked["seconds"]
+    rate = checked["events"] / seconds
+    baseline = base_events / base_seconds if base_seconds > 0 else 0.0
+    print(f"cluster ({config.brokers} brokers x {config.log_dirs} dirs, fault probability "
+          f"{config.fault_probability}): {int(checked['runs'])} seeds "
+          f"({int(checked['failures'])} failing), {seconds:.1f} s on one core")
+    print(f"cluster trace events: {int(checked['events'])}  ({rate:,.0f}/s through the trace "
+          f"checker; replayed in a model: {checked['events_checked'] / seconds:,.0f}/s)")
+    print(f"cluster ratio to the {TARGET_EVENTS_PER_SECOND:,} events/s target: "
+          f"{rate / TARGET_EVENTS_PER_SECOND:.2f}")
+    if baseline:
+        print(f"cluster without trace checking: {baseline:,.0f} events/s")
+    return {
+        "cluster_brokers": config.brokers,
+        "cluster_log_dirs": config.log_dirs,
+        "cluster_runs": int(checked["runs"]),
+        "cluster_failures": int(checked["failures"]),
+        "cluster_seconds": round(seconds, 3),
+        "cluster_trace_events_per_second": round(rate, 1),
+        "cluster_model_checked_events_per_second": round(checked["events_checked"] / seconds, 1),
+        "cluster_unchecked_trace_events_per_second": round(baseline, 1),
+        "cluster_ratio_to_target": round(rate / TARGET_EVENTS_PER_SECOND, 3),
+    }
+
+
 def main() -> None:
     """Measure and print; the last line is JSON."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -65,6 +116,11 @@ def main() -> None:
     parser.add_argument("--steps", type=int, default=200)
     parser.add_argument("--log-dirs", type=int, default=3)
     parser.add_argument("--partitions", type=int, default=3)
+    parser.add_argument("--cluster-seconds", type=float, default=20.0)
+    parser.add_argument("--cluster-steps", type=int, default=300)
+    parser.add_argument("--cluster-brokers", type=int, default=3)
+    parser.add_argument("--cluster-log-dirs", type=int, default=2)
+    parser.add_argument("--cluster-fault-probability", type=float, default=0.05)
     arguments = parser.parse_args()
     config = SimConfig(
         steps=arguments.steps, log_dirs=arguments.log_dirs, partitions=arguments.partitions
@@ -86,7 +142,9 @@ def main() -> None:
     print(f"without trace checking: {baseline_per_second:,.0f} events/s "
           f"(checking keeps {events_per_second / baseline_per_second:.2f} of the speed)"
           if baseline_per_second else "without trace checking: no events")
+    cluster = _cluster(arguments) if arguments.cluster_seconds > 0 else {}
     print(json.dumps({
+        **cluster,
         "bench": "simulate",
         "runs": int(checked["runs"]),
         "failures": int(checked["failures"]),
