@@ -187,8 +187,9 @@ class ReplicaFetcher:
         self._followed[tp] = followed
         self._by_leader.setdefault(leader_id, {})[tp] = followed
         loop = self._loops.get(leader_id)
-        if loop is not None and loop.endpoint is not None and (
-            loop.endpoint != self._endpoint_of(leader_id)
+        endpoint = self._endpoint_of(leader_id)
+        if loop is not None and None not in (loop.endpoint, endpoint) and (
+            loop.endpoint != endpoint
         ):
             # The leader is now named at another address: whatever the old connection is
             # waiting for will not come from there.
@@ -378,33 +379,36 @@ class ReplicaFetcher:
             "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
             "forgotten_topics_data": [], "rack_id": "",
         })
-        progressed = False
-        for topic in response.responses:
-            for result in topic.partitions:
-                tp = TopicPartition(topic.topic, int(result.partition_index))
-                if self._followed.get(tp) is not partitions.get(tp):
-                    continue  # re-assigned while the fetch was in flight
-                partition_log = self._get_log(tp)
-                if partition_log is None:
-                    continue
-                code = int(result.error_code)
-                if code != 0:
-                    log.info("fetch of %s from its leader: error %d; waiting for LeaderAndIsr",
-                             tp, code)
-                    self._park(tp)
-                    continue
-                records = whole_batches(result.records or b"")
-                try:
-                    if records:
-                        await partition_log.append_as_follower(records)
-                        progressed = True
-                    high_watermark = min(int(result.high_watermark),
-                                         partition_log.log_end_offset)
-                    if high_watermark > partition_log.high_watermark:
-                        partition_log.high_watermark = high_watermark
-                        progressed = True
-                except StorageError as error:
-                    log.warning("follower append to %s failed: %s", tp, error)
-                    self._park(tp)
-        if progressed:
-            self._on_progress()
+        # A cancelled loop stops here only after the answer is applied: appends are not
+        # abandoned half way.
+        with trio.CancelScope(shield=True):
+            progressed = False
+            for topic in response.responses:
+                for result in topic.partitions:
+                    tp = TopicPartition(topic.topic, int(result.partition_index))
+                    if self._followed.get(tp) is not partitions.get(tp):
+                        continue  # re-assigned while the fetch was in flight
+                    partition_log = self._get_log(tp)
+                    if partition_log is None:
+                        continue
+                    code = int(result.error_code)
+                    if code != 0:
+                        log.info("fetch of %s from its leader: error %d; waiting for LeaderAndIsr",
+                                 tp, code)
+                        self._park(tp)
+                        continue
+                    records = whole_batches(result.records or b"")
+                    try:
+                        if records:
+                            await partition_log.append_as_follower(records)
+                            progressed = True
+                        high_watermark = min(int(result.high_watermark),
+                                             partition_log.log_end_offset)
+                        if high_watermark > partition_log.high_watermark:
+                            partition_log.high_watermark = high_watermark
+                            progressed = True
+                    except StorageError as error:
+                        log.warning("follower append to %s failed: %s", tp, error)
+                        self._park(tp)
+            if progressed:
+                self._on_progress()

@@ -35,7 +35,7 @@ import trio
 from kazoo.client import KazooClient
 from kazoo.recipe.watchers import DataWatch
 
-from impl.broker.admin import AdminClient
+from impl.broker.admin import AdminClient, AdminClientError
 from impl.broker.inter_broker import InterBrokerClient
 from impl.cli.cmd_cluster import Cluster
 from impl.controller.requests import BrokerEndpoint, LeaderAndIsrPartitionState, LeaderAndIsrRequest
@@ -117,8 +117,11 @@ def partition_state(zk: KazooClient) -> tuple[dict[str, Any], int]:
 
 def knows_controller(port: int, expected: int | None) -> bool:
     """Whether the broker's Metadata names ``expected`` as the controller."""
-    with AdminClient(f"127.0.0.1:{port}", timeout_seconds=10) as view:
-        return view.metadata([]).controller_id == expected
+    try:
+        with AdminClient(f"127.0.0.1:{port}", timeout_seconds=10) as view:
+            return view.metadata([]).controller_id == expected
+    except AdminClientError:  # a slow answer: ask again
+        return False
 
 
 def stale_leader_and_isr(port: int, broker_id: int, broker_epoch: int, zombie: int,
