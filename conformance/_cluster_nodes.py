@@ -15,7 +15,11 @@ Where the shell differs from ``impl/broker/replica_manager.py`` (each a Kafka be
   members (Kafka's ``checkEnoughReplicasReachOffset``), else NOT_ENOUGH_REPLICAS_AFTER_APPEND;
 * the idempotence state of a partition is rebuilt from the log whenever the replica becomes
   leader (follower appends and truncation change the log under it);
-* a leader forgets what it knew of a follower fetching from a new incarnation.
+* a leader forgets what it knew of a follower fetching from a new incarnation;
+* a follower answered NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION (its LeaderAndIsr
+  arrived before the leader's) retries after a back-off; only FENCED_LEADER_EPOCH and a storage
+  error park it until the next LeaderAndIsr (the trio fetcher parks on all four, which can
+  strand a follower outside the ISR until the next leader change).
 
 Controller-to-broker requests go through one ordered channel per (controller, broker), one
 request in flight, retransmitted until answered (Kafka's ``RequestSendThread`` over TCP): the
@@ -461,8 +465,9 @@ class SimBroker:
             if call.seq == last[0]:
                 self._send(source, ControllerReply(call.channel, call.seq, last[1]))
             return
-        if (last is None and call.seq != 1) or (last is not None and call.seq != last[0] + 1):
+        if last is not None and call.seq != last[0] + 1:
             return  # a gap: the sender retransmits in order
+        # (an unknown channel is a new connection: this incarnation accepts its head request)
         request = call.request
         if isinstance(request, LeaderAndIsrRequest):
             response = self.leader_and_isr(request)
@@ -852,8 +857,7 @@ class SimBroker:
         if partition is None:
             return
         if reply.error != NONE:
-            if reply.error in (NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH,
-                               UNKNOWN_TOPIC_OR_PARTITION, KAFKA_STORAGE_ERROR):
+            if reply.error in (FENCED_LEADER_EPOCH, KAFKA_STORAGE_ERROR):
                 self.followed.pop(reply.tp, None)
             return
         try:
@@ -878,7 +882,10 @@ class SimBroker:
                     self._truncate_to(tp, partition, reply.log_end_offset)
                 return
             if reply.error != NONE:
-                if reply.error != UNKNOWN_LEADER_EPOCH:
+                # Kafka parks the partition only when fenced (a LeaderAndIsr with a newer epoch
+                # is on its way) or when the log is gone; a leader that has not yet heard of its
+                # leadership (NOT_LEADER_OR_FOLLOWER, UNKNOWN_*) is retried after a back-off.
+                if reply.error in (FENCED_LEADER_EPOCH, KAFKA_STORAGE_ERROR):
                     self.followed.pop(tp, None)
                 return
             if reply.records:
