@@ -205,6 +205,9 @@ def test_zombie_controller_is_fenced_and_loses_nothing(cluster: Cluster, zk: Kaz
                              on_delivery=delivered)
             sent += 1
         producer.poll(0.02)
+        consume()
+
+    def consume() -> None:
         for message in consumer.consume(500, 0.02):
             assert message.error() is None, message.error()
             value = message.value()
@@ -270,7 +273,7 @@ def test_zombie_controller_is_fenced_and_loses_nothing(cluster: Cluster, zk: Kaz
                                     old_epoch) == STALE_CONTROLLER_EPOCH
 
     try:
-        wait_for(lambda: len(received) >= len(acknowledged), "every record", step)
+        wait_for(lambda: len(received) >= len(acknowledged), "every record", consume)
     finally:
         consumer.close()
     assert received == sorted(acknowledged)
