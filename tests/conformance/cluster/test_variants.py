@@ -11,8 +11,9 @@ fault probability 0.03, network faults on), measured over seeds 0..29:
 * ``isr_expanded_early`` (a follower joins the ISR before reaching the HW): first caught at
   seed 0, 19 of 20 (LOG_MATCHING); stated bound: within 3 seeds.
 
-The shipped implementation passes seeds 0..99 at fault probability 0.03 (the slow campaign
-below); at 0.1 seed 1 finds a controller race, pinned as a strict xfail below.
+The shipped implementation passes seeds 0..99 at fault probability 0.03 but seed 64 (the slow
+campaign below), where the simulator found a controller bug; at 0.1 seed 1 finds a second one.
+Both are pinned as strict xfails below.
 """
 
 from __future__ import annotations
@@ -43,12 +44,29 @@ def test_variant_is_caught_within_its_stated_seeds(variant: str) -> None:
     pytest.fail(f"{variant} not caught in seeds {verdicts}")
 
 
+#: Seeds of the default configuration that fail on a known bug (see the xfails below).
+KNOWN_FAILING = {64}
+
+
 @pytest.mark.slow
 def test_shipped_passes_a_campaign() -> None:
     config = ClusterConfig()
+    failing = set()
     for seed in range(100):
         outcome = simulate(seed, config)
-        assert outcome.violation is None, (seed, outcome.violation)
+        if outcome.violation is not None:
+            failing.add(seed)
+    assert failing == KNOWN_FAILING
+
+
+@pytest.mark.xfail(strict=True, reason=(
+    "controller: a broker that restarts between two reads of /brokers/ids (bounced) is failed "
+    "then started, but a partition that only had to drop it from the ISR is deferred behind the "
+    "elections and re-planned once the broker is live again: it stays in the ISR without the "
+    "unflushed records it lost (an ISR member lacking records below the HW)"))
+def test_controller_keeps_a_bounced_broker_in_the_isr() -> None:
+    outcome = simulate(64, ClusterConfig(), abstractions=None)
+    assert outcome.violation is None, outcome.violation
 
 
 @pytest.mark.xfail(strict=True, reason=(
