@@ -59,6 +59,8 @@ FENCED_LEADER_EPOCH: Final = 74
 UNKNOWN_LEADER_EPOCH: Final = 75
 UNKNOWN_SERVER_ERROR: Final = -1
 MAGIC_V2: Final = 2
+#: Bytes per read when the producer state is rebuilt from the log.
+REPLAY_READ_BYTES: Final = 1 << 20
 
 
 @dataclass(frozen=True, slots=True)
@@ -172,15 +174,19 @@ class ReplicaManager:
             state = PartitionProducerState()
             partition_log = self._get_log(tp)
             if partition_log is not None:
-                self._replay_producers(partition_log, state)
+                self._replay_producers(tp, partition_log, state)
             self._producers[tp] = state
         return state
 
-    def _replay_producers(self, partition_log: PartitionLog, state: PartitionProducerState) -> None:
+    def _replay_producers(self, tp: TopicPartition, partition_log: PartitionLog,
+                          state: PartitionProducerState) -> None:
+        # A read stops at its size limit, not at a batch boundary (Kafka's read does the same):
+        # its last batch may be cut. Only the whole batches are replayed; the next read starts
+        # at the cut batch.
         offset = partition_log.log_start_offset
         end = partition_log.log_end_offset
         while offset < end:
-            slices = partition_log.read(offset, 1 << 20, None)
+            slices = partition_log.read(offset, REPLAY_READ_BYTES, None)
             if not slices:
                 return
             try:
@@ -188,8 +194,13 @@ class ReplicaManager:
             finally:
                 for piece in slices:
                     piece.close()
+            whole = rb.valid_prefix(data)
+            if not whole.headers:
+                log.warning("replaying the producers of %s stopped at offset %d: %s",
+                            tp, offset, whole.error)
+                return
             advanced = False
-            for header in rb.iter_batches(data):
+            for header in whole.headers:
                 if header.next_offset <= offset:
                     continue
                 state.replay(
