@@ -52,19 +52,27 @@ def every_broker_sees_all(ports: Iterable[int], brokers: int) -> bool:
     return True
 
 
-def value_of(partition: int, sequence: int) -> bytes:
-    """The payload of a record: its partition and its number there."""
-    return b"p%02d-%07d" % (partition, sequence)
+def value_of(partition: int, sequence: int, padding: int = 0) -> bytes:
+    """The payload of a record: its partition and its number there, then ``padding`` bytes."""
+    return b"p%02d-%07d" % (partition, sequence) + b"." * padding
 
 
 class Load:
-    """A producer and a consumer on ``topic`` (see the module docstring)."""
+    """A producer and a consumer on ``topic`` (see the module docstring).
 
-    def __init__(self, bootstrap: str, topic: str, partitions: int) -> None:
+    Args:
+        padding: bytes added to each record's value (to grow logs quickly).
+        records_per_step: records produced per :meth:`step`.
+    """
+
+    def __init__(self, bootstrap: str, topic: str, partitions: int, *, padding: int = 0,
+                 records_per_step: int = RECORDS_PER_STEP) -> None:
         from confluent_kafka import Consumer, Producer, TopicPartition
 
         self.topic = topic
         self.partitions = partitions
+        self.padding = padding
+        self.records_per_step = records_per_step
         self.sent: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         self.acknowledged: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
         self.received: dict[int, list[bytes]] = {p: [] for p in range(partitions)}
@@ -105,9 +113,9 @@ class Load:
         """Produce a few records (unless too many await their acknowledgement), then serve
         both clients' callbacks and consume what is available."""
         if produce and self.sent_count - self.acknowledged_count < IN_FLIGHT_MAX:
-            for _ in range(RECORDS_PER_STEP):
+            for _ in range(self.records_per_step):
                 partition = self._next % self.partitions
-                value = value_of(partition, len(self.sent[partition]))
+                value = value_of(partition, len(self.sent[partition]), self.padding)
                 self.producer.produce(self.topic, value=value, partition=partition,
                                       on_delivery=self._delivered)
                 self.sent[partition].append(value)
@@ -154,9 +162,9 @@ class Load:
 
 
 @contextmanager
-def running_load(bootstrap: str, topic: str, partitions: int) -> Iterator[Load]:
-    """A :class:`Load`, closed on the way out."""
-    load = Load(bootstrap, topic, partitions)
+def running_load(bootstrap: str, topic: str, partitions: int, **options: int) -> Iterator[Load]:
+    """A :class:`Load` (``options``: its keyword arguments), closed on the way out."""
+    load = Load(bootstrap, topic, partitions, **options)
     try:
         yield load
     finally:

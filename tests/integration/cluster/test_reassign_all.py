@@ -2,13 +2,15 @@
 
 Four brokers with two log dirs each run as child processes. A topic with four partitions,
 replication factor 3 and ``min.insync.replicas=2`` receives a steady stream from confluent-kafka
-(acks=all, idempotent) while a consumer reads it. ``logproof reassign --execute`` then moves
-every partition: its leader's replica leaves, the broker it lacked joins in a named log dir,
-and the two replicas that stay move to their broker's other log dir, all in one JSON that names
-a broker and a dir per replica. ``--verify`` is repeated until it reports completion; then
-DescribeLogDirs (``logproof log-dirs describe``) shows every replica in its requested dir and
-nowhere else, ``/admin/reassign_partitions`` is gone, the metadata shows the new replica sets
-with full ISRs, and every acknowledged record is consumed exactly once, in order.
+(acks=all, idempotent) while a consumer reads it; each partition holds over 1 MB before the
+move, so a new leader rebuilds its idempotent producers from more than one read of its log.
+``logproof reassign --execute`` then moves every partition: its leader's replica leaves, the
+broker it lacked joins in a named log dir, and the two replicas that stay move to their broker's
+other log dir, all in one JSON that names a broker and a dir per replica. ``--verify`` is
+repeated until it reports completion; then DescribeLogDirs (``logproof log-dirs describe``)
+shows every replica in its requested dir and nowhere else, ``/admin/reassign_partitions`` is
+gone, the metadata shows the new replica sets with full ISRs, and every acknowledged record is
+consumed exactly once, in order.
 """
 
 from __future__ import annotations
@@ -35,6 +37,9 @@ BROKERS = 4
 DIRS = 2
 #: partition -> replicas (the first leads): each broker leads one partition and lacks one
 ASSIGNMENT = {0: (1, 2, 3), 1: (2, 3, 4), 2: (3, 4, 1), 3: (4, 1, 2)}
+#: bytes added to each record, and records acknowledged before the reassignment
+PADDING = 1000
+RECORDS_BEFORE = 5000
 
 
 @pytest.fixture
@@ -121,8 +126,11 @@ def test_every_partition_moves_to_other_brokers_and_dirs(
     common = ["--reassignment-json-file", str(plan_file), "--bootstrap-server", servers,
               "--zookeeper", zk_chroot]
 
-    with running_load(servers, TOPIC, len(ASSIGNMENT)) as load:
-        load.more_acks(400, "acknowledgements before the reassignment")
+    with running_load(servers, TOPIC, len(ASSIGNMENT), padding=PADDING,
+                      records_per_step=100) as load:
+        # Over 1 MB per partition: a new leader rebuilds its producers from more than one read.
+        load.more_acks(RECORDS_BEFORE, "acknowledgements before the reassignment")
+        assert min(len(v) for v in load.acknowledged.values()) * PADDING > 1 << 20
         status, out = cli("reassign", "--execute", *common, "--timeout", "30")
         assert status == 0, out
         assert "Started the cross-broker reassignment." in out
