@@ -46,7 +46,12 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
   ``leader_append(r)``.
 * ``FOLLOWER_FETCH`` (shell, at the leader): ``replica``, ``fetch_offset``. Model:
   ``follower_fetch(f, delivered=True)``: the follower's LEO is the fetch offset and it receives
-  the leader's whole log (a partial response shows as a lower offset at its next fetch).
+  the leader's whole log (a partial response shows as a lower offset at its next fetch). A
+  request that reaches the leader after its sender crashed or moved to a later epoch was sent
+  while it followed this leader in its epoch (the leader fences other epochs, KIP-320): it is
+  replayed from that state as ``follower_fetch(f, delivered=False)``, or is a stutter when the
+  leader already recorded a higher fetch offset from it. (A ``leader_epoch`` field,
+  the request's ``current_leader_epoch``, would let this be checked rather than assumed.)
 * ``HW_ADVANCE`` (shell): ``high_watermark``, ``isr``. Model: ``hw_advance(r)``, which must
   reach exactly the reported HW (an HW that goes back is not enabled).
 * ``ISR_SHRINK`` / ``ISR_EXPAND`` (shell): ``isr``. Model: ``isr_shrink(f)`` / ``isr_expand(f)``
@@ -57,10 +62,14 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
 * ``TRUNCATE`` (fetcher): ``log_end_offset``, ``truncated_to``; ``high_watermark`` under
   ``HIGH_WATERMARK``. Model: ``become_follower(r)`` replayed from the pre-truncation log (the
   model truncates as it becomes follower); the model's truncation point must be the reported one.
-* ``CRASH`` / ``RESTART``: no field. Model: ``crash(r)`` / ``restart(r)``.
+* ``CRASH`` / ``RESTART``: no field. Model: ``crash(r)`` / ``restart(r)`` (a RESTART with no
+  CRASH before it, of a replica its broker held no state for, is both).
 
 An event without a field it needs is a stutter that updates what it can; :attr:`stutters`
-counts them by reason, so a report shows what went unchecked.
+counts them by reason, so a report shows what went unchecked, and :attr:`inferred` counts the
+events replayed from a state the abstraction inferred (a late fetch request, an HW a lost
+response may not have brought, a RESTART with no CRASH, a new leader's LEO learnt from the
+OffsetForLeaderEpoch answer a TRUNCATE reports).
 
 The abstraction checks against the model variant of the truncation policy it is given:
 ``LEADER_EPOCH`` (the shipped model) or ``HIGH_WATERMARK`` (``truncate_to_hw``, design V3's
@@ -191,6 +200,9 @@ class _Replica:
     epoch_start: int = 0
     isr: tuple[int, ...] = ()
     remote: dict[int, int] = field(default_factory=dict)
+    #: ``hw`` was reported (HW_ADVANCE, a BECOME_* ``high_watermark``), not inferred from a
+    #: fetch response that may have been lost
+    hw_exact: bool = False
     live: bool = True
     #: BECOME_FOLLOWER seen before its leader's BECOME_LEADER of that epoch
     pending: bool = False
@@ -240,8 +252,15 @@ class _Plan:
     leos: dict[int, int] = field(default_factory=dict)
     hws: dict[int, int] = field(default_factory=dict)
     isrs: dict[int, tuple[int, ...]] = field(default_factory=dict)
+    epochs: dict[int, int] = field(default_factory=dict)
+    leaders: dict[int, int] = field(default_factory=dict)
     zk: tuple[int, float, tuple[int, ...]] | None = None
     down: tuple[int, ...] = ()
+    #: brokers up for this event (an ISR member the controller still counts, crashed or not)
+    up: tuple[int, ...] = ()
+    #: the brokers the event is about (empty: all); the epochs of the others (leaders aside)
+    #: are the first merged when there are more epochs than ranks
+    involved: tuple[int, ...] = ()
     #: checks after the actions: (what, variable, key, expected abstract value)
     expect: list[tuple[str, str, Any, Any]] = field(default_factory=list)
     commit: Any = None
@@ -298,6 +317,8 @@ class ReplicationAbstraction:
         self._plans: dict[str, _Plan] = {}
         #: events checked as stutters for want of a field or of context, by reason
         self.stutters: Counter[str] = Counter()
+        #: events replayed from a state partly inferred rather than reported, by reason
+        self.inferred: Counter[str] = Counter()
 
     @property
     def machine(self) -> str:
@@ -383,7 +404,7 @@ class ReplicationAbstraction:
             if leo is not None:
                 me.set_leo(leo)
             if hw is not None:
-                me.hw = min(hw, me.leo)
+                me.hw, me.hw_exact = min(hw, me.leo), True
 
         if me.role == "LEADER" and me.epoch == epoch:
             def same() -> None:
@@ -405,6 +426,7 @@ class ReplicationAbstraction:
             epoch_limit=_MAX_EPOCH - 1,
             zk=(part.zk_leader, zk_before, old_isr),
             down=tuple(b for b in old_isr if b not in isr and b != r),
+            up=isr,
             roles=dict.fromkeys(pending, "OFFLINE"),
         )
         my_leo = leo if leo is not None else me.leo
@@ -417,7 +439,7 @@ class ReplicationAbstraction:
         def commit() -> None:
             adopt()
             me.role, me.epoch, me.leader, me.isr = "LEADER", epoch, r, isr
-            me.remote = {}
+            me.remote, me.pending = {}, False
             me.epoch_start = me.leo
             me.live = True
             if part.zk_epoch is None or epoch >= part.zk_epoch:
@@ -444,7 +466,7 @@ class ReplicationAbstraction:
             if leo is not None:
                 me.set_leo(leo)
             if hw is not None:
-                me.hw = min(hw, me.leo)
+                me.hw, me.hw_exact = min(hw, me.leo), True
             me.role, me.epoch, me.leader, me.pending = "FOLLOWER", epoch, known_leader, pending
             me.live = True
             if part.zk_epoch is None or epoch > part.zk_epoch:
@@ -461,7 +483,8 @@ class ReplicationAbstraction:
             # The leader has not taken the role yet: the model's become_follower waits for it.
             return _Plan(commit=lambda: follow(True, leader))
         plan = _Plan(actions=(ModelAction("become_follower", {"r": part.index(f)}),),
-                     zk=(leader, epoch, part.zk_isr if part.zk_epoch == epoch else isr))
+                     zk=(leader, epoch, part.zk_isr if part.zk_epoch == epoch else isr),
+                     involved=(f, leader))
         my_leo = leo if leo is not None else me.leo
         plan.leos[f] = my_leo
         my_hw = me.hw if hw is None else hw
@@ -499,15 +522,36 @@ class ReplicationAbstraction:
         if (me.role != "FOLLOWER" or me.pending or leader is None or leader.role != "LEADER"
                 or leader.epoch != me.epoch or me.epoch is None):
             return self._stutter("TRUNCATE while its leader does not lead in its epoch", cut)
+        self._learn_leader_log(me, leader, before, _int(fields, "leader_epoch_end"))
         my_hw = me.hw if hw is None else hw
         plan = _Plan(actions=(ModelAction("become_follower", {"r": part.index(f)}),),
                      zk=(me.leader, me.epoch, part.zk_isr), roles={f: "OFFLINE"},
-                     leos={f: before}, hws={f: my_hw})
+                     leos={f: before}, hws={f: my_hw}, involved=(f, me.leader))
         plan.cuts = self._truncation_cuts(target, part.committed_len, before)
         plan.commit = cut
         plan.expect.append(("truncation point", "leo", part.index(f), None))
         plan.reported_offset = target
         return plan
+
+    def _learn_leader_log(self, me: _Replica, leader: _Replica, before: int,
+                          end: int | None) -> None:
+        """OffsetForLeaderEpoch's answer reveals the leader's log: where its records of the
+        follower's latest epoch (or older) end. A new leader that has not appended yet may have
+        a shorter log than the mirror inferred (a response it never received): cut it there."""
+        mine = _epoch_at(_prefix(me.runs, before), before - 1)
+        if end is None or end < 0 or mine is None or leader.leo != leader.epoch_start:
+            return
+        begin = 0
+        known = leader.leo
+        for epoch, stop in leader.runs:
+            if epoch > mine:
+                known = begin
+                break
+            begin = stop
+        if end < known == leader.leo:
+            leader.set_leo(end)
+            leader.epoch_start = end
+            self.inferred["a new leader's LEO from OffsetForLeaderEpoch"] += 1
 
     def _leader_append(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
         base, last = _int(fields, "base_offset"), _int(fields, "last_offset")
@@ -517,7 +561,7 @@ class ReplicationAbstraction:
             return self._stutter("LEADER_APPEND without base_offset or last_offset")
         epoch = me.epoch if epoch is None else epoch
         plan = _Plan(actions=(ModelAction("leader_append", {"r": part.index(r)}),),
-                     leos={r: base}, cuts=_cuts(base, last + 1, last + 2))
+                     leos={r: base}, cuts=_cuts(base, last + 1, last + 2), involved=(r,))
         plan.expect.append(("log end offset", "leo", part.index(r), None))
         plan.reported_offset = last + 1
 
@@ -535,18 +579,37 @@ class ReplicationAbstraction:
             return self._stutter("FOLLOWER_FETCH without replica or fetch_offset")
         part.index(f)
         lead, follower = part.replicas[r], part.replicas[f]
+        # A request the network delayed reaches the leader after its sender crashed or moved to
+        # a later epoch: it was sent while the sender followed this leader in its epoch (the
+        # leader fences other epochs, KIP-320), so it is replayed from that state, with its
+        # response lost (the sender has moved on).
+        current = (follower.role == "FOLLOWER" and not follower.pending and follower.live
+                   and follower.leader == r and follower.epoch == lead.epoch)
         plan = _Plan(actions=(ModelAction("follower_fetch",
-                                          {"f": part.index(f), "delivered": True}),),
-                     leos={f: offset})
+                                          {"f": part.index(f), "delivered": current}),),
+                     leos={f: offset}, involved=(r, f))
+        if not current:
+            if lead.epoch is None:
+                return self._stutter("FOLLOWER_FETCH at a replica that never led")
+            if offset <= lead.remote.get(f, -1):
+                # The leader keeps the highest fetch offset it saw: an older one teaches it
+                # nothing.
+                return self._stutter("FOLLOWER_FETCH older than the leader's record of it")
+            self.inferred["FOLLOWER_FETCH sent before its sender moved on"] += 1
+            plan.roles[f] = "FOLLOWER"
+            plan.epochs[f] = lead.epoch
+            plan.leaders[f] = r
         plan.cuts = _cuts(offset, lead.leo, offset + 1)
         source = lead.runs
 
         def commit() -> None:
-            follower.set_leo(offset, source)
             lead.remote[f] = offset
-            follower.runs = _splice(follower.runs, offset, lead.runs, lead.leo)
-            follower.leo = lead.leo
-            follower.hw = min(lead.hw, lead.leo)
+            if current:
+                follower.set_leo(offset, source)
+                follower.runs = _splice(follower.runs, offset, lead.runs, lead.leo)
+                follower.leo = lead.leo
+                follower.hw = min(lead.hw, lead.leo)
+                follower.hw_exact = False
 
         plan.commit = commit
         return plan
@@ -558,15 +621,24 @@ class ReplicationAbstraction:
         me = part.replicas[r]
         isr = _ints(fields, "isr")
         old = me.hw
+        if not me.hw_exact and old >= new > 0:
+            # The HW it had as a follower came with a response that may have been lost: the
+            # reported advance says it was lower.
+            old = new - 1
+            plan_hw: dict[int, int] = {r: old}
+            self.inferred["HW_ADVANCE from an HW a lost response may not have brought"] += 1
+        else:
+            plan_hw = {}
         cuts = _cuts(old, new) if old > 0 else _cuts(new, me.leo, new + 1)
-        plan = _Plan(actions=(ModelAction("hw_advance", {"r": part.index(r)}),), cuts=cuts)
+        plan = _Plan(actions=(ModelAction("hw_advance", {"r": part.index(r)}),), cuts=cuts,
+                     hws=plan_hw, involved=(r,))
         if isr is not None:
             plan.isrs[r] = isr
         plan.expect.append(("high watermark", "hw", part.index(r), None))
         plan.reported_offset = new
 
         def commit() -> None:
-            me.hw = new
+            me.hw, me.hw_exact = new, True
             if isr is not None:
                 me.isr = isr
             if new > part.committed_len:
@@ -611,7 +683,7 @@ class ReplicationAbstraction:
                 cuts = _cuts(hw, start)
         else:
             cuts = _cuts(part.committed_len, me.leo)
-        plan = _Plan(actions=tuple(actions), cuts=cuts)
+        plan = _Plan(actions=tuple(actions), cuts=cuts, involved=(r, *removed, *added))
         plan.expect.append(("new ISR", "zk_isr", None, self._isr_array(part, isr)))
         plan.commit = commit
         return plan
@@ -626,11 +698,17 @@ class ReplicationAbstraction:
 
     def _restart(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
         me = part.replicas[r]
+        index = part.index(r)
+        # A replica the broker held no state for when it crashed had no CRASH event: its
+        # restart says the process died too.
+        crashed = () if not me.live else (ModelAction("crash", {"r": index}),)
+        if crashed:
+            self.inferred["RESTART without CRASH"] += 1
 
         def commit() -> None:
-            me.live = True
+            me.live, me.role, me.pending = True, "OFFLINE", False
 
-        return _Plan(actions=(ModelAction("restart", {"r": part.index(r)}),), commit=commit)
+        return _Plan(actions=(*crashed, ModelAction("restart", {"r": index})), commit=commit)
 
     # --- building the model state -------------------------------------------------------------
 
@@ -653,6 +731,7 @@ class ReplicationAbstraction:
         brokers = part.brokers
         rows: list[list[Any]] = []
         epochs: set[float] = set()
+        others: set[float] = set()
         if zk_epoch is not None:
             epochs.add(zk_epoch)
         for index in range(_REPLICAS):
@@ -662,24 +741,25 @@ class ReplicationAbstraction:
                 continue
             broker = brokers[index]
             replica = part.replicas[broker]
-            role = plan.roles.get(broker, replica.role)
-            if replica.pending and role == "FOLLOWER":
-                role = "OFFLINE"
+            role = plan.roles.get(broker)
+            if role is None:
+                role = "OFFLINE" if replica.pending else replica.role
+            epoch = plan.epochs.get(broker, replica.epoch)
+            followed = plan.leaders.get(broker, replica.leader)
             leo = plan.leos.get(broker, replica.leo)
             runs = replica.runs
             if leo > replica.leo:
-                lead = part.replicas.get(replica.leader)
+                lead = part.replicas.get(followed)
                 runs = _splice(runs, replica.leo, lead.runs if lead else (), leo)
             hw = min(plan.hws.get(broker, replica.hw), leo)
             abstract_leo = off(leo)
             slot0 = _epoch_at(runs, c1 - 1) if abstract_leo >= 1 else None
             slot1 = _epoch_at(runs, c2 - 1) if abstract_leo >= 2 else None
-            if replica.epoch is not None:
-                epochs.add(replica.epoch)
-            if slot0 is not None:
-                epochs.add(slot0)
-            if slot1 is not None:
-                epochs.add(slot1)
+            bucket = (epochs if not plan.involved or broker in plan.involved or role == "LEADER"
+                      else others)
+            for value in (epoch, slot0, slot1):
+                if value is not None:
+                    bucket.add(value)
             local: tuple[bool, ...] = _NO_ISR
             remote: tuple[int, ...] = _NO_REMOTE
             if role == "LEADER":
@@ -688,10 +768,10 @@ class ReplicationAbstraction:
                 remote = tuple(off(replica.remote.get(brokers[t], -1))
                                if t < len(brokers) and t != index else -1
                                for t in range(_REPLICAS))
-            leader_index = brokers.index(replica.leader) if replica.leader in brokers else 0
-            rows.append([role, replica.epoch, leader_index, slot0, slot1, abstract_leo,
+            leader_index = brokers.index(followed) if followed in brokers else 0
+            rows.append([role, epoch, leader_index, slot0, slot1, abstract_leo,
                          off(hw), off(min(replica.epoch_start, leo)), local, remote,
-                         replica.live and broker not in plan.down])
+                         (replica.live or broker in plan.up) and broker not in plan.down])
         committed_len = off(part.committed_len)
         committed0 = _epoch_at(part.committed, c1 - 1) if committed_len >= 1 else None
         committed1 = _epoch_at(part.committed, c2 - 1) if committed_len >= 2 else None
@@ -699,11 +779,7 @@ class ReplicationAbstraction:
             epochs.add(committed0)
         if committed1 is not None:
             epochs.add(committed1)
-        ordered = sorted(epochs)
-        drop = max(0, len(ordered) - plan.epoch_limit)
-        rank: dict[float | None, int] = {None: 0}
-        for position, value in enumerate(ordered):
-            rank[value] = max(1, position + 1 - drop)
+        rank = _ranks(epochs, others, plan.epoch_limit)
         for row in rows:
             row[1] = rank[row[1]] or 1
             row[3] = rank[row[3]]
@@ -780,6 +856,27 @@ _PLANNERS: dict[str, _Planner] = {
     "CRASH": ReplicationAbstraction._crash,
     "RESTART": ReplicationAbstraction._restart,
 }
+
+def _ranks(important: set[float], others: set[float], limit: int) -> dict[float | None, int]:
+    """Epochs renumbered 1..``limit`` in order. When there are more, the values of the
+    replicas the event is not about map to the nearest kept value below them, then the oldest
+    kept values merge into rank 1."""
+    rank: dict[float | None, int] = {None: 0}
+    every = sorted(important | others)
+    if len(every) <= limit:
+        for position, value in enumerate(every):
+            rank[value] = position + 1
+        return rank
+    ordered = sorted(important)
+    drop = max(0, len(ordered) - limit)
+    for position, value in enumerate(ordered):
+        rank[value] = max(1, position + 1 - drop)
+    for value in others:
+        if value not in rank:
+            below = [kept for kept in ordered if kept <= value]
+            rank[value] = rank[below[-1]] if below else 1
+    return rank
+
 
 _NO_ISR = (False, False, False)
 _NO_REMOTE = (-1, -1, -1)
