@@ -226,6 +226,9 @@ class _Partition:
     zk_isr: tuple[int, ...] = ()
     committed: Runs = ()
     committed_len: int = 0
+    #: repeated fetches that change nothing (a caught-up follower polling an idle leader) are
+    #: most of a trace: their plans and states, until the mirror changes
+    memo: dict[tuple[Any, ...], tuple[_Plan, Any]] = field(default_factory=dict)
 
     def index(self, broker: int) -> int:
         if broker not in self.replicas:
@@ -264,6 +267,10 @@ class _Plan:
     #: checks after the actions: (what, variable, key, expected abstract value)
     expect: list[tuple[str, str, Any, Any]] = field(default_factory=list)
     commit: Any = None
+    #: a follower fetch whose plan may be reused while the mirror does not change
+    cacheable: bool = False
+    #: set by ``commit``: the mirror did not change
+    unchanged: bool = False
     #: the reported offset the ``expect`` entries without a value compare with (abstracted)
     reported_offset: int = 0
 
@@ -314,7 +321,7 @@ class ReplicationAbstraction:
         self._roles = roles
         self.policy = policy
         self._partitions: dict[str, _Partition] = {}
-        self._plans: dict[str, _Plan] = {}
+        self._current: tuple[_Partition, _Plan] | None = None
         #: events checked as stutters for want of a field or of context, by reason
         self.stutters: Counter[str] = Counter()
         #: events replayed from a state partly inferred rather than reported, by reason
@@ -343,19 +350,36 @@ class ReplicationAbstraction:
     def pre_state(self, state: Any, event: TraceEvent) -> Any:
         """The model state abstracting the mirror before ``event`` (plans the event too)."""
         key = self.instance_key(event)
-        part = self._partitions.setdefault(key, _Partition())
+        part = self._partitions.get(key)
+        if part is None:
+            part = self._partitions[key] = _Partition()
+        memo_key: tuple[Any, ...] | None = None
+        if event.event == "FOLLOWER_FETCH":
+            memo_key = (event.subject, tuple(event.fields.items()))
+            hit = part.memo.get(memo_key)
+            if hit is not None:
+                self._current = (part, hit[0])
+                return hit[1]
+        known = len(part.brokers)
         plan = self._plan(part, event)
-        self._plans[key] = plan
-        return self._build(part, plan)
+        if len(part.brokers) != known:
+            part.memo.clear()
+        built = self._build(part, plan)
+        if memo_key is not None and plan.cacheable:
+            part.memo[memo_key] = (plan, built)
+        self._current = (part, plan)
+        return built
 
     def actions(self, state: Any, event: TraceEvent) -> Sequence[ModelAction]:
         """The model actions planned for ``event``."""
-        return self._plans[self.instance_key(event)].actions
+        assert self._current is not None
+        return self._current[1].actions
 
     def mismatch(self, state: Any, event: TraceEvent) -> str | None:
         """Whether the model's outcome is the reported one; then the mirror takes the event."""
-        key = self.instance_key(event)
-        plan = self._plans.pop(key)
+        assert self._current is not None
+        part, plan = self._current
+        self._current = None
         for what, variable, index, expected in plan.expect:
             value = state[variable]
             if index is not None:
@@ -364,6 +388,8 @@ class ReplicationAbstraction:
                 return f"{what}: the model has {value!r}, the implementation {expected!r}"
         if plan.commit is not None:
             plan.commit()
+            if not plan.unchanged:
+                part.memo.clear()
         return None
 
     def _stutter(self, reason: str, commit: Any = None) -> _Plan:
@@ -603,6 +629,8 @@ class ReplicationAbstraction:
         source = lead.runs
 
         def commit() -> None:
+            before = (lead.remote.get(f), follower.leo, follower.hw, follower.runs,
+                      follower.hw_exact)
             lead.remote[f] = offset
             if current:
                 follower.set_leo(offset, source)
@@ -610,7 +638,10 @@ class ReplicationAbstraction:
                 follower.leo = lead.leo
                 follower.hw = min(lead.hw, lead.leo)
                 follower.hw_exact = False
+            plan.unchanged = before == (lead.remote.get(f), follower.leo, follower.hw,
+                                        follower.runs, follower.hw_exact)
 
+        plan.cacheable = current
         plan.commit = commit
         return plan
 
