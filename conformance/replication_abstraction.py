@@ -22,8 +22,9 @@ HW), and before each event it builds the model state from the mirror:
   action depends on survive too.
 * **Epochs by rank.** The concrete leader epochs of the built state (ZooKeeper's, the replicas',
   the records' in both slots, the committed ones) are renumbered 1, 2, 3 in order; when there
-  are more, the oldest are merged into the lowest rank (an election keeps one rank free for the
-  epoch it writes).
+  are more, those of the replicas the event is not about (leaders aside) map to the nearest
+  kept epoch below them, then the oldest kept ones merge into rank 1 (an election keeps one
+  rank free for the epoch it writes).
 
 Then the event's model actions must be enabled and the model's **safety** invariants
 (``LEADER_UNIQUE``, ``COMMITTED_DURABLE``, ``LOG_MATCHING``, ``NO_COMMITTED_LOSS``) must hold
