@@ -167,3 +167,4 @@ def test_every_partition_moves_to_other_brokers_and_dirs(
                       "the new replica sets with full ISRs")
         assert all(s[0] in target[p][0] for p, s in partitions().items())
         load.finish()
+    assert cluster.stop() == [0] * BROKERS

@@ -30,6 +30,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from kazoo.client import KazooClient
 
 from impl.broker.admin import AdminClient, PartitionInfo, TopicPartitionReplica
 from impl.cli.cmd_cluster import Cluster
@@ -117,7 +118,7 @@ def place_replicas(cluster: Cluster, servers: str, load: Load | None = None) -> 
     wait_until(placed, "the replicas to reach their dirs", pause if load is None else load.step)
 
 
-def test_follower_then_leader_second_dir_unreadable(cluster: Cluster) -> None:
+def test_follower_then_leader_second_dir_unreadable(cluster: Cluster, zk_chroot: str) -> None:
     servers = ",".join(f"127.0.0.1:{port}" for port in cluster.ports.values())
     wait_until(lambda: every_broker_sees_all(cluster.ports.values(), BROKERS),
                "every broker to see all brokers", pause)
@@ -219,3 +220,14 @@ def test_follower_then_leader_second_dir_unreadable(cluster: Cluster) -> None:
             assert good[0] is True
             assert set(good[1]) == set(ASSIGNMENT) - lost, (broker, described)
         load.finish()
+    # The controller deleted the notifications it processed.
+    zk = KazooClient(hosts=zk_chroot, timeout=10.0)
+    zk.start(timeout=10.0)
+    try:
+        wait_until(lambda: zk.get_children("/log_dir_event_notification") == [],
+                   "the log dir notifications to be deleted", pause)
+    finally:
+        zk.stop()
+        zk.close()
+    # Brokers with an offline dir still stop cleanly.
+    assert cluster.stop() == [0] * BROKERS
