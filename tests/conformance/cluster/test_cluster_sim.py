@@ -87,3 +87,15 @@ def test_runner_runs_the_cluster_for_several_brokers() -> None:
     again, outcome = replay(9, config)
     assert again.trace_digest == result.trace_digest
     assert len(outcome.trace) == result.events
+
+
+def test_replication_and_controller_events_replay_in_their_models_when_asked() -> None:
+    pytest.importorskip("conformance.replication_abstraction")
+    pytest.importorskip("conformance.controller_abstraction")
+    config = ClusterConfig(steps=120, model_machines=("replication", "controller"))
+    outcome = simulate(0, config)
+    assert outcome.violation is None, outcome.violation
+    assert outcome.trace_verdict.events_checked > 0.9 * outcome.events
+    assert any(name.startswith("replication.") for name in outcome.trace_verdict.actions)
+    assert simulate(0, ClusterConfig(steps=120)).trace_verdict.events_checked < (
+        0.5 * outcome.events)
