@@ -933,9 +933,6 @@ class SimBroker:
 # --- the controller candidate ----------------------------------------------------------------
 
 
-_channel_ids = itertools.count(1)
-
-
 @dataclass
 class _Channel:
     channel: int
@@ -1050,7 +1047,7 @@ class ControllerNode(ControllerDriver):
     def _enqueue(self, broker_id: int, request: ControllerRequest) -> None:
         channel = self._channels.get(broker_id)
         if channel is None:
-            channel = self._channels[broker_id] = _Channel(next(_channel_ids))
+            channel = self._channels[broker_id] = _Channel(next(self.world.channel_ids))
         channel.queue.append(request)
         if len(channel.queue) == 1:
             self._send_head(broker_id)

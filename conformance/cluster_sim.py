@@ -67,6 +67,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import importlib
+import itertools
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -534,6 +535,8 @@ class ClusterWorld:
         self._watch_rng = root.stream("watches")
         self._crash_rngs = {b: root.stream(f"broker-{b}").stream("crash")
                             for b in range(config.brokers)}
+        #: ids of controller-to-broker channels (connections), unique within the run
+        self.channel_ids = itertools.count(1)
         self.admin = self.zk.open_session(60_000)
         for path in PERSISTENT_PATHS:
             self.zk.multi(self.admin, [CreateOp(path)])
