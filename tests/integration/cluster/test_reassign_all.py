@@ -10,7 +10,7 @@ other log dir, all in one JSON that names a broker and a dir per replica. ``--ve
 repeated until it reports completion; then DescribeLogDirs (``logproof log-dirs describe``)
 shows every replica in its requested dir and nowhere else, ``/admin/reassign_partitions`` is
 gone, the metadata shows the new replica sets with full ISRs, and every acknowledged record is
-consumed exactly once, in order.
+consumed exactly once, in order. A slow variant moves about 10 MB per partition.
 """
 
 from __future__ import annotations
@@ -81,8 +81,12 @@ def replica_dirs(servers: str) -> dict[tuple[int, int], list[str]]:
     return found
 
 
+@pytest.mark.parametrize(("padding", "records_before"), [
+    pytest.param(PADDING, RECORDS_BEFORE, id="1MB"),
+    pytest.param(2 * PADDING, 4 * RECORDS_BEFORE, id="10MB", marks=pytest.mark.slow),
+])
 def test_every_partition_moves_to_other_brokers_and_dirs(
-    cluster: Cluster, zk_chroot: str, tmp_path: Path
+    cluster: Cluster, zk_chroot: str, tmp_path: Path, padding: int, records_before: int
 ) -> None:
     servers = bootstrap(cluster)
     wait_until(lambda: every_broker_sees_all(cluster.ports.values(), BROKERS),
@@ -126,11 +130,11 @@ def test_every_partition_moves_to_other_brokers_and_dirs(
     common = ["--reassignment-json-file", str(plan_file), "--bootstrap-server", servers,
               "--zookeeper", zk_chroot]
 
-    with running_load(servers, TOPIC, len(ASSIGNMENT), padding=PADDING,
+    with running_load(servers, TOPIC, len(ASSIGNMENT), padding=padding,
                       records_per_step=100) as load:
         # Over 1 MB per partition: a new leader rebuilds its producers from more than one read.
-        load.more_acks(RECORDS_BEFORE, "acknowledgements before the reassignment")
-        assert min(len(v) for v in load.acknowledged.values()) * PADDING > 1 << 20
+        load.more_acks(records_before, "acknowledgements before the reassignment")
+        assert min(len(v) for v in load.acknowledged.values()) * padding > 1 << 20
         status, out = cli("reassign", "--execute", *common, "--timeout", "30")
         assert status == 0, out
         assert "Started the cross-broker reassignment." in out

@@ -17,7 +17,7 @@ fail. A producer (acks=all, idempotent) and a consumer run throughout.
 
 Metadata (``logproof topics describe``) reports the offline replicas; the lost replicas are not
 recreated on the good dirs (``isNew``); every acknowledged record is consumed exactly once, in
-order.
+order. A slow variant runs twenty times as many records of 1 kB.
 """
 
 from __future__ import annotations
@@ -118,7 +118,13 @@ def place_replicas(cluster: Cluster, servers: str, load: Load | None = None) -> 
     wait_until(placed, "the replicas to reach their dirs", pause if load is None else load.step)
 
 
-def test_follower_then_leader_second_dir_unreadable(cluster: Cluster, zk_chroot: str) -> None:
+@pytest.mark.parametrize(("padding", "scale"), [
+    pytest.param(0, 1, id="small"),
+    pytest.param(1000, 20, id="heavy", marks=pytest.mark.slow),
+])
+def test_follower_then_leader_second_dir_unreadable(
+    cluster: Cluster, zk_chroot: str, padding: int, scale: int
+) -> None:
     servers = ",".join(f"127.0.0.1:{port}" for port in cluster.ports.values())
     wait_until(lambda: every_broker_sees_all(cluster.ports.values(), BROKERS),
                "every broker to see all brokers", pause)
@@ -135,8 +141,9 @@ def test_follower_then_leader_second_dir_unreadable(cluster: Cluster, zk_chroot:
     on_leader_bad = {p for p, i in PLACEMENT[LEADER].items() if i == FAILED_DIR}
     assert not on_follower_bad & on_leader_bad
 
-    with running_load(servers, TOPIC, len(ASSIGNMENT)) as load:
-        load.more_acks(300, "acknowledgements before any dir fails")
+    with running_load(servers, TOPIC, len(ASSIGNMENT), padding=padding,
+                      records_per_step=10 * min(scale, 10)) as load:
+        load.more_acks(300 * scale, "acknowledgements before any dir fails")
 
         # 1. The follower's second dir.
         os.chmod(follower_bad, 0o000)
@@ -150,7 +157,7 @@ def test_follower_then_leader_second_dir_unreadable(cluster: Cluster, zk_chroot:
         serving = described[follower_good]
         assert serving[0] is True
         assert set(serving[1]) == set(ASSIGNMENT) - on_follower_bad
-        load.more_acks(300, "acknowledgements with the follower's dir offline")
+        load.more_acks(300 * scale, "acknowledgements with the follower's dir offline")
         state = partitions(servers)
         for partition, info in state.items():
             assert info.leader == LEADER
@@ -178,7 +185,7 @@ def test_follower_then_leader_second_dir_unreadable(cluster: Cluster, zk_chroot:
             lambda: all((FOLLOWER in i.isr) == (p not in on_follower_bad)
                         for p, i in partitions(servers).items()),
             "the restarted follower back in the ISR of the partitions on its good dir")
-        load.more_acks(200, "acknowledgements after the follower's restart")
+        load.more_acks(200 * scale, "acknowledgements after the follower's restart")
         described = dir_contents(servers, FOLLOWER)
         assert described[follower_bad][0] is False
         assert set(described[follower_good][1]) == set(ASSIGNMENT) - on_follower_bad
@@ -193,7 +200,7 @@ def test_follower_then_leader_second_dir_unreadable(cluster: Cluster, zk_chroot:
                         for p, i in partitions(servers).items() if p in on_leader_bad),
             "new leaders for the leader's partitions on the failed dir")
         before = {p: len(acked) for p, acked in load.acknowledged.items()}
-        load.wait_for(lambda: all(len(load.acknowledged[p]) >= before[p] + 100
+        load.wait_for(lambda: all(len(load.acknowledged[p]) >= before[p] + 100 * scale
                                   for p in ASSIGNMENT),
                       "acknowledgements on every partition after both failures")
 
