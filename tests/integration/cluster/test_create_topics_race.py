@@ -54,12 +54,15 @@ def cluster(zk_chroot: str, tmp_path: Path) -> Iterator[Cluster]:
         running.stop()
 
 
-def start_broker(cluster: Cluster, broker_id: int) -> None:
-    port = find_free_loopback_port()
-    cluster.ports[broker_id] = port
-    cluster._spawn(broker_id, port)
-    cluster._wait_ready(broker_id, cluster.processes[broker_id],
-                        time.monotonic() + START_TIMEOUT_SECONDS)
+def start_brokers(cluster: Cluster, *broker_ids: int) -> None:
+    """Start brokers together and wait (bounded) until each serves."""
+    for broker_id in broker_ids:
+        port = find_free_loopback_port()
+        cluster.ports[broker_id] = port
+        cluster._spawn(broker_id, port)
+    deadline = time.monotonic() + START_TIMEOUT_SECONDS
+    for broker_id in broker_ids:
+        cluster._wait_ready(broker_id, cluster.processes[broker_id], deadline)
 
 
 def controller_of(zk_connect: str) -> int:
@@ -83,13 +86,12 @@ def test_create_topics_before_the_first_update_metadata(
     from confluent_kafka.admin import AdminClient as KafkaAdminClient
     from confluent_kafka.cimpl import NewTopic
 
-    start_broker(cluster, 1)
-    start_broker(cluster, 2)
+    start_brokers(cluster, 1, 2)
     controller = controller_of(zk_chroot)
     paused = cluster.processes[controller]
     os.kill(paused.pid, signal.SIGSTOP)
     try:
-        start_broker(cluster, 3)
+        start_brokers(cluster, 3)
         fresh = f"127.0.0.1:{cluster.ports[3]}"
         with AdminClient(fresh, timeout_seconds=WAIT_SECONDS) as admin:
             validated = admin.create_topics([("rf3", 2, BROKERS)], validate_only=True)
