@@ -249,15 +249,16 @@ class RequestHandlers:
         return [merged[b] for b in sorted(merged)], controller_id
 
     async def _live_broker_ids(self, needed: Callable[[set[int]], bool]) -> set[int]:
-        """The live broker ids: the cache's, or ZooKeeper's registrations when the cache's
-        do not satisfy ``needed`` (the cache may lag ``/brokers/ids`` after start-up)."""
+        """The live broker ids: the cache's, or, when they do not satisfy ``needed``, the
+        registrations under ``/brokers/ids`` (the authority; the cache may lag it after
+        start-up)."""
         live = {broker.broker_id for broker in self.context.metadata.brokers}
         if needed(live) or self.context.registry is None:
             return live
         registered = await self.context.registry.registered_brokers()
         if registered is None:
             return live
-        return live | {broker.broker_id for broker in registered}
+        return {broker.broker_id for broker in registered}
 
     async def _auto_create(self, name: str) -> int:
         """``auto.create.topics.enable``: create with the broker defaults; the client retries
@@ -600,8 +601,7 @@ class RequestHandlers:
                 )
             if factor <= 0:
                 return INVALID_REPLICATION_FACTOR, f"replication factor must be positive: {factor}"
-            wanted = factor
-            live_count = len(await self._live_broker_ids(lambda ids: len(ids) >= wanted))
+            live_count = len(await self._live_broker_ids(lambda ids: len(ids) >= factor))
             if factor > live_count:
                 return INVALID_REPLICATION_FACTOR, (
                     f"replication factor {factor} larger than the {live_count} live brokers"
