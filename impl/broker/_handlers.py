@@ -211,7 +211,7 @@ class RequestHandlers:
                         "error_code": error,
                         "partition_index": state.partition,
                         "leader_id": state.leader if state.leader in live else -1,
-                        "leader_epoch": -1,
+                        "leader_epoch": state.leader_epoch,
                         "replica_nodes": state.replicas,
                         "isr_nodes": state.isr,
                         "offline_replicas": state.offline_replicas,

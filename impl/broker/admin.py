@@ -106,6 +106,8 @@ class PartitionInfo:
     replicas: tuple[int, ...]
     isr: tuple[int, ...]
     offline_replicas: tuple[int, ...]
+    #: The partition's leader epoch (Metadata v7+; -1 when the broker does not report it).
+    leader_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +296,7 @@ class AdminClient:
                             tuple(int(r) for r in p.replica_nodes),
                             tuple(int(r) for r in p.isr_nodes),
                             tuple(int(r) for r in getattr(p, "offline_replicas", ())),
+                            int(getattr(p, "leader_epoch", -1)),
                         )
                         for p in topic.partitions
                     ),

@@ -83,10 +83,10 @@ def _describe(arguments: argparse.Namespace) -> int:
         for info in partitions:
             print(
                 f"\tTopic: {name}\tPartition: {info.partition}\tLeader: {info.leader}\t"
+                f"LeaderEpoch: {info.leader_epoch}\t"
                 f"Replicas: {','.join(map(str, info.replicas))}\t"
-                f"Isr: {','.join(map(str, info.isr))}"
-                + (f"\tOffline: {','.join(map(str, info.offline_replicas))}"
-                   if info.offline_replicas else "")
+                f"Isr: {','.join(map(str, info.isr))}\t"
+                f"Offline: {','.join(map(str, info.offline_replicas))}"
             )
     return 0
 

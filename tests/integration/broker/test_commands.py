@@ -52,6 +52,20 @@ def test_cluster_up_serves_clients_and_stops_cleanly(tmp_path: Path) -> None:
             capture_output=True, text=True, timeout=60, check=False,
         )
         assert created.returncode == 0, created.stderr
+        described = subprocess.run(
+            [sys.executable, "-m", "impl.cli", "topics", "describe", "--topic", "cu",
+             "--bootstrap-server", bootstrap],
+            capture_output=True, text=True, timeout=60, check=False,
+        )
+        assert described.returncode == 0, described.stderr
+        rows = [x for x in described.stdout.splitlines() if x.startswith("\tTopic: cu\t")]
+        assert len(rows) == 4, described.stdout
+        for row in rows:
+            fields = dict(item.split(": ", 1) for item in row.lstrip("\t").split("\t"))
+            assert fields["LeaderEpoch"] == "0", row
+            assert fields["Leader"] in fields["Replicas"].split(","), row
+            assert fields["Isr"] == fields["Replicas"], row
+            assert fields["Offline"] == "", row
         producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
         for index in range(40):
             producer.produce("cu", value=b"v%d" % index, partition=index % 4)
