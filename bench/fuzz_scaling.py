@@ -21,8 +21,9 @@ two cores.
 With ``--repeat R`` every case is measured R times and the fastest run kept (the one the rest of
 the machine disturbed least).
 
-Usage: ``python -m bench.fuzz_scaling [--seeds 200] [--steps 200] [--repeat 1]`` (prints the
-figures, then one JSON line).
+Usage: ``python -m bench.fuzz_scaling [--seeds 200] [--steps 200] [--brokers 3] [--log-dirs 2]
+[--repeat 1]`` (prints the figures, then one JSON line). The default size is the cluster
+simulator's (3 brokers x 2 dirs); ``--brokers 1 --log-dirs 3`` measures the single-broker one.
 """
 
 from __future__ import annotations
@@ -153,19 +154,26 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--seeds", type=int, default=200, help="seeds per campaign (200)")
     parser.add_argument("--first-seed", type=int, default=0, help="first seed (0)")
     parser.add_argument("--steps", type=int, default=200, help="steps per run (200)")
+    parser.add_argument(
+        "--brokers", type=int, default=3, help="brokers per simulated cluster (3)"
+    )
+    parser.add_argument("--log-dirs", type=int, default=2, help="log dirs per broker (2)")
     parser.add_argument("--runner", default="conformance", help="runner module (conformance)")
     parser.add_argument(
         "--repeat", type=int, default=1, help="measure each case this often, keep the fastest (1)"
     )
     arguments = parser.parse_args(argv)
-    base = BaseConfig(steps=arguments.steps)
+    base = BaseConfig(
+        brokers=arguments.brokers, log_dirs=arguments.log_dirs, steps=arguments.steps
+    )
     plan = CampaignPlan(
         arguments.seeds, first_seed=arguments.first_seed, base=base, runner=arguments.runner
     )
     warm_up = CampaignPlan(8, first_seed=plan.stop_seed + 1_000_000, base=base, runner=plan.runner)
     version = code_version()
     print(
-        f"campaign: {plan.seeds_count} seeds of {plan.runner}, {base.steps} steps, code {version}"
+        f"campaign: {plan.seeds_count} seeds of {plan.runner}, {base.brokers} broker(s) x "
+        f"{base.log_dirs} dir(s), {base.steps} steps, code {version}"
     )
     repeat = max(1, arguments.repeat)
     load_before = _load()
@@ -212,6 +220,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         "bench": "fuzz_scaling",
         "seeds": plan.seeds_count,
         "steps": base.steps,
+        "brokers": base.brokers,
+        "log_dirs": base.log_dirs,
         "repeat": repeat,
         "runner": plan.runner,
         "baseline": baseline,
