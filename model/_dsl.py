@@ -595,14 +595,21 @@ class Model:
     Args:
         name: the machine's name in the vocabulary (``"replica_move"``).
         doc: one paragraph on what the model abstracts and where it comes from.
+        int_bits: the width of integers in the symbolic interpretation, when every integer of
+            the model is small (``None``: the default width of ``model._z3``). Every integer sort
+            must lie within half the signed range, so that a sum or a difference of two values
+            cannot wrap; narrower integers make every query cheaper.
 
     Declare variables with :meth:`var`, then decorate ``init``, the actions, the invariants and
     the witness (see the package docstring of :mod:`model` for a worked example).
     """
 
-    def __init__(self, name: str, doc: str = "") -> None:
+    def __init__(self, name: str, doc: str = "", int_bits: int | None = None) -> None:
+        if int_bits is not None and int_bits < 2:
+            raise ModelError(f"int_bits must be at least 2, not {int_bits}")
         self.name = name
         self.doc = doc
+        self.int_bits = int_bits
         self.variables: dict[str, Var] = {}
         self.actions: dict[str, Action] = {}
         self.invariants: dict[str, Invariant] = {}
@@ -993,6 +1000,11 @@ class Variant:
             shipped variant and are unconstrained in a known-bad one.
         depth: this variant's bounded-checking depth, when it differs from the definition's
             (a known-bad variant needs only enough depth for its counterexamples).
+        beyond: known counterexamples longer than the variant's depth: invariant → length. A
+            full check at the variant's depth reports such an invariant as its ``expected``
+            status; a check to at least that length expects it violated. They are searched on
+            their own (``check_variant(…, only=(name,), depth=length)``): by the slow tests and
+            by ``bench.check``.
     """
 
     name: str
@@ -1001,6 +1013,13 @@ class Variant:
     shipped: bool = False
     expected: Mapping[str, Status] = field(default_factory=dict)
     depth: int | None = None
+    beyond: Mapping[str, int] = field(default_factory=dict)
+
+    def expected_at(self, name: str, depth: int) -> Status | None:
+        """The expected status of invariant ``name`` when checked to ``depth``."""
+        if name in self.beyond and depth >= self.beyond[name]:
+            return Status.VIOLATED
+        return self.expected.get(name)
 
 
 @dataclass(frozen=True)

@@ -5,6 +5,14 @@ constant per key (``name[key]@step``), since index sets are small and finite. In
 members become bit-vectors (see :data:`INT_BITS`), so every query is finite-domain. An action
 instance becomes the two-state formula ``guard ∧ ⋀ post.v = update(v) ∧ ⋀ post.w = pre.w`` for
 every ``w`` outside the update: the frame.
+
+A model whose integers are all small may declare a narrower width (``Model(int_bits=…)``): every
+bit of every integer becomes SAT variables and adder/comparator circuits in every state of every
+unrolling, so halving the width roughly halves the solving time. The width must leave headroom
+for the model's arithmetic: every integer sort lies within half the signed range (so the sum or
+difference of two values, or a value plus one, cannot wrap), and a Python constant that does not
+fit raises :class:`ModelError` instead of wrapping silently. The action selector of an unrolled
+step has its own unsigned width, enough for the number of action instances.
 """
 
 from __future__ import annotations
@@ -81,44 +89,57 @@ def enum_code(member: enum.Enum) -> int:
     return list(type(member)).index(member)
 
 
-def lift(value: Term) -> Term:
-    """A Python constant as a Z3 term (enum members to enum constants); terms unchanged."""
+def lift(value: Term, int_bits: int = INT_BITS) -> Term:
+    """A Python constant as a Z3 term (enum members to enum constants); terms unchanged.
+
+    Raises:
+        ModelError: an integer constant does not fit ``int_bits`` signed bits.
+    """
     if isinstance(value, enum.Enum):
         return z3.BitVecVal(enum_code(value), ENUM_BITS)
     if isinstance(value, bool):
         return z3.BoolVal(value)
     if isinstance(value, int):
-        return z3.BitVecVal(value, INT_BITS)
+        if not -(2 ** (int_bits - 1)) <= value < 2 ** (int_bits - 1):
+            raise ModelError(f"the constant {value} does not fit {int_bits}-bit integers")
+        return z3.BitVecVal(value, int_bits)
     return value
 
 
-def int_const(name: str) -> Any:
+def int_const(name: str, int_bits: int = INT_BITS) -> Any:
     """A fresh integer-valued constant (a signed bit-vector)."""
-    return z3.BitVec(name, INT_BITS)
+    return z3.BitVec(name, int_bits)
 
 
 class Z3Ops(Ops):
-    """Operations building Z3 terms: the symbolic interpretation."""
+    """Operations building Z3 terms: the symbolic interpretation, integers ``int_bits`` wide."""
 
     symbolic: ClassVar[bool] = True
 
+    def __init__(self, int_bits: int = INT_BITS) -> None:
+        self.int_bits = int_bits
+
+    def lift(self, value: Term) -> Term:
+        """A Python constant as a Z3 term of this width; terms unchanged."""
+        return lift(value, self.int_bits)
+
     def And(self, *terms: Term) -> Term:  # noqa: N802
         """Conjunction."""
-        items = [lift(term) for term in _flatten(terms)]
+        items = [self.lift(term) for term in _flatten(terms)]
         return z3.And(*items) if items else z3.BoolVal(True)
 
     def Or(self, *terms: Term) -> Term:  # noqa: N802
         """Disjunction."""
-        items = [lift(term) for term in _flatten(terms)]
+        items = [self.lift(term) for term in _flatten(terms)]
         return z3.Or(*items) if items else z3.BoolVal(False)
 
     def Not(self, term: Term) -> Term:  # noqa: N802
         """Negation."""
-        return z3.Not(lift(term))
+        return z3.Not(self.lift(term))
 
     def Implies(self, antecedent: Term, consequent: Term) -> Term:  # noqa: N802
         """Implication."""
-        return z3.Implies(lift(antecedent), lift(consequent))
+        return z3.Implies(self.lift(antecedent), self.lift(consequent))
 
     def If(self, condition: Term, then: Term, otherwise: Term) -> Term:  # noqa: N802
         """If-then-else; over arrays it is taken key by key."""
@@ -131,23 +152,23 @@ class Z3Ops(Ops):
             )
         if isinstance(condition, bool):
             return then if condition else otherwise
-        return z3.If(lift(condition), lift(then), lift(otherwise))
+        return z3.If(self.lift(condition), self.lift(then), self.lift(otherwise))
 
     def Eq(self, left: Term, right: Term) -> Term:  # noqa: N802
         """Equality."""
         if not z3.is_expr(left) and not z3.is_expr(right):
             return z3.BoolVal(left == right)
-        return lift(left) == lift(right)
+        return self.lift(left) == self.lift(right)
 
     def Distinct(self, *terms: Term) -> Term:  # noqa: N802
         """Pairwise distinct."""
-        items = [lift(term) for term in _flatten(terms)]
+        items = [self.lift(term) for term in _flatten(terms)]
         return z3.Distinct(*items) if len(items) > 1 else z3.BoolVal(True)
 
     def Sum(self, *terms: Term) -> Term:  # noqa: N802
         """Integer sum."""
-        items = [lift(term) for term in _flatten(terms)]
-        return z3.Sum(*items) if items else z3.BitVecVal(0, INT_BITS)
+        items = [self.lift(term) for term in _flatten(terms)]
+        return z3.Sum(*items) if items else z3.BitVecVal(0, self.int_bits)
 
     def is_symbolic_key(self, key: Any) -> bool:
         """Whether the key or a component of it is a Z3 term."""
@@ -185,14 +206,16 @@ class Z3Ops(Ops):
 SYMBOLIC = Z3Ops()
 
 
-def _z3_sort(variable: Var) -> Any:
+def _z3_sort(variable: Var, int_bits: int) -> Any:
     sort = variable.sort
     if isinstance(sort, BoolSort):
         return z3.BoolSort()
     if isinstance(sort, IntSort):
-        if sort.low < INT_MIN or sort.high > INT_MAX // 2:
-            raise ModelError(f"{variable.name}: {sort.describe()} does not fit {INT_BITS} bits")
-        return z3.BitVecSort(INT_BITS)
+        half = 2 ** (int_bits - 2)
+        if sort.low < -half or sort.high >= half:
+            raise ModelError(f"{variable.name}: {sort.describe()} does not fit {int_bits}-bit "
+                             "integers with room for their arithmetic")
+        return z3.BitVecSort(int_bits)
     return z3.BitVecSort(ENUM_BITS)
 
 
@@ -216,19 +239,32 @@ class Encoding:
     def __init__(self, model: Model) -> None:
         self.model = model
         self.instances: tuple[ActionInstance, ...] = model.instances()
+        self.int_bits: int = model.int_bits or INT_BITS
+        self.ops = Z3Ops(self.int_bits)
+        self.selector_bits = max(1, (len(self.instances) - 1).bit_length())
+        self.sorts = {name: _z3_sort(variable, self.int_bits)
+                      for name, variable in model.variables.items()}
+
+    def lift(self, value: Term) -> Term:
+        """A Python constant as a Z3 term of this encoding's width; terms unchanged."""
+        return self.ops.lift(value)
+
+    def selector(self, name: str) -> Any:
+        """A fresh action selector: an unsigned bit-vector wide enough for every instance."""
+        return z3.BitVec(name, self.selector_bits)
 
     def state(self, tag: str) -> State:
         """Fresh Z3 constants for every variable at step ``tag``."""
         values: dict[str, Term] = {}
         for name, variable in self.model.variables.items():
-            sort = _z3_sort(variable)
+            sort = self.sorts[name]
             if variable.is_array:
                 values[name] = ArrayValue(
                     {
                         key: z3.Const(f"{name}[{_key_text(key)}]@{tag}", sort)
                         for key in variable.index_keys()
                     },
-                    SYMBOLIC,
+                    self.ops,
                 )
             else:
                 values[name] = z3.Const(f"{name}@{tag}", sort)
@@ -253,16 +289,17 @@ class Encoding:
                 left_array: ArrayValue = left[name]
                 right_array: ArrayValue = right[name]
                 parts.extend(
-                    lift(left_array[key]) == lift(right_array[key]) for key in variable.index_keys()
+                    self.lift(left_array[key]) == self.lift(right_array[key])
+                    for key in variable.index_keys()
                 )
             else:
-                parts.append(lift(left[name]) == lift(right[name]))
+                parts.append(self.lift(left[name]) == self.lift(right[name]))
         return z3.And(*parts)
 
     def init(self, state: State) -> Any:
         """``state`` is one of the initial states."""
         options = [
-            self.equal(state.as_dict(), self.model.initial_values(SYMBOLIC, args))
+            self.equal(state.as_dict(), self.model.initial_values(self.ops, args))
             for args in self.model.init_decl.instances()
         ]
         return z3.Or(*options)
@@ -273,35 +310,38 @@ class Encoding:
         Raises:
             FrameError: the action updates a variable outside its frame.
         """
-        result = instance.call(SYMBOLIC, pre)
-        values = self.model.resolve_update(SYMBOLIC, pre, instance, result)
-        return z3.And(lift(result.guard), self.equal(post.as_dict(), values))
+        result = instance.call(self.ops, pre)
+        values = self.model.resolve_update(self.ops, pre, instance, result)
+        return z3.And(self.lift(result.guard), self.equal(post.as_dict(), values))
 
     def step(self, pre: State, post: State, selector: Any) -> list[Any]:
         """The transition relation in functional form, for unrolling.
 
-        ``selector`` (an integer constant) names the action instance taken; each post-state
+        ``selector`` (from :meth:`selector`) names the action instance taken; each post-state
         value is an ``If`` chain over only the instances that change it, so the frame costs
         nothing and the formula stays small.
 
         Raises:
             FrameError: an action updates a variable outside its frame.
         """
-        constraints: list[Any] = [selector >= 0, selector < len(self.instances)]
+        constraints: list[Any] = []
+        if len(self.instances) < 2 ** self.selector_bits:
+            constraints.append(z3.ULT(selector, len(self.instances)))
         changes: dict[tuple[str, Any], list[tuple[int, Any]]] = {}
         for index, instance in enumerate(self.instances):
-            result = instance.call(SYMBOLIC, pre)
-            values = self.model.resolve_update(SYMBOLIC, pre, instance, result)
-            constraints.append(z3.Implies(selector == index, lift(result.guard)))
+            result = instance.call(self.ops, pre)
+            values = self.model.resolve_update(self.ops, pre, instance, result)
+            constraints.append(z3.Implies(selector == index, self.lift(result.guard)))
             for name, variable in self.model.variables.items():
                 if variable.is_array:
                     old_array: ArrayValue = pre[name]
                     new_array: ArrayValue = values[name]
                     for key in variable.index_keys():
                         _record_change(changes, (name, key), index, old_array[key],
-                                       new_array[key])
+                                       self.lift(new_array[key]))
                 else:
-                    _record_change(changes, (name, None), index, pre[name], values[name])
+                    _record_change(changes, (name, None), index, pre[name],
+                                   self.lift(values[name]))
         for name, variable in self.model.variables.items():
             keys = variable.index_keys() if variable.is_array else (None,)
             for key in keys:
@@ -315,15 +355,15 @@ class Encoding:
 
     def guard(self, instance: ActionInstance, pre: State) -> Any:
         """The guard of one action instance."""
-        return lift(instance.call(SYMBOLIC, pre).guard)
+        return self.lift(instance.call(self.ops, pre).guard)
 
     def invariant(self, name: str, state: State) -> Any:
         """Invariant ``name`` over ``state``."""
-        return lift(self.model.invariants[name].body(SYMBOLIC, state))
+        return self.lift(self.model.invariants[name].body(self.ops, state))
 
     def witness(self, name: str, state: State) -> Any:
         """Witness ``name`` over ``state``."""
-        return lift(self.model.witnesses[name].body(SYMBOLIC, state))
+        return self.lift(self.model.witnesses[name].body(self.ops, state))
 
     def decode(self, solution: Any, state: State) -> State:
         """The concrete state a Z3 model assigns to the constants of ``state``."""
@@ -356,9 +396,8 @@ def _record_change(
     key: tuple[str, Any],
     index: int,
     old: Any,
-    new: Any,
+    lifted: Any,
 ) -> None:
-    lifted = lift(new)
     if z3.is_expr(old) and z3.is_expr(lifted) and z3.eq(lifted, old):
         return
     changes.setdefault(key, []).append((index, lifted))

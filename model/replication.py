@@ -81,6 +81,16 @@ MAX_EPOCH = 3
 #: longest first counterexample, KAFKA-6361 and KIP-320 rule 4, takes 5 steps).
 DEPTH = 5
 
+#: The length of the shortest run on which two logs diverge (LOG_MATCHING itself broken) in
+#: the variants that let them diverge (KIP-101 scenario 2, KAFKA-6361): past DEPTH, so those
+#: counterexamples are searched on their own (``Variant.beyond``).
+DIVERGENCE_LENGTH = 7
+
+#: Integers are encoded in 6-bit bit-vectors (-32..31): every integer of the model lies in
+#: -1..MAX_EPOCH + 1 (an epoch plus one), within the ±16 the encoding requires for headroom, and
+#: the model adds only one to a value or compares two; 16 bits would cost twice the solving time.
+INT_BITS = 6
+
 #: The ISR at the start: replica 2 is a follower that has not caught up yet.
 INITIAL_ISR = (0, 1)
 #: The two initial states (see ``init``).
@@ -123,6 +133,7 @@ def build(variant: Variant) -> Model:
         "replication",
         "one partition on three replicas: leader epochs, HW, ISR, truncation "
         "(design V3, KIP-101/279/320)",
+        int_bits=INT_BITS,
     )
     m.var("zk_leader", Int(NONE, len(REPLICAS) - 1), doc="leader in the partition state znode")
     m.var("zk_epoch", Int(1, MAX_EPOCH), doc="leader epoch in the partition state znode")
@@ -652,6 +663,7 @@ MODELS = (
                           "LOG_MATCHING": H, "LEADER_OWNS_EPOCH": H, "LOG_SHAPE": H,
                           "FOLLOWER_PREFIX": V, "HW_COMMITTED": H, "WELL_FORMED": V,
                           "VOUCHED": V, "NO_COMMITTED_LOSS": V},
+                beyond={"LOG_MATCHING": DIVERGENCE_LENGTH},
             ),
             Variant(
                 "unclean_election",
@@ -672,6 +684,7 @@ MODELS = (
                           "LOG_MATCHING": H, "LEADER_OWNS_EPOCH": H, "LOG_SHAPE": H,
                           "FOLLOWER_PREFIX": V, "HW_COMMITTED": H, "WELL_FORMED": H,
                           "VOUCHED": H, "NO_COMMITTED_LOSS": H},
+                beyond={"LOG_MATCHING": DIVERGENCE_LENGTH},
             ),
             Variant(
                 "kip320_without_rule4",

@@ -1,5 +1,6 @@
 """Golden expectations of the models: every (variant, invariant) status, the witnesses' depths,
-and every safety counterexample as the list of action instances it takes.
+and every safety counterexample as its initial state (an index into ``Model.initial_states()``)
+and the list of action instances it takes.
 
 Regenerate after a deliberate model change and review the diff::
 
@@ -18,6 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from model import Model, State, VariantResult, check_variant
+from model._report import flatten_state
 from model.registry import find
 
 GOLDEN_DIR = Path(__file__).resolve().parent / "golden"
@@ -28,15 +30,18 @@ def golden_path(model: str) -> Path:
     return GOLDEN_DIR / f"{model}.json"
 
 
-def record(result: VariantResult) -> dict[str, Any]:
-    """The golden record of one checked variant."""
-    counterexamples: dict[str, list[dict[str, Any]]] = {}
+def record(result: VariantResult, model: Model) -> dict[str, Any]:
+    """The golden record of one checked variant (``model``: that variant's model)."""
+    initial_states = [flatten_state(state) for state in model.initial_states()]
+    counterexamples: dict[str, dict[str, Any]] = {}
     for invariant in result.invariants:
-        if invariant.counterexample is not None and invariant.kind == "safety":
-            counterexamples[invariant.name] = [
-                {"action": step.action_name, "args": dict(step.args)}
-                for step in invariant.counterexample.steps[1:]
-            ]
+        trace = invariant.counterexample
+        if trace is not None and invariant.kind == "safety":
+            counterexamples[invariant.name] = {
+                "initial": initial_states.index(dict(trace.steps[0].state)),
+                "steps": [{"action": step.action_name, "args": dict(step.args)}
+                          for step in trace.steps[1:]],
+            }
     return {
         "depth": result.depth,
         "statuses": {invariant.name: invariant.status.value for invariant in result.invariants},
@@ -52,9 +57,9 @@ def load(model: str) -> dict[str, Any]:
     return data
 
 
-def replay(model: Model, steps: list[dict[str, Any]]) -> State:
-    """Run stored action instances from the (first) initial state, concretely."""
-    state = model.initial_states()[0]
+def replay(model: Model, steps: list[dict[str, Any]], initial: int = 0) -> State:
+    """Run stored action instances from initial state number ``initial``, concretely."""
+    state = model.initial_states()[initial]
     for step in steps:
         params = model.parse_args(step["action"], step["args"])
         state = model.step(state, step["action"], params)
@@ -68,7 +73,7 @@ def regenerate(name: str) -> None:
     for variant in definition.variants:
         start = time.perf_counter()
         result = check_variant(definition, variant, clock=time.perf_counter)
-        variants[variant.name] = record(result)
+        variants[variant.name] = record(result, definition.model(variant.name))
         print(f"{name}/{variant.name}: {time.perf_counter() - start:.1f}s "
               f"{'ok' if result.ok else result.problems()}")
     text = json.dumps({"model": name, "variants": variants}, indent=2) + "\n"

@@ -24,20 +24,21 @@ def _counterexamples() -> list[Any]:
     cases = []
     for name in MODELS:
         for variant, data in load(name)["variants"].items():
-            for invariant, steps in data["counterexamples"].items():
-                cases.append(pytest.param(name, variant, invariant, steps,
+            for invariant, entry in data["counterexamples"].items():
+                cases.append(pytest.param(name, variant, invariant, entry,
                                           id=f"{name}-{variant}-{invariant}"))
     return cases
 
 
-@pytest.mark.parametrize(("name", "variant", "invariant", "steps"), _counterexamples())
+@pytest.mark.parametrize(("name", "variant", "invariant", "entry"), _counterexamples())
 def test_golden_counterexample_replays_concretely(
-    name: str, variant: str, invariant: str, steps: list[dict[str, Any]]
+    name: str, variant: str, invariant: str, entry: dict[str, Any]
 ) -> None:
     model = find(name).model(variant)
-    state = replay(model, steps)
+    steps, initial = entry["steps"], entry["initial"]
+    state = replay(model, steps, initial)
     assert invariant in model.check_invariants(state)
-    before_last = replay(model, steps[:-1])
+    before_last = replay(model, steps[:-1], initial)
     assert invariant not in model.check_invariants(before_last), "not the shortest trace"
 
 
@@ -71,6 +72,7 @@ def test_full_check_matches_golden(name: str) -> None:
     for variant in definition.variants:
         result = check_variant(definition, variant, clock=time.perf_counter)
         assert result.ok, result.problems()
-        assert record(result) == golden[variant.name], variant.name
+        assert record(result, definition.model(variant.name)) == golden[variant.name], (
+            variant.name)
         assert all(r.counterexample is None or r.counterexample.replayed
                    for r in result.invariants)
