@@ -43,12 +43,14 @@ from conformance.move_sim import SimLock
 from impl.broker import replication
 from impl.broker.producer_state import PartitionProducerState, SequenceVerdict
 from impl.broker.replication import (
+    MAX_TRUNCATION_ROUNDS,
     ControllerFence,
     PartitionAssignment,
     ReplicaRole,
     ReplicaState,
     ReplicationEvent,
     TruncationPolicy,
+    TruncationStep,
     decide_leader_and_isr,
     decide_stop_replica,
     desired_isr,
@@ -201,12 +203,13 @@ class EpochCall:
 
 @dataclass(frozen=True, slots=True)
 class EpochReply:
-    """The leader's end offset for the asked epoch."""
+    """The leader's largest epoch at or below the asked one and where it ends (KIP-279)."""
 
     request_id: int
     tp: TopicPartition
     error: int
     end_offset: int = -1
+    leader_epoch: int = -1
 
 
 @dataclass(frozen=True, slots=True)
@@ -300,6 +303,12 @@ class _Followed:
     truncated: bool = False
     in_flight: int | None = None
     sent_ms: int = 0
+    #: the OffsetForLeaderEpoch exchange so far (KIP-279): where the log would be truncated, the
+    #: epoch to ask next, the first answer's end offset, the answers received
+    truncate_at: int | None = None
+    ask_epoch: int | None = None
+    first_end: int | None = None
+    rounds: int = 0
 
 
 @dataclass
@@ -499,7 +508,8 @@ class SimBroker:
         for item in request.partition_states:
             tp = TopicPartition(item.topic, item.partition)
             offline = self._offline(tp)
-            hosted = not offline and self.manager.get(tp) is not None
+            existing = None if offline else self.manager.get(tp)
+            hosted = existing is not None
             decision = decide_leader_and_isr(
                 self.id, self.states.get(tp),
                 PartitionAssignment(item.topic, item.partition, item.controller_epoch,
@@ -507,6 +517,8 @@ class SimBroker:
                                     item.replicas, item.is_new),
                 hosted=hosted, replica_offline=offline,
                 any_dir_offline=bool(self.manager.offline_dirs), trace=self.sink,
+                log_end_offset=None if existing is None else existing.log_end_offset,
+                high_watermark=None if existing is None else existing.high_watermark,
             )
             if decision.error_code != NONE:
                 errors[(item.topic, item.partition)] = decision.error_code
@@ -705,7 +717,8 @@ class SimBroker:
                                           log_end_offset=partition.log_end_offset))
             return
         if not consumer:
-            self.record_follower_fetch(tp, call.replica, call.incarnation, call.offset)
+            self.record_follower_fetch(tp, call.replica, call.incarnation, call.offset,
+                                       call.leader_epoch)
             partition = self.log(tp)
             if partition is None:
                 self._send(source, FetchReply(call.request_id, tp, KAFKA_STORAGE_ERROR))
@@ -723,7 +736,7 @@ class SimBroker:
                                       partition.high_watermark, partition.log_end_offset))
 
     def record_follower_fetch(self, tp: TopicPartition, replica: int, incarnation: int,
-                              offset: int) -> None:
+                              offset: int, leader_epoch: int = -1) -> None:
         """As ``ReplicaManager.record_follower_fetch`` (a new incarnation starts afresh)."""
         partition = self.log(tp)
         if partition is None:
@@ -738,7 +751,8 @@ class SimBroker:
         if offset >= partition.log_end_offset or offset >= previous.get(replica, 2**63):
             self.last_caught_up_ms.setdefault(tp, {})[replica] = now_ms
         previous[replica] = partition.log_end_offset
-        self._emit(tp, ReplicationEvent.FOLLOWER_FETCH, replica=replica, fetch_offset=offset)
+        self._emit(tp, ReplicationEvent.FOLLOWER_FETCH, replica=replica, fetch_offset=offset,
+                   **({"leader_epoch": leader_epoch} if leader_epoch >= 0 else {}))
         if offsets.get(replica, -1) < offset:
             offsets[replica] = offset
             self.advance_hw(tp, partition)
@@ -752,12 +766,15 @@ class SimBroker:
         if state is None or state.role is not ReplicaRole.LEADER or partition is None:
             return
         high_watermark = partition.high_watermark
+        epoch_start = partition.log.epochs.start_offset_of(state.leader_epoch,
+                                                           partition.log_end_offset)
         if self.world.config.variant == "isr_expanded_early":
-            high_watermark = 0  # the bug: any follower that fetched once joins
+            high_watermark = epoch_start = 0  # the bug: any follower that fetched once joins
         wanted = desired_isr(
             state, high_watermark, follower_log_end_offsets=self.follower_leos.get(tp, {}),
             last_caught_up_ms=self.last_caught_up_ms.get(tp, {}), now_ms=self.now_ms(),
             lag_time_max_ms=self.world.config.replica_lag_time_max_ms,
+            leader_epoch_start_offset=epoch_start,
         )
         if set(wanted) == set(state.isr):
             return
@@ -790,8 +807,8 @@ class SimBroker:
         if partition is None:
             self._send(source, EpochReply(call.request_id, call.tp, error))
             return
-        _, end_offset = partition.end_offset_for_epoch(call.epoch)
-        self._send(source, EpochReply(call.request_id, call.tp, NONE, end_offset))
+        epoch, end_offset = partition.end_offset_for_epoch(call.epoch)
+        self._send(source, EpochReply(call.request_id, call.tp, NONE, end_offset, epoch))
 
     # --- the follower side -----------------------------------------------------------------
 
@@ -810,10 +827,15 @@ class SimBroker:
             followed.in_flight, followed.sent_ms = request_id, now_ms
             if not followed.truncated:
                 if self.policy.asks_leader:
+                    asked = (partition.latest_epoch if followed.ask_epoch is None
+                             else followed.ask_epoch)
                     self._send(followed.leader, EpochCall(
-                        request_id, self.id, tp, followed.leader_epoch, partition.latest_epoch))
+                        request_id, self.id, tp, followed.leader_epoch, asked))
                     continue
-                self._truncate(tp, followed, partition, None)
+                self._truncate(tp, followed, partition, follower_truncation_offset(
+                    self.policy, log_end_offset=partition.log_end_offset,
+                    log_start_offset=partition.log_start_offset,
+                    high_watermark=partition.high_watermark))
             self._send(followed.leader, FetchCall(
                 request_id, self.id, self.incarnation, tp, partition.log_end_offset,
                 followed.leader_epoch))
@@ -825,19 +847,21 @@ class SimBroker:
         self.after_io()
 
     def _truncate(self, tp: TopicPartition, followed: _Followed, partition: PartitionLog,
-                  leader_epoch_end: int | None) -> None:
+                  step: TruncationStep) -> None:
+        """Truncate where ``step`` says, once the exchange is over (one TRUNCATE event)."""
         before = partition.log_end_offset
         high_watermark = partition.high_watermark
-        target = follower_truncation_offset(
-            self.policy, log_end_offset=before, log_start_offset=partition.log_start_offset,
-            high_watermark=high_watermark, leader_epoch_end_offset=leader_epoch_end,
-        )
+        leader_epoch_end = followed.first_end
+        target = step.offset
+        followed.truncate_at = followed.ask_epoch = followed.first_end = None
+        rounds, followed.rounds = followed.rounds, 0
         if target < before:
             partition.truncate_to(target)
             fields: dict[str, Any] = {"policy": self.policy.value, "log_end_offset": before,
                                       "truncated_to": target}
             if leader_epoch_end is not None:
                 fields["leader_epoch_end"] = leader_epoch_end
+                fields["rounds"] = rounds
             else:
                 fields["high_watermark"] = high_watermark
             self.sink.emit(TraceEvent.of(
@@ -861,7 +885,23 @@ class SimBroker:
                 self.followed.pop(reply.tp, None)
             return
         try:
-            self._truncate(reply.tp, followed, partition, reply.end_offset)
+            leo = partition.log_end_offset
+            if followed.first_end is None:
+                followed.first_end = reply.end_offset
+            step = follower_truncation_offset(
+                self.policy,
+                log_end_offset=leo if followed.truncate_at is None
+                else min(followed.truncate_at, leo),
+                log_start_offset=partition.log_start_offset,
+                high_watermark=partition.high_watermark,
+                leader_epoch_end_offset=reply.end_offset, leader_epoch=reply.leader_epoch,
+                epochs=[(e.epoch, e.start_offset) for e in partition.log.epochs.entries])
+            followed.rounds += 1
+            if step.done or followed.rounds >= MAX_TRUNCATION_ROUNDS:
+                self._truncate(reply.tp, followed, partition, step)
+            else:
+                # KIP-279: the leader answered an epoch this log lacks; ask for an older one.
+                followed.truncate_at, followed.ask_epoch = step.offset, step.ask_epoch
         except (StorageError, OSError):
             self.after_io()
 
@@ -879,6 +919,8 @@ class SimBroker:
             if reply.error == OFFSET_OUT_OF_RANGE and reply.log_end_offset >= 0:
                 if partition.log_end_offset > reply.log_end_offset:
                     followed.truncated = False
+                    followed.truncate_at = followed.ask_epoch = followed.first_end = None
+                    followed.rounds = 0
                     self._truncate_to(tp, partition, reply.log_end_offset)
                 return
             if reply.error != NONE:

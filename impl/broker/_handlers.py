@@ -378,7 +378,7 @@ class RequestHandlers:
             return FetchPartitionReply(tp.partition, code, -1, -1, -1)
         fetch_offset = int(item.fetch_offset)
         if replica_id >= 0:
-            replicas.record_follower_fetch(tp, replica_id, fetch_offset)
+            replicas.record_follower_fetch(tp, replica_id, fetch_offset, requested_epoch)
         high_watermark = partition_log.high_watermark
         log_start_offset = partition_log.log_start_offset
         limit = min(int(item.partition_max_bytes), budget_bytes)

@@ -6,8 +6,11 @@ follower's LEO (Fetch v11 with this broker's id as ``replica_id``), appends what
 fetch of a partition (and after every new leader epoch) it truncates as
 ``replica.truncation.policy`` says (:func:`~.replication.follower_truncation_offset` decides):
 with ``LEADER_EPOCH`` (the default) it asks the leader for the end offset of its own latest epoch
-(OffsetForLeaderEpoch) and truncates to ``min(end offset, LEO)``; with ``HIGH_WATERMARK`` (the
-design V3 text, kept to show the loss KIP-101 describes) it truncates to its own HW without asking.
+(OffsetForLeaderEpoch); while the leader answers an older epoch the follower does not hold
+(KAFKA-6361), it asks again for its own epoch below that one (KIP-279), then truncates once to
+where the two logs stop agreeing (one TRUNCATE event; ``rounds`` says how many answers it took).
+With ``HIGH_WATERMARK`` (the design V3 text, kept to show the loss KIP-101 describes) it
+truncates to its own HW without asking.
 
 A partition answered with NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION
 or a storage error is parked until the next LeaderAndIsr re-adds it; connection failures back
@@ -46,9 +49,11 @@ from ._codec import (
 from ._framing import FrameDecoder, FrameError
 from ._kio_build import build
 from .replication import (
+    MAX_TRUNCATION_ROUNDS,
     ReplicaRole,
     ReplicationEvent,
     TruncationPolicy,
+    TruncationStep,
     follower_truncation_offset,
 )
 
@@ -68,6 +73,17 @@ class _Followed:
     leader_id: int
     leader_epoch: int
     truncated: bool = False
+
+
+@dataclass
+class _Rounds:
+    """One partition's OffsetForLeaderEpoch exchange (KIP-279): where it would truncate so far,
+    the epoch to ask next (None: done or no answer), the first answer's end offset."""
+
+    offset: int
+    ask_epoch: int | None
+    first_end: int | None = None
+    rounds: int = 0
 
 
 @dataclass
@@ -297,45 +313,86 @@ class ReplicaFetcher:
             for tp, item in pending.items():
                 partition_log = self._get_log(tp)
                 if partition_log is not None:
-                    self._truncate_one(tp, item, partition_log, None)
+                    self._truncate_one(tp, item, partition_log, follower_truncation_offset(
+                        self.policy, log_end_offset=partition_log.log_end_offset,
+                        log_start_offset=partition_log.log_start_offset,
+                        high_watermark=partition_log.high_watermark,
+                    ))
             return
-        requests: dict[str, list[dict[str, Any]]] = {}
-        for tp, item in pending.items():
+        # KIP-279: ask, step, and ask again for an older epoch while the leader answers one the
+        # follower lacks. The log is truncated once, at the end (an interrupted exchange starts
+        # over with nothing lost).
+        rounds: dict[TopicPartition, _Rounds] = {}
+        for tp in pending:
             partition_log = self._get_log(tp)
-            if partition_log is None:
-                continue
-            requests.setdefault(tp.topic, []).append({
-                "partition": tp.partition,
-                "current_leader_epoch": item.leader_epoch,
-                "leader_epoch": partition_log.latest_epoch,
-            })
-        if not requests:
-            return
-        response = await connection.call(
-            api_versions.OFFSET_FOR_LEADER_EPOCH, api_versions.OFFSET_FOR_LEADER_EPOCH_VERSION,
-            {"replica_id": self.broker_id,
-             "topics": [{"topic": t, "partitions": p} for t, p in requests.items()]},
-        )
-        for topic in response.topics:
-            for result in topic.partitions:
-                tp = TopicPartition(topic.topic, int(result.partition))
-                followed = self._followed.get(tp)
-                partition_log = self._get_log(tp)
-                if followed is None or partition_log is None or followed is not pending.get(tp):
-                    continue  # not asked, or re-assigned while the request was in flight
-                if int(result.error_code) != 0:
-                    log.info("OffsetForLeaderEpoch %s: error %d", tp, int(result.error_code))
-                    continue
-                self._truncate_one(tp, followed, partition_log, int(result.end_offset))
+            if partition_log is not None:
+                rounds[tp] = _Rounds(partition_log.log_end_offset, partition_log.latest_epoch)
+        for _ in range(MAX_TRUNCATION_ROUNDS):
+            asking = {tp: ex for tp, ex in rounds.items() if ex.ask_epoch is not None}
+            if not asking:
+                return
+            requests: dict[str, list[dict[str, Any]]] = {}
+            for tp, exchange in asking.items():
+                requests.setdefault(tp.topic, []).append({
+                    "partition": tp.partition,
+                    "current_leader_epoch": pending[tp].leader_epoch,
+                    "leader_epoch": exchange.ask_epoch,
+                })
+            response = await connection.call(
+                api_versions.OFFSET_FOR_LEADER_EPOCH,
+                api_versions.OFFSET_FOR_LEADER_EPOCH_VERSION,
+                {"replica_id": self.broker_id,
+                 "topics": [{"topic": t, "partitions": p} for t, p in requests.items()]},
+            )
+            for tp in asking:
+                rounds[tp].ask_epoch = None  # unless its answer asks again
+            for topic in response.topics:
+                for result in topic.partitions:
+                    tp = TopicPartition(topic.topic, int(result.partition))
+                    asked = asking.get(tp)
+                    followed = self._followed.get(tp)
+                    partition_log = self._get_log(tp)
+                    if (asked is None or followed is None or partition_log is None
+                            or followed is not pending.get(tp)):
+                        continue  # not asked, or re-assigned while the request was in flight
+                    if int(result.error_code) != 0:
+                        log.info("OffsetForLeaderEpoch %s: error %d", tp,
+                                 int(result.error_code))
+                        continue
+                    end_offset, epoch = int(result.end_offset), int(result.leader_epoch)
+                    if asked.first_end is None:
+                        asked.first_end = end_offset
+                    step = follower_truncation_offset(
+                        self.policy, log_end_offset=min(asked.offset,
+                                                        partition_log.log_end_offset),
+                        log_start_offset=partition_log.log_start_offset,
+                        high_watermark=partition_log.high_watermark,
+                        leader_epoch_end_offset=end_offset, leader_epoch=epoch,
+                        epochs=[(e.epoch, e.start_offset)
+                                for e in partition_log.log.epochs.entries],
+                    )
+                    asked.offset, asked.rounds = step.offset, asked.rounds + 1
+                    if step.done:
+                        self._truncate_one(tp, followed, partition_log, step,
+                                           leader_epoch_end=asked.first_end,
+                                           rounds=asked.rounds)
+                    else:
+                        asked.ask_epoch = step.ask_epoch
+        for tp, exchange in rounds.items():
+            followed, partition_log = self._followed.get(tp), self._get_log(tp)
+            if (exchange.ask_epoch is not None and followed is pending[tp]
+                    and partition_log is not None):
+                log.warning("%s: no common epoch with the leader after %d rounds", tp,
+                            exchange.rounds)
+                self._truncate_one(tp, followed, partition_log, TruncationStep(exchange.offset),
+                                   leader_epoch_end=exchange.first_end, rounds=exchange.rounds)
 
     def _truncate_one(self, tp: TopicPartition, followed: _Followed, partition_log: PartitionLog,
-                      leader_epoch_end: int | None) -> None:
+                      step: TruncationStep, *, leader_epoch_end: int | None = None,
+                      rounds: int = 1) -> None:
         before = partition_log.log_end_offset
         high_watermark = partition_log.high_watermark
-        target = follower_truncation_offset(
-            self.policy, log_end_offset=before, log_start_offset=partition_log.log_start_offset,
-            high_watermark=high_watermark, leader_epoch_end_offset=leader_epoch_end,
-        )
+        target = step.offset
         if target < before:
             partition_log.truncate_to(target)
             log.info("%s truncated to %d (%s)", tp, target, self.policy.value)
@@ -343,6 +400,7 @@ class ReplicaFetcher:
                                       "truncated_to": target}
             if leader_epoch_end is not None:
                 fields["leader_epoch_end"] = leader_epoch_end
+                fields["rounds"] = rounds
             else:
                 fields["high_watermark"] = high_watermark
             self._trace.emit(TraceEvent.of(

@@ -342,9 +342,10 @@ class ReplicaManager:
             self._emit(tp, replication.ReplicationEvent.HW_ADVANCE,
                        high_watermark=new_high_watermark, isr=state.isr)
 
-    def record_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int) -> None:
+    def record_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int,
+                              current_leader_epoch: int = -1) -> None:
         """A follower fetched from ``fetch_offset``: its LEO is at least that; maybe move the HW
-        and change the ISR."""
+        and change the ISR. ``current_leader_epoch`` is the request's (-1: not given), traced."""
         partition_log = self._get_log(tp)
         if partition_log is None:
             return
@@ -356,7 +357,9 @@ class ReplicaManager:
             self.last_caught_up_ms.setdefault(tp, {})[replica_id] = now_ms
         previous[replica_id] = partition_log.log_end_offset
         self._emit(tp, replication.ReplicationEvent.FOLLOWER_FETCH, replica=replica_id,
-                   fetch_offset=fetch_offset)
+                   fetch_offset=fetch_offset,
+                   **({"leader_epoch": current_leader_epoch} if current_leader_epoch >= 0
+                      else {}))
         offsets = self.follower_log_end_offsets.setdefault(tp, {})
         if offsets.get(replica_id, -1) < fetch_offset:
             offsets[replica_id] = fetch_offset
@@ -380,6 +383,8 @@ class ReplicaManager:
             last_caught_up_ms=self.last_caught_up_ms.get(tp, {}),
             now_ms=int(trio.current_time() * 1000),
             lag_time_max_ms=self.replica_lag_time_max_ms,
+            leader_epoch_start_offset=partition_log.log.epochs.start_offset_of(
+                state.leader_epoch, partition_log.log_end_offset),
         )
         if set(wanted) != set(state.isr):
             self.isr_updates_in_flight.add(tp)
@@ -433,7 +438,8 @@ class ReplicaManager:
         for item in request.partition_states:
             tp = TopicPartition(item.topic, item.partition)
             offline = self._offline(tp)
-            hosted = not offline and self._get_log(tp) is not None
+            existing = None if offline else self._get_log(tp)
+            hosted = existing is not None
             decision = decide_leader_and_isr(
                 self.broker_id,
                 self.states.get(tp),
@@ -452,6 +458,8 @@ class ReplicaManager:
                 replica_offline=offline,
                 any_dir_offline=self._any_dir_offline(),
                 trace=self.trace,
+                log_end_offset=None if existing is None else existing.log_end_offset,
+                high_watermark=None if existing is None else existing.high_watermark,
             )
             if decision.error_code != NONE:
                 errors[(item.topic, item.partition)] = decision.error_code

@@ -15,11 +15,15 @@ Decisions taken here (the trio shell and the storage engine carry them out):
   replica lost with a failed disk is never recreated empty on a good one
   (``DIR_FAILURE_ISOLATION``, KAFKA-10314/16234).
 * **High watermark**: the leader's HW is the minimum LEO over the ISR, and never decreases.
+* **ISR expansion** (KIP-320 rule 4): a follower joins once its LEO reaches the leader's HW and
+  the start of the leader's current epoch.
 * **Follower truncation** (``replica.truncation.policy``): a replica that becomes follower
-  truncates before it fetches. ``LEADER_EPOCH`` (KIP-101/279, the default) truncates to the end
-  offset the leader reports for the follower's latest epoch; ``HIGH_WATERMARK`` (the design V3
-  text) truncates to the follower's own HW, which loses an acknowledged record when the
-  follower's HW lagged the leader's (KIP-101 scenario 1); it is kept to show that loss.
+  truncates before it fetches. ``LEADER_EPOCH`` (KIP-101/279, the default) asks the leader for
+  the end of its latest epoch and, while the leader answers an epoch the follower lacks
+  (KAFKA-6361), truncates to its own end of an older epoch and asks again, until both hold the
+  answered epoch: the log then ends where the two logs stop agreeing. ``HIGH_WATERMARK`` (the
+  design V3 text) truncates to the follower's own HW, which loses an acknowledged record when
+  the follower's HW lagged the leader's (KIP-101 scenario 1); it is kept to show that loss.
 
 This module is a sans-IO core.
 """
@@ -83,6 +87,57 @@ class TruncationPolicy(enum.Enum):
         return self is TruncationPolicy.LEADER_EPOCH
 
 
+#: OffsetForLeaderEpoch answers a follower takes before it stops looking for a common epoch (each
+#: step asks an older epoch than the last, so a leader that answers as KIP-279 says needs at
+#: most one per epoch the follower holds).
+MAX_TRUNCATION_ROUNDS: Final = 64
+
+
+@dataclass(frozen=True, slots=True)
+class TruncationStep:
+    """One step of a new follower's truncation.
+
+    Attributes:
+        offset: the offset to truncate the log to (its LEO: nothing to truncate).
+        ask_epoch: None when ``offset`` is final; else the follower still holds an epoch the
+            leader may lack and must ask the leader again (OffsetForLeaderEpoch) for the end of
+            ``ask_epoch``, its latest epoch below ``offset``, and step again from ``offset``.
+    """
+
+    offset: int
+    ask_epoch: int | None = None
+
+    @property
+    def done(self) -> bool:
+        """``offset`` is the final truncation point."""
+        return self.ask_epoch is None
+
+
+def epoch_end_offset(
+    epochs: Sequence[tuple[int, int]], log_end_offset: int, epoch: int
+) -> tuple[int, int]:
+    """KIP-279 on a log's leader-epoch cache: the largest epoch <= ``epoch`` and its end offset.
+
+    Args:
+        epochs: ``(epoch, start offset)`` entries, both increasing; entries starting at or after
+            ``log_end_offset`` are ignored (the log ends before them).
+        log_end_offset: the log's LEO (the end of its latest epoch).
+        epoch: the epoch asked for.
+
+    Returns:
+        ``(epoch, end offset)``: the end offset is the start of the next larger epoch, or the LEO
+        for the latest; ``(-1, -1)`` when every entry is above ``epoch`` (or there is none).
+    """
+    entries = [(e, start) for e, start in epochs if start < log_end_offset]
+    found, end = -1, -1
+    for index, (entry_epoch, _start) in enumerate(entries):
+        if entry_epoch > epoch:
+            break
+        found = entry_epoch
+        end = entries[index + 1][1] if index + 1 < len(entries) else log_end_offset
+    return found, end
+
+
 def follower_truncation_offset(
     policy: TruncationPolicy,
     *,
@@ -90,27 +145,60 @@ def follower_truncation_offset(
     log_start_offset: int,
     high_watermark: int,
     leader_epoch_end_offset: int | None = None,
-) -> int:
-    """The offset a new follower truncates its log to before fetching (its LEO: no truncation).
+    leader_epoch: int | None = None,
+    epochs: Sequence[tuple[int, int]] = (),
+) -> TruncationStep:
+    """Where a new follower truncates its log before fetching, one OffsetForLeaderEpoch answer
+    at a time (KIP-101 with KIP-279's iteration).
+
+    ``LEADER_EPOCH``: the follower asked for the end of its latest epoch (first step) or of the
+    epoch the previous step named; the leader answered the largest epoch it has at or below the
+    one asked (``leader_epoch``) and where that epoch ends in its log
+    (``leader_epoch_end_offset``). When the follower holds the answered epoch too, the logs agree
+    up to where the shorter of the two ends: truncate there, done. When it does not
+    (KAFKA-6361: its records of that range belong to epochs the leader never had), truncate to
+    the end of its largest epoch below the answered one and ask again for that epoch. A follower
+    whose every epoch is above the answered one shares nothing with the leader after its first
+    epoch's start. An answer without an epoch (-1, a KIP-101 leader) or a follower without epoch
+    entries truncates to ``min(end offset, LEO)`` once; an answer without an end offset
+    (None or negative: the leader has no epoch that old) truncates nothing.
+
+    ``HIGH_WATERMARK``: the follower's own HW, without asking (design V3; loses acknowledged
+    records, KIP-101 scenario 1).
 
     Args:
         policy: ``replica.truncation.policy``.
-        log_end_offset: the follower's LEO.
+        log_end_offset: the follower's LEO (after the previous step's truncation).
         log_start_offset: the follower's log start offset (never truncated below).
         high_watermark: the follower's own HW.
-        leader_epoch_end_offset: the end offset the leader reported for the follower's latest
-            epoch (``LEADER_EPOCH`` only; None or negative: unknown, nothing is truncated).
+        leader_epoch_end_offset: the leader's answered end offset.
+        leader_epoch: the leader's answered epoch.
+        epochs: the follower's leader-epoch cache as ``(epoch, start offset)`` entries.
 
     Returns:
-        The new LEO, between the log start offset and the current LEO.
+        The step: an offset between the log start offset and the LEO, and whether to ask again.
     """
+
+    def clamp(target: int) -> int:
+        return max(log_start_offset, min(target, log_end_offset))
+
     if policy is TruncationPolicy.HIGH_WATERMARK:
-        target = high_watermark
-    elif leader_epoch_end_offset is None or leader_epoch_end_offset < 0:
-        return log_end_offset
-    else:
-        target = leader_epoch_end_offset
-    return max(log_start_offset, min(target, log_end_offset))
+        return TruncationStep(clamp(high_watermark))
+    if leader_epoch_end_offset is None or leader_epoch_end_offset < 0:
+        return TruncationStep(log_end_offset)
+    own = [(e, start) for e, start in epochs if start < log_end_offset]
+    if leader_epoch is None or leader_epoch < 0 or not own:
+        return TruncationStep(clamp(leader_epoch_end_offset))
+    mine, my_end = epoch_end_offset(own, log_end_offset, leader_epoch)
+    if mine < 0:
+        return TruncationStep(clamp(min(own[0][1], leader_epoch_end_offset)))
+    if mine == leader_epoch:
+        return TruncationStep(clamp(min(my_end, leader_epoch_end_offset)))
+    target = clamp(my_end)
+    remaining = [e for e, start in own if start < target]
+    if not remaining or target <= log_start_offset:
+        return TruncationStep(target)
+    return TruncationStep(target, remaining[-1])
 
 
 @dataclass(frozen=True, slots=True)
@@ -348,13 +436,17 @@ def desired_isr(
     last_caught_up_ms: Mapping[int, int],
     now_ms: int,
     lag_time_max_ms: int,
+    leader_epoch_start_offset: int,
 ) -> tuple[int, ...]:
     """The ISR the leader should write (design V3 ``maybe_change_ISR``; Kafka's
     ``replica.lag.time.max.ms``).
 
     A follower leaves the ISR when it has not caught up with the leader's LEO for longer than
-    ``lag_time_max_ms``; a follower outside joins once its LEO reaches the HW. The leader always
-    stays. Order follows the assigned replicas.
+    ``lag_time_max_ms``; a follower outside joins once its LEO reaches both the HW and
+    ``leader_epoch_start_offset``, the first offset of the leader's current epoch (KIP-320 rule
+    4: a re-elected leader's HW may still lag records an earlier leader committed; a follower
+    that only reached that HW may lack them). The leader always stays. Order follows the
+    assigned replicas.
 
     Returns:
         The new ISR (equal to ``state.isr`` as a set when nothing changes).
@@ -370,7 +462,9 @@ def desired_isr(
             if caught_up_ms >= 0 and now_ms - caught_up_ms > lag_time_max_ms:
                 continue
             members.append(replica)
-        elif follower_log_end_offsets.get(replica, -1) >= high_watermark:
+        elif follower_log_end_offsets.get(replica, -1) >= max(
+            high_watermark, leader_epoch_start_offset
+        ):
             members.append(replica)
     return tuple(members)
 

@@ -2,7 +2,9 @@
 
 Persisted per partition as ``leader-epoch-checkpoint`` (Kafka's text format: version ``0``, the
 entry count, then ``<epoch> <start offset>`` per line). Followers ask the leader
-``end_offset_for_epoch`` (OffsetsForLeaderEpoch) and truncate there instead of to their HW.
+``end_offset_for_epoch`` (OffsetsForLeaderEpoch) and truncate there instead of to their HW; a
+leader adds a follower to the ISR only once it reached ``start_offset_of`` its current epoch
+(KIP-320).
 
 This module is a sans-IO core.
 """
@@ -84,6 +86,21 @@ class LeaderEpochCache:
             if entry.epoch <= epoch < following.epoch:
                 return entry.epoch, following.start_offset
         raise AssertionError("unreachable: epoch within the cache's range")
+
+    def start_offset_of(self, epoch: int, log_end_offset: int) -> int:
+        """The first offset of ``epoch`` (KIP-320 rule 4 asks it of the leader's current epoch).
+
+        Returns:
+            Its entry's start offset; ``log_end_offset`` when every entry is older (the epoch
+            has not been recorded yet: it starts at the LEO); -1 when a later epoch started
+            without it.
+        """
+        for entry in self._entries:
+            if entry.epoch == epoch:
+                return entry.start_offset
+            if entry.epoch > epoch:
+                return UNDEFINED_OFFSET
+        return log_end_offset
 
     def truncate_from_end(self, end_offset: int) -> bool:
         """Drop entries starting at or after ``end_offset`` (the log was truncated to it)."""

@@ -10,12 +10,13 @@ model's state and must agree with the model:
   request as an idempotent re-delivery (no new state);
 * ``hw_advance``: ``leader_high_watermark`` over the leader's ISR and the follower LEOs it
   recorded reaches exactly the model's new HW, and stays put where the model refuses;
-* ``isr_expand``: where the model lets a follower join, ``desired_isr`` includes it.
+* ``isr_expand``: where the model lets a follower join, ``desired_isr`` (given the leader's
+  epoch start, KIP-320 rule 4) includes it.
 
-The truncation point is not compared: the core's single OffsetForLeaderEpoch round (KIP-101) is
-not the model's common prefix (KIP-279), a difference pinned in
-``tests/conformance/trace/test_replication_abstraction.py``. After every step the replica roles
-and epochs the core holds equal the model's, and the model's invariants hold.
+The truncation point is not compared here (the OffsetForLeaderEpoch rounds need the leader's log,
+which the model keeps as two slots); ``tests/conformance/trace/test_replication_abstraction.py``
+compares it. After every step the replica roles and epochs the core holds equal the model's, and
+the model's invariants hold.
 """
 
 from __future__ import annotations
@@ -188,6 +189,7 @@ class ReplicationMachine(RuleBasedStateMachine):
             s.hw[leader],
             follower_log_end_offsets={t: s.remote_leo[(leader, t)] for t in REPLICAS},
             last_caught_up_ms=dict.fromkeys(REPLICAS, 0), now_ms=0, lag_time_max_ms=1,
+            leader_epoch_start_offset=s.epoch_start[leader],
         )
         assert f in wanted, (f, wanted)
         self._step("isr_expand", f=f)

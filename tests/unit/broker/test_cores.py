@@ -226,13 +226,16 @@ def test_desired_isr_shrinks_laggards_and_expands_caught_up() -> None:
 
     state = ReplicaState("t", 0, ReplicaRole.LEADER, 1, 3, 0, (1, 2), (1, 2, 3))
     kept = desired_isr(state, 10, follower_log_end_offsets={2: 10, 3: 4},
-                       last_caught_up_ms={2: 900}, now_ms=1000, lag_time_max_ms=500)
+                       last_caught_up_ms={2: 900}, now_ms=1000, lag_time_max_ms=500,
+                       leader_epoch_start_offset=0)
     assert kept == (1, 2)
     expanded = desired_isr(state, 10, follower_log_end_offsets={2: 10, 3: 10},
-                           last_caught_up_ms={2: 900}, now_ms=1000, lag_time_max_ms=500)
+                           last_caught_up_ms={2: 900}, now_ms=1000, lag_time_max_ms=500,
+                           leader_epoch_start_offset=0)
     assert expanded == (1, 2, 3)
     shrunk = desired_isr(state, 10, follower_log_end_offsets={2: 8},
-                         last_caught_up_ms={2: 100}, now_ms=1000, lag_time_max_ms=500)
+                         last_caught_up_ms={2: 100}, now_ms=1000, lag_time_max_ms=500,
+                         leader_epoch_start_offset=0)
     assert shrunk == (1,)
 
 

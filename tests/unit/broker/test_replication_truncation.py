@@ -14,21 +14,21 @@ def test_high_watermark_policy_truncates_to_the_followers_own_hw() -> None:
     # KIP-101 scenario 1: the follower has offsets 0..1 but its HW still says 1
     target = follower_truncation_offset(TruncationPolicy.HIGH_WATERMARK, log_end_offset=2,
                                         log_start_offset=0, high_watermark=1,
-                                        leader_epoch_end_offset=2)
+                                        leader_epoch_end_offset=2).offset
     assert target == 1
 
 
 def test_leader_epoch_policy_keeps_what_the_leaders_epoch_covers() -> None:
     target = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=2,
                                         log_start_offset=0, high_watermark=1,
-                                        leader_epoch_end_offset=2)
+                                        leader_epoch_end_offset=2).offset
     assert target == 2
 
 
 def test_leader_epoch_policy_drops_a_divergent_suffix() -> None:
     target = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=15,
                                         log_start_offset=0, high_watermark=10,
-                                        leader_epoch_end_offset=10)
+                                        leader_epoch_end_offset=10).offset
     assert target == 10
 
 
@@ -36,16 +36,16 @@ def test_leader_epoch_policy_drops_a_divergent_suffix() -> None:
 def test_leader_epoch_policy_without_an_answer_truncates_nothing(end: int | None) -> None:
     target = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=7,
                                         log_start_offset=0, high_watermark=3,
-                                        leader_epoch_end_offset=end)
+                                        leader_epoch_end_offset=end).offset
     assert target == 7
 
 
 @pytest.mark.parametrize("policy", list(TruncationPolicy))
 def test_never_below_the_log_start_nor_above_the_leo(policy: TruncationPolicy) -> None:
     low = follower_truncation_offset(policy, log_end_offset=9, log_start_offset=5,
-                                     high_watermark=2, leader_epoch_end_offset=2)
+                                     high_watermark=2, leader_epoch_end_offset=2).offset
     high = follower_truncation_offset(policy, log_end_offset=9, log_start_offset=5,
-                                      high_watermark=9, leader_epoch_end_offset=20)
+                                      high_watermark=9, leader_epoch_end_offset=20).offset
     assert (low, high) == (5, 9)
 
 

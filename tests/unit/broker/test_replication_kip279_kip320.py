@@ -1,0 +1,205 @@
+"""KIP-320 rule 4 in ``desired_isr`` and KIP-279's iterated truncation in
+``follower_truncation_offset``, driven with explicit logs and leader-epoch caches."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+
+from impl.broker.replication import (
+    MAX_TRUNCATION_ROUNDS,
+    ReplicaRole,
+    ReplicaState,
+    TruncationPolicy,
+    TruncationStep,
+    desired_isr,
+    epoch_end_offset,
+    follower_truncation_offset,
+)
+from impl.storage.leader_epoch import EpochEntry, LeaderEpochCache
+
+LEADER = ReplicaState("t", 0, ReplicaRole.LEADER, 1, 5, 7, (1,), (1, 2, 3))
+
+
+def _isr(follower_leo: int, high_watermark: int, epoch_start: int) -> tuple[int, ...]:
+    return desired_isr(LEADER, high_watermark, follower_log_end_offsets={2: follower_leo},
+                       last_caught_up_ms={}, now_ms=0, lag_time_max_ms=10,
+                       leader_epoch_start_offset=epoch_start)
+
+
+# --- KIP-320 rule 4 -------------------------------------------------------------------------
+
+
+def test_a_follower_at_the_hw_but_below_the_leaders_epoch_start_stays_out() -> None:
+    # a re-elected leader's HW (4) lags the records an earlier leader committed (up to 6, where
+    # its own epoch starts): a follower at 5 lacks one of them
+    assert _isr(follower_leo=5, high_watermark=4, epoch_start=6) == (1,)
+
+
+def test_a_follower_at_the_epoch_start_and_the_hw_joins() -> None:
+    assert _isr(follower_leo=6, high_watermark=4, epoch_start=6) == (1, 2)
+    assert _isr(follower_leo=9, high_watermark=9, epoch_start=6) == (1, 2)
+
+
+def test_a_follower_past_the_epoch_start_but_below_the_hw_stays_out() -> None:
+    assert _isr(follower_leo=7, high_watermark=8, epoch_start=6) == (1,)
+
+
+def test_an_isr_member_is_not_dropped_for_being_below_the_epoch_start() -> None:
+    state = ReplicaState("t", 0, ReplicaRole.LEADER, 1, 5, 7, (1, 2), (1, 2))
+    assert desired_isr(state, 4, follower_log_end_offsets={2: 3}, last_caught_up_ms={2: 0},
+                       now_ms=5, lag_time_max_ms=10, leader_epoch_start_offset=6) == (1, 2)
+
+
+def test_the_epoch_cache_knows_where_the_current_epoch_starts() -> None:
+    cache = LeaderEpochCache([EpochEntry(1, 0), EpochEntry(3, 6)])
+    assert cache.start_offset_of(3, 10) == 6
+    assert cache.start_offset_of(1, 10) == 0
+    assert cache.start_offset_of(4, 10) == 10  # not recorded yet: it starts at the LEO
+    assert cache.start_offset_of(2, 10) == -1  # epoch 3 started without it
+
+
+# --- KIP-279 --------------------------------------------------------------------------------
+
+
+def _runs(log: list[int]) -> list[tuple[int, int]]:
+    """The leader-epoch cache of a log given as the epoch of each record."""
+    return [(e, i) for i, e in enumerate(log) if i == 0 or log[i - 1] != e]
+
+
+def _truncate(follower: list[int], leader: list[int],
+              leader_epoch: int | None = None) -> tuple[int, int]:
+    """The whole exchange against a leader whose cache is the storage engine's (with its
+    current ``leader_epoch`` recorded at its LEO, as on becoming leader): (truncation point,
+    answers taken)."""
+    mine = _runs(follower)
+    cache = LeaderEpochCache([EpochEntry(e, s) for e, s in _runs(leader)])
+    if leader_epoch is not None:
+        cache.assign(leader_epoch, len(leader))
+    step = TruncationStep(len(follower), follower[-1] if follower else None)
+    rounds = 0
+    while step.ask_epoch is not None:
+        assert rounds < MAX_TRUNCATION_ROUNDS
+        answered, end = cache.end_offset_for_epoch(step.ask_epoch, len(leader))
+        asked = step.ask_epoch
+        rounds += 1
+        step = follower_truncation_offset(
+            TruncationPolicy.LEADER_EPOCH, log_end_offset=step.offset, log_start_offset=0,
+            high_watermark=0, leader_epoch_end_offset=end, leader_epoch=answered, epochs=mine)
+        assert step.ask_epoch is None or step.ask_epoch < asked  # each round asks older
+    return step.offset, rounds
+
+
+def _common_prefix(a: list[int], b: list[int]) -> int:
+    length = 0
+    while length < min(len(a), len(b)) and a[length] == b[length]:
+        length += 1
+    return length
+
+
+def test_kafka_6361_truncates_the_epoch_the_leader_never_had() -> None:
+    # A leads epoch 1 (offsets 0..9); B has 0..5, leads epoch 2 and writes 6..8 nobody copies;
+    # A leads again in epoch 3 and B follows: B asks for epoch 2, A answers epoch 1 ending at 10.
+    leader = [1] * 10 + [3] * 2
+    follower = [1] * 6 + [2] * 3
+    # KIP-101 alone truncates to min(10, 9) = 9, keeping B's epoch-2 records
+    once = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=9,
+                                      log_start_offset=0, high_watermark=0,
+                                      leader_epoch_end_offset=10)
+    assert once == TruncationStep(9)
+    step = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=9,
+                                      log_start_offset=0, high_watermark=0,
+                                      leader_epoch_end_offset=10, leader_epoch=1,
+                                      epochs=_runs(follower))
+    assert step == TruncationStep(6)
+    assert _truncate(follower, leader) == (6, 1)
+
+
+def test_a_leader_answering_an_epoch_the_follower_lacks_is_asked_again() -> None:
+    # follower epochs 1, 3; leader epochs 1, 2, 4: asked 3, the leader answers 2 (ending at 7);
+    # the follower has no epoch 2, truncates to the end of its epoch 1 (5) and asks for 1; the
+    # leader's epoch 1 ends at 4
+    follower = [1] * 5 + [3] * 4
+    leader = [1] * 4 + [2] * 3 + [4] * 2
+    first = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=9,
+                                       log_start_offset=0, high_watermark=0,
+                                       leader_epoch_end_offset=7, leader_epoch=2,
+                                       epochs=_runs(follower))
+    assert first == TruncationStep(5, ask_epoch=1)
+    assert not first.done
+    second = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=5,
+                                        log_start_offset=0, high_watermark=0,
+                                        leader_epoch_end_offset=4, leader_epoch=1,
+                                        epochs=_runs(follower))
+    assert second == TruncationStep(4)
+    assert _truncate(follower, leader) == (4, 2)
+
+
+def test_a_follower_whose_epochs_are_all_newer_keeps_nothing_after_its_first() -> None:
+    follower = [3] * 4
+    leader = [1] * 2 + [4] * 2
+    assert _truncate(follower, leader) == (0, 1)
+
+
+def test_the_log_start_bounds_every_step() -> None:
+    step = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=9,
+                                      log_start_offset=7, high_watermark=0,
+                                      leader_epoch_end_offset=7, leader_epoch=2,
+                                      epochs=[(1, 7), (3, 8)])
+    assert step == TruncationStep(8, ask_epoch=1)
+    done = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=8,
+                                      log_start_offset=7, high_watermark=0,
+                                      leader_epoch_end_offset=2, leader_epoch=1,
+                                      epochs=[(1, 7), (3, 8)])
+    assert done == TruncationStep(7)
+
+
+def test_the_high_watermark_policy_is_unchanged() -> None:
+    step = follower_truncation_offset(TruncationPolicy.HIGH_WATERMARK, log_end_offset=9,
+                                      log_start_offset=0, high_watermark=4,
+                                      leader_epoch_end_offset=8, leader_epoch=1,
+                                      epochs=[(1, 0)])
+    assert step == TruncationStep(4)
+
+
+def test_epoch_end_offset_agrees_with_the_storage_cache() -> None:
+    rng = random.Random(11)
+    for _ in range(200):
+        log = sorted(rng.choices(range(1, 6), k=rng.randint(1, 12)))
+        entries = _runs(log)
+        cache = LeaderEpochCache([EpochEntry(e, s) for e, s in entries])
+        for epoch in range(7):
+            assert epoch_end_offset(entries, len(log), epoch) == cache.end_offset_for_epoch(
+                epoch, len(log)), (log, epoch)
+
+
+@pytest.mark.parametrize("seed", range(5))
+def test_iterated_truncation_reaches_the_common_prefix(seed: int) -> None:
+    """Logs grown as Kafka grows them (one leader per epoch, followers copying a prefix of the
+    leader's log, epoch 1 copied everywhere): the exchange with the latest leader always ends at
+    the longest common prefix."""
+    rng = random.Random(seed)
+    multi = 0
+    for _ in range(300):
+        logs: list[list[int]] = [[1], [1], [1]]
+        leader = 0
+        last = rng.randint(2, 7)
+        for epoch in range(2, last + 1):
+            leader = rng.randrange(3)
+            logs[leader].extend([epoch] * rng.randint(0, 3))
+            for other in range(3):
+                if other != leader and rng.random() < 0.5:
+                    keep = _common_prefix(logs[other], logs[leader])
+                    logs[other] = list(logs[leader][:rng.randint(keep, len(logs[leader]))])
+        follower = logs[rng.choice([r for r in range(3) if r != leader])]
+        point, rounds = _truncate(follower, logs[leader], last)
+        assert point == _common_prefix(follower, logs[leader]), (follower, logs[leader], point)
+        multi += rounds > 1
+    assert multi > 0  # the generator reaches the KIP-279 case where one answer is not enough
+
+
+def test_a_leader_without_an_epoch_that_old_answers_nothing_and_nothing_is_truncated() -> None:
+    """The storage cache answers (-1, -1) for an epoch older than its first (newer Kafka answers
+    the first epoch's start instead): the follower keeps its log (a known gap)."""
+    assert _truncate([3, 3], [6, 6, 6], 6) == (2, 1)
