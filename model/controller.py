@@ -72,6 +72,9 @@ BROKERS = range(3)
 MAX_CONTROLLER_EPOCH = 3
 MAX_LEADER_EPOCH = 3
 MAX_PARTITION_VERSION = 3
+#: Integers are encoded in 6-bit bit-vectors (-32..31): every integer of the model lies in
+#: -1..4 (a bound plus one), within the ±16 the encoding requires.
+INT_BITS = 6
 #: The default bounded-model-checking depth.
 DEPTH = 6
 
@@ -91,7 +94,7 @@ def build(variant: Variant) -> Model:
     check_version: bool = variant.flags.get("check_partition_version", True)
 
     m = Model("controller", "two controller candidates, ZooKeeper sessions, fenced writes "
-                            "(design V3 §A/§D, KAFKA-6082)")
+                            "(design V3 §A/§D, KAFKA-6082)", int_bits=INT_BITS)
     m.var("session", Bool(), over=[CANDIDATES], doc="the candidate's ZooKeeper session is live")
     m.var("zk_controller", Int(NONE, len(CANDIDATES) - 1), doc="owner of /controller (ephemeral)")
     m.var("zk_controller_epoch", Int(0, MAX_CONTROLLER_EPOCH), doc="/controller_epoch")

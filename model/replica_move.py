@@ -54,6 +54,10 @@ __sans_io__ = True
 DIRS = (0, 1, 2)
 #: The most records one copy holds in the model.
 RECORDS_MAX = 2
+#: Integers are encoded in 6-bit bit-vectors (-32..31): every integer of the model (dirs, record
+#: counts, one added to a count, a count of dirs) lies within 0..3, within the ±16 the encoding
+#: requires; 16 bits would cost more solving time for nothing.
+INT_BITS = 6
 
 
 class MoveState(enum.Enum):
@@ -110,7 +114,7 @@ def build(variant: Variant) -> Model:
     records_max = int(flags.get("records_max", RECORDS_MAX))
     topic_deletion = bool(flags.get("topic_deletion", False))
 
-    m = Model("replica_move", __doc__ or "")
+    m = Model("replica_move", __doc__ or "", int_bits=INT_BITS)
     m.var("running", Bool(), doc="the broker process is up")
     m.var("move_state", Enum(MoveState), doc="the move machine's state (memory)")
     m.var("source_dir", Int(0, len(DIRS) - 1), doc="dir of the served log (memory)")

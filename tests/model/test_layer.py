@@ -16,8 +16,10 @@ from model import (
     DomainError,
     Encoding,
     FrameError,
+    Int,
     Model,
     ModelDefinition,
+    ModelError,
     Ops,
     State,
     Status,
@@ -141,8 +143,7 @@ def _random_state(model: Model, rng: random.Random) -> State:
 
 
 def _pin(encoding: Encoding, symbolic: State, concrete: State) -> list[object]:
-    from model._z3 import lift
-
+    lift = encoding.lift
     constraints: list[object] = []
     for name, variable in encoding.model.variables.items():
         if variable.is_array:
@@ -194,13 +195,37 @@ def test_concrete_equals_symbolic_on_random_states(seed: int) -> None:
 @pytest.mark.parametrize(
     ("name", "variant"),
     [("replica_move", "shipped"), ("move_recovery", "kip113_as_written"),
-     ("log_dir_failure", "shipped"), ("throttle", "rate_change_refills")],
+     ("log_dir_failure", "shipped"), ("throttle", "rate_change_refills"),
+     ("controller", "shipped")],
 )
 def test_models_agree_concretely_and_symbolically(name: str, variant: str) -> None:
     from model.registry import find
 
     rng = random.Random(name)
     assert _agree_on(find(name).model(variant), rng, 3) > 0
+
+
+def test_narrow_integers_refuse_what_does_not_fit() -> None:
+    narrow = Model("narrow", int_bits=4)
+    narrow.var("x", Int(0, 3))
+    encoding = Encoding(narrow)
+    assert encoding.lift(7).size() == 4
+    with pytest.raises(ModelError, match="does not fit"):
+        encoding.lift(8)
+    too_wide = Model("too_wide", int_bits=4)
+    too_wide.var("x", Int(0, 4))
+    with pytest.raises(ModelError, match="does not fit"):
+        Encoding(too_wide)
+    with pytest.raises(ModelError):
+        Model("zero", int_bits=1)
+
+
+def test_action_selector_has_its_own_width() -> None:
+    model = LOCKSERV.model("shipped")
+    encoding = Encoding(model)
+    count = len(model.instances())
+    assert 2 ** encoding.selector_bits >= count > 2 ** (encoding.selector_bits - 1)
+    assert encoding.selector("act@0").size() == encoding.selector_bits
 
 
 def test_tiny_model_with_failing_proof() -> None:
