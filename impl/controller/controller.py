@@ -22,6 +22,16 @@ Decisions, and where they come from:
   ``unclean.leader.election.enable``; otherwise no leader (-1) and the ISR is kept, so the last
   ISR member can lead cleanly when it returns. Every controller write bumps the leader epoch
   (``EPOCHS_MONOTONIC``); dead or offline replicas leave the ISR.
+- **A failed broker leaves the ISR** (Kafka's OfflineReplica: ``removeReplicasFromIsr``): a broker
+  that failed, or restarted between two reads of ``/brokers/ids`` (its registration's czxid, the
+  broker epoch, changed: failed then started, Kafka's ``onBrokerFailure`` + ``onBrokerStartup``),
+  is recorded as a pending ISR removal of each partition assigned to it. Until a write of that
+  partition carries the removal out (or a fresh read shows the broker out of the ISR), every plan
+  of the partition keeps the broker out of its ISR and leadership, even once it is live again:
+  the removal survives being deferred behind elections, a busy partition and a stale zkVersion.
+  A partition whose cached state needs no change is re-read first, so an ISR expansion a leader
+  wrote before the failure (not yet seen by the controller) is not kept. The last ISR member
+  stays in the ISR with no leader, so it can lead cleanly when it returns.
 - **Requests** are accumulated while writes or reads are outstanding and flushed as one
   LeaderAndIsr, StopReplica and UpdateMetadata per broker (§A 4: "multiple commands in one RPC").
   The first flush after an election carries the INIT flag (§D 4).
@@ -425,6 +435,7 @@ class _StateChange:
     tp: TP
     new: LeaderIsr  # zk_version = the expected version (-1: create the znode)
     cause: ControllerEvent
+    removed: frozenset[int] = frozenset()  # the ISR removals this change carries out
 
 
 @dataclass(frozen=True, slots=True)
@@ -506,6 +517,7 @@ class Controller:
         self._dirty: dict[TP, ControllerEvent] = {}
         self._stale_causes: dict[TP, ControllerEvent] = {}
         self._deferred: dict[TP, ControllerEvent] = {}
+        self._isr_removals: dict[TP, set[int]] = {}
         self._reassign_node_writing = False
         self._reassign_node_dirty = False
         self._effects: list[ControllerEffect] = []
@@ -661,14 +673,18 @@ class Controller:
                     self.replica_states[(tp, replica)] = ReplicaState.ONLINE
                 else:
                     self.replica_states[(tp, replica)] = ReplicaState.OFFLINE
+        for tp, state in self.leader_isr.items():
+            dead = {r for r in state.isr if r not in self.live_brokers}
+            if dead:  # Kafka's replica state machine startup: OfflineReplica for dead brokers
+                self._isr_removals[tp] = dead
         # §D 4: resend every known state (INIT) and the metadata to every live broker.
         self._init_flush = True
         self._um_full_brokers = set(self.live_brokers)
         self._um_broadcast = True
         for tp in self.leader_isr:
             self._queue_leader_and_isr(tp)
-        # §D 5-6: dead brokers' partitions, leaderless and NEW partitions.
-        self._reconcile(self._all_tps(), ControllerEvent.BROKER_FAILED)
+        # §D 5-6: dead brokers' partitions, leaderless and NEW partitions (the snapshot is fresh).
+        self._reconcile(self._all_tps(), ControllerEvent.BROKER_FAILED, fresh=True)
         if snapshot.isr_change_notifications:
             self._delete_nodes(ISR_CHANGE_NOTIFICATION_PATH, snapshot.isr_change_notifications)
         if snapshot.log_dir_events:
@@ -692,13 +708,18 @@ class Controller:
                 return None
             new = LeaderIsr(eligible[0], 0, tuple(eligible), self.epoch, -1)
             return _StateChange(tp, new, ControllerEvent.LEADER_ELECTED)
+        removals = self._isr_removals.get(tp)
+        removed: frozenset[int] = frozenset()
+        if removals:
+            removed = frozenset(removals)
+            eligible = [r for r in eligible if r not in removed]
         isr_usable = tuple(r for r in current.isr if r in eligible)
         if current.leader in eligible and current.leader in current.isr:
             if isr_usable == current.isr:
                 return None
             new = LeaderIsr(current.leader, current.leader_epoch + 1, isr_usable, self.epoch,
                             current.zk_version)
-            return _StateChange(tp, new, ControllerEvent.ISR_CHANGED)
+            return _StateChange(tp, new, ControllerEvent.ISR_CHANGED, removed)
         candidates = [r for r in replicas if r in isr_usable]
         if candidates:
             leader, isr = candidates[0], isr_usable
@@ -710,26 +731,38 @@ class Controller:
                 return None
             new = LeaderIsr(NO_LEADER, current.leader_epoch + 1, isr, self.epoch,
                             current.zk_version)
-            return _StateChange(tp, new, cause)
+            return _StateChange(tp, new, cause, removed)
         new = LeaderIsr(leader, current.leader_epoch + 1, isr, self.epoch, current.zk_version)
-        return _StateChange(tp, new, ControllerEvent.LEADER_ELECTED)
+        return _StateChange(tp, new, ControllerEvent.LEADER_ELECTED, removed)
 
-    def _reconcile(self, tps: Iterable[TP], cause: ControllerEvent) -> None:
-        """Plan and write new states for ``tps``.
+    def _reconcile(self, tps: Iterable[TP], cause: ControllerEvent, fresh: bool = False) -> None:
+        """Plan and write new states for ``tps`` (``fresh``: their cached states were just read).
 
         Leadership goes first (Kafka's order: OfflinePartition → OnlinePartition, then
         OfflineReplica): when some partitions need a new leader, the partitions that only lose
         ISR members are re-planned after the leaders' writes and requests have gone out, so a
-        failover's critical path carries only the elections.
+        failover's critical path carries only the elections. A pending ISR removal that the
+        cached state does not call for is checked against a fresh read (the cache may miss a
+        leader's ISR expansion); a fresh state that does not call for it settles it.
         """
         changes: list[_StateChange] = []
+        reads: list[TP] = []
         for tp in tps:
             if tp in self._busy:
                 self._dirty[tp] = cause
                 continue
             change = self._plan(tp, cause)
+            if change is None and tp in self._isr_removals:
+                if fresh or tp not in self.leader_isr or tp[0] in self.topics_deleting:
+                    del self._isr_removals[tp]
+                    change = self._plan(tp, cause)
+                else:
+                    reads.append(tp)
+                    self._stale_causes[tp] = cause
             if change is not None:
                 changes.append(change)
+        if reads:
+            self._read_states(reads)
         leaders = [c for c in changes if c.cause is not ControllerEvent.ISR_CHANGED
                    or c.new.zk_version < 0]
         if leaders and len(leaders) < len(changes):
@@ -949,6 +982,8 @@ class Controller:
                 self._busy.discard(change.tp)
                 version = result.stat.version if isinstance(result, SetResult) else 0
                 self._applied(change, version)
+                if change.removed:
+                    self._isr_removed(change)
             self._after_release([c.tp for c in pending.changes])
             return
         index, error = failure
@@ -962,6 +997,17 @@ class Controller:
         rest = [c for c in pending.changes if c.tp != stale.tp]
         self._submit(rest)
         self._read_states([stale.tp])
+
+    def _isr_removed(self, change: _StateChange) -> None:
+        """``change`` landed: the ISR removals it planned are done."""
+        removals = self._isr_removals.get(change.tp)
+        if removals is not None:
+            removals -= change.removed
+            if not removals:
+                del self._isr_removals[change.tp]
+        if change.new.leader == NO_LEADER:
+            # The last ISR member was kept without leadership: it may lead now if it is live.
+            self._dirty.setdefault(change.tp, change.cause)
 
     def _after_release(self, tps: Iterable[TP]) -> None:
         again: dict[ControllerEvent, list[TP]] = {}
@@ -991,7 +1037,7 @@ class Controller:
             cause = self._stale_causes.pop(tp, ControllerEvent.BROKER_FAILED)
             groups.setdefault(cause, []).append(tp)
         for cause, group in groups.items():
-            self._reconcile(group, cause)
+            self._reconcile(group, cause, fresh=True)
         for tp in sorted(states):
             if tp in self.reassignments:
                 self._advance_reassignment(tp)
@@ -1009,6 +1055,9 @@ class Controller:
         changed = set(failed) | set(started)
         affected = [tp for tp in self._all_tps()
                     if not changed.isdisjoint(self._assigned(tp))]
+        # A broker that restarted between two reads (bounced) lost its in-memory state and its
+        # unflushed records: it is failed first, then started (Kafka does the same). Failing
+        # records its pending ISR removals, which every plan honours until they are written.
         for broker_id in failed:
             self._trace(ControllerEvent.BROKER_FAILED, f"broker-{broker_id}",
                         ReplicaState.ONLINE.name, ReplicaState.OFFLINE.name, broker=broker_id)
@@ -1022,13 +1071,8 @@ class Controller:
                     after = REPLICA_TRANSITIONS.get((state, ControllerEvent.BROKER_FAILED))
                     if after is not None:
                         replica_states[(tp, broker_id)] = after
-        if bounced:
-            # A broker that restarted between two reads lost its in-memory state: it is
-            # failed first (leadership and ISR leave it), then started (Kafka does the same).
-            self.live_brokers = {b: r for b, r in brokers.items() if b not in bounced}
-            self._reconcile([tp for tp in affected
-                             if not bounced.isdisjoint(self._assigned(tp))],
-                            ControllerEvent.BROKER_FAILED)
+                if tp in self.leader_isr and broker_id in self._assigned(tp):
+                    self._isr_removals.setdefault(tp, set()).add(broker_id)
         self.live_brokers = dict(brokers)
         self._um_broadcast = True
         for broker_id in started:
@@ -1102,6 +1146,7 @@ class Controller:
             self.leader_isr.pop(tp, None)
             self.reassignments.pop(tp, None)
             self.reassignment_phases.pop(tp, None)
+            self._isr_removals.pop(tp, None)
         for key in [key for key in self.replica_states if key[0][0] == topic]:
             del self.replica_states[key]
         for tps in self.offline_replicas.values():
@@ -1311,8 +1356,8 @@ class Controller:
     def _advance_reassignment(self, tp: TP) -> None:
         target = self.reassignments.get(tp)
         view = self._view(tp)
-        if target is None or view is None or tp in self._busy:
-            return
+        if target is None or view is None or tp in self._busy or tp in self._isr_removals:
+            return  # a pending ISR removal goes first (it releases the partition when done)
         if any(isinstance(p, _ReassignWrite) and p.tp[0] == tp[0] for p in self._pending.values()):
             return  # one topic-znode write per topic at a time (the znode holds all partitions)
         phase = classify(view, target.replicas)

@@ -11,9 +11,13 @@ fault probability 0.03, network faults on), measured over seeds 0..29:
 * ``isr_expanded_early`` (a follower joins the ISR before reaching the HW): first caught at
   seed 0, 19 of 20 (LOG_MATCHING); stated bound: within 3 seeds.
 
-The shipped implementation passes seeds 0..99 at fault probability 0.03 but seed 64 (the slow
-campaign below), where the simulator found a controller bug; at 0.1 seed 1 finds a second one.
-Both are pinned as strict xfails below.
+The shipped implementation passes seeds 0..99 at fault probability 0.03 (the slow campaign
+below) and seeds 0..59 at 0.1. The simulator found two controller bugs, fixed since and kept here
+as regression seeds: a broker that restarted between two reads of ``/brokers/ids`` stayed in the
+ISR of the partitions that only had to drop it (seed 64 at 0.03), and a leader's ISR expansion
+re-adding a broker just before it failed was kept from the controller's stale cache (seed 1 at
+0.1). Focused tests of the controller core: ``tests/conformance/coordinator/test_isr_removal.py``
+and ``tests/unit/controller/test_core.py``.
 """
 
 from __future__ import annotations
@@ -44,8 +48,8 @@ def test_variant_is_caught_within_its_stated_seeds(variant: str) -> None:
     pytest.fail(f"{variant} not caught in seeds {verdicts}")
 
 
-#: Seeds of the default configuration that fail on a known bug (see the xfails below).
-KNOWN_FAILING = {64}
+#: Seeds of the default configuration that fail on a known bug.
+KNOWN_FAILING: set[int] = set()
 
 
 @pytest.mark.slow
@@ -69,22 +73,16 @@ def test_move_model_lacks_a_truncation_during_a_move() -> None:
     assert outcome.violation is None, outcome.violation
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "controller: a broker that restarts between two reads of /brokers/ids (bounced) is failed "
-    "then started, but a partition that only had to drop it from the ISR is deferred behind the "
-    "elections and re-planned once the broker is live again: it stays in the ISR without the "
-    "unflushed records it lost (an ISR member lacking records below the HW)"))
-def test_controller_keeps_a_bounced_broker_in_the_isr() -> None:
+def test_controller_removes_a_bounced_broker_from_the_isr() -> None:
+    # A broker that restarted between two reads of /brokers/ids (bounced) is failed then
+    # started: it leaves the ISR of the partitions that only had to drop it too, not only of
+    # those it led (it lost its unflushed records on restart).
     outcome = simulate(64, ClusterConfig(), abstractions=None)
     assert outcome.violation is None, outcome.violation
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "controller: a leader's ISR expansion that re-adds a broker, written just before that "
-    "broker fails, is read by the controller after it handled the failure from its cached ISR "
-    "(which did not name the broker), and kept: the dead broker stays in the ISR, restarts "
-    "without its unflushed records and is an ISR member lacking records below the HW (Kafka "
-    "removes a failed broker from the ISR read fresh from ZooKeeper)"))
-def test_controller_keeps_a_failed_broker_in_a_concurrently_expanded_isr() -> None:
+def test_controller_removes_a_failed_broker_from_a_concurrently_expanded_isr() -> None:
+    # A leader's ISR expansion re-adding a broker, written just before that broker failed and
+    # not yet seen by the controller: the removal reads the state fresh from ZooKeeper.
     outcome = simulate(1, ClusterConfig(fault_probability=0.1), abstractions=None)
     assert outcome.violation is None, outcome.violation

@@ -269,3 +269,71 @@ def test_a_bounced_broker_loses_leadership_and_is_sent_its_replicas() -> None:
     assert all(r.broker_epoch == 555 for r in to_bounced), "addressed to the new incarnation"
     assert {p.partition for r in to_bounced for p in r.partition_states} == {0, 1, 2}
     assert not any(p.is_new for r in to_bounced for p in r.partition_states)
+
+
+def test_a_broker_back_before_its_isr_removal_is_written_still_leaves_the_isr() -> None:
+    # Broker 1 fails: its leadership (t-1) is written first, the partitions that only lose it
+    # from the ISR (t-0, t-2) wait behind that election. It registers again (a new broker epoch)
+    # before the election's write completes: the removal it still owes is not forgotten.
+    core, effects = _elected(partitions=3, live=(0, 1, 2))
+    _settle(core, effects)
+    first = core.handle(BrokersRead(_brokers(0, 2)))
+    election = _writes(first)
+    assert [op.path for w in election for op in w.ops[1:]] == [
+        "/brokers/topics/t/partitions/1/state"]
+    restarted = _brokers(0, 1, 2)
+    restarted[1] = BrokerRegistration(1, "127.0.0.1", 9001, None, 555)
+    second = core.handle(BrokersRead(restarted))
+    assert not [e for e in second if isinstance(e, ReadPartitionStates)]
+    _settle(core, first + second)
+    for partition in range(3):
+        state = core.leader_isr[("t", partition)]
+        assert 1 not in state.isr, f"t-{partition}: ISR {state.isr} keeps the restarted broker"
+        assert state.leader != 1
+    assert core.leader_isr[("t", 0)].isr == (0, 2)
+    assert core.leader_isr[("t", 2)].isr == (2, 0)
+
+
+def test_a_bounced_last_isr_member_loses_leadership_then_leads_again() -> None:
+    core = Controller(ControllerConfig(9))
+    effects = core.handle(Elected(2, 5, ClusterSnapshot(
+        _brokers(0, 1), {"t": TopicAssignment({0: (1, 0)})},
+        {("t", 0): LeaderIsr(1, 3, (1,), 1, 4)})))
+    assert not _writes(effects)
+    restarted = _brokers(0, 1)
+    restarted[1] = BrokerRegistration(1, "127.0.0.1", 9001, None, 555)
+    reaction = core.handle(BrokersRead(restarted))
+    first = _writes(reaction)
+    op = first[0].ops[1]
+    assert isinstance(op, SetOp)
+    offline = decode_partition_state("t", 0, op.data, 5)
+    assert (offline.leader, offline.isr) == (NO_LEADER, (1,)), (
+        "failed first: no leader, the last ISR member kept")
+    _settle(core, reaction)
+    state = core.leader_isr[("t", 0)]
+    assert (state.leader, state.leader_epoch, state.isr) == (1, 5, (1,)), (
+        "then started: it leads again, in a new leader epoch")
+
+
+
+def test_an_isr_removal_survives_a_stale_zk_version() -> None:
+    core, effects = _elected(partitions=1, live=(0, 1, 2))
+    _settle(core, effects)
+    restarted = _brokers(0, 1, 2)
+    restarted[1] = BrokerRegistration(1, "127.0.0.1", 9001, None, 555)
+    write = _writes(core.handle(BrokersRead(restarted)))[0]
+    results: list[OpResult] = [CheckResult(), BadVersionError("the leader wrote its ISR")]
+    reads = [e for e in core.handle(WriteCompleted(write.write_id, results))
+             if isinstance(e, ReadPartitionStates)]
+    assert reads
+    assert reads[0].partitions == (("t", 0),)
+    # Re-read: the leader rewrote the ISR with broker 1 in it (version 7); broker 1 is live
+    # again, but the removal its restart calls for is still planned.
+    rewrite = _writes(core.handle(PartitionStatesRead({("t", 0): LeaderIsr(0, 1, (0, 1, 2), 2,
+                                                                             7)})))
+    assert rewrite, "the re-read state keeps the restarted broker in the ISR"
+    op = rewrite[0].ops[1]
+    assert isinstance(op, SetOp)
+    assert op.version == 7
+    planned = decode_partition_state("t", 0, op.data, 8)
+    assert (planned.leader, planned.isr) == (0, (0, 2))
