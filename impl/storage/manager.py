@@ -218,16 +218,23 @@ class PartitionLog:
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, -1)
 
     def truncate_to(self, offset: int) -> None:
-        """Remove records at and after ``offset`` (follower truncation); a ``.move`` follows.
+        """Remove records at and after ``offset`` (follower truncation); a ``.move`` follows
+        (the move steps SOURCE_TRUNCATED).
 
         Runs synchronously, so it never interleaves with an append or a swap.
         """
         self._check_online()
         with self._manager.io(self._log.log_dir):
-            self._log.truncate_to(offset)
-        if self.future is not None:
-            with self._manager.io(self.future.log_dir):
-                self.future.truncate_to(offset)
+            truncated = self._log.truncate_to(offset)
+        future = self.future
+        if future is not None:
+            with self._manager.io(future.log_dir):
+                future.truncate_to(offset)
+            if truncated:
+                self._manager._step(self.tp, rm.MoveInput(
+                    rm.MoveEvent.SOURCE_TRUNCATED,
+                    source_leo=self._log.log_end_offset, dest_leo=future.log_end_offset,
+                ))
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
         """Record that leader epoch ``epoch`` starts at ``start_offset`` (on becoming leader)."""

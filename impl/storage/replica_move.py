@@ -48,6 +48,7 @@ class MoveEvent(enum.Enum):
     REPLICA_CREATED = "REPLICA_CREATED"  #: KIP-113 §1.1 notes: created in the remembered dir
     CHUNK_COPIED = "CHUNK_COPIED"  #: KIP-113 §1.2 step 3: a chunk reached ``tp.move``
     SOURCE_APPENDED = "SOURCE_APPENDED"  #: KIP-113 §1.2 step 5: the source grew meanwhile
+    SOURCE_TRUNCATED = "SOURCE_TRUNCATED"  #: a follower truncation cut the source and ``tp.move``
     CAUGHT_UP = "CAUGHT_UP"  #: KIP-113 §1.2 step 4: offsets equal (offsets only, KAFKA-8002)
     LOCK_ACQUIRED = "LOCK_ACQUIRED"  #: KIP-113 §1.2 step 4: partition lock taken
     FINAL_CATCH_UP = "FINAL_CATCH_UP"  #: KIP-113 §1.2 step 5: the rest copied under the lock
@@ -79,6 +80,8 @@ TRANSITIONS: dict[tuple[MoveState, MoveEvent], MoveState] = {
     (S.COPYING, E.SOURCE_APPENDED): S.COPYING,
     (S.COPYING, E.CAUGHT_UP): S.CAUGHT_UP,
     (S.CAUGHT_UP, E.SOURCE_APPENDED): S.CAUGHT_UP,
+    (S.COPYING, E.SOURCE_TRUNCATED): S.COPYING,
+    (S.CAUGHT_UP, E.SOURCE_TRUNCATED): S.CAUGHT_UP,
     (S.CAUGHT_UP, E.LOCK_ACQUIRED): S.SWAPPING,
     (S.SWAPPING, E.FINAL_CATCH_UP): S.SWAPPING,
     (S.SWAPPING, E.DEST_DURABLE): S.SWAPPING,
@@ -309,6 +312,9 @@ def step(move: Move, event: MoveInput) -> Transition:
             new = Move(move.tp, after, move.dest_dir, None)
             effects = (ForgetPreferredDir(),)
         case E.CHUNK_COPIED | E.SOURCE_APPENDED:
+            effects = (CopyChunk(),) if after is S.COPYING else ()
+        case E.SOURCE_TRUNCATED:
+            _require(new.dest_leo <= new.source_leo, move, event, "tp.move not truncated along")
             effects = (CopyChunk(),) if after is S.COPYING else ()
         case E.CAUGHT_UP:
             _require(new.dest_leo == new.source_leo, move, event, "dest LEO != source LEO")
