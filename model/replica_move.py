@@ -192,6 +192,25 @@ def build(variant: Variant) -> Model:
             "acked_end": o.Max(s.acked_end, grown),
         })
 
+    @m.action(modifies=["log_end", "log_durable_end", "acked_end"])
+    def source_truncated(o: Ops, s: State) -> Transition:
+        """A follower truncation removes the served log's last record (under the lock, so
+        never during the locked swap); ``tp.move`` follows it, and so does every copy's length,
+        which counts the records it shares with the served log (a ``tp.delete`` keeps its bytes,
+        but its tail no longer belongs to the partition). Truncation is fsynced. The removed
+        record was never committed (the replication model's NO_COMMITTED_LOSS), so the records
+        the partition must keep end there too. A truncation by several records is as many
+        steps."""
+        src = s.source_dir
+        guard = o.And(s.running, s.partition_online, o.Not(s.lock_held), readable(o, s, src),
+                      s.log_end[src] >= 1)
+        cut = s.log_end[src] - 1
+        return Transition(guard, {
+            "log_end": {d: o.Min(s.log_end[d], cut) for d in DIRS},
+            "log_durable_end": {d: o.Min(s.log_durable_end[d], cut) for d in DIRS},
+            "acked_end": cut,
+        })
+
     @m.action(modifies=["move_state", "dest_dir", "entry", "entry_durable", "log_end",
                         "log_durable_end", "dest_durable", "source_renamed", "dest_renamed"],
               params={"d": DIRS})

@@ -47,6 +47,32 @@ def test_shipped_guards_refuse_out_of_order_steps() -> None:
         model.step(state, "source_appended")
 
 
+def test_truncation_while_copying_cuts_the_move_and_the_move_completes() -> None:
+    # The shape the cluster simulator found (seed 25): the copy is behind, a follower
+    # truncation cuts the source to the copy's length, the mover sees them equal.
+    steps: list[tuple[str, dict[str, object]]] = [
+        ("source_appended", {}), ("source_appended", {}), ("requested", {"d": 1}),
+        ("chunk_copied", {}), ("source_truncated", {}), ("caught_up", {}),
+        ("lock_acquired", {}), ("dest_durable", {}), ("source_renamed", {}),
+        ("dest_renamed", {}), ("log_swapped", {})]
+    state = _run("shipped", steps)
+    assert state.move_state is MoveState.DONE
+    assert state.log_end[1] == state.log_durable_end[1] == state.acked_end == 1
+
+
+def test_truncation_cuts_a_longer_move_and_waits_for_the_lock() -> None:
+    model = find("replica_move").model()
+    steps: list[tuple[str, dict[str, object]]] = [
+        ("source_appended", {}), ("requested", {"d": 1}), ("chunk_copied", {}),
+        ("caught_up", {}), ("source_truncated", {})]
+    state = _run("shipped", steps)
+    assert state.move_state is MoveState.CAUGHT_UP
+    assert state.log_end[0] == state.log_end[1] == state.acked_end == 0
+    assert not model.enabled(state, "source_truncated")  # nothing left to cut
+    state = model.step(model.step(state, "source_appended"), "lock_acquired")
+    assert not model.enabled(state, "source_truncated")  # the swap holds the lock
+
+
 def test_crash_after_source_rename_promotes_the_durable_move() -> None:
     steps: list[tuple[str, dict[str, object]]] = [
         ("source_appended", {}), ("requested", {"d": 1}), ("chunk_copied", {}),
