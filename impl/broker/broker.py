@@ -458,7 +458,8 @@ class Broker:
         replicas.replica_lag_time_max_ms = config.replica_lag_time_max_ms
         self.replicas = replicas
         fetcher = ReplicaFetcher(config.broker_id, logs.get, self._endpoint_of, replicas.notify,
-                                 trace=self.trace, policy=config.replica_truncation_policy)
+                                 trace=self.trace, policy=config.replica_truncation_policy,
+                                 fetch_backoff_ms=config.replica_fetch_backoff_ms)
         replicas.fetcher = fetcher
         replicas.isr_updater = self._schedule_isr_update
         handlers = RequestHandlers(

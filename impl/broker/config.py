@@ -67,6 +67,8 @@ class BrokerConfig:
         message_timestamp_difference_max_ms: ``message.timestamp.difference.max.ms``: a batch
             with CREATE_TIME timestamps further than this from the broker's clock is refused.
         replica_lag_time_max_ms: ``replica.lag.time.max.ms``.
+        replica_fetch_backoff_ms: ``replica.fetch.backoff.ms``: how long a follower waits
+            before it asks or fetches again a partition its leader answered with an error.
         auto_create_topics_enable: ``auto.create.topics.enable``.
         cluster_id: reported in Metadata.
         replica_placer: ``broker.replica.placer`` (KIP-879): the placer CreateTopics uses.
@@ -96,6 +98,7 @@ class BrokerConfig:
     message_max_bytes: int = MESSAGE_MAX_BYTES_DEFAULT
     message_timestamp_difference_max_ms: int = 2**63 - 1
     replica_lag_time_max_ms: int = 30_000
+    replica_fetch_backoff_ms: int = 1000
     auto_create_topics_enable: bool = False
     cluster_id: str = "logproof"
     replica_placer: str = "rack-aware"
@@ -282,6 +285,10 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
         lambda k, v: _int(k, v, 0, 2**63 - 1),
     ),
     "replica.lag.time.max.ms": ("replica_lag_time_max_ms", lambda k, v: _int(k, v, 1, 2**31 - 1)),
+    "replica.fetch.backoff.ms": (
+        "replica_fetch_backoff_ms",
+        lambda k, v: _int(k, v, 0, 2**31 - 1),
+    ),
     "auto.create.topics.enable": ("auto_create_topics_enable", _bool),
     "cluster.id": ("cluster_id", lambda k, v: v),
     "broker.replica.placer": ("replica_placer", lambda k, v: v),

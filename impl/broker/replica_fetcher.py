@@ -12,9 +12,25 @@ where the two logs stop agreeing (one TRUNCATE event; ``rounds`` says how many a
 With ``HIGH_WATERMARK`` (the design V3 text, kept to show the loss KIP-101 describes) it
 truncates to its own HW without asking.
 
-A partition answered with NOT_LEADER_OR_FOLLOWER, FENCED_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION
-or a storage error is parked until the next LeaderAndIsr re-adds it; connection failures back
-off (bounded) and retry.
+A partition whose Fetch or OffsetForLeaderEpoch is answered with an error stays followed, as in
+Kafka's ``AbstractFetcherThread`` (partitions with errors are delayed, not removed):
+
+* NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
+  REPLICA_NOT_AVAILABLE and any other code are retried after ``replica.fetch.backoff.ms``
+  (Kafka's default 1000 ms). OFFSET_OUT_OF_RANGE too (Kafka instead moves the fetch offset to
+  the leader's log; this fetcher does not). The usual cause is a LeaderAndIsr that
+  reached this follower before the leader's own (the controller sends them on independent
+  channels): the leader refuses until it hears of its leadership, and then the retry succeeds
+  without another LeaderAndIsr. The delay is per partition (trio's clock): the other partitions
+  fetched from the same leader go on being fetched.
+* FENCED_LEADER_EPOCH (this follower's epoch is older than the leader's) and a storage error
+  while appending mark the partition failed, as Kafka's ``markPartitionFailed`` does: it stays
+  in :meth:`ReplicaFetcher.followed` but is neither asked nor fetched until a LeaderAndIsr (a
+  newer state, from the controller) calls :meth:`ReplicaFetcher.follow` again. An answer to a
+  request sent under an epoch the partition no longer has is dropped, so only a refusal of the
+  current epoch fails it.
+
+Connection failures close the connection and retry every partition after ``BACKOFF_SECONDS``.
 
 A leader's loop runs in its own cancel scope. It is cancelled — with the request it has in
 flight and its connection — as soon as no partition follows that leader any more, and when a
@@ -64,7 +80,13 @@ FETCH_MAX_WAIT_MS: Final = 500
 FETCH_MAX_BYTES: Final = 16 * 1024 * 1024
 PARTITION_MAX_BYTES: Final = 4 * 1024 * 1024
 RESPONSE_MAX_BYTES: Final = 64 * 1024 * 1024
+#: How long a loop with nothing to fetch waits for a change, and the back-off after a
+#: connection failure.
 BACKOFF_SECONDS: Final = 0.2
+#: Kafka's ``replica.fetch.backoff.ms`` default.
+FETCH_BACKOFF_MS_DEFAULT: Final = 1000
+#: Error codes a follower does not retry (Kafka's ``markPartitionFailed``).
+FENCED_LEADER_EPOCH: Final = 74
 IO_TIMEOUT_SECONDS: Final = 30.0
 
 
@@ -73,6 +95,15 @@ class _Followed:
     leader_id: int
     leader_epoch: int
     truncated: bool = False
+    #: trio time before which the partition is neither asked nor fetched (an error's back-off)
+    retry_at: float = 0.0
+    #: FENCED_LEADER_EPOCH or a storage error: wait for the next LeaderAndIsr (Kafka's
+    #: failed partitions)
+    failed: bool = False
+
+    def ready(self, now: float) -> bool:
+        """Whether the partition may be asked or fetched at ``now``."""
+        return not self.failed and self.retry_at <= now
 
 
 @dataclass
@@ -162,6 +193,8 @@ class ReplicaFetcher:
         on_progress: called after appends and HW moves (wakes waiters).
         trace: where TRUNCATE events go.
         policy: ``replica.truncation.policy``.
+        fetch_backoff_ms: ``replica.fetch.backoff.ms``: how long a partition answered with a
+            retriable error waits before it is asked or fetched again.
     """
 
     def __init__(
@@ -173,9 +206,11 @@ class ReplicaFetcher:
         trace: TraceSink | None = None,
         *,
         policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH,
+        fetch_backoff_ms: int = FETCH_BACKOFF_MS_DEFAULT,
     ) -> None:
         self.broker_id = broker_id
         self.policy = policy
+        self.fetch_backoff_seconds = fetch_backoff_ms / 1000
         self._trace: TraceSink = trace if trace is not None else NullTraceSink()
         self._get_log = get_log
         self._endpoint_of = endpoint_of
@@ -230,15 +265,12 @@ class ReplicaFetcher:
 
     def _forget(self, tp: TopicPartition) -> None:
         """Drop ``tp``; cancel its leader's loop when no partition is left there."""
-        leader_id = self._park(tp)
+        leader_id = self._drop(tp)
         if leader_id is not None and leader_id not in self._by_leader:
             self._stop(leader_id)
 
-    def _park(self, tp: TopicPartition) -> int | None:
-        """Stop fetching ``tp`` until the next LeaderAndIsr; returns its leader, if followed.
-
-        The loop parks partitions itself and ends on its own once none is left.
-        """
+    def _drop(self, tp: TopicPartition) -> int | None:
+        """Stop following ``tp``; returns its leader, if followed."""
         previous = self._followed.pop(tp, None)
         if previous is None:
             return None
@@ -267,6 +299,28 @@ class ReplicaFetcher:
 
     def _partitions_of(self, leader_id: int) -> dict[TopicPartition, _Followed]:
         return dict(self._by_leader.get(leader_id, {}))
+
+    def _delay(self, tp: TopicPartition, followed: _Followed, what: str, code: int) -> None:
+        """An error answer for ``tp``: retry after the back-off, or wait for a LeaderAndIsr
+        when this follower's epoch is fenced."""
+        if code == FENCED_LEADER_EPOCH:
+            log.info("%s of %s from broker %d: error %d (epoch %d fenced); waiting for "
+                     "LeaderAndIsr", what, tp, followed.leader_id, code, followed.leader_epoch)
+            followed.failed = True
+            return
+        log.info("%s of %s from broker %d: error %d; retrying in %.3f s", what, tp,
+                 followed.leader_id, code, self.fetch_backoff_seconds)
+        followed.retry_at = trio.current_time() + self.fetch_backoff_seconds
+
+    async def _idle(self, partitions: dict[TopicPartition, _Followed]) -> None:
+        """Nothing to send: wait for a change, the end of a back-off, or ``BACKOFF_SECONDS``."""
+        now = trio.current_time()
+        deadline = now + BACKOFF_SECONDS
+        for item in partitions.values():
+            if not item.failed and item.retry_at > now:
+                deadline = min(deadline, item.retry_at)
+        with trio.move_on_at(deadline):
+            await self._changed.wait()
 
     async def _fetch_loop(self, leader_id: int, loop: _LeaderLoop) -> None:
         connection: _Connection | None = None
@@ -306,7 +360,9 @@ class ReplicaFetcher:
 
     async def _truncate(self, connection: _Connection,
                         partitions: dict[TopicPartition, _Followed]) -> None:
-        pending = {tp: item for tp, item in partitions.items() if not item.truncated}
+        now = trio.current_time()
+        pending = {tp: item for tp, item in partitions.items()
+                   if not item.truncated and item.ready(now)}
         if not pending:
             return
         if not self.policy.asks_leader:
@@ -356,8 +412,8 @@ class ReplicaFetcher:
                             or followed is not pending.get(tp)):
                         continue  # not asked, or re-assigned while the request was in flight
                     if int(result.error_code) != 0:
-                        log.info("OffsetForLeaderEpoch %s: error %d", tp,
-                                 int(result.error_code))
+                        self._delay(tp, followed, "OffsetForLeaderEpoch",
+                                    int(result.error_code))
                         continue
                     end_offset, epoch = int(result.end_offset), int(result.leader_epoch)
                     if asked.first_end is None:
@@ -415,9 +471,10 @@ class ReplicaFetcher:
     async def _fetch_once(self, connection: _Connection,
                           partitions: dict[TopicPartition, _Followed]) -> None:
         topics: dict[str, list[dict[str, Any]]] = {}
+        now = trio.current_time()
         for tp, item in partitions.items():
             partition_log = self._get_log(tp)
-            if partition_log is None or not item.truncated:
+            if partition_log is None or not item.truncated or not item.ready(now):
                 continue
             topics.setdefault(tp.topic, []).append({
                 "partition": tp.partition,
@@ -427,8 +484,7 @@ class ReplicaFetcher:
                 "partition_max_bytes": PARTITION_MAX_BYTES,
             })
         if not topics:
-            with trio.move_on_after(BACKOFF_SECONDS):
-                await self._changed.wait()
+            await self._idle(partitions)
             return
         response = await connection.call(api_versions.FETCH, FETCH_VERSION, {
             "replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
@@ -444,16 +500,15 @@ class ReplicaFetcher:
             for topic in response.responses:
                 for result in topic.partitions:
                     tp = TopicPartition(topic.topic, int(result.partition_index))
-                    if self._followed.get(tp) is not partitions.get(tp):
+                    followed = self._followed.get(tp)
+                    if followed is None or followed is not partitions.get(tp):
                         continue  # re-assigned while the fetch was in flight
                     partition_log = self._get_log(tp)
                     if partition_log is None:
                         continue
                     code = int(result.error_code)
                     if code != 0:
-                        log.info("fetch of %s from its leader: error %d; waiting for LeaderAndIsr",
-                                 tp, code)
-                        self._park(tp)
+                        self._delay(tp, followed, "Fetch", code)
                         continue
                     records = whole_batches(result.records or b"")
                     try:
@@ -466,7 +521,8 @@ class ReplicaFetcher:
                             partition_log.high_watermark = high_watermark
                             progressed = True
                     except StorageError as error:
-                        log.warning("follower append to %s failed: %s", tp, error)
-                        self._park(tp)
+                        log.warning("follower append to %s failed: %s; waiting for "
+                                    "LeaderAndIsr", tp, error)
+                        followed.failed = True
             if progressed:
                 self._on_progress()
