@@ -313,13 +313,21 @@ class ReplicaManager:
             self._advance_high_watermark(tp, partition_log)
         self.notify()
         if acks == -1:
+            # Kafka's checkEnoughReplicasReachOffset: wait for the HW to pass the batch, then
+            # answer by the ISR at that moment (it may have shrunk below min.insync.replicas
+            # since the append: NOT_ENOUGH_REPLICAS_AFTER_APPEND).
             deadline = trio.current_time() + max(timeout_ms, 0) / 1000.0
-            while partition_log.high_watermark <= last_offset:
+            while True:
                 current = self.states.get(tp)
+                outcome = replication.acks_all_result(
+                    partition_log.high_watermark, last_offset,
+                    len((state if current is None else current).isr), self.min_insync_replicas)
+                if outcome is not None:
+                    if outcome != NONE:
+                        return ProduceResult(outcome)
+                    break
                 if current is None or current.role is not ReplicaRole.LEADER:
                     return ProduceResult(NOT_LEADER_OR_FOLLOWER)
-                if len(current.isr) < self.min_insync_replicas:
-                    return ProduceResult(NOT_ENOUGH_REPLICAS_AFTER_APPEND)
                 if trio.current_time() >= deadline:
                     return ProduceResult(REQUEST_TIMED_OUT)
                 await self.wait_changed(deadline)

@@ -15,6 +15,10 @@ Decisions taken here (the trio shell and the storage engine carry them out):
   replica lost with a failed disk is never recreated empty on a good one
   (``DIR_FAILURE_ISOLATION``, KAFKA-10314/16234).
 * **High watermark**: the leader's HW is the minimum LEO over the ISR, and never decreases.
+* **acks=all** (Kafka's ``Partition.checkEnoughReplicasReachOffset``): a produce waits until the
+  HW passes its batch, then succeeds only if the ISR still has ``min.insync.replicas`` members;
+  otherwise NOT_ENOUGH_REPLICAS_AFTER_APPEND (20): the batch is in the log but fewer copies
+  than asked for hold it (the ISR shrank after the append).
 * **ISR expansion** (KIP-320 rule 4): a follower joins once its LEO reaches the leader's HW and
   the start of the leader's current epoch.
 * **Follower truncation** (``replica.truncation.policy``): a replica that becomes follower
@@ -43,6 +47,7 @@ MACHINE: Final = "replication"
 
 NONE: Final = 0
 STALE_CONTROLLER_EPOCH: Final = 11
+NOT_ENOUGH_REPLICAS_AFTER_APPEND: Final = 20
 KAFKA_STORAGE_ERROR: Final = 56
 FENCED_LEADER_EPOCH: Final = 74
 STALE_BROKER_EPOCH: Final = 77
@@ -426,6 +431,21 @@ def leader_high_watermark(
             continue
         offsets.append(follower_log_end_offsets.get(replica, 0))
     return max(current_high_watermark, min(offsets))
+
+
+def acks_all_result(
+    high_watermark: int, last_offset: int, isr_size: int, min_insync_replicas: int
+) -> int | None:
+    """The answer to an ``acks=all`` produce whose batch ends at ``last_offset`` (Kafka's
+    ``Partition.checkEnoughReplicasReachOffset``).
+
+    Returns:
+        ``None`` while the HW has not passed the batch (keep waiting); then NONE if the ISR
+        still has ``min_insync_replicas`` members, else NOT_ENOUGH_REPLICAS_AFTER_APPEND (20).
+    """
+    if high_watermark <= last_offset:
+        return None
+    return NONE if isr_size >= min_insync_replicas else NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
 def desired_isr(
