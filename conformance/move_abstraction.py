@@ -18,7 +18,10 @@ implementation reports.
   records is as many ``chunk_copied`` steps as the abstract length grows; appends to the source
   while the lock is free are absorbed (the source stays 2, the destination falls back to
   "behind"); an append while the mover holds the lock is the model's ``source_appended``, which
-  the model does not allow then.
+  the model does not allow then. A truncation (``SOURCE_TRUNCATED``, which cuts ``tp.move`` too) is
+  as many ``source_truncated`` steps as it takes the abstract lengths to the reported relation:
+  to an empty source, or to a copy that was behind and is now as long as the source; a cut that
+  leaves the relation as it was is a stutter.
 * **Durability.** Appends are durable in the model; the implementation's durability is checked
   end to end by the simulator (crash and compare), not here.
 
@@ -270,6 +273,10 @@ class MoveAbstraction:
             actions.extend(ModelAction("chunk_copied") for _ in range(max(0, after - before)))
             if name == "CAUGHT_UP":
                 actions.append(ModelAction("caught_up"))
+        elif name == "SOURCE_TRUNCATED":
+            cuts = _cuts(_length(previous.dest_leo, source_leo), 2 if source_leo > 0 else 0,
+                         _number(event.fields.get("dest_leo")), reported_source)
+            actions.extend(ModelAction("source_truncated") for _ in range(cuts))
         elif name == "FINAL_CATCH_UP":
             if _length(previous.dest_leo, source_leo) < (2 if source_leo > 0 else 0):
                 actions.append(ModelAction("final_catch_up"))
@@ -314,6 +321,16 @@ class MoveAbstraction:
             if bool(state[flag]) != getattr(reported, flag):
                 return f"{flag}: model {state[flag]}, implementation {getattr(reported, flag)}"
         return None
+
+
+def _cuts(dest_length: int, source_length: int, dest_leo: int, source_leo: int) -> int:
+    """How many ``source_truncated`` steps take the abstract lengths (``dest_length`` of
+    ``source_length``) to what a truncation reported (``dest_leo``, ``source_leo``)."""
+    if source_leo <= 0:
+        return source_length  # down to an empty source (and copy)
+    if dest_leo >= source_leo and 0 < dest_length < source_length:
+        return source_length - dest_length  # the copy was behind; the cut made them equal
+    return 0
 
 
 def _array(template: Any, values: list[Any]) -> Any:

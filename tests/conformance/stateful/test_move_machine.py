@@ -104,6 +104,16 @@ class MoveMachine(RuleBasedStateMachine):
         if self.move.state.name in ("COPYING", "CAUGHT_UP"):
             assert self._core(rm.MoveEvent.SOURCE_APPENDED, source_leo=source_leo)
 
+    @precondition(lambda self: self._running() and self._enabled("source_truncated"))
+    @rule()
+    def source_truncated(self) -> None:
+        self._model_step("source_truncated")
+        source_leo, dest_leo = self._leos()
+        if self.move.state.name in ("COPYING", "CAUGHT_UP"):
+            assert self._core(
+                rm.MoveEvent.SOURCE_TRUNCATED, source_leo=source_leo, dest_leo=dest_leo
+            )
+
     @precondition(lambda self: self._running())
     @rule(d=dirs)
     def requested(self, d: int) -> None:
