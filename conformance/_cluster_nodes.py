@@ -16,10 +16,13 @@ Where the shell differs from ``impl/broker/replica_manager.py`` (each a Kafka be
 * the idempotence state of a partition is rebuilt from the log whenever the replica becomes
   leader (follower appends and truncation change the log under it);
 * a leader forgets what it knew of a follower fetching from a new incarnation;
-* a follower answered NOT_LEADER_OR_FOLLOWER or UNKNOWN_TOPIC_OR_PARTITION (its LeaderAndIsr
-  arrived before the leader's) retries after a back-off; only FENCED_LEADER_EPOCH and a storage
-  error park it until the next LeaderAndIsr (the trio fetcher parks on all four, which can
-  strand a follower outside the ISR until the next leader change).
+* a follower refused by its leader (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
+  UNKNOWN_LEADER_EPOCH, a leader's storage error: its LeaderAndIsr arrived before the leader's)
+  keeps the partition and asks again after :data:`FETCH_BACKOFF_MS`
+  (``replica.fetch.backoff.ms``); FENCED_LEADER_EPOCH and a storage error of its own mark it
+  failed until the next LeaderAndIsr. This is Kafka's ``AbstractFetcherThread``, and
+  ``impl/broker/replica_fetcher.py`` does the same, except that it retries OFFSET_OUT_OF_RANGE
+  where this shell truncates to the leader's LEO.
 
 Controller-to-broker requests go through one ordered channel per (controller, broker), one
 request in flight, retransmitted until answered (Kafka's ``RequestSendThread`` over TCP): the
@@ -141,6 +144,10 @@ CONSUMER_NODE: Final = 1001
 FETCH_MAX_BYTES: Final = 1200
 #: Milliseconds after which an unanswered request is sent again.
 RETRY_MS: Final = 4
+#: ``replica.fetch.backoff.ms`` (simulated): a follower refused by its leader asks again after
+#: this long. Kafka's 1000 ms is 1/30 of its ``replica.lag.time.max.ms``; the simulated lag
+#: bound is 40 ms.
+FETCH_BACKOFF_MS: Final = 1
 #: A produce unanswered for this long is retried by the client and dropped by the leader.
 PRODUCE_TIMEOUT_MS: Final = 30
 
@@ -303,6 +310,11 @@ class _Followed:
     truncated: bool = False
     in_flight: int | None = None
     sent_ms: int = 0
+    #: refused by the leader: not asked again before this time (``FETCH_BACKOFF_MS``)
+    retry_ms: int = 0
+    #: fenced, or its own storage failed: waits for the next LeaderAndIsr (Kafka's failed
+    #: partitions)
+    failed: bool = False
     #: the OffsetForLeaderEpoch exchange so far (KIP-279): where the log would be truncated, the
     #: epoch to ask next, the first answer's end offset, the answers received
     truncate_at: int | None = None
@@ -818,6 +830,8 @@ class SimBroker:
         now_ms = self.now_ms()
         for tp in sorted(self.followed):
             followed = self.followed[tp]
+            if followed.failed or now_ms < followed.retry_ms:
+                continue
             if followed.in_flight is not None and now_ms - followed.sent_ms < RETRY_MS:
                 continue
             partition = self.log(tp)
@@ -881,8 +895,7 @@ class SimBroker:
         if partition is None:
             return
         if reply.error != NONE:
-            if reply.error in (FENCED_LEADER_EPOCH, KAFKA_STORAGE_ERROR):
-                self.followed.pop(reply.tp, None)
+            self._refused(followed, reply.error)
             return
         try:
             leo = partition.log_end_offset
@@ -924,11 +937,7 @@ class SimBroker:
                     self._truncate_to(tp, partition, reply.log_end_offset)
                 return
             if reply.error != NONE:
-                # Kafka parks the partition only when fenced (a LeaderAndIsr with a newer epoch
-                # is on its way) or when the log is gone; a leader that has not yet heard of its
-                # leadership (NOT_LEADER_OR_FOLLOWER, UNKNOWN_*) is retried after a back-off.
-                if reply.error in (FENCED_LEADER_EPOCH, KAFKA_STORAGE_ERROR):
-                    self.followed.pop(tp, None)
+                self._refused(followed, reply.error)
                 return
             if reply.records:
                 base = partition.log_end_offset
@@ -938,7 +947,17 @@ class SimBroker:
             partition.high_watermark = max(partition.high_watermark, high_watermark)
         except (StorageError, OSError):
             self.after_io()
-            self.followed.pop(tp, None)
+            followed.failed = True
+
+    def _refused(self, followed: _Followed, error: int) -> None:
+        """The leader refused a follower request. Kafka marks the partition failed only when
+        fenced (a LeaderAndIsr with a newer epoch is on its way); any other refusal (a leader
+        that has not yet heard of its leadership: NOT_LEADER_OR_FOLLOWER, UNKNOWN_*) is asked
+        again after ``replica.fetch.backoff.ms``."""
+        if error == FENCED_LEADER_EPOCH:
+            followed.failed = True
+        else:
+            followed.retry_ms = self.now_ms() + FETCH_BACKOFF_MS
 
     def _truncate_to(self, tp: TopicPartition, partition: PartitionLog, offset: int) -> None:
         before = partition.log_end_offset
