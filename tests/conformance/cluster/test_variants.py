@@ -63,10 +63,6 @@ def test_shipped_passes_a_campaign() -> None:
     assert failing == KNOWN_FAILING
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "model.replica_move has no action for a follower truncating its log while a move copies it "
-    "(PartitionLog.truncate_to truncates the .move too): the move abstraction refuses the "
-    "CAUGHT_UP that follows the truncation"))
 def test_move_model_lacks_a_truncation_during_a_move() -> None:
     config = ClusterConfig(partitions=2, steps=250, fault_probability=0.02, chunk_bytes=150)
     outcome = simulate(25, config)
