@@ -17,12 +17,12 @@ Kafka's ``AbstractFetcherThread`` (partitions with errors are delayed, not remov
 
 * NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
   REPLICA_NOT_AVAILABLE and any other code are retried after ``replica.fetch.backoff.ms``
-  (Kafka's default 1000 ms). OFFSET_OUT_OF_RANGE too (Kafka instead moves the fetch offset to
-  the leader's log; this fetcher does not). The usual cause is a LeaderAndIsr that
-  reached this follower before the leader's own (the controller sends them on independent
-  channels): the leader refuses until it hears of its leadership, and then the retry succeeds
-  without another LeaderAndIsr. The delay is per partition (trio's clock): the other partitions
-  fetched from the same leader go on being fetched.
+  (Kafka's default 1000 ms). The usual cause is a LeaderAndIsr that reached this follower
+  before the leader's own (the controller sends them on independent channels): the leader
+  refuses until it hears of its leadership, and then the retry succeeds without another
+  LeaderAndIsr. The delay is per partition (trio's clock): the other partitions fetched from
+  the same leader go on being fetched. OFFSET_OUT_OF_RANGE is retried too (Kafka instead moves
+  the fetch offset to the leader's log; this fetcher does not).
 * FENCED_LEADER_EPOCH (this follower's epoch is older than the leader's) and a storage error
   while appending mark the partition failed, as Kafka's ``markPartitionFailed`` does: it stays
   in :meth:`ReplicaFetcher.followed` but is neither asked nor fetched until a LeaderAndIsr (a
@@ -85,7 +85,7 @@ RESPONSE_MAX_BYTES: Final = 64 * 1024 * 1024
 BACKOFF_SECONDS: Final = 0.2
 #: Kafka's ``replica.fetch.backoff.ms`` default.
 FETCH_BACKOFF_MS_DEFAULT: Final = 1000
-#: Error codes a follower does not retry (Kafka's ``markPartitionFailed``).
+#: The refusal a follower does not retry (Kafka's ``markPartitionFailed``).
 FENCED_LEADER_EPOCH: Final = 74
 IO_TIMEOUT_SECONDS: Final = 30.0
 
