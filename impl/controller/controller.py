@@ -751,9 +751,11 @@ class Controller:
             if tp in self._busy:
                 self._dirty[tp] = cause
                 continue
+            if tp not in self.leader_isr:
+                self._isr_removals.pop(tp, None)  # no state: the plan creates one (§B)
             change = self._plan(tp, cause)
             if change is None and tp in self._isr_removals:
-                if fresh or tp not in self.leader_isr or tp[0] in self.topics_deleting:
+                if fresh or tp[0] in self.topics_deleting:
                     del self._isr_removals[tp]
                     change = self._plan(tp, cause)
                 else:
