@@ -13,10 +13,12 @@ concern). The mover copies one record per ``chunk_copied``, checks ``caught_up``
 takes the lock, copies the rest (``final_catch_up``), makes ``tp.move`` durable
 (``dest_durable``), renames the source ``tp`` to ``tp.delete`` and ``tp.move`` to ``tp`` (each
 with its dir fsync), swaps the in-memory log and releases the lock (``log_swapped``); the old copy
-is removed later (``delete_completed``). A move can be cancelled or redirected while copying. At
-every step the process may crash (memory lost, page cache lost, renames not yet fsynced lost or
-kept) and a dir may fail; after a crash, startup faults may strike (a dir unreadable, a mount
-missing) and ``recovered`` applies the recovery rules of :mod:`model.move_recovery`.
+is removed later (``delete_completed``). A move can be cancelled or redirected while copying, and
+a follower truncation (``source_truncated``) may cut the served log and ``tp.move`` whenever the
+lock is free. At every step the process may crash (memory lost, page cache lost, renames not yet
+fsynced lost or kept) and a dir may fail; after a crash, startup faults may strike (a dir
+unreadable, a mount missing) and ``recovered`` applies the recovery rules of
+:mod:`model.move_recovery`.
 
 Ghost variables record what the invariants need: ``acked_end`` (records acknowledged),
 ``copy_destroyed`` (a deletion removed the last complete copy on a readable dir) and
