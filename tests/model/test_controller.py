@@ -13,7 +13,7 @@ import pytest
 from model import ModelDefinition, Status
 from model.controller import MODELS, ControllerEvent
 
-from ._model_golden import ModelGolden, by_name
+from ._golden import ModelGolden, by_name
 
 DEFINITION: ModelDefinition = MODELS[0]
 GOLD = ModelGolden(DEFINITION)

@@ -15,7 +15,7 @@ from model import ModelDefinition
 from model.controller import ControllerEvent
 from model.reassignment import MODELS, ReassignmentEvent, ReassignmentPhase
 
-from ._model_golden import ModelGolden, by_name
+from ._golden import ModelGolden, by_name
 
 DEFINITION: ModelDefinition = MODELS[0]
 GOLD = ModelGolden(DEFINITION)

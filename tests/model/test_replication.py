@@ -26,7 +26,7 @@ from model import (
 from model._report import flatten_state
 from model.replication import MODELS, ReplicationEvent
 
-from ._model_golden import ModelGolden, by_name, replay, run
+from ._golden import ModelGolden, by_name, replay, run
 
 DEFINITION: ModelDefinition = MODELS[0]
 GOLD = ModelGolden(DEFINITION)
