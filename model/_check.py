@@ -544,12 +544,13 @@ def check_variant(
         )
 
 
-def check_definitions(
+def check_definitions(  # noqa: PLR0917 - the command's options, passed along
     definitions: list[ModelDefinition],
     variant: str | None = None,
     depth: int | None = None,
     clock: Clock | None = None,
     meta: Mapping[str, str] | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> Report:
     """Check every variant of every definition (or only ``variant``) and gather a report.
 
@@ -559,13 +560,14 @@ def check_definitions(
         depth: the bound for every model (each model's default when ``None``).
         clock: a monotonic clock in seconds.
         meta: free-form text fields stored in the report.
+        only: a targeted search of these invariants (see :func:`check_variant`).
 
     Returns:
         The report.
 
     Raises:
         ValueError: ``depth`` is below 1.
-        KeyError: a model has no variant called ``variant``.
+        KeyError: a model has no variant called ``variant``, or no invariant named in ``only``.
     """
     tick = clock or _no_clock
     start = tick()
@@ -573,7 +575,7 @@ def check_definitions(
     for definition in definitions:
         variants = definition.variants if variant is None else (definition.variant(variant),)
         for chosen in variants:
-            results.append(check_variant(definition, chosen, depth, tick))
+            results.append(check_variant(definition, chosen, depth, tick, only))
     return Report(
         results=tuple(results),
         solver=f"z3 {z3.get_version_string()}",

@@ -43,17 +43,20 @@ def estimated_cost(definition: ModelDefinition, variant: Variant) -> int:
     return len(model.instances()) * cells * max(1, len(model.invariants))
 
 
-def _check_by_name(model: str, variant: str, depth: int | None) -> Any:
-    result = check_variant(find(model), variant, depth, time.perf_counter)
+def _check_by_name(
+    model: str, variant: str, depth: int | None, only: tuple[str, ...] | None
+) -> Any:
+    result = check_variant(find(model), variant, depth, time.perf_counter, only)
     return result.to_json()
 
 
-def check_in_parallel(
+def check_in_parallel(  # noqa: PLR0917 - the command's options, passed along
     definitions: list[ModelDefinition],
     variant: str | None = None,
     depth: int | None = None,
     jobs: int = 1,
     meta: Mapping[str, str] | None = None,
+    only: tuple[str, ...] | None = None,
 ) -> Report:
     """Check every variant of every definition (or only ``variant``), ``jobs`` at a time.
 
@@ -64,6 +67,7 @@ def check_in_parallel(
         jobs: worker processes; 1 checks in this process (and then also accepts definitions
             the registry does not know).
         meta: free-form text fields stored in the report.
+        only: a targeted search of these invariants (see ``model._check.check_variant``).
 
     Returns:
         The report, results in definition and variant order.
@@ -83,14 +87,14 @@ def check_in_parallel(
                           else (definition.variant(variant),))
     ]
     if jobs == 1 or len(chosen) <= 1:
-        return check_definitions(definitions, variant, depth, time.perf_counter, meta)
+        return check_definitions(definitions, variant, depth, time.perf_counter, meta, only)
     start = time.perf_counter()
     order = sorted(range(len(chosen)), key=lambda index: -estimated_cost(*chosen[index]))
     context = multiprocessing.get_context("spawn")
     with ProcessPoolExecutor(max_workers=min(jobs, len(chosen)), mp_context=context) as pool:
         futures = {
             index: pool.submit(_check_by_name, chosen[index][0].name, chosen[index][1].name,
-                               depth)
+                               depth, only)
             for index in order
         }
         results = tuple(VariantResult.from_json(futures[index].result())

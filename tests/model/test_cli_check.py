@@ -146,3 +146,25 @@ def test_report_show_rejects_malformed_files(
     assert "malformed report" in _one_error_line(capsys)
     assert main(["report", "show", str(tmp_path / "missing.json")]) == 1
     assert "missing.json" in _one_error_line(capsys)
+
+
+@pytest.mark.usefixtures("lockserv_only")
+def test_check_one_invariant_is_a_targeted_search(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    report_path = tmp_path / "report.json"
+    status = main(["check", "--jobs", "1", "--invariant", "MUTEX", "--json", str(report_path)])
+    capsys.readouterr()
+    assert status == 0
+    data = json.loads(report_path.read_text())
+    for result in data["results"]:
+        assert [invariant["name"] for invariant in result["invariants"]] == ["MUTEX"]
+        assert result["witnesses"] == []
+    statuses = {result["variant"]: result["invariants"][0]["status"] for result in data["results"]}
+    assert statuses == {"shipped": "proved", "no_free_check": "violated"}
+
+
+@pytest.mark.usefixtures("lockserv_only")
+def test_check_unknown_invariant_is_one_line(capsys: pytest.CaptureFixture[str]) -> None:
+    assert main(["check", "--jobs", "1", "--invariant", "NO_SUCH"]) != 0
+    assert "unknown invariant NO_SUCH" in _one_error_line(capsys)
