@@ -171,8 +171,8 @@ class ClusterConfig:
         settle_steps_max: bound on the healing steps after the workload.
         trace_check: replay trace events in the models.
         model_machines: besides ``replica_move`` (always), the machines whose events are
-            replayed in their models (``"replication"``, ``"controller"``); the others' events
-            are counted as unchecked and the end-to-end checks cover them.
+            replayed in their models (``"replication"``, ``"controller"``, both by default); the
+            others' events are counted as unchecked and the end-to-end checks cover them.
     """
 
     brokers: int = 3
@@ -189,7 +189,7 @@ class ClusterConfig:
     chunk_bytes: int = 700
     settle_steps_max: int = 600
     trace_check: bool = True
-    model_machines: tuple[str, ...] = ()
+    model_machines: tuple[str, ...] = ("replication", "controller")
 
     def __post_init__(self) -> None:
         assert self.brokers >= 1
@@ -345,8 +345,8 @@ def replay_command(seed: int, config: ClusterConfig,
         parts.append(f"--chunk-bytes {config.chunk_bytes}")
     if not config.network_faults:
         parts.append("--no-network-faults")
-    if config.model_machines:
-        parts.append(f"--model-machines {','.join(config.model_machines)}")
+    if config.model_machines != default.model_machines:
+        parts.append(f"--model-machines {','.join(config.model_machines) or 'none'}")
     if faults is not None:
         parts.append(f"--faults '{format_faults(faults)}'")
     return " ".join(parts)

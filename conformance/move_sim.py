@@ -887,11 +887,10 @@ AbstractionFactory = Callable[[SimConfig], Sequence[Abstraction]]
 
 
 def replay_command(seed: int, config: SimConfig, faults: Sequence[Fault] | None = None) -> str:
-    """The command that reproduces a run (only non-default settings are spelled out)."""
+    """The command that reproduces a run (the broker count and non-default settings)."""
     default = SimConfig()
-    parts = [f"logproof conformance replay --seed {seed}"]
-    if config.brokers != default.brokers:
-        parts.append(f"--brokers {config.brokers}")
+    # --brokers always: the command line's default is the cluster simulator.
+    parts = [f"logproof conformance replay --seed {seed} --brokers {config.brokers}"]
     if config.log_dirs != default.log_dirs:
         parts.append(f"--log-dirs {config.log_dirs}")
     if config.partitions != default.partitions:

@@ -47,5 +47,8 @@ def test_replay_prints_a_stable_trace(capsys: pytest.CaptureFixture[str]) -> Non
 
 
 def test_variants_belong_to_their_simulator(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["conformance", "run", "--seeds", "1", "--variant", "no_epoch_check"]) == 1
+    assert main(["conformance", "run", "--seeds", "1", "--brokers", "1",
+                 "--variant", "no_epoch_check"]) == 1
     assert "needs --brokers 2 or more" in capsys.readouterr().err
+    assert main(["conformance", "run", "--seeds", "1", "--variant", "unlocked_swap"]) == 1
+    assert "needs one broker" in capsys.readouterr().err

@@ -89,13 +89,12 @@ def test_runner_runs_the_cluster_for_several_brokers() -> None:
     assert len(outcome.trace) == result.events
 
 
-def test_replication_and_controller_events_replay_in_their_models_when_asked() -> None:
-    pytest.importorskip("conformance.replication_abstraction")
-    pytest.importorskip("conformance.controller_abstraction")
-    config = ClusterConfig(steps=120, model_machines=("replication", "controller"))
-    outcome = simulate(0, config)
+def test_replication_and_controller_events_replay_in_their_models_by_default() -> None:
+    outcome = simulate(0, ClusterConfig(steps=120))
+    assert outcome.config.model_machines == ("replication", "controller")
     assert outcome.violation is None, outcome.violation
     assert outcome.trace_verdict.events_checked > 0.9 * outcome.events
     assert any(name.startswith("replication.") for name in outcome.trace_verdict.actions)
-    assert simulate(0, ClusterConfig(steps=120)).trace_verdict.events_checked < (
+    assert any(name.startswith("controller.") for name in outcome.trace_verdict.actions)
+    assert simulate(0, ClusterConfig(steps=120, model_machines=())).trace_verdict.events_checked < (
         0.5 * outcome.events)

@@ -26,26 +26,34 @@ def test_run_summarises_and_writes_json(tmp_path: Path, capsys: pytest.CaptureFi
 
 def test_failing_run_is_shrunk_with_its_replay(capsys: pytest.CaptureFixture[str]) -> None:
     status = main([
-        "conformance", "run", "--seeds", "2", "--steps", "150", "--variant", "unlocked_swap",
+        "conformance", "run", "--brokers", "1", "--seeds", "2", "--steps", "150",
+        "--variant", "unlocked_swap",
     ])
     printed = capsys.readouterr().out
     assert status == 1
-    assert "logproof conformance replay --seed 0 --steps 150 --variant unlocked_swap" in printed
+    replay = "logproof conformance replay --seed 0 --brokers 1 --steps 150 --variant unlocked_swap"
+    assert replay in printed
     assert "shrunk:" in printed
     assert "replay shrunk:" in printed
 
 
 def test_replay_prints_the_trace_and_is_stable(capsys: pytest.CaptureFixture[str]) -> None:
-    assert main(["conformance", "replay", "--seed", "4", "--steps", "80", "--trace"]) == 0
-    first = capsys.readouterr().out
-    assert main(["conformance", "replay", "--seed", "4", "--steps", "80", "--trace"]) == 0
-    assert capsys.readouterr().out == first
-    assert '"machine":"replica_move"' in first
-    assert "trace digest: " in first
+    for brokers in ("1", "3"):
+        command = ["conformance", "replay", "--seed", "4", "--brokers", brokers, "--steps", "80",
+                   "--trace"]
+        assert main(command) == 0
+        first = capsys.readouterr().out
+        assert main(command) == 0
+        assert capsys.readouterr().out == first
+        assert '"machine":"replica_move"' in first or brokers == "3"
+        assert '"machine":"replication"' in first or brokers == "1"
+        assert "trace digest: " in first
 
 
 def test_user_mistakes_are_one_line_errors(capsys: pytest.CaptureFixture[str]) -> None:
     assert main(["conformance", "replay", "--seed", "1", "--faults", "x:y"]) == 1
+    assert "not a cluster fault spec" in capsys.readouterr().err
+    assert main(["conformance", "replay", "--seed", "1", "--brokers", "1", "--faults", "x:y"]) == 1
     assert "not a fault spec" in capsys.readouterr().err
     assert main(["conformance", "run", "--seeds", "0"]) == 1
     assert main(["conformance", "run", "--seeds", "1", "--log-dirs", "1"]) == 1
