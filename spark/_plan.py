@@ -65,8 +65,8 @@ class BaseConfig:
             implementation); known-bad variants show what the campaign catches.
     """
 
-    brokers: int = 1
-    log_dirs: int = 3
+    brokers: int = 3
+    log_dirs: int = 2
     steps: int = 200
     variant: str | None = None
 

@@ -22,6 +22,7 @@ import dataclasses
 import enum
 import importlib
 import json
+import logging
 import os
 import socket
 import time
@@ -177,6 +178,9 @@ def load_runner(name: str) -> RunnerModule:
         RunnerUnavailableError: the module cannot be imported or lacks ``run_seed`` or
             ``swarm_config``.
     """
+    # The simulated components log the faults they are dealt (a dir unreadable at start-up,
+    # ...): in a campaign those are the workload, and the rows say what matters.
+    logging.getLogger("impl").setLevel(logging.CRITICAL)
     try:
         module: ModuleType = importlib.import_module(name)
     except ImportError as error:
