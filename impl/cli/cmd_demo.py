@@ -16,8 +16,10 @@ Stages, each printing what it did; the first that fails stops the demo with a no
 3. **invariants** — the Z3 check of the replica-move model: the shipped protocol proved, every
    known-bad variant refuted with its counterexample; the report is written as JSON and as a
    self-contained HTML page (``logproof check``).
-4. **conformance** — seeded simulations of replica moves with crashes and disk faults, every
-   trace event replayed through the executable model (``logproof conformance run``).
+4. **conformance** — seeded simulations of a 3-broker, 2-dir cluster (the real storage,
+   replication and controller cores over simulated disks, network and ZooKeeper) with crashes,
+   disk failures, zombie controllers, network faults, replica moves and reassignments, every
+   trace event replayed through the executable models (``logproof conformance run``).
 """
 
 from __future__ import annotations
@@ -102,7 +104,7 @@ def run(arguments: argparse.Namespace) -> int:
     print(f"[invariants] report: {json_path} (render with `logproof report show {json_path}`)")
     print(f"[invariants] timelines: {html_path}")
 
-    _stage("4/4 conformance: seeded simulations with crashes and disk faults, trace-checked")
+    _stage("4/4 conformance: seeded 3-broker cluster simulations with faults, trace-checked")
     status = main(["conformance", "run", "--seeds", str(arguments.seeds)])
     if status != 0:
         return status
