@@ -6,7 +6,9 @@ dirs, reassignments, controller session expiry and a zombie controller acting on
 After every step it reads ZooKeeper and checks the named invariants: LEADER_UNIQUE,
 EPOCHS_MONOTONIC, CONTROLLER_FENCED, NO_COMMITTED_LOSS (no leader from outside the ISR),
 REASSIGN_SAFE (AR shrinks to RAR only when RAR was in the ISR) and DIR_FAILURE_ISOLATION (no
-leadership or ISR membership on a failed dir).
+leadership or ISR membership on a failed dir). In lockstep, every trace event the controllers
+emit (the zombie's included) is replayed in ``model.controller`` through the controller
+abstraction: the action must be enabled and the model's invariants hold after it.
 """
 
 from __future__ import annotations
@@ -16,7 +18,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 from conformance._coordinator_driver import ControllerDriver
+from conformance.controller_abstraction import abstractions as controller_abstractions
 from conformance.coordinator import SimulatedZooKeeper
+from conformance.trace_check import TraceChecker
 from impl.controller.controller import (
     PARTITION_TRANSITIONS,
     BrokersRead,
@@ -65,6 +69,8 @@ class ControllerMachine(RuleBasedStateMachine):
         super().__init__()
         self.server = SimulatedZooKeeper()
         self.controller = ControllerDriver(self.server, 100, partitions_per_write_max=2)
+        # The model in lockstep: every trace event is replayed in model.controller.
+        self.checker = TraceChecker(controller_abstractions())
         assert self.controller.elect()
         self.admin = self.server.open_session(60_000)
         self.zombie: ControllerDriver | None = None
@@ -274,6 +280,8 @@ class ControllerMachine(RuleBasedStateMachine):
             if driver is None:
                 continue
             for event in driver.traces:
+                violation = self.checker.feed(event)
+                assert violation is None, violation.describe()
                 if event.machine == "reassignment":
                     key = (ReassignmentPhase[event.state_before], ReassignmentEvent[event.event])
                     assert REASSIGNMENT_TRANSITIONS[key].name == event.state_after, event
@@ -291,6 +299,13 @@ class ControllerMachine(RuleBasedStateMachine):
                         and partition not in self.failed_dirs[r]]
             if live_isr:
                 assert state.leader in live_isr, f"m-{partition} has a usable ISR but no leader"
+
+    def teardown(self) -> None:
+        self.traces_follow_the_transition_tables()
+        verdict = self.checker.verdict()
+        # The election alone is replayed: the lockstep check is never vacuous.
+        assert verdict.events_checked > 0, verdict
+        assert not verdict.events_unchecked or verdict.events_checked > verdict.events_unchecked
 
 
 ControllerMachine.TestCase.settings = settings(
