@@ -153,9 +153,12 @@ class ControllerDriver:
         """Partition states (``None`` where the znode is missing)."""
         states: dict[TP, LeaderIsr | None] = {}
         for tp in tps:
-            found = self._get(partition_state_path(*tp))
-            states[tp] = None if found is None else decode_partition_state(
-                tp[0], tp[1], found[0], found[1])
+            try:
+                data, stat = self.server.get(self.session_id, partition_state_path(*tp), False)
+            except NoNodeError:
+                states[tp] = None
+                continue
+            states[tp] = decode_partition_state(tp[0], tp[1], data, stat.version, stat.mzxid)
         return states
 
     def read_reassignment(self) -> tuple[ReassignmentTarget, ...]:

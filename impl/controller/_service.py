@@ -548,7 +548,7 @@ class ControllerService:
                     data, stat = await coordinator.get(partition_state_path(*tp))
                 except NoNodeError:
                     return None
-                return decode_partition_state(tp[0], tp[1], data, stat.version)
+                return decode_partition_state(tp[0], tp[1], data, stat.version, stat.mzxid)
             return read
 
         found = await _gather([reader(tp) for tp in tps], READS_IN_FLIGHT_MAX)

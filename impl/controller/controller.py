@@ -673,16 +673,33 @@ class Controller:
                     self.replica_states[(tp, replica)] = ReplicaState.ONLINE
                 else:
                     self.replica_states[(tp, replica)] = ReplicaState.OFFLINE
+        bounced_leaders: set[TP] = set()
         for tp, state in self.leader_isr.items():
             dead = {r for r in state.isr if r not in self.live_brokers}
-            if dead:  # Kafka's replica state machine startup: OfflineReplica for dead brokers
-                self._isr_removals[tp] = dead
-        # §D 4: resend every known state (INIT) and the metadata to every live broker.
+            # A live ISR member registered after the state's last write restarted since the
+            # state vouched for it, and no controller saw it go (its registration vanished and
+            # came back unobserved, e.g. it was the controller): it may have lost unflushed
+            # records. It is handled as Kafka handles a bounced broker (KIP-380: failed, then
+            # started), as KRaft does a broker re-registering after an unclean shutdown
+            # (KIP-966): out of the ISR, and its leadership moves to a member that kept the
+            # log. Kept when no other member could take over (the partition would go offline,
+            # then re-elect it: the same log, as Kafka's failure-then-startup).
+            bounced = {r for r in state.isr if r in self.live_brokers and state.mzxid >= 0
+                       and self.live_brokers[r].epoch > state.mzxid}
+            if bounced and not set(state.isr) - dead - bounced:
+                bounced = set()
+            if state.leader in bounced:
+                bounced_leaders.add(tp)
+            if dead or bounced:  # Kafka's replica state machine startup: OfflineReplica
+                self._isr_removals[tp] = dead | bounced
+        # §D 4: resend every known state (INIT) and the metadata to every live broker (but a
+        # bounced leader's stale state: its election below sends the new one).
         self._init_flush = True
         self._um_full_brokers = set(self.live_brokers)
         self._um_broadcast = True
         for tp in self.leader_isr:
-            self._queue_leader_and_isr(tp)
+            if tp not in bounced_leaders:
+                self._queue_leader_and_isr(tp)
         # §D 5-6: dead brokers' partitions, leaderless and NEW partitions (the snapshot is fresh).
         self._reconcile(self._all_tps(), ControllerEvent.BROKER_FAILED, fresh=True)
         if snapshot.isr_change_notifications:

@@ -293,13 +293,19 @@ def decode_topic(topic: str, data: bytes) -> TopicAssignment:
 
 @dataclass(frozen=True, slots=True)
 class LeaderIsr:
-    """A partition's state znode plus its zkVersion (the partition epoch)."""
+    """A partition's state znode plus its zkVersion (the partition epoch).
+
+    ``mzxid`` is the zxid of the znode's last write when the state was read (-1 for a state the
+    controller built): a broker whose registration (czxid, its broker epoch) is newer restarted
+    after that write.
+    """
 
     leader: int
     leader_epoch: int
     isr: tuple[int, ...]
     controller_epoch: int
     zk_version: int
+    mzxid: int = field(default=-1, compare=False)
 
 
 def encode_partition_state(leader: int, leader_epoch: int, isr: Sequence[int],
@@ -315,8 +321,9 @@ def encode_partition_state(leader: int, leader_epoch: int, isr: Sequence[int],
     ).encode("ascii")
 
 
-def decode_partition_state(topic: str, partition: int, data: bytes, zk_version: int) -> LeaderIsr:
-    """Parse a partition state znode.
+def decode_partition_state(topic: str, partition: int, data: bytes, zk_version: int,
+                           mzxid: int = -1) -> LeaderIsr:
+    """Parse a partition state znode (``mzxid``: its stat's, see :class:`LeaderIsr`).
 
     Raises:
         ZnodeFormatError: malformed data.
@@ -329,6 +336,7 @@ def decode_partition_state(topic: str, partition: int, data: bytes, zk_version: 
         _int_list(value.get("isr"), f"{what} isr"),
         _int(value.get("controller_epoch"), f"{what} controller_epoch"),
         zk_version,
+        mzxid,
     )
 
 
