@@ -131,9 +131,15 @@ def epoch_end_offset(
 
     Returns:
         ``(epoch, end offset)``: the end offset is the start of the next larger epoch, or the LEO
-        for the latest; ``(-1, -1)`` when every entry is above ``epoch`` (or there is none).
+        for the latest; ``(epoch, first entry's start)`` when every entry is above ``epoch``
+        (Kafka's ``LeaderEpochFileCache.endOffsetFor``, as the storage cache answers);
+        ``(-1, -1)`` for a negative ``epoch`` or no entry.
     """
     entries = [(e, start) for e, start in epochs if start < log_end_offset]
+    if epoch < 0 or not entries:
+        return -1, -1
+    if epoch < entries[0][0]:
+        return epoch, entries[0][1]
     found, end = -1, -1
     for index, (entry_epoch, _start) in enumerate(entries):
         if entry_epoch > epoch:
@@ -194,9 +200,9 @@ def follower_truncation_offset(
     own = [(e, start) for e, start in epochs if start < log_end_offset]
     if leader_epoch is None or leader_epoch < 0 or not own:
         return TruncationStep(clamp(leader_epoch_end_offset))
+    # Every own epoch above the answered one: ``mine`` is the answered epoch, ending where the
+    # follower's first epoch starts (it shares nothing with the leader after that).
     mine, my_end = epoch_end_offset(own, log_end_offset, leader_epoch)
-    if mine < 0:
-        return TruncationStep(clamp(min(own[0][1], leader_epoch_end_offset)))
     if mine == leader_epoch:
         return TruncationStep(clamp(min(my_end, leader_epoch_end_offset)))
     target = clamp(my_end)

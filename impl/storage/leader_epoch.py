@@ -74,11 +74,17 @@ class LeaderEpochCache:
 
         Returns:
             ``(epoch, end offset)``: for the latest epoch the end offset is the LEO; for an older
-            one, the start offset of the next larger epoch; ``(-1, -1)`` if ``epoch`` is older
-            than every entry (or the cache is empty).
+            one, the start offset of the next larger epoch. An ``epoch`` older than every entry
+            answers ``(epoch, first entry's start offset)``, as Kafka's
+            ``LeaderEpochFileCache.endOffsetFor`` does: nothing of that epoch is in this log, so
+            a follower holding it must truncate to where this log's first epoch starts (a former
+            leader's unreplicated records, written in an epoch the new leader never held).
+            ``(-1, -1)`` for an undefined (negative) ``epoch`` or an empty cache.
         """
-        if not self._entries or epoch < self._entries[0].epoch:
+        if not self._entries or epoch < 0:
             return UNDEFINED_EPOCH, UNDEFINED_OFFSET
+        if epoch < self._entries[0].epoch:
+            return epoch, self._entries[0].start_offset
         if epoch >= self._entries[-1].epoch:
             return self._entries[-1].epoch, log_end_offset
         for index, entry in enumerate(self._entries):

@@ -199,7 +199,14 @@ def test_iterated_truncation_reaches_the_common_prefix(seed: int) -> None:
     assert multi > 0  # the generator reaches the KIP-279 case where one answer is not enough
 
 
-def test_a_leader_without_an_epoch_that_old_answers_nothing_and_nothing_is_truncated() -> None:
-    """The storage cache answers (-1, -1) for an epoch older than its first (newer Kafka answers
-    the first epoch's start instead): the follower keeps its log (a known gap)."""
-    assert _truncate([3, 3], [6, 6, 6], 6) == (2, 1)
+def test_a_leader_without_an_epoch_that_old_answers_its_first_epochs_start() -> None:
+    """Kafka's ``LeaderEpochFileCache.endOffsetFor``: an epoch older than every entry answers
+    (that epoch, the first entry's start offset), and the follower truncates its records of that
+    epoch (once answered (-1, -1), the follower kept them and appended the leader's records
+    after them: swarm seed 113, LOG_MATCHING)."""
+    cache = LeaderEpochCache([EpochEntry(1, 0)])
+    assert cache.end_offset_for_epoch(0, 3) == (0, 0)
+    assert cache.end_offset_for_epoch(-1, 3) == (-1, -1)
+    assert LeaderEpochCache().end_offset_for_epoch(0, 0) == (-1, -1)
+    assert _truncate([0], [1, 1, 1], 1) == (0, 1)  # a crashed leader's unreplicated record
+    assert _truncate([3, 3], [6, 6, 6], 6) == (0, 1)

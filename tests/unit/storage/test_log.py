@@ -137,7 +137,8 @@ def test_follower_append_keeps_offsets_and_learns_epochs() -> None:
         assert partition.end_offset_for_epoch(3) == (3, 2)
         assert partition.end_offset_for_epoch(4) == (3, 2)
         assert partition.end_offset_for_epoch(5) == (5, 3)
-        assert partition.end_offset_for_epoch(2) == (-1, -1)
+        assert partition.end_offset_for_epoch(2) == (2, 0)  # older than every entry (Kafka)
+        assert partition.end_offset_for_epoch(-1) == (-1, -1)
         with pytest.raises(CorruptBatch):
             await partition.append_as_follower(rb.build_batch([b"x"], base_offset=1))
 
