@@ -28,3 +28,27 @@ def test_seed_113_a_restarted_leader_truncates_its_unreplicated_epoch() -> None:
                    if e.event == "TRUNCATE" and e.subject == "t-1@1"]
     assert any('"leader_epoch_end":0' in t and '"truncated_to":0' in t for t in truncations), (
         truncations)
+
+
+def test_seed_85_a_controller_back_from_a_crash_does_not_resend_its_stale_leadership() -> None:
+    """Seed 85 (NO_COMMITTED_LOSS): broker 2 was the active controller and t-0's leader (epoch
+    4, ISR 2, 0, 1). It crashed with acknowledged records [83,89) on every ISR member but unflushed
+    on itself; brokers 0 and 1 were zombie controllers, fenced at their next write, so no
+    controller handled the failure, and broker 2 registered again and won the next election. Its
+    failover resent the state znode: broker 2 led epoch 4 again from offset 83, and its followers
+    would have truncated to it. A live ISR member registered after the state znode's last write
+    restarted unseen: the failover now fails it as a bounced broker (Kafka's KIP-380; KRaft's
+    KIP-966 for a broker back from an unclean shutdown), and t-0 moves to broker 1 in epoch 5."""
+    config = swarm_config(85, brokers=3, log_dirs=2, steps=200)
+    result, outcome = replay(85, config)
+    assert result.replay_command.startswith(
+        "logproof conformance replay --seed 85 --brokers 3 --log-dirs 2 --partitions 1 "
+        "--steps 200 --fault-probability 0.1 --segment-bytes 1048576 --chunk-bytes 150")
+    assert not result.failed, result.message
+    assert outcome.violation is None, outcome.violation
+    events = [e.to_json() for e in outcome.trace]
+    failover = next(i for i, e in enumerate(events)
+                    if '"event":"CONTROLLER_ELECTED"' in e and '"broker":2,"epoch":6' in e)
+    assert '"leader":1,"leader_epoch":5' in events[failover + 1], events[failover + 1]
+    assert not any('"event":"BECOME_LEADER"' in e and '"leader":2,"leader_epoch":4' in e
+                   for e in events[failover:]), "the stale state was resent"
