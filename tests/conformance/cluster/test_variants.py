@@ -63,7 +63,8 @@ def test_shipped_passes_a_campaign() -> None:
     assert failing == KNOWN_FAILING
 
 
-def test_move_model_lacks_a_truncation_during_a_move() -> None:
+def test_a_truncation_during_a_move_replays_in_the_move_model() -> None:
+    """Seed 25: a follower truncation while a move copies (``SOURCE_TRUNCATED``)."""
     config = ClusterConfig(partitions=2, steps=250, fault_probability=0.02, chunk_bytes=150)
     outcome = simulate(25, config)
     assert outcome.violation is None, outcome.violation
