@@ -64,24 +64,13 @@ from impl.controller.controller import (
     Controller,
     ControllerConfig,
     ControllerEffect,
-    ControllerInput,
     ControllerMoved,
-    EmitTrace,
-    PartitionStatesRead,
-    ReadPartitionStates,
-    Resign,
     ResponseReceived,
-    SendRequest,
     SessionExpired,
-    WriteCompleted,
-    ZkWrite,
 )
 from impl.controller.coordinator import (
-    ConnectionLossError,
     CreateOp,
     CreateResult,
-    NodeExistsError,
-    SessionExpiredError,
     SetOp,
     SetResult,
     multi_error,
@@ -275,15 +264,7 @@ def read_bytes(partition: PartitionLog, offset: int, max_bytes: int,
             chunks.append(piece.read_all())
         finally:
             piece.close()
-    data = b"".join(chunks)
-    position = 0
-    while position + rb.LOG_OVERHEAD <= len(data):
-        size = int.from_bytes(data[position + 8 : position + 12], "big", signed=True)
-        end = position + rb.LOG_OVERHEAD + size
-        if size <= 0 or end > len(data):
-            break
-        position = end
-    return data[:position]
+    return rb.whole_batches(b"".join(chunks))
 
 
 class _TaggedSink:
@@ -1127,40 +1108,18 @@ class ControllerNode(ControllerDriver):
                 self.run(ResponseReceived(broker_id, request, reply.response))
                 return
 
-    def run(self, event: ControllerInput) -> None:
-        """Feed ``event`` to the core and carry out its effects (requests go on channels)."""
-        queue: collections.deque[ControllerEffect] = collections.deque(self.core.handle(event))
-        handled = 0
-        while queue:
-            handled += 1
-            assert handled < 1_000_000, "the controller does not settle"
-            effect = queue.popleft()
-            follow: list[ControllerEffect] = []
-            if isinstance(effect, EmitTrace):
-                self.world.emit(effect.event)
-            elif isinstance(effect, ZkWrite):
-                try:
-                    for path in effect.ensure_paths:
-                        result = self.server.multi(self.session_id, [CreateOp(path)])[0]
-                        assert not isinstance(result, Exception) or isinstance(
-                            result, NodeExistsError)
-                    results = self.server.multi(self.session_id, effect.ops)
-                except (ConnectionLossError, SessionExpiredError):
-                    follow = self.core.handle(WriteCompleted(effect.write_id, None))
-                else:
-                    if multi_error(results) is None:
-                        self._landed()
-                    follow = self.core.handle(WriteCompleted(effect.write_id, results))
-            elif isinstance(effect, ReadPartitionStates):
-                follow = self.core.handle(PartitionStatesRead(self.read_states(effect.partitions)))
-            elif isinstance(effect, SendRequest):
-                self._enqueue(effect.broker_id, effect.request)
-            elif isinstance(effect, Resign):
-                self._channels.clear()
-                self.pending_watches["controller"] = self.broker.now_ms() + 1
-            queue.extend(follow)
+    def _emit(self, event: TraceEvent) -> None:
+        self.world.emit(event)
 
-    def _landed(self) -> None:
+    def _send(self, broker_id: int, request: ControllerRequest) -> list[ControllerEffect]:
+        self._enqueue(broker_id, request)
+        return []
+
+    def _resigned(self) -> None:
+        self._channels.clear()
+        self.pending_watches["controller"] = self.broker.now_ms() + 1
+
+    def _write_landed(self) -> None:
         """CONTROLLER_FENCED: a controller write lands only under the current epoch."""
         self.writes_landed += 1
         found = self._get(CONTROLLER_EPOCH_PATH)

@@ -35,6 +35,7 @@ from impl.controller.controller import (
     PartitionStatesRead,
     ReadPartitionStates,
     ReassignmentRead,
+    Resign,
     ResponseReceived,
     SendRequest,
     TopicsRead,
@@ -49,6 +50,7 @@ from impl.controller.coordinator import (
     SessionExpiredError,
     SetOp,
     SetResult,
+    multi_error,
     multi_succeeded,
 )
 from impl.controller.requests import (
@@ -281,7 +283,7 @@ class ControllerDriver:
             effect = queue.popleft()
             follow: list[ControllerEffect] = []
             if isinstance(effect, EmitTrace):
-                self.traces.append(effect.event)
+                self._emit(effect.event)
             elif isinstance(effect, ZkWrite):
                 try:
                     for path in effect.ensure_paths:
@@ -292,11 +294,31 @@ class ControllerDriver:
                 except (ConnectionLossError, SessionExpiredError):
                     follow = self.core.handle(WriteCompleted(effect.write_id, None))
                 else:
+                    if multi_error(results) is None:
+                        self._write_landed()
                     follow = self.core.handle(WriteCompleted(effect.write_id, results))
             elif isinstance(effect, ReadPartitionStates):
                 follow = self.core.handle(PartitionStatesRead(self.read_states(effect.partitions)))
             elif isinstance(effect, SendRequest):
-                response = self._answer(effect.broker_id, effect.request)
-                follow = self.core.handle(ResponseReceived(effect.broker_id, effect.request,
-                                                           response))
+                follow = self._send(effect.broker_id, effect.request)
+            elif isinstance(effect, Resign):
+                self._resigned()
             queue.extend(follow)
+
+    # Hooks for a shell that carries effects differently (the cluster simulator's controller
+    # node sends requests over the simulated network and checks each landed write).
+
+    def _emit(self, event: TraceEvent) -> None:
+        """A trace event of the core."""
+        self.traces.append(event)
+
+    def _write_landed(self) -> None:
+        """A write of the core succeeded in ZooKeeper."""
+
+    def _send(self, broker_id: int, request: ControllerRequest) -> list[ControllerEffect]:
+        """Deliver ``request``; here the fake broker answers at once."""
+        response = self._answer(broker_id, request)
+        return self.core.handle(ResponseReceived(broker_id, request, response))
+
+    def _resigned(self) -> None:
+        """The core resigned (it lost the election or its session)."""

@@ -171,18 +171,6 @@ class _Connection:
         return response
 
 
-def whole_batches(records: bytes) -> bytes:
-    """The prefix of ``records`` made of whole batches (a fetch may end in a partial one)."""
-    position = 0
-    while position + rb.LOG_OVERHEAD <= len(records):
-        size = int.from_bytes(records[position + 8 : position + 12], "big", signed=True)
-        end = position + rb.LOG_OVERHEAD + size
-        if size <= 0 or end > len(records):
-            break
-        position = end
-    return records[:position]
-
-
 class ReplicaFetcher:
     """Runs the follower fetch loops of one broker.
 
@@ -510,7 +498,7 @@ class ReplicaFetcher:
                     if code != 0:
                         self._delay(tp, followed, "Fetch", code)
                         continue
-                    records = whole_batches(result.records or b"")
+                    records = rb.whole_batches(result.records or b"")
                     try:
                         if records:
                             await partition_log.append_as_follower(records)

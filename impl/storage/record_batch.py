@@ -180,6 +180,21 @@ def iter_batches(buffer: bytes | bytearray | memoryview) -> Iterator[BatchHeader
         position += header.size_in_bytes
 
 
+def whole_batches(records: bytes) -> bytes:
+    """The prefix of ``records`` made of whole batches (a fetch may end in a partial one).
+
+    Only the length fields are read; the batches' contents are checked where they are used.
+    """
+    position = 0
+    while position + LOG_OVERHEAD <= len(records):
+        size = int.from_bytes(records[position + 8 : position + 12], "big", signed=True)
+        end = position + LOG_OVERHEAD + size
+        if size <= 0 or end > len(records):
+            break
+        position = end
+    return records[:position]
+
+
 @dataclass(frozen=True, slots=True)
 class ValidPrefix:
     """How much of a buffer is whole, valid batches (used by recovery to cut a torn tail)."""

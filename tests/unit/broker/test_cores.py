@@ -211,8 +211,7 @@ def test_hand_written_fetch_response_parses_with_kio(version: int) -> None:
 
 
 def test_whole_batches_drops_a_partial_tail() -> None:
-    from impl.broker.replica_fetcher import whole_batches
-    from impl.storage.record_batch import build_batch
+    from impl.storage.record_batch import build_batch, whole_batches
 
     first = build_batch([b"a", b"b"])
     second = build_batch([b"c"], base_offset=2)
