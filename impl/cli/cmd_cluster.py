@@ -99,6 +99,11 @@ class Cluster:
         deadline = time.monotonic() + START_TIMEOUT_SECONDS
         for broker_id, process in self.processes.items():
             self._wait_ready(broker_id, process, deadline)
+        return self.bootstrap_servers
+
+    @property
+    def bootstrap_servers(self) -> str:
+        """``host:port,…`` of every broker, in broker-id order."""
         return ",".join(f"127.0.0.1:{self.ports[b]}" for b in sorted(self.ports))
 
     def log_dirs(self, broker_id: int) -> list[Path]:

@@ -13,6 +13,7 @@ from __future__ import annotations
 import time
 from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
+from pathlib import Path
 from typing import Any
 
 from impl.broker.admin import AdminClient, AdminClientError
@@ -37,6 +38,11 @@ def wait_until(condition: Callable[[], bool], what: str, poll: Callable[[], Any]
 def pause() -> None:
     """The pace of a wait without clients to drive."""
     time.sleep(0.05)
+
+
+def stopped(pid: int) -> bool:
+    """Whether the process is stopped by a signal (state T in ``/proc/<pid>/stat``)."""
+    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
 
 
 def every_broker_sees_all(ports: Iterable[int], brokers: int) -> bool:

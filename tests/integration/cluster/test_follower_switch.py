@@ -23,7 +23,7 @@ import os
 import signal
 import socket
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -36,6 +36,8 @@ from impl.storage.record_batch import build_batch
 from tests.integration.broker._harness import RunningBroker
 from tests.integration.broker.test_protocol_errors import Client, produce
 
+from ._load import pause, stopped, wait_until
+
 pytestmark = [pytest.mark.integration]
 
 TOPIC = "switch"
@@ -46,36 +48,6 @@ SESSION_TIMEOUT_MS = 4000
 #: The produce to the new leader must finish well before a follower stuck that long would let it.
 PRODUCE_BOUND_SECONDS = 20.0
 RECORDS = 200
-
-
-def wait_for(condition: Callable[[], bool], what: str, poll: Callable[[], Any],
-             bound: float = WAIT_SECONDS) -> None:
-    """Call ``poll`` until ``condition`` holds, within ``bound`` seconds."""
-    deadline = time.monotonic() + bound
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        poll()
-
-
-def pause() -> None:
-    time.sleep(0.05)
-
-
-def stopped(pid: int) -> bool:
-    """Whether the process is stopped by a signal (state T in ``/proc/<pid>/stat``)."""
-    stat = Path(f"/proc/{pid}/stat").read_text()
-    return stat.rsplit(")", 1)[1].split()[0] == "T"
-
-
-@pytest.fixture
-def zk(zk_chroot: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_chroot, timeout=10.0)
-    client.start(timeout=10.0)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.fixture
@@ -109,8 +81,8 @@ def test_follower_fetches_from_the_new_leader_while_the_old_one_is_paused(
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic
 
-    wait_for(lambda: zk.exists("/controller") is not None, "a controller", pause)
-    wait_for(lambda: len(zk.get_children("/brokers/ids")) == BROKERS, "registrations", pause)
+    wait_until(lambda: zk.exists("/controller") is not None, "a controller", pause)
+    wait_until(lambda: len(zk.get_children("/brokers/ids")) == BROKERS, "registrations", pause)
     controller = json.loads(zk.get("/controller")[0])["brokerid"]
     others = [b for b in sorted(cluster.ports) if b != controller]
     # The paused leader is not the controller; the new leader is the next replica in order.
@@ -124,7 +96,7 @@ def test_follower_fetches_from_the_new_leader_while_the_old_one_is_paused(
     futures = admin.create_topics([NewTopic(TOPIC, 1, replica_assignment=[replicas])],
                                   operation_timeout=10)
     futures[TOPIC].result(WAIT_SECONDS)
-    wait_for(lambda: (s := partition_state(zk)) is not None and s["leader"] == old_leader
+    wait_until(lambda: (s := partition_state(zk)) is not None and s["leader"] == old_leader
              and sorted(s["isr"]) == sorted(replicas), "the topic's full ISR", pause)
 
     acknowledged: list[bytes] = []
@@ -145,7 +117,7 @@ def test_follower_fetches_from_the_new_leader_while_the_old_one_is_paused(
             for index in range(first, first + count):
                 producer.produce(TOPIC, value=b"record-%06d" % index, partition=0,
                                  on_delivery=delivered)
-            wait_for(lambda: len(acknowledged) >= target or bool(errors),
+            wait_until(lambda: len(acknowledged) >= target or bool(errors),
                      "acks=all deliveries", lambda: producer.poll(0.05), bound)
         finally:
             producer.flush(0)
@@ -157,9 +129,9 @@ def test_follower_fetches_from_the_new_leader_while_the_old_one_is_paused(
     paused = cluster.processes[old_leader]
     os.kill(paused.pid, signal.SIGSTOP)
     try:
-        wait_for(lambda: stopped(paused.pid), "the leader to stop", pause)
+        wait_until(lambda: stopped(paused.pid), "the leader to stop", pause)
         start = time.monotonic()
-        wait_for(lambda: (s := partition_state(zk)) is not None and s["leader"] == new_leader
+        wait_until(lambda: (s := partition_state(zk)) is not None and s["leader"] == new_leader
                  and s["leader_epoch"] > epoch_before, "the new leader", pause)
         # Only the two live brokers are contacted; the produce needs the remaining follower
         # (the controller's broker) to fetch from the new leader.
@@ -169,7 +141,7 @@ def test_follower_fetches_from_the_new_leader_while_the_old_one_is_paused(
     finally:
         os.kill(paused.pid, signal.SIGCONT)
 
-    wait_for(lambda: (s := partition_state(zk)) is not None and old_leader in s["isr"],
+    wait_until(lambda: (s := partition_state(zk)) is not None and old_leader in s["isr"],
              "the resumed broker back in the ISR", pause)
     consumer = Consumer({"bootstrap.servers": bootstrap([new_leader, controller]),
                          "group.id": "unused", "enable.auto.commit": False})
@@ -184,7 +156,7 @@ def test_follower_fetches_from_the_new_leader_while_the_old_one_is_paused(
                 assert value is not None
                 received.append(value)
 
-        wait_for(lambda: len(received) >= len(acknowledged), "every record", consume)
+        wait_until(lambda: len(received) >= len(acknowledged), "every record", consume)
     finally:
         consumer.close()
     assert len(acknowledged) == 2 * RECORDS

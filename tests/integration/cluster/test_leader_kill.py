@@ -12,14 +12,15 @@ from __future__ import annotations
 
 import os
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from impl.cli.cmd_cluster import START_TIMEOUT_SECONDS, Cluster
+from impl.cli.cmd_cluster import Cluster
+
+from ._load import pause, wait_until
 
 pytestmark = [pytest.mark.integration]
 
@@ -27,14 +28,6 @@ TOPIC = "killed"
 BROKERS = 3
 WAIT_SECONDS = 30.0
 SESSION_TIMEOUT_MS = 4000
-
-
-def wait_for(condition: Callable[[], bool], what: str, poll: Callable[[], Any]) -> None:
-    """Call ``poll`` (client callbacks) until ``condition`` holds, within a bound."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        poll()
 
 
 @pytest.fixture
@@ -47,21 +40,6 @@ def cluster(zk_chroot: str, tmp_path: Path) -> Iterator[Cluster]:
         yield running
     finally:
         running.stop()
-
-
-def bootstrap(cluster: Cluster) -> str:
-    return ",".join(f"127.0.0.1:{port}" for port in cluster.ports.values())
-
-
-def restart(cluster: Cluster, broker_id: int) -> None:
-    """Start a killed broker again on its port, with its config and log dirs."""
-    old = cluster.processes[broker_id]
-    assert old.poll() is not None
-    if old.stdout is not None:
-        old.stdout.close()
-    cluster._spawn(broker_id, cluster.ports[broker_id])
-    cluster._wait_ready(broker_id, cluster.processes[broker_id],
-                        time.monotonic() + START_TIMEOUT_SECONDS)
 
 
 def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(cluster: Cluster) -> None:
@@ -81,8 +59,8 @@ def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(cluster: Cluste
                 return False
         return True
 
-    wait_for(all_registered, "every broker to see all brokers", lambda: time.sleep(0.05))
-    admin = AdminClient({"bootstrap.servers": bootstrap(cluster)})
+    wait_until(all_registered, "every broker to see all brokers", pause)
+    admin = AdminClient({"bootstrap.servers": cluster.bootstrap_servers})
     futures = admin.create_topics([NewTopic(TOPIC, 1, BROKERS)], operation_timeout=10)
     futures[TOPIC].result(WAIT_SECONDS)
 
@@ -98,8 +76,8 @@ def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(cluster: Cluste
         found = partition()
         return [] if found is None else list(found.isrs)
 
-    wait_for(lambda: leader() > 0 and len(isr()) == BROKERS, "the topic's ISR",
-             lambda: time.sleep(0.05))
+    wait_until(lambda: leader() > 0 and len(isr()) == BROKERS, "the topic's ISR",
+             pause)
 
     acknowledged: list[bytes] = []
     errors: list[str] = []
@@ -110,7 +88,7 @@ def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(cluster: Cluste
         else:
             acknowledged.append(message.value())
 
-    producer = Producer({"bootstrap.servers": bootstrap(cluster), "acks": "all",
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
                          "enable.idempotence": True, "linger.ms": 5,
                          "delivery.timeout.ms": 60_000, "retry.backoff.ms": 100,
                          "topic.metadata.refresh.interval.ms": 500})
@@ -125,19 +103,19 @@ def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(cluster: Cluste
         producer.poll(0.05)
 
     try:
-        wait_for(lambda: len(acknowledged) >= 300, "acks before the kill", produce_some)
+        wait_until(lambda: len(acknowledged) >= 300, "acks before the kill", produce_some)
         victim = leader()
         os.kill(cluster.processes[victim].pid, signal.SIGKILL)
         cluster.processes[victim].wait(WAIT_SECONDS)
         before = len(acknowledged)
-        wait_for(lambda: leader() not in (-1, victim), "a new leader", produce_some)
-        wait_for(lambda: len(acknowledged) >= before + 300, "acks from the new leader",
+        wait_until(lambda: leader() not in (-1, victim), "a new leader", produce_some)
+        wait_until(lambda: len(acknowledged) >= before + 300, "acks from the new leader",
                  produce_some)
-        restart(cluster, victim)
-        wait_for(lambda: victim in isr(), "the restarted broker back in the ISR",
+        cluster.restart(victim)
+        wait_until(lambda: victim in isr(), "the restarted broker back in the ISR",
                  produce_some)
         after = len(acknowledged)
-        wait_for(lambda: len(acknowledged) >= after + 300, "acks after the restart",
+        wait_until(lambda: len(acknowledged) >= after + 300, "acks after the restart",
                  produce_some)
         assert producer.flush(WAIT_SECONDS) == 0
     finally:
@@ -145,7 +123,7 @@ def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(cluster: Cluste
     assert errors == []
     assert len(acknowledged) == sent
 
-    consumer = Consumer({"bootstrap.servers": bootstrap(cluster), "group.id": "unused",
+    consumer = Consumer({"bootstrap.servers": cluster.bootstrap_servers, "group.id": "unused",
                          "enable.auto.commit": False, "enable.partition.eof": False})
     received: list[bytes] = []
     try:
@@ -158,7 +136,7 @@ def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(cluster: Cluste
                 assert value is not None
                 received.append(value)
 
-        wait_for(lambda: len(received) >= len(acknowledged), "every record", consume)
+        wait_until(lambda: len(received) >= len(acknowledged), "every record", consume)
         low, high = consumer.get_watermark_offsets(TopicPartition(TOPIC, 0), timeout=10)
     finally:
         consumer.close()

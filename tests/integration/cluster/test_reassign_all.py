@@ -53,10 +53,6 @@ def cluster(zk_chroot: str, tmp_path: Path) -> Iterator[Cluster]:
         running.stop()
 
 
-def bootstrap(cluster: Cluster) -> str:
-    return ",".join(f"127.0.0.1:{port}" for port in cluster.ports.values())
-
-
 def cli(*argv: str) -> tuple[int, str]:
     """Run a ``logproof`` command in this process: (exit status, standard output)."""
     out = io.StringIO()
@@ -88,7 +84,7 @@ def replica_dirs(servers: str) -> dict[tuple[int, int], list[str]]:
 def test_every_partition_moves_to_other_brokers_and_dirs(
     cluster: Cluster, zk_chroot: str, tmp_path: Path, padding: int, records_before: int
 ) -> None:
-    servers = bootstrap(cluster)
+    servers = cluster.bootstrap_servers
     wait_until(lambda: every_broker_sees_all(cluster.ports.values(), BROKERS),
                "every broker to see all brokers", pause)
     with AdminClient(servers) as admin:

@@ -125,7 +125,7 @@ def place_replicas(cluster: Cluster, servers: str, load: Load | None = None) -> 
 def test_follower_then_leader_second_dir_unreadable(
     cluster: Cluster, zk_chroot: str, padding: int, scale: int
 ) -> None:
-    servers = ",".join(f"127.0.0.1:{port}" for port in cluster.ports.values())
+    servers = cluster.bootstrap_servers
     wait_until(lambda: every_broker_sees_all(cluster.ports.values(), BROKERS),
                "every broker to see all brokers", pause)
     with AdminClient(servers) as admin:

@@ -25,8 +25,7 @@ import functools
 import json
 import os
 import signal
-import time
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -40,6 +39,8 @@ from impl.broker.inter_broker import InterBrokerClient
 from impl.cli.cmd_cluster import Cluster
 from impl.controller.requests import BrokerEndpoint, LeaderAndIsrPartitionState, LeaderAndIsrRequest
 
+from ._load import pause, stopped, wait_until
+
 pytestmark = [pytest.mark.integration]
 
 TOPIC = "zombie"
@@ -48,34 +49,6 @@ WAIT_SECONDS = 30.0
 SESSION_TIMEOUT_MS = 4000
 STALE_CONTROLLER_EPOCH = 11
 STATE_PATH = f"/brokers/topics/{TOPIC}/partitions/0/state"
-
-
-def wait_for(condition: Callable[[], bool], what: str, poll: Callable[[], Any]) -> None:
-    """Call ``poll`` (client callbacks) until ``condition`` holds, within a bound."""
-    deadline = time.monotonic() + WAIT_SECONDS
-    while not condition():
-        assert time.monotonic() < deadline, f"timed out waiting for {what}"
-        poll()
-
-
-def pause() -> None:
-    time.sleep(0.05)
-
-
-def stopped(pid: int) -> bool:
-    """Whether the process is stopped by a signal (state T in ``/proc/<pid>/stat``)."""
-    return Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] == "T"
-
-
-@pytest.fixture
-def zk(zk_chroot: str) -> Iterator[KazooClient]:
-    client = KazooClient(hosts=zk_chroot, timeout=10.0)
-    client.start(timeout=10.0)
-    try:
-        yield client
-    finally:
-        client.stop()
-        client.close()
 
 
 @pytest.fixture
@@ -149,8 +122,8 @@ def test_zombie_controller_is_fenced_and_loses_nothing(cluster: Cluster, zk: Kaz
     from confluent_kafka.admin import AdminClient as KafkaAdminClient
     from confluent_kafka.cimpl import NewTopic
 
-    wait_for(lambda: controller_id(zk) is not None, "a controller", pause)
-    wait_for(lambda: len(zk.get_children("/brokers/ids")) == BROKERS, "registrations", pause)
+    wait_until(lambda: controller_id(zk) is not None, "a controller", pause)
+    wait_until(lambda: len(zk.get_children("/brokers/ids")) == BROKERS, "registrations", pause)
     zombie = controller_id(zk)
     assert zombie is not None
     old_epoch = controller_epoch(zk)
@@ -177,7 +150,7 @@ def test_zombie_controller_is_fenced_and_loses_nothing(cluster: Cluster, zk: Kaz
                                                                             zombie]])],
                                   operation_timeout=10)
     futures[TOPIC].result(WAIT_SECONDS)
-    wait_for(lambda: zk.exists(STATE_PATH) is not None
+    wait_until(lambda: zk.exists(STATE_PATH) is not None
              and len(partition_state(zk)[0]["isr"]) == BROKERS, "the topic's full ISR", pause)
 
     acknowledged: list[bytes] = []
@@ -216,14 +189,14 @@ def test_zombie_controller_is_fenced_and_loses_nothing(cluster: Cluster, zk: Kaz
 
     paused = cluster.processes[zombie]
     try:
-        wait_for(lambda: len(acknowledged) >= 200, "acks before the pause", step)
+        wait_until(lambda: len(acknowledged) >= 200, "acks before the pause", step)
         before_state, before_version = partition_state(zk)
         os.kill(paused.pid, signal.SIGSTOP)
-        wait_for(lambda: stopped(paused.pid), "the controller to stop", pause)
-        wait_for(lambda: controller_id(zk) not in (None, zombie), "a new controller", step)
+        wait_until(lambda: stopped(paused.pid), "the controller to stop", pause)
+        wait_until(lambda: controller_id(zk) not in (None, zombie), "a new controller", step)
         new_controller = controller_id(zk)
         assert controller_epoch(zk) == old_epoch + 1
-        wait_for(lambda: zombie not in partition_state(zk)[0]["isr"],
+        wait_until(lambda: zombie not in partition_state(zk)[0]["isr"],
                  "the paused broker out of the ISR", step)
         failover_state, failover_version = partition_state(zk)
         assert failover_state["controller_epoch"] == old_epoch + 1
@@ -231,17 +204,17 @@ def test_zombie_controller_is_fenced_and_loses_nothing(cluster: Cluster, zk: Kaz
         assert failover_state["leader_epoch"] > before_state["leader_epoch"]
         assert failover_version > before_version
         acked = len(acknowledged)
-        wait_for(lambda: len(acknowledged) >= acked + 200, "acks without the controller", step)
+        wait_until(lambda: len(acknowledged) >= acked + 200, "acks without the controller", step)
     finally:
         os.kill(paused.pid, signal.SIGCONT)
 
     zombie_log = cluster.data_dir / f"broker-{zombie}" / "broker.log"
-    wait_for(lambda: f"controller {zombie} resigns" in zombie_log.read_text(errors="replace"),
+    wait_until(lambda: f"controller {zombie} resigns" in zombie_log.read_text(errors="replace"),
              "the zombie's resignation", step)
-    wait_for(lambda: zombie in partition_state(zk)[0]["isr"], "the zombie back in the ISR",
+    wait_until(lambda: zombie in partition_state(zk)[0]["isr"], "the zombie back in the ISR",
              step)
     acked = len(acknowledged)
-    wait_for(lambda: len(acknowledged) >= acked + 200, "acks after the resume", step)
+    wait_until(lambda: len(acknowledged) >= acked + 200, "acks after the resume", step)
     assert producer.flush(WAIT_SECONDS) == 0
     assert errors == []
     assert len(acknowledged) == sent
@@ -265,7 +238,7 @@ def test_zombie_controller_is_fenced_and_loses_nothing(cluster: Cluster, zk: Kaz
 
     # Every broker has heard from the new controller and refuses the zombie's epoch.
     for broker_id, port in sorted(cluster.ports.items()):
-        wait_for(functools.partial(knows_controller, port, new_controller),
+        wait_until(functools.partial(knows_controller, port, new_controller),
                  f"broker {broker_id} to know the new controller", pause)
         stat = zk.exists(f"/brokers/ids/{broker_id}")
         assert stat is not None
@@ -273,7 +246,7 @@ def test_zombie_controller_is_fenced_and_loses_nothing(cluster: Cluster, zk: Kaz
                                     old_epoch) == STALE_CONTROLLER_EPOCH
 
     try:
-        wait_for(lambda: len(received) >= len(acknowledged), "every record", consume)
+        wait_until(lambda: len(received) >= len(acknowledged), "every record", consume)
     finally:
         consumer.close()
     assert received == sorted(acknowledged)
