@@ -313,6 +313,11 @@ class _PendingProduce:
     deadline_ms: int
 
 
+#: ``member.value`` of the enums on the hot path (an enum's ``value`` is a descriptor call).
+_ROLE_NAMES: Final = {role: role.value for role in ReplicaRole}
+_EVENT_NAMES: Final = {event: event.value for event in ReplicationEvent}
+
+
 # --- the broker ----------------------------------------------------------------------------
 
 
@@ -322,6 +327,9 @@ class SimBroker:
     def __init__(self, world: ClusterWorld, broker_id: int) -> None:
         self.world = world
         self.id = broker_id
+        self._clock = world.clock
+        #: ``f"{tp}@{id}"`` per partition: the subject of this broker's replication events
+        self._subjects: dict[TopicPartition, str] = {}
         config = world.config
         self.log_dirs = tuple(f"/sim/broker-{broker_id}/data-{i}" for i in range(config.log_dirs))
         self.disk = SimDisk(self.log_dirs)
@@ -421,19 +429,27 @@ class SimBroker:
 
     def log(self, tp: TopicPartition) -> PartitionLog | None:
         """The online log of ``tp`` here, or ``None``."""
-        if self.manager is None:
+        manager = self.manager
+        if manager is None:
             return None
-        partition = self.manager.get(tp)
+        partition = manager.get(tp)
         if partition is None or partition.offline:
             return None
         return partition
+
+    def subject(self, tp: TopicPartition) -> str:
+        """``t-0@1``: the subject of this broker's replication events about ``tp``."""
+        found = self._subjects.get(tp)
+        if found is None:
+            found = self._subjects[tp] = f"{tp}@{self.id}"
+        return found
 
     def _send(self, target: int, payload: object) -> None:
         self.world.network.send(self.id, target, payload)
 
     def now_ms(self) -> int:
         """Simulated milliseconds."""
-        return self.world.clock.monotonic_ns() // 1_000_000
+        return self._clock.monotonic_ns() // 1_000_000
 
     # --- dir failures ----------------------------------------------------------------------
 
@@ -578,9 +594,9 @@ class SimBroker:
 
     def _emit(self, tp: TopicPartition, event: ReplicationEvent, **fields: Any) -> None:
         state = self.states.get(tp)
-        role = state.role.value if state is not None else "NONE"
-        self.sink.emit(TraceEvent.of(replication.MACHINE, event.value, f"{tp}@{self.id}", role,
-                                     role, **fields))
+        role = _ROLE_NAMES[state.role] if state is not None else "NONE"
+        self.sink.emit(TraceEvent.of(replication.MACHINE, _EVENT_NAMES[event], self.subject(tp),
+                                     role, role, **fields))
 
     def _leader(self, tp: TopicPartition, epoch: int | None) -> tuple[int, PartitionLog | None]:
         state = self.states.get(tp)
@@ -661,9 +677,11 @@ class SimBroker:
 
     def _complete(self, tp: TopicPartition) -> None:
         waiting = self.pending.get(tp)
+        if not waiting:
+            return
         partition = self.log(tp)
         state = self.states.get(tp)
-        if not waiting or partition is None or state is None:
+        if partition is None or state is None:
             return
         high_watermark = partition.high_watermark
         now_ms = self.now_ms()
@@ -755,21 +773,30 @@ class SimBroker:
     def maybe_change_isr(self, tp: TopicPartition) -> None:
         """Write a new ISR to ZooKeeper when followers caught up or fell behind."""
         state = self.states.get(tp)
-        partition = self.log(tp)
-        if state is None or state.role is not ReplicaRole.LEADER or partition is None:
+        if state is None or state.role is not ReplicaRole.LEADER:
             return
-        high_watermark = partition.high_watermark
-        epoch_start = partition.log.epochs.start_offset_of(state.leader_epoch,
-                                                           partition.log_end_offset)
-        if self.world.config.variant == "isr_expanded_early":
+        partition = self.log(tp)
+        if partition is None:
+            return
+        config = self.world.config
+        isr = state.isr
+        if config.variant == "isr_expanded_early":
             high_watermark = epoch_start = 0  # the bug: any follower that fetched once joins
+        elif all(replica in isr for replica in state.replicas):
+            # Nobody can join: desired_isr reads neither the HW nor the epoch's start.
+            high_watermark = epoch_start = -1
+        else:
+            high_watermark = partition.high_watermark
+            epoch_start = partition.log.epochs.start_offset_of(state.leader_epoch,
+                                                               partition.log_end_offset)
         wanted = desired_isr(
             state, high_watermark, follower_log_end_offsets=self.follower_leos.get(tp, {}),
-            last_caught_up_ms=self.last_caught_up_ms.get(tp, {}), now_ms=self.now_ms(),
-            lag_time_max_ms=self.world.config.replica_lag_time_max_ms,
+            last_caught_up_ms=self.last_caught_up_ms.get(tp, {}),
+            now_ms=self._clock.monotonic_ns() // 1_000_000,
+            lag_time_max_ms=config.replica_lag_time_max_ms,
             leader_epoch_start_offset=epoch_start,
         )
-        if set(wanted) == set(state.isr):
+        if wanted == isr or set(wanted) == set(isr):
             return
         zk = self.world.zk
         if not zk.session_alive(self.session):
@@ -839,7 +866,8 @@ class SimBroker:
                 if self.states[tp].role is ReplicaRole.LEADER:
                     self.maybe_change_isr(tp)
                     self._complete(tp)
-        self.after_io()
+        if self.failed_dirs_seen:
+            self.after_io()
 
     def _truncate(self, tp: TopicPartition, followed: _Followed, partition: PartitionLog,
                   step: TruncationStep) -> None:
@@ -969,7 +997,8 @@ class SimBroker:
             self.on_controller_call(source, payload)
         elif isinstance(payload, ControllerReply) and self.controller is not None:
             self.controller.on_reply(payload)
-        self.after_io()
+        if self.failed_dirs_seen:
+            self.after_io()
 
 
 # --- the controller candidate ----------------------------------------------------------------
@@ -1032,11 +1061,16 @@ class ControllerNode(ControllerDriver):
             self.expiry_notice_ms = None
             self.run(SessionExpired())
             self.pending_watches["controller"] = now_ms
-        for kind in sorted(self.pending_watches, key=lambda k: (self.pending_watches[k], k)):
-            if self.pending_watches.get(kind, now_ms + 1) > now_ms:
-                continue
-            del self.pending_watches[kind]
-            self._handle_watch(kind)
+        pending = self.pending_watches
+        # (no watch due: the loop below would do nothing, and it is most ticks)
+        if pending and min(pending.values()) <= now_ms:
+            for kind in sorted(pending, key=lambda k: (pending[k], k)):
+                if pending.get(kind, now_ms + 1) > now_ms:
+                    continue
+                del pending[kind]
+                self._handle_watch(kind)
+        if not self._channels:
+            return
         for broker_id in sorted(self._channels):
             channel = self._channels[broker_id]
             if channel.queue and channel.sent_ms >= 0 and now_ms - channel.sent_ms >= RETRY_MS:

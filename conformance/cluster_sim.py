@@ -926,24 +926,25 @@ class ClusterWorld:
 
     def pump(self, *, periodic: bool = True) -> None:
         """Controllers, brokers and clients do their work; due messages arrive."""
-        for broker in self.brokers:
+        brokers = self.brokers
+        for broker in brokers:
             if broker.alive and broker.controller is not None:
                 broker.controller.tick()
-        for broker in self.brokers:
+        for broker in brokers:
             if broker.alive:
                 broker.tick(periodic=periodic)
-        self.producer.tick()
-        for delivery in self.network.deliver_nowait():
-            target = delivery.target
-            payload = delivery.payload
+        producer = self.producer
+        if producer.in_flight:
+            producer.tick()
+        for source, target, payload in self.network.deliver_due():
             if target == PRODUCER_NODE:
                 if isinstance(payload, ProduceReply):
-                    self.producer.on_reply(payload)
+                    producer.on_reply(payload)
             elif target == CONSUMER_NODE:
                 if isinstance(payload, FetchReply):
                     self.consumer.on_reply(payload)
-            elif 0 <= target < len(self.brokers):
-                self.brokers[target].deliver(delivery.source, payload)
+            elif 0 <= target < len(brokers):
+                brokers[target].deliver(source, payload)
 
     # --- checks ----------------------------------------------------------------------------
 

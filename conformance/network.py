@@ -64,6 +64,10 @@ class Delivery:
     sequence: int
 
 
+#: A queued message: (delivered_ns, sequence, source, target, payload, sent_ns).
+_Entry = tuple[int, int, NodeId, NodeId, object, int]
+
+
 @dataclass(frozen=True, slots=True)
 class NetworkStatistics:
     """Counters of one network's life."""
@@ -97,7 +101,7 @@ class SimNetwork:
         self._rng = rng
         self.faults = faults or NetworkFaults()
         self._in_flight_max = in_flight_max
-        self._queue: list[tuple[int, int, Delivery]] = []
+        self._queue: list[_Entry] = []
         self._sequence = 0
         self._group_of: dict[NodeId, int] = {}
         self._sent = 0
@@ -140,28 +144,38 @@ class SimNetwork:
     def send(self, source: NodeId, target: NodeId, payload: object) -> None:
         """Send ``payload``; it arrives zero, one or two times, later, as the fault mix decides."""
         self._sent += 1
-        if not self.connected(source, target):
-            self._dropped_by_partition += 1
-            return
-        if self._rng.chance(self.faults.loss_probability):
+        group_of = self._group_of
+        if group_of:
+            source_group = group_of.get(source)
+            target_group = group_of.get(target)
+            if not (source_group is None or target_group is None
+                    or source_group == target_group):
+                self._dropped_by_partition += 1
+                return
+        rng = self._rng
+        faults = self.faults
+        if rng.chance(faults.loss_probability):
             self._lost += 1
             return
         self._schedule(source, target, payload)
-        if self._rng.chance(self.faults.duplicate_probability):
+        if rng.chance(faults.duplicate_probability):
             self._duplicated += 1
             self._schedule(source, target, payload)
 
     def _schedule(self, source: NodeId, target: NodeId, payload: object) -> None:
         faults = self.faults
-        delay_ns = faults.delay_min_ns + self._rng.randrange(
+        rng = self._rng
+        delay_ns = faults.delay_min_ns + rng.randrange(
             faults.delay_max_ns - faults.delay_min_ns + 1
         )
-        if self._rng.chance(faults.reorder_probability):
-            delay_ns += self._rng.randrange(faults.delay_max_ns + 1)
+        if rng.chance(faults.reorder_probability):
+            delay_ns += rng.randrange(faults.delay_max_ns + 1)
         now_ns = self._clock.monotonic_ns()
         self._sequence += 1
-        delivery = Delivery(source, target, payload, now_ns, now_ns + delay_ns, self._sequence)
-        heapq.heappush(self._queue, (delivery.delivered_ns, delivery.sequence, delivery))
+        # (delivered_ns, sequence, ...): the first two are unique, so the heap never compares
+        # the rest; the Delivery itself is built only when it arrives.
+        heapq.heappush(self._queue, (now_ns + delay_ns, self._sequence, source, target, payload,
+                                     now_ns))
         if len(self._queue) > self._in_flight_max:
             raise OverflowError(f"more than {self._in_flight_max} messages in flight")
 
@@ -175,20 +189,36 @@ class SimNetwork:
         Returns:
             The deliveries; messages whose link is cut when they arrive are dropped instead.
         """
+        return [Delivery(source, target, payload, sent_ns, delivered_ns, sequence)
+                for delivered_ns, sequence, source, target, payload, sent_ns in self._due()]
+
+    def deliver_due(self) -> list[tuple[NodeId, NodeId, object]]:
+        """As :meth:`deliver_nowait`, as ``(source, target, payload)`` triples (the cluster
+        simulator's loop reads nothing else)."""
+        return [(entry[2], entry[3], entry[4]) for entry in self._due()]
+
+    def _due(self) -> list[_Entry]:
+        queue = self._queue
+        if not queue:
+            return []
         now_ns = self._clock.monotonic_ns()
-        due: list[Delivery] = []
-        while self._queue and self._queue[0][0] <= now_ns:
-            _, _, delivery = heapq.heappop(self._queue)
-            if self.connected(delivery.source, delivery.target):
-                self._delivered += 1
-                due.append(delivery)
-            else:
+        if queue[0][0] > now_ns:
+            return []
+        due: list[_Entry] = []
+        group_of = self._group_of
+        pop = heapq.heappop
+        while queue and queue[0][0] <= now_ns:
+            entry = pop(queue)
+            if group_of and not self.connected(entry[2], entry[3]):
                 self._dropped_by_partition += 1
+                continue
+            self._delivered += 1
+            due.append(entry)
         return due
 
     def drop_to(self, node: NodeId) -> int:
         """Discard every in-flight message to ``node`` (it crashed); return how many."""
-        kept = [entry for entry in self._queue if entry[2].target != node]
+        kept = [entry for entry in self._queue if entry[3] != node]
         dropped = len(self._queue) - len(kept)
         heapq.heapify(kept)
         self._queue = kept

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 import hashlib
 import random
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import TypeVar
 
 __sans_io__ = True
@@ -44,11 +44,16 @@ class SimRng:
         seed: the seed; the same seed gives the same draws, always.
     """
 
-    __slots__ = ("_random", "seed")
+    __slots__ = ("_below", "_draw", "_random", "seed")
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self._random = random.Random(seed)
+        # Bound once: the simulators draw hundreds of thousands of times per run.
+        self._draw = self._random.random
+        # ``Random.randrange(stop)`` for an int ``stop > 0`` is exactly ``_randbelow(stop)``
+        # (same draws); calling it directly skips the argument checks.
+        self._below: Callable[[int], int] = self._random._randbelow  # type: ignore[attr-defined]
 
     def stream(self, name: str) -> SimRng:
         """A generator independent of this one and of every other name.
@@ -64,6 +69,8 @@ class SimRng:
 
     def randrange(self, stop: int) -> int:
         """A uniform integer in ``[0, stop)``."""
+        if type(stop) is int and stop > 0:
+            return self._below(stop)
         return self._random.randrange(stop)
 
     def randint(self, low: int, high: int) -> int:
@@ -80,7 +87,7 @@ class SimRng:
             return False
         if probability >= 1.0:
             return True
-        return self._random.random() < probability
+        return self._draw() < probability
 
     def choice(self, items: Sequence[T]) -> T:
         """One element of a non-empty sequence."""
