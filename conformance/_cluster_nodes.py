@@ -782,7 +782,7 @@ class SimBroker:
         isr = state.isr
         if config.variant == "isr_expanded_early":
             high_watermark = epoch_start = 0  # the bug: any follower that fetched once joins
-        elif all(replica in isr for replica in state.replicas):
+        elif isr == state.replicas or all(replica in isr for replica in state.replicas):
             # Nobody can join: desired_isr reads neither the HW nor the epoch's start.
             high_watermark = epoch_start = -1
         else:
@@ -835,13 +835,14 @@ class SimBroker:
     def tick(self, *, periodic: bool = True) -> None:
         """Follower fetches; with ``periodic`` also produce timeouts and ISR checks (the
         leader's ``replica.lag.time.max.ms`` scan)."""
-        now_ms = self.now_ms()
-        for tp in sorted(self.followed):
+        now_ms = self._clock.monotonic_ns() // 1_000_000
+        # Which partitions ask now is decided up front: asking for one never changes another's
+        # record, and most ticks ask for none.
+        due = [tp for tp, followed in self.followed.items()
+               if not followed.failed and now_ms >= followed.retry_ms and (
+                   followed.in_flight is None or now_ms - followed.sent_ms >= RETRY_MS)]
+        for tp in sorted(due) if len(due) > 1 else due:
             followed = self.followed[tp]
-            if followed.failed or now_ms < followed.retry_ms:
-                continue
-            if followed.in_flight is not None and now_ms - followed.sent_ms < RETRY_MS:
-                continue
             partition = self.log(tp)
             if partition is None:
                 continue

@@ -70,9 +70,15 @@ class _Node:
     children: frozenset[str]
     #: Children ever created: ZooKeeper's sequential suffix (its cversion also counts deletions).
     creations: int = 0
+    #: :meth:`stat`, built once (a node is immutable; every change makes a new one)
+    _stat: NodeStat | None = dataclasses.field(default=None, init=False, repr=False,
+                                               compare=False)
 
     def stat(self) -> NodeStat:
-        return NodeStat(
+        found = self._stat
+        if found is not None:
+            return found
+        found = NodeStat(
             czxid=self.czxid,
             mzxid=self.mzxid,
             pzxid=self.pzxid,
@@ -82,6 +88,8 @@ class _Node:
             data_length=len(self.data),
             num_children=len(self.children),
         )
+        object.__setattr__(self, "_stat", found)
+        return found
 
 
 @dataclass
@@ -114,6 +122,7 @@ class SimulatedZooKeeperServer:
 
     def __init__(self, session_timeout_ms_min: int = 400, session_timeout_ms_max: int = 60_000):
         self._nodes: dict[str, _Node] = {"/": _Node(b"", 0, 0, 0, 0, 0, 0, frozenset())}
+        self._valid_paths: set[str] = set()
         self._sessions: dict[int, _Session] = {}
         self._zxid = 0
         self._next_session_id = FIRST_SESSION_ID
@@ -266,10 +275,17 @@ class SimulatedZooKeeperServer:
 
     # --- reads --------------------------------------------------------------------------------
 
+    def _validate(self, path: str) -> None:
+        """``validate_path``, once per distinct path (reads repeat a few paths all run long)."""
+        if type(path) is not str or path not in self._valid_paths:
+            validate_path(path)
+            if len(self._valid_paths) < 100_000:
+                self._valid_paths.add(path)
+
     def get(self, session_id: int, path: str, watch: bool) -> tuple[bytes, NodeStat]:
         """ZooKeeper ``getData``."""
         session = self._usable(session_id)
-        validate_path(path)
+        self._validate(path)
         node = self._nodes.get(path)
         if node is None:
             raise NoNodeError(path)
@@ -280,7 +296,7 @@ class SimulatedZooKeeperServer:
     def exists(self, session_id: int, path: str, watch: bool) -> NodeStat | None:
         """ZooKeeper ``exists`` (the watch is armed whether or not the node exists)."""
         session = self._usable(session_id)
-        validate_path(path)
+        self._validate(path)
         if watch:
             session.data_watches.add(path)
         node = self._nodes.get(path)
@@ -305,7 +321,7 @@ class SimulatedZooKeeperServer:
         if not ops:
             raise BadArgumentsError("multi needs at least one op")
         for op in ops:
-            validate_path(op.path)
+            self._validate(op.path)
             if isinstance(op, CheckOp | SetOp | DeleteOp) and (
                 isinstance(op.version, bool) or op.version < ANY_VERSION
             ):

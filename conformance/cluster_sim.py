@@ -1114,9 +1114,7 @@ def simulate(
 
     def emit(event: TraceEvent) -> None:
         counter[0] += 1
-        line = event.to_json()
-        digest.update(line.encode())
-        digest.update(b"\n")
+        digest.update(f"{event.to_json()}\n".encode())
         if keep_trace:
             kept.append(event)
         checker.feed(event)

@@ -170,6 +170,8 @@ class SimDisk:
         self._capacity_bytes = capacity_bytes
         self._failed: dict[str, int] = {}
         self._root_cache: dict[str, str] = {}
+        #: path -> (normalised path, its root, its components below the root)
+        self._walk_cache: dict[str, tuple[str, str, tuple[str, ...]]] = {}
         self._crash_countdown: int | None = None
         self._fsync_effective = True
         self._namespace_version = 0
@@ -316,13 +318,20 @@ class SimDisk:
     def _walk(self, path: str) -> tuple[str, _Dir | _File | None, _Dir | None, str]:
         """(root, node or None if absent, parent dir or None for a root, entry name)."""
         self._operations += 1
-        path = path.rstrip("/") or "/"
-        root = self._root_of(path)
-        self._check_root(root, path)
+        plan = self._walk_cache.get(path)
+        if plan is None:
+            normalised = path.rstrip("/") or "/"
+            found = self._root_of(normalised)
+            below = normalised[len(found) + 1 :].split("/") if normalised != found else []
+            plan = (normalised, found, tuple(below))
+            if len(self._walk_cache) < 100_000:
+                self._walk_cache[path] = plan
+        path, root, parts = plan
+        if self._failed:
+            self._check_root(root, path)
         node: _Dir | _File = self._roots[root]
-        if path == root:
+        if not parts:
             return root, node, None, ""
-        parts = path[len(root) + 1 :].split("/")
         for part in parts[:-1]:
             if isinstance(node, _File):
                 raise _error(errno.ENOTDIR, path)
