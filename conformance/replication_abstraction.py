@@ -110,8 +110,28 @@ POLICIES = {"LEADER_EPOCH": "shipped", "HIGH_WATERMARK": "truncate_to_hw"}
 Runs = tuple[tuple[int, int], ...]  # (epoch, end offset), ends increasing
 
 
+#: bound on the entries of each of the caches below (pure functions' caches: cleared when full)
+_CACHE_MAX = 100_000
+#: (runs, length) -> _prefix; (own, at, other, length) -> _splice: a follower fetching from an
+#: idle leader, or the leader's log in every fetch, asks the same questions again and again
+_PREFIXES: dict[tuple[Runs, int], Runs] = {}
+_SPLICES: dict[tuple[Runs, int, Runs, int], Runs] = {}
+
+
 def _prefix(runs: Runs, length: int) -> Runs:
-    """The runs of the first ``length`` records."""
+    """The runs of the first ``length`` records (remembered)."""
+    if not runs:
+        return ()
+    key = (runs, length)
+    found = _PREFIXES.get(key)
+    if found is None:
+        if len(_PREFIXES) >= _CACHE_MAX:
+            _PREFIXES.clear()
+        found = _PREFIXES[key] = _prefix_of(runs, length)
+    return found
+
+
+def _prefix_of(runs: Runs, length: int) -> Runs:
     kept: list[tuple[int, int]] = []
     for epoch, end in runs:
         if end >= length:
@@ -128,7 +148,17 @@ def _end(runs: Runs) -> int:
 
 def _splice(own: Runs, at: int, other: Runs, length: int) -> Runs:
     """``own`` up to ``at`` (filled from ``other`` where ``own`` is shorter), then ``other`` up
-    to ``length``."""
+    to ``length`` (remembered)."""
+    key = (own, at, other, length)
+    found = _SPLICES.get(key)
+    if found is None:
+        if len(_SPLICES) >= _CACHE_MAX:
+            _SPLICES.clear()
+        found = _SPLICES[key] = _splice_of(own, at, other, length)
+    return found
+
+
+def _splice_of(own: Runs, at: int, other: Runs, length: int) -> Runs:
     head = _prefix(own, at)
     fallback = head[-1][0] if head else (other[0][0] if other else 0)
     if _end(head) < at:
@@ -274,6 +304,19 @@ class _Plan:
     unchanged: bool = False
     #: the reported offset the ``expect`` entries without a value compare with (abstracted)
     reported_offset: int = 0
+
+
+#: (name, parameters) -> the action: actions are values, and one object per action lets the
+#: memoized model compute its key once
+_ACTIONS: dict[tuple[str, tuple[tuple[str, Any], ...]], ModelAction] = {}
+
+
+def _action(name: str, **params: int | bool) -> ModelAction:
+    key = (name, tuple(params.items()))  # a parameter is always an int or always a bool
+    found = _ACTIONS.get(key)
+    if found is None:
+        found = _ACTIONS[key] = ModelAction(name, params)
+    return found
 
 
 def _int(fields: Mapping[str, TraceValue], name: str) -> int | None:
@@ -448,8 +491,8 @@ class ReplicationAbstraction:
         pending = [b for b, replica in part.replicas.items()
                    if replica.pending and replica.leader == r and replica.epoch == epoch]
         plan = _Plan(
-            actions=(ModelAction("become_leader", {"r": part.index(r)}),
-                     *(ModelAction("become_follower", {"r": part.index(b)}) for b in pending)),
+            actions=(_action("become_leader", r=part.index(r)),
+                     *(_action("become_follower", r=part.index(b)) for b in pending)),
             epoch_limit=_MAX_EPOCH - 1,
             zk=(part.zk_leader, zk_before, old_isr),
             down=tuple(b for b in old_isr if b not in isr and b != r),
@@ -509,7 +552,7 @@ class ReplicationAbstraction:
         if not (lead.role == "LEADER" and lead.epoch == epoch):
             # The leader has not taken the role yet: the model's become_follower waits for it.
             return _Plan(commit=lambda: follow(True, leader))
-        plan = _Plan(actions=(ModelAction("become_follower", {"r": part.index(f)}),),
+        plan = _Plan(actions=(_action("become_follower", r=part.index(f)),),
                      zk=(leader, epoch, part.zk_isr if part.zk_epoch == epoch else isr),
                      involved=(f, leader))
         my_leo = leo if leo is not None else me.leo
@@ -551,7 +594,7 @@ class ReplicationAbstraction:
             return self._stutter("TRUNCATE while its leader does not lead in its epoch", cut)
         self._learn_leader_log(me, leader, before, _int(fields, "leader_epoch_end"))
         my_hw = me.hw if hw is None else hw
-        plan = _Plan(actions=(ModelAction("become_follower", {"r": part.index(f)}),),
+        plan = _Plan(actions=(_action("become_follower", r=part.index(f)),),
                      zk=(me.leader, me.epoch, part.zk_isr), roles={f: "OFFLINE"},
                      leos={f: before}, hws={f: my_hw}, involved=(f, me.leader))
         plan.cuts = self._truncation_cuts(target, part.committed_len, before)
@@ -587,7 +630,7 @@ class ReplicationAbstraction:
         if base is None or last is None or last < base:
             return self._stutter("LEADER_APPEND without base_offset or last_offset")
         epoch = me.epoch if epoch is None else epoch
-        plan = _Plan(actions=(ModelAction("leader_append", {"r": part.index(r)}),),
+        plan = _Plan(actions=(_action("leader_append", r=part.index(r)),),
                      leos={r: base}, cuts=_cuts(base, last + 1, last + 2), involved=(r,))
         plan.expect.append(("log end offset", "leo", part.index(r), None))
         plan.reported_offset = last + 1
@@ -612,8 +655,7 @@ class ReplicationAbstraction:
         # response lost (the sender has moved on).
         current = (follower.role == "FOLLOWER" and not follower.pending and follower.live
                    and follower.leader == r and follower.epoch == lead.epoch)
-        plan = _Plan(actions=(ModelAction("follower_fetch",
-                                          {"f": part.index(f), "delivered": current}),),
+        plan = _Plan(actions=(_action("follower_fetch", f=part.index(f), delivered=current),),
                      leos={f: offset}, involved=(r, f))
         if not current:
             if lead.epoch is None:
@@ -662,7 +704,7 @@ class ReplicationAbstraction:
         else:
             plan_hw = {}
         cuts = _cuts(old, new) if old > 0 else _cuts(new, me.leo, new + 1)
-        plan = _Plan(actions=(ModelAction("hw_advance", {"r": part.index(r)}),), cuts=cuts,
+        plan = _Plan(actions=(_action("hw_advance", r=part.index(r)),), cuts=cuts,
                      hws=plan_hw, involved=(r,))
         if isr is not None:
             plan.isrs[r] = isr
@@ -697,8 +739,8 @@ class ReplicationAbstraction:
 
         if not removed and not added:
             return self._stutter("ISR change that changes nothing", commit)
-        actions = [ModelAction("isr_shrink", {"f": part.index(b)}) for b in removed]
-        actions += [ModelAction("isr_expand", {"f": part.index(b)}) for b in added]
+        actions = [_action("isr_shrink", f=part.index(b)) for b in removed]
+        actions += [_action("isr_expand", f=part.index(b)) for b in added]
         hw = me.hw
         if added:
             remote = min(me.remote.get(b, -1) for b in added)
@@ -726,21 +768,21 @@ class ReplicationAbstraction:
         def commit() -> None:
             me.live, me.role, me.pending = False, "OFFLINE", False
 
-        return _Plan(actions=(ModelAction("crash", {"r": part.index(r)}),), commit=commit)
+        return _Plan(actions=(_action("crash", r=part.index(r)),), commit=commit)
 
     def _restart(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
         me = part.replicas[r]
         index = part.index(r)
         # A replica the broker held no state for when it crashed had no CRASH event: its
         # restart says the process died too.
-        crashed = () if not me.live else (ModelAction("crash", {"r": index}),)
+        crashed = () if not me.live else (_action("crash", r=index),)
         if crashed:
             self.inferred["RESTART without CRASH"] += 1
 
         def commit() -> None:
             me.live, me.role, me.pending = True, "OFFLINE", False
 
-        return _Plan(actions=(*crashed, ModelAction("restart", {"r": index})), commit=commit)
+        return _Plan(actions=(*crashed, _action("restart", r=index)), commit=commit)
 
     # --- building the model state -------------------------------------------------------------
 
@@ -751,60 +793,80 @@ class ReplicationAbstraction:
         return _array(template, "zk_isr", values)
 
     def _build(self, part: _Partition, plan: _Plan) -> Any:
+        """The model state abstracting the mirror under ``plan`` (interned by its key).
+
+        The hot path of the checker (every event that misses the follower-fetch memo): one pass
+        over the three replicas with the offset map inlined; the reference for what it computes
+        is the definition of the key in the module docstring.
+        """
         c1, c2 = plan.cuts
-
-        def off(offset: int) -> int:
-            return -1 if offset < 0 else (0 if offset < c1 else (1 if offset < c2 else 2))
-
+        zk = plan.zk
         zk_leader, zk_epoch, zk_isr = (
-            plan.zk if plan.zk is not None
-            else (part.zk_leader, part.zk_epoch, part.zk_isr)
+            zk if zk is not None else (part.zk_leader, part.zk_epoch, part.zk_isr)
         )
         brokers = part.brokers
-        rows: list[list[Any]] = []
+        count = len(brokers)
+        replicas = part.replicas
+        roles, epochs_of, leaders_of = plan.roles, plan.epochs, plan.leaders
+        leos_of, hws_of, isrs_of = plan.leos, plan.hws, plan.isrs
+        involved, up, down = plan.involved, plan.up, plan.down
+        rows: list[tuple[Any, ...]] = []
         epochs: set[float] = set()
         others: set[float] = set()
         if zk_epoch is not None:
             epochs.add(zk_epoch)
-        for index in range(_REPLICAS):
-            if index >= len(brokers):
-                rows.append(["OFFLINE", None, 0, None, None, 0, 0, 0, _NO_ISR, _NO_REMOTE,
-                             True])
-                continue
+        for index in range(count):
             broker = brokers[index]
-            replica = part.replicas[broker]
-            role = plan.roles.get(broker)
+            replica = replicas[broker]
+            role = roles.get(broker)
             if role is None:
                 role = "OFFLINE" if replica.pending else replica.role
-            epoch = plan.epochs.get(broker, replica.epoch)
-            followed = plan.leaders.get(broker, replica.leader)
-            leo = plan.leos.get(broker, replica.leo)
+            epoch = epochs_of.get(broker, replica.epoch) if epochs_of else replica.epoch
+            followed = leaders_of.get(broker, replica.leader) if leaders_of else replica.leader
+            own_leo = replica.leo
+            leo = leos_of.get(broker, own_leo) if leos_of else own_leo
             runs = replica.runs
-            if leo > replica.leo:
-                lead = part.replicas.get(followed)
-                runs = _splice(runs, replica.leo, lead.runs if lead else (), leo)
-            hw = min(plan.hws.get(broker, replica.hw), leo)
-            abstract_leo = off(leo)
-            slot0 = _epoch_at(runs, c1 - 1) if abstract_leo >= 1 else None
-            slot1 = _epoch_at(runs, c2 - 1) if abstract_leo >= 2 else None
-            bucket = (epochs if not plan.involved or broker in plan.involved or role == "LEADER"
+            if leo > own_leo:
+                lead = replicas.get(followed)
+                runs = _splice(runs, own_leo, lead.runs if lead else (), leo)
+            hw = hws_of.get(broker, replica.hw) if hws_of else replica.hw
+            hw = min(hw, leo)
+            if leo < c1:
+                abstract_leo = -1 if leo < 0 else 0
+                slot0 = slot1 = None
+            elif leo < c2:
+                abstract_leo = 1
+                slot0, slot1 = _epoch_at(runs, c1 - 1), None
+            else:
+                abstract_leo = 2
+                slot0, slot1 = _epoch_at(runs, c1 - 1), _epoch_at(runs, c2 - 1)
+            bucket = (epochs if not involved or broker in involved or role == "LEADER"
                       else others)
-            for value in (epoch, slot0, slot1):
-                if value is not None:
-                    bucket.add(value)
-            local: tuple[bool, ...] = _NO_ISR
-            remote: tuple[int, ...] = _NO_REMOTE
+            if epoch is not None:
+                bucket.add(epoch)
+            if slot0 is not None:
+                bucket.add(slot0)
+            if slot1 is not None:
+                bucket.add(slot1)
             if role == "LEADER":
-                isr = plan.isrs.get(broker, replica.isr)
-                local = tuple(t < len(brokers) and brokers[t] in isr for t in range(_REPLICAS))
-                remote = tuple(off(replica.remote.get(brokers[t], -1))
-                               if t < len(brokers) and t != index else -1
-                               for t in range(_REPLICAS))
-            leader_index = brokers.index(followed) if followed in brokers else 0
-            rows.append([role, epoch, leader_index, slot0, slot1, abstract_leo,
-                         off(hw), off(min(replica.epoch_start, leo)), local, remote,
-                         (replica.live or broker in plan.up) and broker not in plan.down])
-        committed_len = off(part.committed_len)
+                isr = isrs_of.get(broker, replica.isr) if isrs_of else replica.isr
+                local = _flags(brokers, isr)
+                fetched = replica.remote.get
+                remote = (
+                    -1 if index == 0 else _off(fetched(brokers[0], -1), c1, c2),
+                    -1 if index == 1 or count < 2 else _off(fetched(brokers[1], -1), c1, c2),
+                    -1 if index == 2 or count < 3 else _off(fetched(brokers[2], -1), c1, c2),
+                )
+            else:
+                local, remote = _NO_ISR, _NO_REMOTE
+            start = replica.epoch_start
+            start = min(start, leo)
+            rows.append((role, epoch, brokers.index(followed) if followed in brokers else 0,
+                         slot0, slot1, abstract_leo,
+                         -1 if hw < 0 else (0 if hw < c1 else (1 if hw < c2 else 2)),
+                         -1 if start < 0 else (0 if start < c1 else (1 if start < c2 else 2)),
+                         local, remote, (replica.live or broker in up) and broker not in down))
+        committed_len = _off(part.committed_len, c1, c2)
         committed0 = _epoch_at(part.committed, c1 - 1) if committed_len >= 1 else None
         committed1 = _epoch_at(part.committed, c2 - 1) if committed_len >= 2 else None
         if committed0 is not None:
@@ -812,32 +874,38 @@ class ReplicationAbstraction:
         if committed1 is not None:
             epochs.add(committed1)
         rank = _ranks(epochs, others, plan.epoch_limit)
-        for row in rows:
-            row[1] = rank[row[1]] or 1
-            row[3] = rank[row[3]]
-            row[4] = rank[row[4]]
+        ranked = tuple([
+            (role, rank[epoch] or 1, leader, rank[slot0], rank[slot1], leo, hw, start, local,
+             remote, live)
+            for role, epoch, leader, slot0, slot1, leo, hw, start, local, remote, live in rows
+        ])
+        if count < _REPLICAS:
+            ranked += _ABSENT_ROWS[count]
         key = (
             brokers.index(zk_leader) if zk_leader in brokers else -1,
             rank[zk_epoch] or 1,
-            tuple(t < len(brokers) and brokers[t] in zk_isr for t in range(_REPLICAS)),
-            tuple(tuple(row) for row in rows),
+            _flags(brokers, zk_isr),
+            ranked,
             committed_len,
             rank[committed0],
             rank[committed1],
         )
         if plan.expect:
-            plan.expect = [self._resolve(item, plan, off) for item in plan.expect]
+            plan.expect = [self._resolve(item, plan, c1, c2) for item in plan.expect]
         built = _STATES.get(key)
         if built is None:
-            built = _STATES[key] = self._state_of(key)
+            # keys that differ only where the state does not (an HW above the LEO) share one
+            # state object, so the memoized model answers for it once
+            state = self._state_of(key)
+            built = _STATES[key] = _BY_VALUE.setdefault(state, state)
         return built
 
     @staticmethod
-    def _resolve(item: tuple[str, str, Any, Any], plan: _Plan,
-                 offsets: Any) -> tuple[str, str, Any, Any]:
+    def _resolve(item: tuple[str, str, Any, Any], plan: _Plan, c1: int,
+                 c2: int) -> tuple[str, str, Any, Any]:
         what, variable, index, expected = item
         if expected is None:
-            return (what, variable, index, offsets(plan.reported_offset))
+            return (what, variable, index, _off(plan.reported_offset, c1, c2))
         return item
 
     def _state_of(self, key: tuple[Any, ...]) -> Any:
@@ -912,9 +980,28 @@ def _ranks(important: set[float], others: set[float], limit: int) -> dict[float 
 
 _NO_ISR = (False, False, False)
 _NO_REMOTE = (-1, -1, -1)
+#: the rows of the replicas a partition has not met yet, by how many it has met
+_ABSENT_ROWS = tuple(
+    tuple(("OFFLINE", 1, 0, 0, 0, 0, 0, 0, _NO_ISR, _NO_REMOTE, True)
+          for _ in range(_REPLICAS - known))
+    for known in range(_REPLICAS + 1)
+)
+
+
+def _off(offset: int, c1: int, c2: int) -> int:
+    """An offset under the cuts ``c1 < c2`` (-1 stays -1: no offset)."""
+    return -1 if offset < 0 else (0 if offset < c1 else (1 if offset < c2 else 2))
+
+
+def _flags(brokers: list[int], members: Sequence[int]) -> tuple[bool, ...]:
+    """Which model replicas are among ``members``."""
+    count = len(brokers)
+    return (count > 0 and brokers[0] in members, count > 1 and brokers[1] in members,
+            count > 2 and brokers[2] in members)
 #: abstract key -> model state; (variable, values) -> array (pure functions' caches)
 _STATES: dict[tuple[Any, ...], Any] = {}
 _ARRAYS: dict[tuple[str, tuple[Any, ...]], Any] = {}
+_BY_VALUE: dict[Any, Any] = {}
 
 
 def _array(template: Any, name: str, values: list[Any]) -> Any:
@@ -940,9 +1027,12 @@ class _SafetyOnly:
     """A model whose ``check_invariants`` reports only its safety invariants (not the lemmas)."""
 
     def __init__(self, model: Any) -> None:
+        from model._dsl import ActionNotEnabled  # noqa: PLC0415 (optional layer)
+
         self._model = model
         self._safety = [(name, invariant) for name, invariant in model.invariants.items()
                         if invariant.kind == "safety"]
+        self._not_enabled = ActionNotEnabled
         self.name: str = model.name
 
     def enabled(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> bool:
@@ -950,6 +1040,16 @@ class _SafetyOnly:
 
     def step(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> Any:
         return self._model.step(state, action, params)
+
+    def step_if_enabled(
+        self, state: Any, action: str, params: Mapping[str, Any] | None = None
+    ) -> Any:
+        """The successor, or ``None`` when the action is not enabled: the model's ``step``
+        evaluates the guard itself, so a memo miss evaluates it once instead of twice."""
+        try:
+            return self._model.step(state, action, params)
+        except self._not_enabled:
+            return None
 
     def check_invariants(self, state: Any) -> list[str]:
         return [name for name, _ in self._safety if not self._model.holds(state, name)]

@@ -66,6 +66,11 @@ class ModelAction:
 
     name: str
     params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    #: the parameters as a hashable key, filled in by :class:`MemoizedModel` on first use (an
+    #: abstraction that reuses its actions pays for it once)
+    memo_key: tuple[tuple[str, Any], ...] | None = field(
+        default=None, init=False, repr=False, compare=False
+    )
 
     def label(self) -> str:
         """``name(key=value, …)`` for reports."""
@@ -108,6 +113,10 @@ class Abstraction(Protocol):
         """Why the model state after ``event`` disagrees with the implementation, or ``None``."""
 
 
+#: (enabled, successor or ``None``, the invariants the successor violates)
+Transition = tuple[bool, Any, tuple[str, ...]]
+
+
 class MemoizedModel:
     """A model whose answers are remembered: a model is a pure function of (state, action), and
     an abstraction over small domains visits few distinct states, so replay costs a dictionary
@@ -124,10 +133,19 @@ class MemoizedModel:
 
     def __init__(self, model: ExecutableModel, entries_max: int = 200_000) -> None:
         self._model = model
+        #: a model that can step without a separate guard evaluation (``None`` when the
+        #: action is not enabled) offers ``step_if_enabled``
+        self._step_if_enabled: Any = getattr(model, "step_if_enabled", None)
         self._entries_max = entries_max
         self._enabled: dict[tuple[int, str, tuple[tuple[str, Any], ...]], tuple[Any, bool]] = {}
         self._step: dict[tuple[int, str, tuple[tuple[str, Any], ...]], tuple[Any, Any]] = {}
-        self._invariants: dict[int, tuple[Any, list[str]]] = {}
+        self._invariants: dict[int, tuple[Any, tuple[str, ...]]] = {}
+        self._transitions: dict[
+            tuple[int, str, tuple[tuple[str, Any], ...]], tuple[Any, Transition]
+        ] = {}
+        #: successors by value: two equal successors of different states share one object, so
+        #: their invariants are evaluated once
+        self._successors: dict[Any, Any] = {}
 
     @property
     def name(self) -> str:
@@ -158,11 +176,48 @@ class MemoizedModel:
 
     def check_invariants(self, state: Any) -> list[str]:
         """As the model's, remembered."""
+        return list(self._broken(state))
+
+    def _broken(self, state: Any) -> tuple[str, ...]:
         entry = self._invariants.get(id(state))
         if entry is None or entry[0] is not state:
             self._room(self._invariants)
-            entry = self._invariants[id(state)] = (state, list(self._model.check_invariants(state)))
-        return list(entry[1])
+            entry = self._invariants[id(state)] = (
+                state, tuple(self._model.check_invariants(state))
+            )
+        return entry[1]
+
+    def transition(self, state: Any, action: ModelAction) -> Transition:
+        """``action`` taken from ``state`` as the checker takes it, remembered in one lookup:
+        whether it is enabled, then (if it is) the successor and the invariants it violates.
+        The model answers exactly the questions :meth:`enabled`, :meth:`step` and
+        :meth:`check_invariants` would, in that order."""
+        params = action.memo_key
+        if params is None:
+            params = tuple(sorted(action.params.items()))
+            object.__setattr__(action, "memo_key", params)
+        key = (id(state), action.name, params)
+        entry = self._transitions.get(key)
+        if entry is None or entry[0] is not state:
+            model = self._model
+            if self._step_if_enabled is not None:
+                successor = self._step_if_enabled(state, action.name, action.params)
+                enabled = successor is not None
+            else:
+                enabled = model.enabled(state, action.name, action.params)
+                if enabled:
+                    successor = model.step(state, action.name, action.params)
+            if enabled:
+                successors = self._successors
+                if len(successors) >= self._entries_max:
+                    successors.clear()
+                successor = successors.setdefault(successor, successor)
+                outcome: Transition = (True, successor, self._broken(successor))
+            else:
+                outcome = (False, None, ())
+            self._room(self._transitions)
+            entry = self._transitions[key] = (state, outcome)
+        return entry[1]
 
 
 @dataclass(frozen=True, slots=True)
@@ -288,18 +343,28 @@ class TraceChecker:
                 message=str(error),
             )
         model = abstraction.model
-        label = ""
+        memoized = model.transition if isinstance(model, MemoizedModel) else None
+        last: ModelAction | None = None
+        counts = self._actions
         for action in actions:
-            label = action.label()
-            if not model.enabled(state, action.name, action.params):
+            last = action
+            if memoized is not None:
+                enabled, successor, broken = memoized(state, action)
+            else:
+                enabled = model.enabled(state, action.name, action.params)
+                if enabled:
+                    successor = model.step(state, action.name, action.params)
+                    broken = tuple(model.check_invariants(successor))
+            if not enabled:
+                label = action.label()
                 return self._fail(
                     index, event, subject=key[1], action=label, kind="not_enabled",
                     invariant="", message=f"{label} is not enabled in {state!r}",
                 )
-            state = model.step(state, action.name, action.params)
-            self._actions[f"{event.machine}.{action.name}"] += 1
-            broken = model.check_invariants(state)
+            state = successor
+            counts[f"{event.machine}.{action.name}"] += 1
             if broken:
+                label = action.label()
                 return self._fail(
                     index, event, subject=key[1], action=label, kind="invariant",
                     invariant=broken[0], message=f"violated after {label} in {state!r}",
@@ -307,8 +372,8 @@ class TraceChecker:
         reason = abstraction.mismatch(state, event)
         if reason is not None:
             return self._fail(
-                index, event, subject=key[1], action=label, kind="state_mismatch",
-                invariant="", message=reason,
+                index, event, subject=key[1], action="" if last is None else last.label(),
+                kind="state_mismatch", invariant="", message=reason,
             )
         self._states[key] = state
         return None
