@@ -863,9 +863,13 @@ class SimBroker:
                 request_id, self.id, self.incarnation, tp, partition.log_end_offset,
                 followed.leader_epoch))
         if periodic:
-            for tp in sorted(self.states):
-                if self.states[tp].role is ReplicaRole.LEADER:
-                    self.maybe_change_isr(tp)
+            # (an ISR check changes only its own partition's state, never its role)
+            leading = [tp for tp, state in self.states.items()
+                       if state.role is ReplicaRole.LEADER]
+            pending = self.pending
+            for tp in sorted(leading) if len(leading) > 1 else leading:
+                self.maybe_change_isr(tp)
+                if pending.get(tp):
                     self._complete(tp)
         if self.failed_dirs_seen:
             self.after_io()
@@ -1070,8 +1074,11 @@ class ControllerNode(ControllerDriver):
                     continue
                 del pending[kind]
                 self._handle_watch(kind)
-        if not self._channels:
-            return
+        for channel in self._channels.values():
+            if channel.queue and channel.sent_ms >= 0 and now_ms - channel.sent_ms >= RETRY_MS:
+                break
+        else:
+            return  # nothing to retransmit (most ticks): the loop below would do nothing
         for broker_id in sorted(self._channels):
             channel = self._channels[broker_id]
             if channel.queue and channel.sent_ms >= 0 and now_ms - channel.sent_ms >= RETRY_MS:

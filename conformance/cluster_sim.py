@@ -888,9 +888,11 @@ class ClusterWorld:
             manager = broker.manager
             if not broker.alive or manager is None:
                 continue
+            # (the move table itself: move_state builds a NONE move for every unmoved replica)
+            moves = manager._moves
             for tp in self.tps:
-                move = manager.move_state(tp)
-                if move.state not in _MOVING:
+                move = moves.get(tp)
+                if move is None or move.state not in _MOVING:
                     continue
                 partition = manager.get(tp)
                 if partition is None:

@@ -84,22 +84,34 @@ class TraceEvent:
         is a tenth of a cluster run) and falls back to ``json.dumps`` for any value outside
         :data:`TraceValue`.
         """
+        machine, event, subject = self.machine, self.event, self.subject
+        before, after = self.state_before, self.state_after
+        if not (type(machine) is str and type(event) is str and type(subject) is str
+                and type(before) is str and type(after) is str):
+            return self._to_json_generic()
         fields = self.fields
         if fields:
             parts = []
             for key in sorted(fields):
-                value = _json_value(fields[key])
-                if value is None or type(key) is not str:
+                if type(key) is not str:
                     return self._to_json_generic()
-                parts.append(f"{_json_str(key)}:{value}")
+                value = fields[key]
+                kind = type(value)
+                if kind is int:
+                    encoded: str | None = int.__repr__(value)
+                elif kind is str:
+                    encoded = _encode_str(value)  # type: ignore[arg-type]
+                else:
+                    encoded = _json_value(value)
+                    if encoded is None:
+                        return self._to_json_generic()
+                parts.append(f"{_encode_str(key)}:{encoded}")
             body = "{" + ",".join(parts) + "}"
         else:
             body = "{}"
-        return (f'{{"after":{_json_str(self.state_after)},'
-                f'"before":{_json_str(self.state_before)},'
-                f'"event":{_json_str(self.event)},"fields":{body},'
-                f'"machine":{_json_str(self.machine)},'
-                f'"subject":{_json_str(self.subject)}}}')
+        return (f'{{"after":{_encode_str(after)},"before":{_encode_str(before)},'
+                f'"event":{_encode_str(event)},"fields":{body},'
+                f'"machine":{_encode_str(machine)},"subject":{_encode_str(subject)}}}')
 
     def _to_json_generic(self) -> str:
         return json.dumps(
@@ -114,12 +126,6 @@ class TraceEvent:
             sort_keys=True,
             separators=(",", ":"),
         )
-
-
-def _json_str(text: str) -> str:
-    if type(text) is not str:
-        return json.dumps(text)
-    return _encode_str(text)
 
 
 def _json_value(value: object) -> str | None:
