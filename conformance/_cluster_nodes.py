@@ -101,7 +101,7 @@ from impl.storage.config import StorageConfig
 from impl.storage.errors import StorageError
 from impl.storage.manager import LogManager, PartitionLog
 from impl.storage.names import TopicPartition
-from impl.trace import TraceEvent
+from impl.trace import TraceEvent, freeze_fields
 
 from ._coordinator_driver import ControllerDriver
 
@@ -593,10 +593,15 @@ class SimBroker:
     # --- the leader side -------------------------------------------------------------------
 
     def _emit(self, tp: TopicPartition, event: ReplicationEvent, **fields: Any) -> None:
+        self._emit_fields(tp, event, fields)
+
+    def _emit_fields(self, tp: TopicPartition, event: ReplicationEvent,
+                     fields: dict[str, Any]) -> None:
+        """As ``TraceEvent.of(..., **fields)``, from a dict (hot: every follower fetch)."""
         state = self.states.get(tp)
         role = _ROLE_NAMES[state.role] if state is not None else "NONE"
-        self.sink.emit(TraceEvent.of(replication.MACHINE, _EVENT_NAMES[event], self.subject(tp),
-                                     role, role, **fields))
+        self.sink.emit(TraceEvent(replication.MACHINE, _EVENT_NAMES[event], self.subject(tp),
+                                  role, role, freeze_fields(fields)))
 
     def _leader(self, tp: TopicPartition, epoch: int | None) -> tuple[int, PartitionLog | None]:
         state = self.states.get(tp)
@@ -759,11 +764,14 @@ class SimBroker:
             offsets.pop(replica, None)
         incarnations[replica] = incarnation
         previous = self.leo_at_previous_fetch.setdefault(tp, {})
-        if offset >= partition.log_end_offset or offset >= previous.get(replica, 2**63):
+        log_end_offset = partition.log_end_offset
+        if offset >= log_end_offset or offset >= previous.get(replica, 2**63):
             self.last_caught_up_ms.setdefault(tp, {})[replica] = now_ms
-        previous[replica] = partition.log_end_offset
-        self._emit(tp, ReplicationEvent.FOLLOWER_FETCH, replica=replica, fetch_offset=offset,
-                   **({"leader_epoch": leader_epoch} if leader_epoch >= 0 else {}))
+        previous[replica] = log_end_offset
+        fields: dict[str, Any] = {"replica": replica, "fetch_offset": offset}
+        if leader_epoch >= 0:
+            fields["leader_epoch"] = leader_epoch
+        self._emit_fields(tp, ReplicationEvent.FOLLOWER_FETCH, fields)
         if offsets.get(replica, -1) < offset:
             offsets[replica] = offset
             self.advance_hw(tp, partition)

@@ -158,7 +158,8 @@ class SimNetwork:
             self._lost += 1
             return
         self._schedule(source, target, payload)
-        if rng.chance(faults.duplicate_probability):
+        duplicate = faults.duplicate_probability
+        if duplicate > 0.0 and rng.chance(duplicate):
             self._duplicated += 1
             self._schedule(source, target, payload)
 
@@ -168,7 +169,8 @@ class SimNetwork:
         delay_ns = faults.delay_min_ns + rng.randrange(
             faults.delay_max_ns - faults.delay_min_ns + 1
         )
-        if rng.chance(faults.reorder_probability):
+        reorder = faults.reorder_probability
+        if reorder > 0.0 and rng.chance(reorder):
             delay_ns += rng.randrange(faults.delay_max_ns + 1)
         now_ns = self._clock.monotonic_ns()
         self._sequence += 1

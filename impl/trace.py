@@ -23,7 +23,8 @@ __sans_io__ = True
 TraceValue = str | int | bool | None | tuple["TraceValue", ...]
 
 
-def _freeze(fields: Mapping[str, object]) -> Mapping[str, TraceValue]:
+def freeze_fields(fields: Mapping[str, object]) -> Mapping[str, TraceValue]:
+    """``fields`` as :meth:`TraceEvent.of` stores them (immutable values, a read-only view)."""
     frozen: dict[str, TraceValue] = {}
     for key, value in fields.items():
         # Plain ints and strings (nearly every field) are already frozen: no call for them.
@@ -74,7 +75,8 @@ class TraceEvent:
         **fields: object,
     ) -> TraceEvent:
         """Build an event, freezing ``fields`` into immutable values."""
-        return TraceEvent(machine, event, subject, state_before, state_after, _freeze(fields))
+        return TraceEvent(machine, event, subject, state_before, state_after,
+                          freeze_fields(fields))
 
     def to_json(self) -> str:
         """One line of JSON with sorted keys: the byte-stable form used for trace digests.
