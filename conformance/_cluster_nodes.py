@@ -39,7 +39,7 @@ import contextlib
 import itertools
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Final, TypeVar
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from conformance.disk import SimDisk
 from conformance.move_sim import SimLock
@@ -142,10 +142,12 @@ PRODUCE_TIMEOUT_MS: Final = 30
 
 
 # --- messages ------------------------------------------------------------------------------
+#
+# Named tuples: immutable (the network may deliver one message twice) and cheap to build (a
+# frozen dataclass sets each field through ``object.__setattr__``; a run builds ~100k messages).
 
 
-@dataclass(frozen=True, slots=True)
-class ControllerCall:
+class ControllerCall(NamedTuple):
     """A controller request on channel ``channel`` with sequence number ``seq``."""
 
     channel: int
@@ -153,8 +155,7 @@ class ControllerCall:
     request: ControllerRequest
 
 
-@dataclass(frozen=True, slots=True)
-class ControllerReply:
+class ControllerReply(NamedTuple):
     """The answer to one :class:`ControllerCall`."""
 
     channel: int
@@ -162,8 +163,7 @@ class ControllerReply:
     response: ControllerResponse
 
 
-@dataclass(frozen=True, slots=True)
-class FetchCall:
+class FetchCall(NamedTuple):
     """Fetch (a follower's when ``replica >= 0``, a consumer's below the HW when -1)."""
 
     request_id: int
@@ -174,8 +174,7 @@ class FetchCall:
     leader_epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class FetchReply:
+class FetchReply(NamedTuple):
     """A fetch's answer: records (whole batches), the leader's HW and LEO."""
 
     request_id: int
@@ -186,8 +185,7 @@ class FetchReply:
     log_end_offset: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class EpochCall:
+class EpochCall(NamedTuple):
     """OffsetForLeaderEpoch for the follower's latest epoch."""
 
     request_id: int
@@ -197,8 +195,7 @@ class EpochCall:
     epoch: int
 
 
-@dataclass(frozen=True, slots=True)
-class EpochReply:
+class EpochReply(NamedTuple):
     """The leader's largest epoch at or below the asked one and where it ends (KIP-279)."""
 
     request_id: int
@@ -208,8 +205,7 @@ class EpochReply:
     leader_epoch: int = -1
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceCall:
+class ProduceCall(NamedTuple):
     """An ``acks=all`` produce of one idempotent batch."""
 
     request_id: int
@@ -217,8 +213,7 @@ class ProduceCall:
     batch: bytes
 
 
-@dataclass(frozen=True, slots=True)
-class ProduceReply:
+class ProduceReply(NamedTuple):
     """A produce's answer (``base_offset`` on success)."""
 
     request_id: int

@@ -428,9 +428,11 @@ class SimProducer:
     def tick(self) -> None:
         """Retry batches left unanswered."""
         now_ms = self.world.now_ms()
-        for tp in sorted(self.in_flight):
-            if now_ms - self.in_flight[tp].sent_ms >= PRODUCE_TIMEOUT_MS + RETRY_MS:
-                self._send(tp)
+        # (a retry changes only its own batch's record)
+        due = [tp for tp, flight in self.in_flight.items()
+               if now_ms - flight.sent_ms >= PRODUCE_TIMEOUT_MS + RETRY_MS]
+        for tp in sorted(due) if len(due) > 1 else due:
+            self._send(tp)
 
     def on_reply(self, reply: ProduceReply) -> None:
         """Acknowledged, or to be retried (soon)."""
@@ -559,6 +561,7 @@ class ClusterWorld:
         self.controller_elections = 0
         self.faults_skipped = 0
         self._state_cache: dict[TopicPartition, tuple[int, tuple[int, int, tuple[int, ...]]]] = {}
+        self._state_paths: dict[TopicPartition, str] = {}
         self._assignment_cache: tuple[int, dict[int, tuple[int, ...]]] | None = None
         #: per (broker, tp): bumped whenever the shadow log is rebuilt (not on appends)
         self.generation: dict[tuple[int, TopicPartition], int] = {}
@@ -601,9 +604,11 @@ class ClusterWorld:
         return -1 if found is None else found[0]
 
     def _state(self, tp: TopicPartition) -> tuple[int, int, tuple[int, ...]] | None:
+        path = self._state_paths.get(tp)
+        if path is None:
+            path = self._state_paths[tp] = partition_state_path(tp.topic, tp.partition)
         try:
-            data, stat = self.zk.get(self.admin, partition_state_path(tp.topic, tp.partition),
-                                     False)
+            data, stat = self.zk.get(self.admin, path, False)
         except NoNodeError:
             return None
         cached = self._state_cache.get(tp)
@@ -930,8 +935,10 @@ class ClusterWorld:
         """Controllers, brokers and clients do their work; due messages arrive."""
         brokers = self.brokers
         for broker in brokers:
-            if broker.alive and broker.controller is not None:
-                broker.controller.tick()
+            if broker.alive:
+                controller = broker.controller
+                if controller is not None:
+                    controller.tick()
         for broker in brokers:
             if broker.alive:
                 broker.tick(periodic=periodic)
@@ -975,6 +982,8 @@ class ClusterWorld:
         if partition is None or mine is None:
             return
         high_watermark = partition.high_watermark
+        incarnations = leader.follower_incarnations.get(tp, {})
+        leader_generation = self.generation.get((leader.id, tp), 0)
         for member in leader.states[tp].isr:
             if member == leader.id:
                 continue
@@ -983,16 +992,16 @@ class ClusterWorld:
             follower_log = follower.log(tp) if follower.alive else None
             if theirs is None or follower_log is None:
                 continue
-            recorded = leader.follower_incarnations.get(tp, {}).get(member)
-            if recorded == follower.incarnation and follower_log.log_end_offset < high_watermark:
+            recorded = incarnations.get(member)
+            follower_leo = follower_log.log_end_offset
+            if recorded == follower.incarnation and follower_leo < high_watermark:
                 self.violation("LOG_MATCHING", (
                     f"{tp}: ISR member {member} of leader {leader.id} (epoch "
                     f"{leader.states[tp].leader_epoch}) holds offsets below "
-                    f"{follower_log.log_end_offset} only, under the HW {high_watermark}"))
-            bound = min(high_watermark, follower_log.log_end_offset)
+                    f"{follower_leo} only, under the HW {high_watermark}"))
+            bound = min(high_watermark, follower_leo)
             signature = (leader.id, leader.incarnation, follower.incarnation, bound,
-                         self.generation.get((leader.id, tp), 0),
-                         self.generation.get((member, tp), 0))
+                         leader_generation, self.generation.get((member, tp), 0))
             if self._matching_checked.get((tp, member)) == signature:
                 continue
             self._matching_checked[(tp, member)] = signature
