@@ -366,6 +366,9 @@ class ReplicationAbstraction:
         self.policy = policy
         self._partitions: dict[str, _Partition] = {}
         self._current: tuple[_Partition, _Plan] | None = None
+        #: subject -> its instance key, and the broker it names (a run has few subjects)
+        self._instances: dict[str, str] = {}
+        self._brokers: dict[str, int] = {}
         #: events checked as stutters for want of a field or of context, by reason
         self.stutters: Counter[str] = Counter()
         #: events replayed from a state partly inferred rather than reported, by reason
@@ -383,7 +386,11 @@ class ReplicationAbstraction:
 
     def instance_key(self, event: TraceEvent) -> str:
         """One model instance per partition: the subject without its ``@broker``."""
-        return event.subject.rpartition("@")[0] or event.subject
+        subject = event.subject
+        found = self._instances.get(subject)
+        if found is None:
+            found = self._instances[subject] = subject.rpartition("@")[0] or subject
+        return found
 
     def initial_state(self, event: TraceEvent) -> Any:
         """The model's initial state (rebuilt before every event anyway)."""
@@ -441,11 +448,15 @@ class ReplicationAbstraction:
         return _Plan(commit=commit)
 
     def _plan(self, part: _Partition, event: TraceEvent) -> _Plan:
-        broker_text = event.subject.rpartition("@")[2]
-        try:
-            broker = int(broker_text)
-        except ValueError:
-            raise ValueError(f"replication subject {event.subject!r} names no broker") from None
+        broker = self._brokers.get(event.subject)
+        if broker is None:
+            try:
+                broker = int(event.subject.rpartition("@")[2])
+            except ValueError:
+                raise ValueError(
+                    f"replication subject {event.subject!r} names no broker"
+                ) from None
+            self._brokers[event.subject] = broker
         fields = event.fields
         replicas = _ints(fields, "replicas")
         if replicas is not None:

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 
 import pytest
 
+from conformance import replication_abstraction as log_arithmetic
 from conformance.replication_abstraction import abstractions, replication_abstraction
 from conformance.trace_check import TraceChecker, check_trace
 from impl.broker import replication as core
@@ -489,3 +490,31 @@ def test_checking_is_deterministic_and_solver_free(monkeypatch: pytest.MonkeyPat
     assert again == checker.verdict()
     assert elapsed >= 0  # measured for the report, never asserted
     assert replication_abstraction().stutters == {}
+
+
+def _random_runs(rng: random.Random) -> tuple[tuple[int, int], ...]:
+    runs: list[tuple[int, int]] = []
+    end = 0
+    for epoch in sorted(rng.sample(range(1, 9), rng.randint(0, 4))):
+        end += rng.randint(1, 5)
+        runs.append((epoch, end))
+    return tuple(runs)
+
+
+def test_remembered_log_arithmetic_answers_as_computed(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``_prefix`` and ``_splice`` remember their answers (by value, cleared when full): the
+    remembered answer is the computed one, also for equal runs held in other objects and past
+    a clearing."""
+    monkeypatch.setattr(log_arithmetic, "_CACHE_MAX", 16)
+    rng = random.Random(7)
+    for _ in range(2000):
+        own, other = _random_runs(rng), _random_runs(rng)
+        at, length = rng.randint(0, 20), rng.randint(0, 25)
+        expected_prefix = log_arithmetic._prefix_of(own, at)
+        expected_splice = log_arithmetic._splice_of(own, at, other, length)
+        for _ in range(2):
+            assert log_arithmetic._prefix(own, at) == expected_prefix
+            assert log_arithmetic._prefix(tuple(pair for pair in own), at) == expected_prefix
+            assert log_arithmetic._splice(own, at, other, length) == expected_splice
+        assert len(log_arithmetic._PREFIXES) <= 16
+        assert len(log_arithmetic._SPLICES) <= 16

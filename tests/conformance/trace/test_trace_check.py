@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
 from typing import Any
@@ -9,6 +10,7 @@ from typing import Any
 import pytest
 
 from conformance.trace_check import (
+    MemoizedModel,
     ModelAction,
     TraceChecker,
     check_trace,
@@ -176,3 +178,95 @@ def test_trace_lines_round_trip(event: TraceEvent) -> None:
     assert parse_trace_line(nested.to_json()) == nested
     with pytest.raises(ValueError, match="not a trace event"):
         parse_trace_line("{}")
+
+
+class _Asked:
+    """A model that counts the questions it is asked (the copy model answers them)."""
+
+    name = "copy"
+
+    def __init__(self, model: _CopyModel) -> None:
+        self.model = model
+        self.asked: Counter[str] = Counter()
+
+    def enabled(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> bool:
+        self.asked["enabled"] += 1
+        return self.model.enabled(state, action, params)
+
+    def step(self, state: Any, action: str, params: Mapping[str, Any] | None = None) -> Any:
+        self.asked["step"] += 1
+        return self.model.step(state, action, params)
+
+    def check_invariants(self, state: Any) -> list[str]:
+        self.asked["invariants"] += 1
+        return self.model.check_invariants(state)
+
+
+class _AskedOnce(_Asked):
+    """A model that steps without a separate guard evaluation."""
+
+    def step_if_enabled(
+        self, state: Any, action: str, params: Mapping[str, Any] | None = None
+    ) -> Any:
+        self.asked["step_if_enabled"] += 1
+        if not self.model.enabled(state, action, params):
+            return None
+        return self.model.step(state, action, params)
+
+
+_STATES = [
+    _CopyState("COPYING", 1, 1, 0),
+    _CopyState("COPYING", 2, 1, 0),
+    _CopyState("DONE", 2, 1, 1),
+]
+_ACTIONS = ["source_appended", "chunk_copied", "swapped"]
+
+
+@pytest.mark.parametrize("once", [False, True])
+def test_memoized_transition_answers_as_the_model_asked_once(once: bool) -> None:
+    asked = (_AskedOnce if once else _Asked)(_CopyModel(guarded=False))
+    memoized = MemoizedModel(asked)
+    for state in _STATES:
+        for name in _ACTIONS:
+            action = ModelAction(name)
+            enabled = asked.model.enabled(state, name)
+            successor = asked.model.step(state, name) if enabled else None
+            broken = tuple(asked.model.check_invariants(successor)) if enabled else ()
+            assert memoized.transition(state, action) == (enabled, successor, broken)
+    first = Counter(asked.asked)
+    assert ("enabled" in first) != once
+    for state in _STATES:
+        for name in _ACTIONS:
+            memoized.transition(state, ModelAction(name))  # a new, equal action
+    assert asked.asked == first
+
+
+def test_memoized_transition_shares_equal_successors_and_keys_by_identity() -> None:
+    asked = _Asked(_CopyModel())
+    memoized = MemoizedModel(asked)
+    one, other = _CopyState("COPYING", 2, 1, 0), _CopyState("COPYING", 2, 1, 0)
+    _, first, _ = memoized.transition(one, ModelAction("chunk_copied"))
+    _, second, _ = memoized.transition(other, ModelAction("chunk_copied"))
+    assert first is second  # equal successors of two state objects: one object, ...
+    assert asked.asked["step"] == 2
+    assert asked.asked["invariants"] == 1  # ... whose invariants are evaluated once
+
+
+def test_memo_key_is_filled_once_and_is_not_part_of_an_actions_value() -> None:
+    used, fresh = ModelAction("chunk_copied", {"n": 1}), ModelAction("chunk_copied", {"n": 1})
+    MemoizedModel(_CopyModel()).transition(_STATES[1], used)
+    assert used.memo_key == (("n", 1),)
+    assert fresh.memo_key is None
+    assert used == fresh
+    assert repr(used) == repr(fresh)
+    assert used.label() == "chunk_copied(n=1)"
+
+
+def test_a_violation_names_its_action_without_labels_built_in_advance() -> None:
+    verdict = check_trace(
+        [_event("SOURCE_APPENDED"), _event("CHUNK_COPIED", dest_leo=7)],
+        [_CopyAbstraction(_CopyModel())],
+    )
+    assert verdict.violation is not None
+    assert verdict.violation.kind == "state_mismatch"
+    assert verdict.violation.action == "chunk_copied()"
