@@ -427,7 +427,8 @@ class SimBroker:
         manager = self.manager
         if manager is None:
             return None
-        partition = manager.get(tp)
+        # (LogManager.get's table itself: this is the hottest lookup of a run)
+        partition = manager._partitions.get(tp)
         if partition is None or partition.offline:
             return None
         return partition
@@ -841,9 +842,12 @@ class SimBroker:
         now_ms = self._clock.monotonic_ns() // 1_000_000
         # Which partitions ask now is decided up front: asking for one never changes another's
         # record, and most ticks ask for none.
-        due = [tp for tp, followed in self.followed.items()
-               if not followed.failed and now_ms >= followed.retry_ms and (
-                   followed.in_flight is None or now_ms - followed.sent_ms >= RETRY_MS)]
+        # (a plain loop: a comprehension is a function call of its own)
+        due: list[TopicPartition] = []
+        for tp, followed in self.followed.items():
+            if not followed.failed and now_ms >= followed.retry_ms and (
+                    followed.in_flight is None or now_ms - followed.sent_ms >= RETRY_MS):
+                due.append(tp)
         for tp in sorted(due) if len(due) > 1 else due:
             followed = self.followed[tp]
             partition = self.log(tp)
@@ -867,8 +871,10 @@ class SimBroker:
                 followed.leader_epoch))
         if periodic:
             # (an ISR check changes only its own partition's state, never its role)
-            leading = [tp for tp, state in self.states.items()
-                       if state.role is ReplicaRole.LEADER]
+            leading: list[TopicPartition] = []
+            for tp, state in self.states.items():
+                if state.role is ReplicaRole.LEADER:
+                    leading.append(tp)
             pending = self.pending
             for tp in sorted(leading) if len(leading) > 1 else leading:
                 self.maybe_change_isr(tp)

@@ -429,8 +429,10 @@ class SimProducer:
         """Retry batches left unanswered."""
         now_ms = self.world.now_ms()
         # (a retry changes only its own batch's record)
-        due = [tp for tp, flight in self.in_flight.items()
-               if now_ms - flight.sent_ms >= PRODUCE_TIMEOUT_MS + RETRY_MS]
+        due: list[TopicPartition] = []
+        for tp, flight in self.in_flight.items():
+            if now_ms - flight.sent_ms >= PRODUCE_TIMEOUT_MS + RETRY_MS:
+                due.append(tp)
         for tp in sorted(due) if len(due) > 1 else due:
             self._send(tp)
 
@@ -945,7 +947,7 @@ class ClusterWorld:
         producer = self.producer
         if producer.in_flight:
             producer.tick()
-        for source, target, payload in self.network.deliver_due():
+        for _, _, source, target, payload, _ in self.network.deliver_due():
             if target == PRODUCER_NODE:
                 if isinstance(payload, ProduceReply):
                     producer.on_reply(payload)

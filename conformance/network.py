@@ -65,7 +65,7 @@ class Delivery:
 
 
 #: A queued message: (delivered_ns, sequence, source, target, payload, sent_ns).
-_Entry = tuple[int, int, NodeId, NodeId, object, int]
+QueuedMessage = tuple[int, int, NodeId, NodeId, object, int]
 
 
 @dataclass(frozen=True, slots=True)
@@ -101,7 +101,7 @@ class SimNetwork:
         self._rng = rng
         self.faults = faults or NetworkFaults()
         self._in_flight_max = in_flight_max
-        self._queue: list[_Entry] = []
+        self._queue: list[QueuedMessage] = []
         self._sequence = 0
         self._group_of: dict[NodeId, int] = {}
         self._sent = 0
@@ -194,19 +194,19 @@ class SimNetwork:
         return [Delivery(source, target, payload, sent_ns, delivered_ns, sequence)
                 for delivered_ns, sequence, source, target, payload, sent_ns in self._due()]
 
-    def deliver_due(self) -> list[tuple[NodeId, NodeId, object]]:
-        """As :meth:`deliver_nowait`, as ``(source, target, payload)`` triples (the cluster
-        simulator's loop reads nothing else)."""
-        return [(entry[2], entry[3], entry[4]) for entry in self._due()]
+    def deliver_due(self) -> list[QueuedMessage]:
+        """As :meth:`deliver_nowait`, without building a :class:`Delivery` per message: the
+        messages as queued, ``(delivered_ns, sequence, source, target, payload, sent_ns)``."""
+        return self._due()
 
-    def _due(self) -> list[_Entry]:
+    def _due(self) -> list[QueuedMessage]:
         queue = self._queue
         if not queue:
             return []
         now_ns = self._clock.monotonic_ns()
         if queue[0][0] > now_ns:
             return []
-        due: list[_Entry] = []
+        due: list[QueuedMessage] = []
         group_of = self._group_of
         pop = heapq.heappop
         while queue and queue[0][0] <= now_ns:

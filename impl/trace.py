@@ -91,29 +91,39 @@ class TraceEvent:
         if not (type(machine) is str and type(event) is str and type(subject) is str
                 and type(before) is str and type(after) is str):
             return self._to_json_generic()
+        # The line's head and tail repeat (a few states, events and subjects): encoded once.
+        head_key = (after, before, event)
+        head = _HEADS.get(head_key)
+        if head is None:
+            head = (f'{{"after":{_encode_str(after)},"before":{_encode_str(before)},'
+                    f'"event":{_encode_str(event)},"fields":')
+            if len(_HEADS) < _CACHE_MAX:
+                _HEADS[head_key] = head
+        tail_key = (machine, subject)
+        tail = _TAILS.get(tail_key)
+        if tail is None:
+            tail = f',"machine":{_encode_str(machine)},"subject":{_encode_str(subject)}}}'
+            if len(_TAILS) < _CACHE_MAX:
+                _TAILS[tail_key] = tail
         fields = self.fields
-        if fields:
-            parts = []
-            for key in sorted(fields):
-                if type(key) is not str:
+        if not fields:
+            return f"{head}{{}}{tail}"
+        parts = []
+        for key in sorted(fields):
+            if type(key) is not str:
+                return self._to_json_generic()
+            value = fields[key]
+            kind = type(value)
+            if kind is int:
+                encoded: str | None = int.__repr__(value)
+            elif kind is str:
+                encoded = _encode_str(value)  # type: ignore[arg-type]
+            else:
+                encoded = _json_value(value)
+                if encoded is None:
                     return self._to_json_generic()
-                value = fields[key]
-                kind = type(value)
-                if kind is int:
-                    encoded: str | None = int.__repr__(value)
-                elif kind is str:
-                    encoded = _encode_str(value)  # type: ignore[arg-type]
-                else:
-                    encoded = _json_value(value)
-                    if encoded is None:
-                        return self._to_json_generic()
-                parts.append(f"{_encode_str(key)}:{encoded}")
-            body = "{" + ",".join(parts) + "}"
-        else:
-            body = "{}"
-        return (f'{{"after":{_encode_str(after)},"before":{_encode_str(before)},'
-                f'"event":{_encode_str(event)},"fields":{body},'
-                f'"machine":{_encode_str(machine)},"subject":{_encode_str(subject)}}}')
+            parts.append(f"{_encode_str(key)}:{encoded}")
+        return f"{head}{{{','.join(parts)}}}{tail}"
 
     def _to_json_generic(self) -> str:
         return json.dumps(
@@ -128,6 +138,12 @@ class TraceEvent:
             sort_keys=True,
             separators=(",", ":"),
         )
+
+
+#: Encoded heads (``{"after":…,"fields":``) and tails (``,"machine":…}``) of JSON lines.
+_HEADS: dict[tuple[str, str, str], str] = {}
+_TAILS: dict[tuple[str, str], str] = {}
+_CACHE_MAX = 100_000
 
 
 def _json_value(value: object) -> str | None:
