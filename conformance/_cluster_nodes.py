@@ -323,6 +323,8 @@ class SimBroker:
         self.world = world
         self.id = broker_id
         self._clock = world.clock
+        self._config = world.config
+        self._isr_expanded_early = world.config.variant == "isr_expanded_early"
         #: ``f"{tp}@{id}"`` per partition: the subject of this broker's replication events
         self._subjects: dict[TopicPartition, str] = {}
         config = world.config
@@ -782,9 +784,9 @@ class SimBroker:
         partition = self.log(tp)
         if partition is None:
             return
-        config = self.world.config
+        config = self._config
         isr = state.isr
-        if config.variant == "isr_expanded_early":
+        if self._isr_expanded_early:
             high_watermark = epoch_start = 0  # the bug: any follower that fetched once joins
         elif isr == state.replicas or all(replica in isr for replica in state.replicas):
             # Nobody can join: desired_isr reads neither the HW nor the epoch's start.
@@ -1039,6 +1041,7 @@ class ControllerNode(ControllerDriver):
             fence_writes=world.config.variant != "no_epoch_check"))
         self.world = world
         self.broker = broker
+        self._clock = world.clock
         self.pending_watches: dict[str, int] = {}
         self.expiry_notice_ms: int | None = None
         self.stopped = False
@@ -1070,7 +1073,7 @@ class ControllerNode(ControllerDriver):
         """Handle due watches and notices; retransmit unanswered requests."""
         if self.stopped:
             return
-        now_ms = self.broker.now_ms()
+        now_ms = self._clock.monotonic_ns() // 1_000_000
         if self.expiry_notice_ms is not None and now_ms >= self.expiry_notice_ms:
             self.expiry_notice_ms = None
             self.run(SessionExpired())

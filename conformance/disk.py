@@ -170,8 +170,9 @@ class SimDisk:
         self._capacity_bytes = capacity_bytes
         self._failed: dict[str, int] = {}
         self._root_cache: dict[str, str] = {}
-        #: path -> (normalised path, its root, its components below the root)
-        self._walk_cache: dict[str, tuple[str, str, tuple[str, ...]]] = {}
+        #: path -> (normalised path, its root, the dirs below the root, the entry's name; both
+        #: empty for a root)
+        self._walk_cache: dict[str, tuple[str, str, tuple[str, ...], str]] = {}
         self._crash_countdown: int | None = None
         self._fsync_effective = True
         self._namespace_version = 0
@@ -322,17 +323,17 @@ class SimDisk:
         if plan is None:
             normalised = path.rstrip("/") or "/"
             found = self._root_of(normalised)
-            below = normalised[len(found) + 1 :].split("/") if normalised != found else []
-            plan = (normalised, found, tuple(below))
+            below = normalised[len(found) + 1 :].split("/") if normalised != found else [""]
+            plan = (normalised, found, tuple(below[:-1]), below[-1])
             if len(self._walk_cache) < 100_000:
                 self._walk_cache[path] = plan
-        path, root, parts = plan
+        path, root, dirs, name = plan
         if self._failed:
             self._check_root(root, path)
         node: _Dir | _File = self._roots[root]
-        if not parts:
+        if not name:
             return root, node, None, ""
-        for part in parts[:-1]:
+        for part in dirs:
             if isinstance(node, _File):
                 raise _error(errno.ENOTDIR, path)
             child = node.entries.get(part)
@@ -341,7 +342,7 @@ class SimDisk:
             node = child
         if isinstance(node, _File):
             raise _error(errno.ENOTDIR, path)
-        return root, node.entries.get(parts[-1]), node, parts[-1]
+        return root, node.entries.get(name), node, name
 
     def _file(self, path: str) -> _File:
         _, node, _, _ = self._walk(path)

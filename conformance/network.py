@@ -154,7 +154,8 @@ class SimNetwork:
                 return
         rng = self._rng
         faults = self.faults
-        if rng.chance(faults.loss_probability):
+        loss = faults.loss_probability
+        if loss > 0.0 and rng.chance(loss):
             self._lost += 1
             return
         self._schedule(source, target, payload)
