@@ -365,7 +365,9 @@ class ReplicationAbstraction:
         self._roles = roles
         self.policy = policy
         self._partitions: dict[str, _Partition] = {}
-        self._current: tuple[_Partition, _Plan] | None = None
+        #: the partition and plan of the event being checked, and whether the plan came from
+        #: the follower-fetch memo
+        self._current: tuple[_Partition, _Plan, bool] | None = None
         #: subject -> its instance key, and the broker it names (a run has few subjects)
         self._instances: dict[str, str] = {}
         self._brokers: dict[str, int] = {}
@@ -409,7 +411,7 @@ class ReplicationAbstraction:
             memo_key = (event.subject, tuple(event.fields.items()))
             hit = part.memo.get(memo_key)
             if hit is not None:
-                self._current = (part, hit[0])
+                self._current = (part, hit[0], True)
                 return hit[1]
         known = len(part.brokers)
         plan = self._plan(part, event)
@@ -418,7 +420,7 @@ class ReplicationAbstraction:
         built = self._build(part, plan)
         if memo_key is not None and plan.cacheable:
             part.memo[memo_key] = (plan, built)
-        self._current = (part, plan)
+        self._current = (part, plan, False)
         return built
 
     def actions(self, state: Any, event: TraceEvent) -> Sequence[ModelAction]:
@@ -429,7 +431,7 @@ class ReplicationAbstraction:
     def mismatch(self, state: Any, event: TraceEvent) -> str | None:
         """Whether the model's outcome is the reported one; then the mirror takes the event."""
         assert self._current is not None
-        part, plan = self._current
+        part, plan, remembered = self._current
         self._current = None
         for what, variable, index, expected in plan.expect:
             value = state[variable]
@@ -437,6 +439,10 @@ class ReplicationAbstraction:
                 value = value[index]
             if value != expected:
                 return f"{what}: the model has {value!r}, the implementation {expected!r}"
+        if remembered:
+            # A memo entry outlives only a commit that changed nothing (any change clears the
+            # memo), and the mirror has not changed since: the commit would change nothing.
+            return None
         if plan.commit is not None:
             plan.commit()
             if not plan.unchanged:

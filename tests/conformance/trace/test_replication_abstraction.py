@@ -17,12 +17,14 @@ import sys
 import time
 from collections import Counter
 from dataclasses import dataclass, field
+from typing import Any
 
 import pytest
 
 from conformance import replication_abstraction as log_arithmetic
+from conformance.cluster_sim import ClusterConfig, simulate
 from conformance.replication_abstraction import abstractions, replication_abstraction
-from conformance.trace_check import TraceChecker, check_trace
+from conformance.trace_check import Abstraction, TraceChecker, check_trace
 from impl.broker import replication as core
 from impl.trace import ListTraceSink, TraceEvent
 
@@ -518,3 +520,45 @@ def test_remembered_log_arithmetic_answers_as_computed(monkeypatch: pytest.Monke
             assert log_arithmetic._splice(own, at, other, length) == expected_splice
         assert len(log_arithmetic._PREFIXES) <= 16
         assert len(log_arithmetic._SPLICES) <= 16
+
+
+def _mirror(abstraction: Any) -> list[Any]:
+    return [
+        (key, part.brokers[:], part.zk_leader, part.zk_epoch, part.zk_isr, part.committed,
+         part.committed_len,
+         [(b, r.role, r.epoch, r.leader, r.runs, r.leo, r.hw, r.epoch_start, r.isr,
+           dict(r.remote), r.hw_exact, r.live, r.pending) for b, r in part.replicas.items()])
+        for key, part in abstraction._partitions.items()
+    ]
+
+
+@pytest.mark.parametrize("seed", range(3))
+def test_a_remembered_fetch_changes_nothing(seed: int) -> None:
+    """A follower fetch replayed from the memo skips its commit: the commit would change
+    nothing (a memo entry survives only a commit that changed nothing, and any change clears
+    the memo). Simulated cluster runs, where idle followers poll."""
+    remembered = Counter[bool]()
+
+    def wrapped(config: ClusterConfig) -> list[Abstraction]:
+        abstraction = replication_abstraction()
+        mismatch = abstraction.mismatch
+
+        def checked(state: Any, event: TraceEvent) -> str | None:
+            assert abstraction._current is not None
+            _, plan, from_memo = abstraction._current
+            remembered[from_memo] += 1
+            reason = mismatch(state, event)
+            if from_memo:
+                before = _mirror(abstraction)
+                plan.commit()
+                assert plan.unchanged
+                assert _mirror(abstraction) == before
+            return reason
+
+        abstraction.mismatch = checked  # type: ignore[method-assign]
+        return [abstraction]
+
+    outcome = simulate(seed, ClusterConfig(steps=150, fault_probability=0.05),
+                       abstractions=wrapped)
+    assert outcome.trace_verdict.ok, outcome.trace_verdict
+    assert remembered[True] > 0
