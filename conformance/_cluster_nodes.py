@@ -356,6 +356,11 @@ class SimBroker:
         self.follower_incarnations: dict[TopicPartition, dict[int, int]] = {}
         self.leo_at_previous_fetch: dict[TopicPartition, dict[int, int]] = {}
         self.last_caught_up_ms: dict[TopicPartition, dict[int, int]] = {}
+        #: bumped whenever ``follower_leos`` or ``last_caught_up_ms`` may change
+        self._isr_inputs = 0
+        #: per partition: (state, now_ms, ``_isr_inputs``) of the last ISR check that found a
+        #: full ISR to keep (the same inputs give the same answer: nothing to do)
+        self._isr_kept: dict[TopicPartition, tuple[ReplicaState, int, int]] = {}
         self.followed: dict[TopicPartition, _Followed] = {}
         self.pending: dict[TopicPartition, list[_PendingProduce]] = {}
         self.failed_dirs_seen: list[str] = []
@@ -543,6 +548,7 @@ class SimBroker:
             previous = self.states.get(tp)
             self.states[tp] = decision.state
             if decision.became_leader:
+                self._isr_inputs += 1
                 self.follower_leos[tp] = {}
                 self.follower_incarnations[tp] = {}
                 self.leo_at_previous_fetch[tp] = {}
@@ -756,6 +762,7 @@ class SimBroker:
         if partition is None:
             return
         now_ms = self.now_ms()
+        self._isr_inputs += 1
         incarnations = self.follower_incarnations.setdefault(tp, {})
         offsets = self.follower_leos.setdefault(tp, {})
         if incarnations.get(replica, incarnation) != incarnation:
@@ -786,10 +793,19 @@ class SimBroker:
             return
         config = self._config
         isr = state.isr
+        now_ms = self._clock.monotonic_ns() // 1_000_000
+        full = False
         if self._isr_expanded_early:
             high_watermark = epoch_start = 0  # the bug: any follower that fetched once joins
         elif isr == state.replicas or all(replica in isr for replica in state.replicas):
-            # Nobody can join: desired_isr reads neither the HW nor the epoch's start.
+            # Nobody can join: desired_isr reads neither the HW nor the epoch's start, only the
+            # state, the clock and the catch-up times; with all three as last time, the ISR
+            # stays (the periodic scan runs twice at one instant each step).
+            kept = self._isr_kept.get(tp)
+            if kept is not None and kept[0] is state and kept[1] == now_ms and (
+                    kept[2] == self._isr_inputs):
+                return
+            full = True
             high_watermark = epoch_start = -1
         else:
             high_watermark = partition.high_watermark
@@ -798,11 +814,12 @@ class SimBroker:
         wanted = desired_isr(
             state, high_watermark, follower_log_end_offsets=self.follower_leos.get(tp, {}),
             last_caught_up_ms=self.last_caught_up_ms.get(tp, {}),
-            now_ms=self._clock.monotonic_ns() // 1_000_000,
-            lag_time_max_ms=config.replica_lag_time_max_ms,
+            now_ms=now_ms, lag_time_max_ms=config.replica_lag_time_max_ms,
             leader_epoch_start_offset=epoch_start,
         )
         if wanted == isr or set(wanted) == set(isr):
+            if full:
+                self._isr_kept[tp] = (state, now_ms, self._isr_inputs)
             return
         zk = self.world.zk
         if not zk.session_alive(self.session):
