@@ -1019,6 +1019,8 @@ def _flags(brokers: list[int], members: Sequence[int]) -> tuple[bool, ...]:
 _STATES: dict[tuple[Any, ...], Any] = {}
 _ARRAYS: dict[tuple[str, tuple[Any, ...]], Any] = {}
 _BY_VALUE: dict[Any, Any] = {}
+#: (template identity, values) -> (template, array): the arrays indexed by replica pairs
+_KEYED: dict[tuple[int, tuple[Any, ...]], tuple[Any, Any]] = {}
 
 
 def _array(template: Any, name: str, values: list[Any]) -> Any:
@@ -1033,11 +1035,15 @@ def _array(template: Any, name: str, values: list[Any]) -> Any:
 
 
 def _keyed(template: Any, values: Mapping[Any, Any]) -> Any:
-    array = template
-    for key, value in values.items():
-        if array[key] != value:
-            array = array.set(key, value)
-    return array
+    key = (id(template), tuple(values.items()))
+    found = _KEYED.get(key)
+    if found is None or found[0] is not template:
+        array = template
+        for index, value in values.items():
+            if array[index] != value:
+                array = array.set(index, value)
+        found = _KEYED[key] = (template, array)
+    return found[1]
 
 
 class _SafetyOnly:
