@@ -794,10 +794,15 @@ class SimBroker:
         config = self._config
         isr = state.isr
         now_ms = self._clock.monotonic_ns() // 1_000_000
-        full = False
+        full = not self._isr_expanded_early
+        if full and isr != state.replicas:
+            for replica in state.replicas:  # (a plain loop: no generator for all())
+                if replica not in isr:
+                    full = False
+                    break
         if self._isr_expanded_early:
             high_watermark = epoch_start = 0  # the bug: any follower that fetched once joins
-        elif isr == state.replicas or all(replica in isr for replica in state.replicas):
+        elif full:
             # Nobody can join: desired_isr reads neither the HW nor the epoch's start, only the
             # state, the clock and the catch-up times; with all three as last time, the ISR
             # stays (the periodic scan runs twice at one instant each step).
@@ -805,7 +810,6 @@ class SimBroker:
             if kept is not None and kept[0] is state and kept[1] == now_ms and (
                     kept[2] == self._isr_inputs):
                 return
-            full = True
             high_watermark = epoch_start = -1
         else:
             high_watermark = partition.high_watermark
