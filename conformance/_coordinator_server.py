@@ -429,9 +429,13 @@ class SimulatedZooKeeperServer:
         triggers.append((parent, WatchEventType.CHILD))
 
     def _fire(self, triggers: list[_Trigger]) -> None:
+        if not triggers:
+            return
         for session in self._sessions.values():
             if not session.connected or session.expired or session.closed:
                 continue
+            if not session.data_watches and not session.child_watches:
+                continue  # (nothing to fire; dead sessions of past incarnations stay listed)
             for path, event_type in triggers:
                 if event_type in (WatchEventType.CREATED, WatchEventType.CHANGED,
                                   WatchEventType.DELETED) and path in session.data_watches:
