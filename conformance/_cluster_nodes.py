@@ -323,6 +323,7 @@ class SimBroker:
         self.world = world
         self.id = broker_id
         self._clock = world.clock
+        self._network = world.network
         self._config = world.config
         self._isr_expanded_early = world.config.variant == "isr_expanded_early"
         #: ``f"{tp}@{id}"`` per partition: the subject of this broker's replication events
@@ -448,7 +449,7 @@ class SimBroker:
         return found
 
     def _send(self, target: int, payload: object) -> None:
-        self.world.network.send(self.id, target, payload)
+        self._network.send(self.id, target, payload)
 
     def now_ms(self) -> int:
         """Simulated milliseconds."""
@@ -752,8 +753,9 @@ class SimBroker:
             self.after_io()
             self._send(source, FetchReply(call.request_id, tp, KAFKA_STORAGE_ERROR))
             return
-        self._send(source, FetchReply(call.request_id, tp, NONE, records,
-                                      partition.high_watermark, partition.log_end_offset))
+        self._network.send(self.id, source, FetchReply(
+            call.request_id, tp, NONE, records, partition.high_watermark,
+            partition.log_end_offset))
 
     def record_follower_fetch(self, tp: TopicPartition, replica: int, incarnation: int,
                               offset: int, leader_epoch: int = -1) -> None:
@@ -761,7 +763,7 @@ class SimBroker:
         partition = self.log(tp)
         if partition is None:
             return
-        now_ms = self.now_ms()
+        now_ms = self._clock.monotonic_ns() // 1_000_000
         self._isr_inputs += 1
         incarnations = self.follower_incarnations.setdefault(tp, {})
         offsets = self.follower_leos.setdefault(tp, {})
@@ -889,7 +891,7 @@ class SimBroker:
                     self.policy, log_end_offset=partition.log_end_offset,
                     log_start_offset=partition.log_start_offset,
                     high_watermark=partition.high_watermark))
-            self._send(followed.leader, FetchCall(
+            self._network.send(self.id, followed.leader, FetchCall(
                 request_id, self.id, self.incarnation, tp, partition.log_end_offset,
                 followed.leader_epoch))
         if periodic:
