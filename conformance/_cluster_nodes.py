@@ -790,10 +790,6 @@ class SimBroker:
         state = self.states.get(tp)
         if state is None or state.role is not ReplicaRole.LEADER:
             return
-        partition = self.log(tp)
-        if partition is None:
-            return
-        config = self._config
         isr = state.isr
         now_ms = self._clock.monotonic_ns() // 1_000_000
         full = not self._isr_expanded_early
@@ -802,9 +798,7 @@ class SimBroker:
                 if replica not in isr:
                     full = False
                     break
-        if self._isr_expanded_early:
-            high_watermark = epoch_start = 0  # the bug: any follower that fetched once joins
-        elif full:
+        if full:
             # Nobody can join: desired_isr reads neither the HW nor the epoch's start, only the
             # state, the clock and the catch-up times; with all three as last time, the ISR
             # stays (the periodic scan runs twice at one instant each step).
@@ -812,6 +806,13 @@ class SimBroker:
             if kept is not None and kept[0] is state and kept[1] == now_ms and (
                     kept[2] == self._isr_inputs):
                 return
+        partition = self.log(tp)
+        if partition is None:
+            return
+        config = self._config
+        if self._isr_expanded_early:
+            high_watermark = epoch_start = 0  # the bug: any follower that fetched once joins
+        elif full:
             high_watermark = epoch_start = -1
         else:
             high_watermark = partition.high_watermark
