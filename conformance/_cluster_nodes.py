@@ -739,7 +739,7 @@ class SimBroker:
             return
         if not consumer:
             self.record_follower_fetch(tp, call.replica, call.incarnation, call.offset,
-                                       call.leader_epoch)
+                                       call.leader_epoch, partition=partition)
             partition = self.log(tp)
             if partition is None:
                 self._send(source, FetchReply(call.request_id, tp, KAFKA_STORAGE_ERROR))
@@ -758,9 +758,14 @@ class SimBroker:
             partition.log_end_offset))
 
     def record_follower_fetch(self, tp: TopicPartition, replica: int, incarnation: int,
-                              offset: int, leader_epoch: int = -1) -> None:
-        """As ``ReplicaManager.record_follower_fetch`` (a new incarnation starts afresh)."""
-        partition = self.log(tp)
+                              offset: int, leader_epoch: int = -1, *,
+                              partition: PartitionLog | None = None) -> None:
+        """As ``ReplicaManager.record_follower_fetch`` (a new incarnation starts afresh).
+
+        ``partition``: ``self.log(tp)`` when the caller has just looked it up.
+        """
+        if partition is None:
+            partition = self.log(tp)
         if partition is None:
             return
         now_ms = self._clock.monotonic_ns() // 1_000_000
