@@ -49,7 +49,7 @@ from __future__ import annotations
 import enum
 import itertools
 from collections.abc import Iterable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
 from impl.trace import TraceEvent, TraceValue
@@ -522,6 +522,8 @@ class Controller:
         self._reassign_node_dirty = False
         self._effects: list[ControllerEffect] = []
         self._lair: dict[int, dict[TP, LeaderAndIsrPartitionState]] = {}
+        #: LeaderAndIsr states held back while their partition's deferred change is unwritten
+        self._held: dict[int, dict[TP, LeaderAndIsrPartitionState]] = {}
         self._stop: dict[int, dict[TP, StopReplicaPartition]] = {}
         self._um_partitions: set[TP] = set()
         self._um_full_brokers: set[int] = set()
@@ -887,11 +889,25 @@ class Controller:
                                             replicas, offline)
 
     def _maybe_flush(self) -> None:
+        """Send the queued requests once no write or read is outstanding; then plan the
+        deferred ISR-only changes.
+
+        A queued LeaderAndIsr state of a partition whose change is deferred (a broker that
+        bounced is sent its replicas while the partitions that only drop it from the ISR wait
+        behind the elections) is held back, not sent: that state is about to be replaced by a
+        new leader epoch, and a receiver without state for the partition (the restarted broker)
+        would follow it. Held states go out, refreshed from the cache, with the first flush
+        after the change is written (or found unnecessary).
+        """
         if self._pending or self._reads_outstanding:
             return
+        self._release_held()
         controller_id = self.config.broker_id
         for broker_id in sorted(self._lair):
             states = self._lair[broker_id]
+            held = {tp: states.pop(tp) for tp in sorted(states) if tp in self._deferred}
+            if held:
+                self._held.setdefault(broker_id, {}).update(held)
             if broker_id not in self.live_brokers or not states:
                 continue
             leaders = sorted({s.leader for s in states.values() if s.leader in self.live_brokers})
@@ -938,6 +954,31 @@ class Controller:
                 groups.setdefault(cause, []).append(tp)
             for cause, group in groups.items():
                 self._reconcile(sorted(group), cause)
+            if self._held and not self._pending and not self._reads_outstanding:
+                self._maybe_flush()  # nothing to write after all: send what was held
+
+    def _release_held(self) -> None:
+        """Queue the held states again, with the partition's current leader, epoch and ISR
+        (a state queued since, for a written change, is newer and kept)."""
+        held, self._held = self._held, {}
+        for broker_id, states in held.items():
+            if broker_id not in self.live_brokers:
+                continue
+            for tp, partition_state in states.items():
+                current = self.leader_isr.get(tp)
+                if current is None or tp[0] in self.topics_deleting:
+                    continue
+                queued = self._lair.setdefault(broker_id, {})
+                newer = queued.get(tp)
+                if newer is not None:
+                    if partition_state.is_new and not newer.is_new:
+                        queued[tp] = replace(newer, is_new=True)
+                    continue
+                queued[tp] = replace(
+                    partition_state, controller_epoch=current.controller_epoch,
+                    leader=current.leader, leader_epoch=current.leader_epoch, isr=current.isr,
+                    zk_version=current.zk_version,
+                )
 
     # --- writes completing -------------------------------------------------------------------
 
@@ -1082,6 +1123,7 @@ class Controller:
                         ReplicaState.ONLINE.name, ReplicaState.OFFLINE.name, broker=broker_id)
             self.offline_replicas.pop(broker_id, None)
             self._lair.pop(broker_id, None)
+            self._held.pop(broker_id, None)
             self._stop.pop(broker_id, None)
             replica_states = self.replica_states
             for tp in affected:

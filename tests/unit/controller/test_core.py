@@ -271,6 +271,28 @@ def test_a_bounced_broker_loses_leadership_and_is_sent_its_replicas() -> None:
     assert not any(p.is_new for r in to_bounced for p in r.partition_states)
 
 
+def test_a_bounced_broker_is_never_sent_a_state_its_isr_removal_replaces() -> None:
+    # The bounced broker leads t-1 (an election, written first) and follows t-0 and t-2, which
+    # only lose it from the ISR (their writes wait behind the election). The election's
+    # requests must not carry t-0/t-2's cached states to the new incarnation: it lost its
+    # unflushed records, and those states still list it in the ISR, in a leader epoch the
+    # removal is about to replace (the cluster simulator's seed 64: the restarted broker
+    # followed that stale epoch). It hears of t-0/t-2 once their removal is written.
+    core, effects = _elected(partitions=3, live=(0, 1, 2))
+    _settle(core, effects)
+    before = {p: core.leader_isr[("t", p)].leader_epoch for p in range(3)}
+    restarted = _brokers(0, 1, 2)
+    restarted[1] = BrokerRegistration(1, "127.0.0.1", 9001, None, 555)
+    sends = _settle(core, core.handle(BrokersRead(restarted)))
+    states = [p for s in sends if s.broker_id == 1 and isinstance(s.request, LeaderAndIsrRequest)
+              for p in s.request.partition_states]
+    assert {p.partition for p in states} == {0, 1, 2}, "every replica of the new incarnation"
+    for p in states:
+        assert 1 not in p.isr, f"t-{p.partition}: sent ISR {p.isr} with the bounced broker"
+        assert p.leader_epoch > before[p.partition], (
+            f"t-{p.partition}: sent leader epoch {p.leader_epoch}, the one the removal replaced")
+
+
 def test_a_broker_back_before_its_isr_removal_is_written_still_leaves_the_isr() -> None:
     # Broker 1 fails: its leadership (t-1) is written first, the partitions that only lose it
     # from the ISR (t-0, t-2) wait behind that election. It registers again (a new broker epoch)
