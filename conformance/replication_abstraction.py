@@ -39,7 +39,9 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
   Model: ``become_leader(r)`` from a state where ZooKeeper's epoch is the one before
   ``leader_epoch`` and the old ISR members missing from ``isr`` are down; then
   ``become_follower`` for every follower whose ``BECOME_FOLLOWER`` of that epoch came first.
-  The new ISR must be the one reported. A re-delivery of the same epoch is a stutter.
+  The new ISR must be the one reported. A re-delivery of the same epoch is a stutter. A
+  ``BECOME_LEADER`` overtaken by a later epoch (a follower heard of it first) is replayed as an
+  election from the ISR it carries: the mirror holds only ZooKeeper's later state.
 * ``BECOME_FOLLOWER`` (core): ``leader_epoch``, ``isr``, ``leader``. Model:
   ``become_follower(r)`` once the leader leads in that epoch (until then it waits, see above).
   Without ``leader`` (or with leader -1) it is a stutter that only updates the mirror.
@@ -501,7 +503,13 @@ class ReplicationAbstraction:
                     part.zk_isr = isr
             return self._stutter("BECOME_LEADER re-delivered in its epoch", same)
         first = part.zk_epoch is None
-        old_isr = isr if first else part.zk_isr
+        # A LeaderAndIsr that arrives after ZooKeeper moved past its epoch (the controller's
+        # request to this broker was delayed while a later one reached a follower) was an
+        # election from the ISR it carries: the mirror knows only ZooKeeper's later ISR.
+        late = part.zk_epoch is not None and part.zk_epoch > epoch
+        old_isr = isr if first or late else part.zk_isr
+        if late:
+            self.inferred["BECOME_LEADER after a later epoch: elected from its own ISR"] += 1
         zk_before: float = (
             part.zk_epoch if part.zk_epoch is not None and part.zk_epoch < epoch else epoch - 0.5
         )

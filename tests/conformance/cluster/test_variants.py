@@ -11,13 +11,16 @@ fault probability 0.03, network faults on), measured over seeds 0..29:
 * ``isr_expanded_early`` (a follower joins the ISR before reaching the HW): first caught at
   seed 0, 19 of 20 (LOG_MATCHING); stated bound: within 3 seeds.
 
-The shipped implementation passes seeds 0..99 at fault probability 0.03 (the slow campaign
-below) and seeds 0..59 at 0.1. The simulator found two controller bugs, fixed since and kept here
-as regression seeds: a broker that restarted between two reads of ``/brokers/ids`` stayed in the
-ISR of the partitions that only had to drop it (seed 64 at 0.03), and a leader's ISR expansion
-re-adding a broker just before it failed was kept from the controller's stale cache (seed 1 at
-0.1). Focused tests of the controller core: ``tests/conformance/coordinator/test_isr_removal.py``
-and ``tests/unit/controller/test_core.py``.
+The shipped implementation passes seeds 0..399 at fault probability 0.03 (0..99 are the slow
+campaign below) and seeds 0..159 at 0.1, every event replayed in the models. The simulator found
+three controller bugs, fixed since and kept here as regression seeds: a broker that restarted
+between two reads of ``/brokers/ids`` stayed in the ISR of the partitions that only had to drop
+it (seed 64 at 0.03), then, with the model replay on, was sent those partitions' cached states,
+which its removal was about to replace (seed 64 again); and a leader's ISR expansion re-adding a
+broker just before it failed was kept from the controller's stale cache (seed 1 at 0.1). Seed
+176 at 0.03 is a trace-checker regression: a LeaderAndIsr overtaken by a later epoch. Focused
+tests of the controller core: ``tests/conformance/coordinator/test_isr_removal.py`` and
+``tests/unit/controller/test_core.py``.
 """
 
 from __future__ import annotations
@@ -76,6 +79,46 @@ def test_controller_removes_a_bounced_broker_from_the_isr() -> None:
     # those it led (it lost its unflushed records on restart).
     outcome = simulate(64, ClusterConfig(), abstractions=None)
     assert outcome.violation is None, outcome.violation
+
+
+def test_a_bounced_broker_is_sent_its_replicas_only_in_their_new_epoch() -> None:
+    """Seed 64 with the model replay (COMMITTED_DURABLE at the restarted broker's first
+    BECOME_FOLLOWER): broker 0 restarted having lost t-1's records 63..67, committed. The
+    controller wrote the election of t-0 (broker 0 led it) first and deferred t-1's ISR
+    removal; the election's LeaderAndIsr also carried t-1's cached state, epoch 1 with broker 0
+    in the ISR, and the new incarnation, holding no state for t-1, followed that epoch while
+    ZooKeeper moved to epoch 2 without it. Such states are now held back until the deferred
+    change is written: broker 0 first follows t-1 in epoch 2, outside the ISR."""
+    outcome = simulate(64, ClusterConfig(), keep_trace=True)
+    assert outcome.violation is None, outcome.violation
+    trace = list(outcome.trace)
+    restart = next(i for i, e in enumerate(trace)
+                   if e.event == "RESTART" and e.subject == "t-1@0")
+    first = next(e for e in trace[restart:]
+                 if e.subject == "t-1@0" and e.event == "BECOME_FOLLOWER")
+    assert first.fields["leader_epoch"] == 2, first.to_json()
+    assert first.fields["isr"] == (1,), first.to_json()
+
+
+def test_a_leader_and_isr_overtaken_by_a_later_epoch_replays() -> None:
+    """Seed 176 (STATE_MISMATCH in the trace checker): the controller's LeaderAndIsr making
+    broker 0 t-1's leader in epoch 4 (ISR 0, 1, 2) reached it only after a follower had heard of
+    epoch 5 (ISR 0, 2: broker 1's dir failed). Broker 0 rightly applies epoch 4 (its own was 3);
+    the replication abstraction replayed that election from ZooKeeper's later ISR, which lacks
+    broker 1, and refused the reported ISR. It now elects from the ISR the request carries."""
+    outcome = simulate(176, ClusterConfig(), keep_trace=True)
+    assert outcome.violation is None, outcome.violation
+    newest: dict[str, int] = {}
+    late = []
+    for event in outcome.trace:
+        if event.machine == "replication" and event.event in ("BECOME_LEADER", "BECOME_FOLLOWER"):
+            partition = event.subject.rpartition("@")[0]
+            epoch = event.fields["leader_epoch"]
+            assert isinstance(epoch, int)
+            if event.event == "BECOME_LEADER" and epoch < newest.get(partition, -1):
+                late.append(event)
+            newest[partition] = max(newest.get(partition, -1), epoch)
+    assert late, "the run no longer delivers a leadership after a later epoch"
 
 
 def test_controller_removes_a_failed_broker_from_a_concurrently_expanded_isr() -> None:
