@@ -958,27 +958,18 @@ class Controller:
                 self._maybe_flush()  # nothing to write after all: send what was held
 
     def _release_held(self) -> None:
-        """Queue the held states again, with the partition's current leader, epoch and ISR
-        (a state queued since, for a written change, is newer and kept)."""
+        """Queue the held states again, built from the current cache and assignment (a state
+        queued since, for a written change, is newer and kept); ``is_new`` is kept."""
         held, self._held = self._held, {}
         for broker_id, states in held.items():
-            if broker_id not in self.live_brokers:
-                continue
             for tp, partition_state in states.items():
-                current = self.leader_isr.get(tp)
-                if current is None or tp[0] in self.topics_deleting:
+                if broker_id not in self._assigned(tp) or tp[0] in self.topics_deleting:
                     continue
-                queued = self._lair.setdefault(broker_id, {})
-                newer = queued.get(tp)
-                if newer is not None:
-                    if partition_state.is_new and not newer.is_new:
-                        queued[tp] = replace(newer, is_new=True)
-                    continue
-                queued[tp] = replace(
-                    partition_state, controller_epoch=current.controller_epoch,
-                    leader=current.leader, leader_epoch=current.leader_epoch, isr=current.isr,
-                    zk_version=current.zk_version,
-                )
+                if tp not in self._lair.get(broker_id, {}):
+                    self._queue_leader_and_isr(tp, [broker_id])
+                fresh = self._lair.get(broker_id, {}).get(tp)
+                if fresh is not None and partition_state.is_new and not fresh.is_new:
+                    self._lair[broker_id][tp] = replace(fresh, is_new=True)
 
     # --- writes completing -------------------------------------------------------------------
 
