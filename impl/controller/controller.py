@@ -522,8 +522,9 @@ class Controller:
         self._reassign_node_dirty = False
         self._effects: list[ControllerEffect] = []
         self._lair: dict[int, dict[TP, LeaderAndIsrPartitionState]] = {}
-        #: LeaderAndIsr states held back while their partition's deferred change is unwritten
-        self._held: dict[int, dict[TP, LeaderAndIsrPartitionState]] = {}
+        #: LeaderAndIsr states held back while their partition's deferred change is unwritten:
+        #: broker -> partition -> the held state's ``is_new`` (the rest is rebuilt on release)
+        self._held: dict[int, dict[TP, bool]] = {}
         self._stop: dict[int, dict[TP, StopReplicaPartition]] = {}
         self._um_partitions: set[TP] = set()
         self._um_full_brokers: set[int] = set()
@@ -905,7 +906,7 @@ class Controller:
         controller_id = self.config.broker_id
         for broker_id in sorted(self._lair):
             states = self._lair[broker_id]
-            held = {tp: states.pop(tp) for tp in sorted(states) if tp in self._deferred}
+            held = {tp: states.pop(tp).is_new for tp in sorted(states) if tp in self._deferred}
             if held:
                 self._held.setdefault(broker_id, {}).update(held)
             if broker_id not in self.live_brokers or not states:
@@ -961,14 +962,14 @@ class Controller:
         """Queue the held states again, built from the current cache and assignment (a state
         queued since, for a written change, is newer and kept); ``is_new`` is kept."""
         held, self._held = self._held, {}
-        for broker_id, states in held.items():
-            for tp, partition_state in states.items():
+        for broker_id, partitions in held.items():
+            for tp, is_new in partitions.items():
                 if broker_id not in self._assigned(tp) or tp[0] in self.topics_deleting:
                     continue
                 if tp not in self._lair.get(broker_id, {}):
                     self._queue_leader_and_isr(tp, [broker_id])
                 fresh = self._lair.get(broker_id, {}).get(tp)
-                if fresh is not None and partition_state.is_new and not fresh.is_new:
+                if fresh is not None and is_new and not fresh.is_new:
                     self._lair[broker_id][tp] = replace(fresh, is_new=True)
 
     # --- writes completing -------------------------------------------------------------------
