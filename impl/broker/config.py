@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from . import configs
 from .replication import TruncationPolicy
 
 __sans_io__ = True
@@ -104,6 +105,9 @@ class BrokerConfig:
     replica_placer: str = "rack-aware"
     replica_truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: every property as given (file plus overrides): the static layer of config resolution
+    #: (``STATIC_BROKER_CONFIG`` in DescribeConfigs, see :mod:`impl.broker.configs`)
+    properties: Mapping[str, str] = field(default_factory=dict)
 
     @property
     def host(self) -> str:
@@ -339,7 +343,14 @@ def build_config(properties: Mapping[str, str]) -> BrokerConfig:
             extra[key] = text
             continue
         if key not in _PARSERS:
-            raise ConfigError(f"unknown config key {key!r}")
+            definition = configs.BROKER_CONFIGS.get(key)
+            if definition is None or not definition.dynamic:
+                raise ConfigError(f"unknown config key {key!r}")
+            try:
+                definition.validate(key, text)
+            except configs.InvalidConfigError as error:
+                raise ConfigError(str(error)) from None
+            continue
         name, parser = _PARSERS[key]
         values[name] = parser(key, text)
     for required, name in (
@@ -352,7 +363,8 @@ def build_config(properties: Mapping[str, str]) -> BrokerConfig:
             raise ConfigError(f"missing required config key {required!r}")
     if not str(values["zookeeper_connect"]).strip():
         raise ConfigError("zookeeper.connect: must not be empty")
-    return BrokerConfig(extra=extra, **values)  # type: ignore[arg-type]
+    return BrokerConfig(extra=extra, properties=dict(properties),
+                        **values)  # type: ignore[arg-type]
 
 
 def load_config(text: str, overrides: Iterable[str] = ()) -> BrokerConfig:

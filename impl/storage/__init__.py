@@ -11,7 +11,10 @@ The broker uses this facade only:
   ``replica_dir_info(tp)`` (DescribeReplicaLogDirs, move progress for ``reassign --verify``),
   ``move_state(tp)``, ``offline_dirs``, ``offline_replicas``, ``set_dir_failure_callback``,
   ``set_throttle_rate`` (``intra.broker.throttled.rate``), ``set_mover_count``
-  (``num.replica.alter.log.dirs.threads``).
+  (``num.replica.alter.log.dirs.threads``); per-topic configs: ``log_config(topic)`` (the
+  effective :class:`LogConfig`: ``segment.*``, ``retention.*``, ``cleanup.policy``,
+  ``min.cleanable.dirty.ratio``, ``delete.retention.ms``, ``max.message.bytes`` ...),
+  ``set_log_config(topic, config)``, ``set_default_log_config(config)``.
 * :class:`PartitionLog` — ``log_start_offset``, ``log_end_offset``, settable
   ``high_watermark``, ``await append_as_leader(records, leader_epoch)`` and
   ``await append_as_follower(records)`` (both return :class:`AppendInfo`),
@@ -40,6 +43,7 @@ from impl.storage.errors import (
     ReplicaNotAvailable,
     StorageError,
 )
+from impl.storage.log_config import LogConfig
 from impl.storage.log_dir_failure import LogDirEvent, LogDirState, ReplicaStorageState
 from impl.storage.manager import (
     AppendInfo,
@@ -64,6 +68,7 @@ __all__ = [
     "ErrorCode",
     "FileSlice",
     "InvalidRecord",
+    "LogConfig",
     "LogDirDescription",
     "LogDirEvent",
     "LogDirOffline",

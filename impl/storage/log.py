@@ -24,6 +24,7 @@ from impl.storage.config import StorageConfig
 from impl.storage.disk import Disk, FileSlice
 from impl.storage.errors import CorruptBatch, OffsetOutOfRange
 from impl.storage.leader_epoch import LeaderEpochCache
+from impl.storage.log_config import LogConfig, TopicLogConfigs
 from impl.storage.names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
@@ -92,6 +93,19 @@ class StorageEnv:
     disk: Disk
     config: StorageConfig
     clock: Clock
+    #: per-topic effective configs (``segment.*``, ``retention.*``, ``cleanup.policy`` ...)
+    log_configs: TopicLogConfigs | None = None
+
+
+def default_log_config(config: StorageConfig) -> LogConfig:
+    """The broker-wide :class:`LogConfig` the storage settings describe."""
+    return LogConfig(
+        segment_bytes=config.segment_bytes,
+        segment_ms=config.roll_ms,
+        retention_ms=config.retention_ms,
+        retention_bytes=config.retention_bytes,
+        max_message_bytes=config.message_max_bytes,
+    )
 
 
 class Log:
@@ -116,6 +130,14 @@ class Log:
     def path(self) -> str:
         """The partition dir."""
         return f"{self.log_dir}/{dir_name(self.tp, self.kind)}"
+
+    @property
+    def log_config(self) -> LogConfig:
+        """This topic's effective config, read afresh so a change applies at once."""
+        configs = self.env.log_configs
+        if configs is None:
+            return default_log_config(self.config)
+        return configs.of(self.tp.topic)
 
     @property
     def log_start_offset(self) -> int:
@@ -364,8 +386,9 @@ class Log:
         active = self.active
         if active.size == 0:
             return
-        too_big = active.size + incoming_bytes > self.config.segment_bytes
-        too_old = self.clock.wall_ms() - active.created_ms >= self.config.roll_ms
+        log_config = self.log_config
+        too_big = active.size + incoming_bytes > log_config.segment_bytes
+        too_old = self.clock.wall_ms() - active.created_ms >= log_config.segment_ms
         if too_big or too_old:
             self.roll()
 
@@ -567,16 +590,19 @@ class Log:
         wholly below the HW are eligible, the active segment never."""
         target = self.log_start_offset
         total = self.size_in_bytes
+        log_config = self.log_config
+        if not log_config.delete:
+            return target
         for segment in self.segments[:-1]:
             if segment.next_offset > self.high_watermark:
                 break
             expired = (
-                self.config.retention_ms >= 0
-                and self._segment_max_timestamp(segment) < now_ms - self.config.retention_ms
+                log_config.retention_ms >= 0
+                and self._segment_max_timestamp(segment) < now_ms - log_config.retention_ms
             )
             oversize = (
-                self.config.retention_bytes >= 0
-                and total - segment.size >= self.config.retention_bytes
+                log_config.retention_bytes >= 0
+                and total - segment.size >= log_config.retention_bytes
             )
             if not (expired or oversize):
                 break

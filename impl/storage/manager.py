@@ -44,7 +44,8 @@ from impl.storage.checkpoint import (
 from impl.storage.config import StorageConfig
 from impl.storage.disk import Disk, FileSlice
 from impl.storage.errors import ErrorCode, LogDirOffline
-from impl.storage.log import Log, StorageEnv
+from impl.storage.log import Log, StorageEnv, default_log_config
+from impl.storage.log_config import LogConfig, TopicLogConfigs
 from impl.storage.move_recovery import PartitionDirs, RecoveryDecision, classify_all
 from impl.storage.names import DirKind, TopicPartition, dir_name, parse_dir_name
 from impl.storage.throttle import TokenBucket
@@ -175,7 +176,8 @@ class PartitionLog:
             CorruptBatch, InvalidRecord, MessageTooLarge: nothing appended.
             LogDirOffline: the partition's dir failed (now or earlier).
         """
-        headers = rb.validate_client_records(records, self._manager.config.message_max_bytes)
+        log_config = self._manager.log_config(self.tp.topic)
+        headers = rb.validate_client_records(records, log_config.max_message_bytes)
         async with self.lock:
             self._check_online()
             log = self._log
@@ -324,7 +326,7 @@ class LogManager:
         on_dir_failure: DirFailureCallback | None,
     ) -> None:
         self.config = config
-        self.env = StorageEnv(disk, config, clock)
+        self.env = StorageEnv(disk, config, clock, TopicLogConfigs(default_log_config(config)))
         self.disk = disk
         self.clock = clock
         self.trace = trace
@@ -775,6 +777,29 @@ class LogManager:
             self._step(tp, rm.MoveInput(rm.MoveEvent.DIR_FAILED, failed))
 
     # --- public API ---------------------------------------------------------------------------
+
+    def log_config(self, topic: str) -> LogConfig:
+        """The effective config of ``topic`` (its override, else the broker-wide default).
+
+        This is the one place storage reads per-topic settings: ``segment.*``, ``retention.*``,
+        ``cleanup.policy``, ``min.cleanable.dirty.ratio``, ``delete.retention.ms``,
+        ``max.message.bytes``. Read it each time: the broker replaces it live.
+        """
+        log_configs = self.env.log_configs
+        assert log_configs is not None
+        return log_configs.of(topic)
+
+    def set_log_config(self, topic: str, config: LogConfig | None) -> None:
+        """Set ``topic``'s effective config (None: the broker-wide default applies)."""
+        log_configs = self.env.log_configs
+        assert log_configs is not None
+        log_configs.set(topic, config)
+
+    def set_default_log_config(self, config: LogConfig) -> None:
+        """Replace the broker-wide default config (a dynamic broker config changed)."""
+        log_configs = self.env.log_configs
+        assert log_configs is not None
+        log_configs.set_default(config)
 
     @property
     def log_dirs(self) -> tuple[str, ...]:

@@ -1,0 +1,57 @@
+"""Per-topic log configs take effect live: rolling, retention, cleanup.policy, max.message.bytes."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.disk import SimDisk
+from impl.storage import LogConfig, LogManager, MessageTooLarge
+from impl.storage import record_batch as rb
+
+from ._support import DIR_A, DIR_B, TP, ManualClock, config, run
+
+
+def _open(clock: ManualClock, **overrides: int) -> LogManager:
+    return LogManager.open(config(**overrides), disk=SimDisk([DIR_A, DIR_B]), clock=clock)
+
+
+def test_topic_config_overrides_broker_retention_and_roll_live() -> None:
+    async def main() -> None:
+        clock = ManualClock()
+        manager = _open(clock, retention_ms=-1, retention_bytes=-1, segment_bytes=1 << 20)
+        partition = manager.create(TP, is_new=True)
+        for _ in range(40):
+            await partition.append_as_leader(rb.build_batch([b"v"], timestamp_ms=clock.wall), 1)
+        partition.high_watermark = partition.log_end_offset
+        assert len(partition.log.segments) == 1
+        # a smaller segment.bytes rolls on the next append, without reopening the log
+        manager.set_log_config(TP.topic, LogConfig(segment_bytes=200, retention_ms=-1))
+        for _ in range(10):
+            await partition.append_as_leader(rb.build_batch([b"v"], timestamp_ms=clock.wall), 1)
+        partition.high_watermark = partition.log_end_offset
+        assert len(partition.log.segments) > 2
+        clock.advance_ms(20_000)
+        assert manager.enforce_retention() == 0  # retention.ms -1 keeps everything
+        # compact-only topics are never trimmed by retention
+        manager.set_log_config(TP.topic, LogConfig(segment_bytes=200, retention_ms=10_000,
+                                                   cleanup_policy=frozenset({"compact"})))
+        assert manager.enforce_retention() == 0
+        manager.set_log_config(TP.topic, LogConfig(segment_bytes=200, retention_ms=10_000))
+        assert manager.enforce_retention() > 0
+        assert partition.log_start_offset > 0
+        assert manager.log_config("other").retention_ms == -1
+
+    run(main)
+
+
+def test_topic_max_message_bytes_applies_to_produce() -> None:
+    async def main() -> None:
+        manager = _open(ManualClock())
+        partition = manager.create(TP, is_new=True)
+        big = rb.build_batch([b"x" * 600])
+        await partition.append_as_leader(big, 1)
+        manager.set_log_config(TP.topic, LogConfig(max_message_bytes=300))
+        with pytest.raises(MessageTooLarge):
+            await partition.append_as_leader(big, 1)
+
+    run(main)
