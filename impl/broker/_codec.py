@@ -2,8 +2,10 @@
 
 Decisions (the trio shell only carries them out):
 
-* a frame shorter than the fixed header prefix, a body kio cannot parse, or trailing bytes after
-  the body is :class:`MalformedRequestError`: Kafka closes the connection on an unparsable request;
+* a frame shorter than the fixed header prefix, a count or length larger than the bytes that
+  remain (checked by :mod:`._wire_scan` before kio allocates anything), a body kio cannot parse,
+  or trailing bytes after the body is :class:`MalformedRequestError`: Kafka closes the connection
+  on an unparsable request;
 * an API key or version the broker does not accept is :class:`UnsupportedRequestError`, also closed,
   except ApiVersions, which is answered in the v0 format with ``UNSUPPORTED_VERSION`` (35) and,
   for request version 3 or higher, the ApiVersions range itself (KIP-511), so a client can retry
@@ -27,6 +29,7 @@ from kio.serial import entity_reader, entity_writer
 from . import api_versions
 from ._framing import frame
 from ._kio_build import null_field
+from ._wire_scan import ScanError, scan
 
 __sans_io__ = True
 
@@ -136,6 +139,16 @@ def decode_request(frame_bytes: bytes | memoryview) -> DecodedRequest:
     request_class = load_request_schema(head.api_key, head.api_version)
     response_class = load_response_schema(head.api_key, head.api_version)
     try:
+        # every count and length is checked against the bytes that remain before kio, which
+        # preallocates arrays of the announced size, sees the frame
+        header_end = scan(request_class.__header_schema__, frame_bytes, 0)
+        body_end = scan(request_class, frame_bytes, header_end)
+    except ScanError as error:
+        raise MalformedRequestError(f"api key {head.api_key}: {error}") from None
+    if body_end != len(frame_bytes):
+        trailing = len(frame_bytes) - body_end
+        raise MalformedRequestError(f"{trailing} trailing bytes after the request")
+    try:
         header, header_size = _reader(request_class.__header_schema__)(frame_bytes, 0)
         body, body_size = _reader(request_class)(frame_bytes, header_size)
     except Exception as error:  # kio raises several types (ValueError, native errors)
@@ -231,6 +244,7 @@ def decode_response(
     """
     response_class = load_response_schema(api_key, api_version)
     try:
+        scan(response_class, frame_bytes, scan(response_class.__header_schema__, frame_bytes, 0))
         header, size = _reader(response_class.__header_schema__)(frame_bytes, 0)
         body, _ = _reader(response_class)(frame_bytes, size)
     except Exception as error:
