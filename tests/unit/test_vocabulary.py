@@ -43,6 +43,7 @@ ENUMS: dict[str, tuple[str, str | None, str]] = {
     "ReassignmentEvent": ("impl.controller.reassignment", "model.reassignment", "reassignment.md"),
     "PlacementState": ("impl.controller.placement._multi_level", None, "placement.md"),
     "PlacementEvent": ("impl.controller.placement._multi_level", "model.placement", "placement.md"),
+    "AclEvent": ("impl.security.authorizer", "model.authorizer", "authorizer.md"),
 }
 EVENT_ENUMS = (
     "MoveEvent",
@@ -51,6 +52,7 @@ EVENT_ENUMS = (
     "ControllerEvent",
     "ReassignmentEvent",
     "PlacementEvent",
+    "AclEvent",
 )
 
 
