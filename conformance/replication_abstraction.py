@@ -53,7 +53,9 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
   request that reaches the leader after its sender crashed or moved to a later epoch was sent
   while it followed this leader in its epoch (the leader fences other epochs, KIP-320): it is
   replayed from that state as ``follower_fetch(f, delivered=False)``, or is a stutter when the
-  leader already recorded a higher fetch offset from it. (A ``leader_epoch`` field,
+  leader already recorded a higher fetch offset from it. A request of the follower's current
+  incarnation overtaken by a later one (the network duplicates and reorders) is a stutter: the
+  leader keeps the highest fetch offset of an incarnation. (A ``leader_epoch`` field,
   the request's ``current_leader_epoch``, would let this be checked rather than assumed.)
 * ``HW_ADVANCE`` (shell): ``high_watermark``, ``isr``. Model: ``hw_advance(r)``, which must
   reach exactly the reported HW (an HW that goes back is not enabled).
@@ -233,6 +235,13 @@ class _Replica:
     epoch_start: int = 0
     isr: tuple[int, ...] = ()
     remote: dict[int, int] = field(default_factory=dict)
+    #: the follower's ``restarts`` when ``remote`` recorded its fetch offset
+    remote_incarnation: dict[int, int] = field(default_factory=dict)
+    #: RESTART events seen (a new incarnation: its leader forgets its old fetch offsets)
+    restarts: int = 0
+    #: the highest LEO at a CRASH since it last joined an ISR (a crash may lose an unflushed
+    #: tail)
+    crash_leo: int = -1
     #: ``hw`` was reported (HW_ADVANCE, a BECOME_* ``high_watermark``), not inferred from a
     #: fetch response that may have been lost
     hw_exact: bool = False
@@ -526,6 +535,13 @@ class ReplicationAbstraction:
         )
         my_leo = leo if leo is not None else me.leo
         plan.leos[r] = my_leo
+        if late:
+            # The ISR it carries was ZooKeeper's when its epoch was written: a member that
+            # crashed since (and lost an unflushed tail) still held its log then (seed 561).
+            for member in isr:
+                then = part.replicas[member].crash_leo
+                if member != r and then > part.replicas[member].leo:
+                    plan.leos[member] = min(then, my_leo)
         if hw is not None:
             plan.hws[r] = hw
         plan.cuts = _cuts(part.committed_len, my_leo)
@@ -534,7 +550,7 @@ class ReplicationAbstraction:
         def commit() -> None:
             adopt()
             me.role, me.epoch, me.leader, me.isr = "LEADER", epoch, r, isr
-            me.remote, me.pending = {}, False
+            me.remote, me.remote_incarnation, me.pending = {}, {}, False
             me.epoch_start = me.leo
             me.live = True
             if part.zk_epoch is None or epoch >= part.zk_epoch:
@@ -680,6 +696,13 @@ class ReplicationAbstraction:
         # response lost (the sender has moved on).
         current = (follower.role == "FOLLOWER" and not follower.pending and follower.live
                    and follower.leader == r and follower.epoch == lead.epoch)
+        recorded = lead.remote.get(f, -1)
+        if current and offset < recorded and lead.remote_incarnation.get(f) == follower.restarts:
+            # A duplicated or reordered request of this incarnation, overtaken by a later one:
+            # the leader keeps the highest fetch offset it saw of an incarnation (a follower's
+            # log only grows while it follows one leader epoch), and the follower answers only
+            # its latest request, so it changes nothing (seed 1678).
+            return self._stutter("FOLLOWER_FETCH overtaken by a later one of its incarnation")
         plan = _Plan(actions=(_action("follower_fetch", f=part.index(f), delivered=current),),
                      leos={f: offset}, involved=(r, f))
         if not current:
@@ -700,6 +723,7 @@ class ReplicationAbstraction:
             before = (lead.remote.get(f), follower.leo, follower.hw, follower.runs,
                       follower.hw_exact)
             lead.remote[f] = offset
+            lead.remote_incarnation[f] = follower.restarts
             if current:
                 follower.set_leo(offset, source)
                 follower.runs = _splice(follower.runs, offset, lead.runs, lead.leo)
@@ -761,6 +785,8 @@ class ReplicationAbstraction:
             me.isr = isr
             if part.zk_leader == r and part.zk_epoch == me.epoch:
                 part.zk_isr = isr
+            for b in added:  # back in an ISR: its log before its last crash no longer matters
+                part.replicas[b].crash_leo = -1
 
         if not removed and not added:
             return self._stutter("ISR change that changes nothing", commit)
@@ -792,6 +818,7 @@ class ReplicationAbstraction:
 
         def commit() -> None:
             me.live, me.role, me.pending = False, "OFFLINE", False
+            me.crash_leo = max(me.crash_leo, me.leo)
 
         return _Plan(actions=(_action("crash", r=part.index(r)),), commit=commit)
 
@@ -806,6 +833,7 @@ class ReplicationAbstraction:
 
         def commit() -> None:
             me.live, me.role, me.pending = True, "OFFLINE", False
+            me.restarts += 1
 
         return _Plan(actions=(*crashed, _action("restart", r=index)), commit=commit)
 

@@ -673,11 +673,16 @@ class LogManager:
                 assert partition is not None
                 abandoned = partition.future
                 partition.future = None
-                with self._io_nowait(dest_dir):
+                swallow = self._io_nowait(dest_dir)
+                with swallow:
                     if self.disk.exists(f"{dest_dir}/{dir_name(tp, DirKind.MOVE)}"):
                         self._retire(dest_dir, tp, DirKind.MOVE, log_end_offset=(
                             abandoned.log_end_offset if abandoned is not None else None
                         ))
+                if swallow.failed and move.state in (MoveState.COPYING, MoveState.CAUGHT_UP):
+                    # a redirect whose old tp.move could not be retired (its dir failed): the
+                    # new tp.move is not created, two would be ambiguous at the next start
+                    self._step(tp, rm.MoveInput(rm.MoveEvent.DIR_FAILED, dest_dir))
             case rm.CopyChunk() | rm.AcquireLock():
                 self._wakeup.set()  # the mover loop acts on COPYING / CAUGHT_UP
             case rm.CopyRemaining():
@@ -949,6 +954,7 @@ class LogManager:
             # an offline dir may hold a tp.move nobody can abandon: no new .move while any dir
             # is offline (model variant move_while_dir_offline)
             return ErrorCode.KAFKA_STORAGE_ERROR
+        offline_before = self.offline_dirs
         if moving:
             if cancels:
                 self._step(tp, rm.MoveInput(rm.MoveEvent.CANCEL_REQUESTED))
@@ -959,6 +965,10 @@ class LogManager:
                 rm.MoveEvent.REQUESTED, log_dir, source_leo=partition.log_end_offset
             ))
         if log_dir != "any" and log_dir in self.offline_dirs:
+            return ErrorCode.KAFKA_STORAGE_ERROR
+        if self.offline_dirs - offline_before:
+            # the request's own I/O failed a dir (Kafka: KafkaStorageException): a cancel or
+            # a redirect whose old tp.move could not be retired is not acknowledged
             return ErrorCode.KAFKA_STORAGE_ERROR
         return ErrorCode.NONE
 
@@ -1272,6 +1282,8 @@ class _IoGuard:
     def __init__(self, manager: LogManager, log_dir: str) -> None:
         self._manager = manager
         self._log_dir = log_dir
+        #: an ``OSError`` was swallowed
+        self.failed = False
 
     def __enter__(self) -> None:
         return None
@@ -1289,12 +1301,15 @@ class _IoSwallow:
     def __init__(self, manager: LogManager, log_dir: str) -> None:
         self._manager = manager
         self._log_dir = log_dir
+        #: an ``OSError`` was swallowed
+        self.failed = False
 
     def __enter__(self) -> None:
         return None
 
     def __exit__(self, kind: object, error: object, traceback: object) -> bool:
         if isinstance(error, OSError):
+            self.failed = True
             failed = self._manager._dir_of(error, self._log_dir)
             self._manager._fail_dir(failed, ldf.LogDirEvent.IO_ERROR)
             return True

@@ -393,11 +393,14 @@ def _dir_failed_effects(move: Move, failed_dir: str | None) -> tuple[MoveEffect,
     * destination failed before the source was renamed: drop the move, the source stays live;
     * destination failed after the source was renamed but before ``tp.move`` became ``tp``: the
       source (complete: it was renamed under the lock) is renamed back and stays live;
+    * the previous destination of a redirect failed while its ``tp.move`` was being retired: as
+      the destination (the new ``tp.move`` is not created: the old one may survive on the failed
+      dir, and two would make the partition ambiguous at the next start);
     * source failed (any step), or the destination failed once it was live: partition offline,
       nothing on the good dir is touched (KIP-113 §3 rule 3 decides at the next start).
     """
     release: tuple[MoveEffect, ...] = (ReleaseLock(),) if move.lock_held else ()
-    if failed_dir == move.dest_dir and not move.dest_renamed:
+    if failed_dir != move.source_dir and not move.dest_renamed:
         if move.source_renamed:
             return (DropMove(), RestoreSource(move.source_dir or ""), *release)
         return (DropMove(), *release)

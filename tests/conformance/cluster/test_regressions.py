@@ -6,6 +6,11 @@ log dirs, 200 steps) and says what was wrong.
 
 from __future__ import annotations
 
+import itertools
+
+import pytest
+
+from conformance.cluster_sim import ClusterConfig, parse_faults
 from conformance.runner import replay, swarm_config
 
 
@@ -52,3 +57,54 @@ def test_seed_85_a_controller_back_from_a_crash_does_not_resend_its_stale_leader
     assert '"leader":1,"leader_epoch":5' in events[failover + 1], events[failover + 1]
     assert not any('"event":"BECOME_LEADER"' in e and '"leader":2,"leader_epoch":4' in e
                    for e in events[failover:]), "the stale state was resent"
+
+
+def test_seed_1678_a_duplicated_follower_fetch_is_not_a_lower_log_end_offset() -> None:
+    """Seed 1678 of ``logproof fuzz`` (NOT_ENABLED, no fault: only the network's duplication
+    and reordering). Broker 1 fetched t-0 at 17, then a duplicate of its earlier fetch at 15
+    reached the leader. The leader keeps the highest fetch offset of a follower's incarnation
+    (its log only grows while it follows one epoch) and advanced the HW to 17; the replication
+    abstraction had recorded 15 as the follower's LEO and refused the HW_ADVANCE. The checker
+    was wrong: an overtaken request of the same incarnation is now a stutter."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=95, fault_probability=0.0,
+                           segment_bytes=1048576, chunk_bytes=150)
+    result, outcome = replay(1678, config, [])
+    assert not result.failed, result.message
+    assert outcome.violation is None, outcome.violation
+    fetches = [(int(str(e.fields["replica"])), int(str(e.fields["fetch_offset"])))
+               for e in outcome.trace
+               if e.event == "FOLLOWER_FETCH" and e.subject == "t-0@0"]
+    assert any(later < earlier for (r1, earlier), (r2, later) in itertools.pairwise(fetches)
+               if r1 == r2 == 1), "no overtaken fetch: the seed no longer reaches the case"
+
+
+_SEED_561_FAULTS = ("50:controller_expiry:1:29,52:clean_restart:1:8,55:controller_expiry:1:9,"
+                    "97:partition:2:24,108:reassign:0:42550,115:crash:0:3")
+
+
+@pytest.mark.parametrize("faults", [_SEED_561_FAULTS, None], ids=["shrunk", "seed"])
+def test_seed_561_a_late_leader_and_isr_names_an_isr_member_that_crashed_since(
+        faults: str | None) -> None:
+    """Seed 561 of ``logproof fuzz`` (COMMITTED_DURABLE). A reassignment made broker 2 leader
+    of t-1 in epoch 2 (ISR 1, 2, 0) while broker 2 was cut off; broker 0 then crashed, lost its
+    unflushed tail (23 -> 16, below the HW 21) and the controller removed it in epoch 3. Broker 2
+    received epoch 2's LeaderAndIsr last. The implementation is right (its followers in epoch 3
+    fence its epoch-2 fetch answers, so the stale ISR cannot commit anything); the replication
+    abstraction replayed the late election from the mirror's current logs, where the crashed
+    member already lacked committed records. A late election now sees the ISR members' logs as
+    they were before a crash since."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=126,
+                           fault_probability=0.1, segment_bytes=600, chunk_bytes=65536)
+    result, outcome = replay(561, config, None if faults is None else parse_faults(faults))
+    assert not result.failed, result.message
+    assert outcome.violation is None, outcome.violation
+    events = [e.to_json() for e in outcome.trace if e.subject.startswith("t-1@")]
+    late = [i for i, e in enumerate(events) if '"event":"BECOME_LEADER"' in e
+            and any('"event":"BECOME_FOLLOWER"' in f and '"leader_epoch":' in f
+                    and _epoch(f) > _epoch(e) for f in events[:i])]
+    assert late, "no late BECOME_LEADER: the seed no longer reaches the case"
+
+
+def _epoch(event_json: str) -> int:
+    value = event_json.split('"leader_epoch":')[1]
+    return int(value.split(",", maxsplit=1)[0].split("}", maxsplit=1)[0])

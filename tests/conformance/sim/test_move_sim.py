@@ -122,3 +122,18 @@ def test_several_brokers_run_independently() -> None:
     result = run_seed(2, SimConfig(brokers=2, steps=120))
     assert not result.failed, result.message
     assert result.events_checked > 0
+
+
+def test_seed_954_a_redirect_off_a_failed_dir_leaves_one_move() -> None:
+    """Seed 954 of ``logproof conformance run --brokers 1`` (DIR_FAILURE_ISOLATION). t-2 was
+    moving to data-1 when data-1 failed, unnoticed; a redirect to data-0 could not retire
+    data-1's ``tp.move`` and created data-0's anyway. A crash in the swap (after ``tp`` was
+    renamed ``tp.delete``) and the repair of data-1 left two ``.move`` dirs: recovery kept t-2
+    offline with every dir online. The redirect now fails the move and creates nothing."""
+    result, outcome = replay(954, SimConfig(brokers=1))
+    assert not result.failed, result.message
+    events = [e for e in outcome.trace if e.subject == "t-2@0"]
+    redirect = next(i for i, e in enumerate(events) if e.event == "REDIRECTED")
+    assert events[redirect + 1].event == "DIR_FAILED", events[redirect + 1]
+    assert not any(e.event == "CLASSIFIED" and "OFFLINE_AMBIGUOUS" in e.to_json()
+                   for e in events)

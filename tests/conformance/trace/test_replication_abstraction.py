@@ -342,7 +342,9 @@ def test_traces_with_late_requests_lost_responses_and_late_notice_conform(seed: 
     assert verdict.ok, verdict.violation.describe() if verdict.violation else ""
     assert verdict.actions.get("replication.follower_fetch", 0) >= 1
     assert abstraction.stutters.keys() <= {"BECOME_FOLLOWER re-delivered in its epoch",
-                                           "FOLLOWER_FETCH older than the leader's record of it"}
+                                           "FOLLOWER_FETCH older than the leader's record of it",
+                                           "FOLLOWER_FETCH overtaken by a later one of its "
+                                           "incarnation"}
 
 
 def test_the_network_schedule_reaches_what_the_abstraction_infers() -> None:

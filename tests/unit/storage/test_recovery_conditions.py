@@ -55,6 +55,41 @@ def test_no_move_starts_while_any_dir_is_offline() -> None:
     run(main)
 
 
+def test_a_redirect_whose_old_move_dir_failed_unnoticed_creates_no_second_move() -> None:
+    """Seed 954 of ``logproof conformance run --brokers 1``: the destination's dir failed before
+    any I/O noticed it; a redirect then failed to retire the old ``tp.move`` and created the new
+    one anyway. After the dir came back, recovery found two ``.move`` dirs (the swap had renamed
+    ``tp`` away) and kept the partition offline although every dir was good. The redirect now
+    stops the move (the source stays served) and answers KAFKA_STORAGE_ERROR."""
+    async def main() -> None:
+        disk, manager = _three_dirs()
+        partition = manager.create(TP, is_new=True)
+        for i in range(30):
+            await partition.append_as_leader(batch(i), 1)
+        assert manager.alter_replica_log_dir(TP, DIR_B) == ErrorCode.NONE
+        manager.copy_step_nowait(TP, 400)
+        disk.fail_dir(DIR_B)  # not noticed yet: no I/O touched it
+        assert manager.offline_dirs == frozenset()
+        assert manager.alter_replica_log_dir(TP, DIR_C) == ErrorCode.KAFKA_STORAGE_ERROR
+        assert manager.offline_dirs == {DIR_B}
+        assert manager.move_state(TP).state is MoveState.FAILED
+        assert partition.future is None
+        assert not partition.offline
+        assert partition.log_dir == DIR_A
+        assert not any(n.startswith("topic") for n in disk.list_dir(DIR_C))
+        end = partition.log_end_offset
+        # the dir comes back and the broker restarts: one .move, the served tp: resumed or not,
+        # never ambiguous
+        disk.repair_dir(DIR_B)
+        reopened = LogManager.open(config(DIR_A, DIR_B, DIR_C), disk=disk, clock=ManualClock())
+        assert TP not in reopened.offline_replicas
+        again = reopened.get(TP)
+        assert again is not None
+        assert again.log_end_offset == end
+
+    run(main)
+
+
 def test_move_in_progress_goes_on_when_a_third_dir_fails_but_cannot_be_redirected() -> None:
     async def main() -> None:
         dir_d = "/data/d"
