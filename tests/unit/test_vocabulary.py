@@ -44,6 +44,11 @@ ENUMS: dict[str, tuple[str, str | None, str]] = {
     "PlacementState": ("impl.controller.placement._multi_level", None, "placement.md"),
     "PlacementEvent": ("impl.controller.placement._multi_level", "model.placement", "placement.md"),
     "AclEvent": ("impl.security.authorizer", "model.authorizer", "authorizer.md"),
+    "GroupState": ("impl.broker.group_coordinator", "model.group_coordinator",
+                   "group_coordinator.md"),
+    "CoordinatorState": ("impl.broker.group_coordinator", "model.group_coordinator",
+                         "group_coordinator.md"),
+    "GroupEvent": ("impl.broker.group_coordinator", None, "group_coordinator.md"),
 }
 EVENT_ENUMS = (
     "MoveEvent",
@@ -53,6 +58,7 @@ EVENT_ENUMS = (
     "ReassignmentEvent",
     "PlacementEvent",
     "AclEvent",
+    "GroupEvent",
 )
 
 
