@@ -10,6 +10,14 @@ position of the batch starting at that offset), one per ``log.index.interval.byt
 Kafka's index, whose entries name the last offset of the appended records, each entry here names
 the first offset of the batch at the position, so a position in the index is always a batch
 boundary (movers copy up to such boundaries).
+
+``.timeindex`` is Kafka's sparse time index: 12-byte entries (``int64`` timestamp, ``int32``
+relative offset), written next to offset-index entries. Here an entry ``(ts, offset)`` states
+that every record of the segment below ``offset`` (a batch start) is stamped at most ``ts``, so
+ListOffsets by timestamp starts its scan at the last entry below the target instead of at the
+segment's start. The in-memory list is only ever a subset of the true bounds (empty is valid):
+segments copied by a mover or read from a bad file fall back to scanning from the start, and
+recovery rebuilds it with the offset index.
 """
 
 from __future__ import annotations
@@ -19,6 +27,7 @@ from dataclasses import dataclass, field
 
 from impl.ports import Clock
 from impl.storage import record_batch as rb
+from impl.storage import records as rec
 from impl.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, read_checkpoint, write_atomically
 from impl.storage.config import StorageConfig
 from impl.storage.disk import Disk, FileSlice
@@ -28,12 +37,14 @@ from impl.storage.log_config import LogConfig, TopicLogConfigs
 from impl.storage.names import (
     INDEX_SUFFIX,
     LOG_SUFFIX,
+    TIMEINDEX_SUFFIX,
     DirKind,
     TopicPartition,
     dir_name,
     parse_segment_name,
     segment_index_name,
     segment_log_name,
+    segment_timeindex_name,
 )
 
 _INDEX_ENTRY = struct.Struct(">ii")
@@ -41,6 +52,7 @@ _PEEK = struct.Struct(">qi")  # baseOffset, batchLength
 _SCAN_BLOCK_BYTES = 1 << 20
 _HEADER_TAIL = struct.Struct(">i")  # lastOffsetDelta at byte 23
 _MAX_TS = struct.Struct(">q")  # maxTimestamp at byte 35
+_TIME_ENTRY = struct.Struct(">qi")  # timestamp, offset relative to the segment base
 
 
 @dataclass
@@ -60,6 +72,33 @@ class Segment:
     max_timestamp: int | None = None
     #: bytes of the segment known to be fsynced
     durable_size: int = 0
+    #: ``(timestamp bound, batch start offset)``: records below the offset are stamped at most
+    #: the bound; both rise (see the module docstring)
+    time_index: list[tuple[int, int]] = field(default_factory=list)
+
+    @property
+    def timeindex_path(self) -> str:
+        """The ``.timeindex`` file next to the segment's ``.log``."""
+        return self.log_path[: -len(LOG_SUFFIX)] + TIMEINDEX_SUFFIX
+
+    def time_lookup(self, timestamp_ms: int) -> int:
+        """The batch start offset after the last time-index entry stamped below
+        ``timestamp_ms``: every record before it is older than ``timestamp_ms``."""
+        low, high = 0, len(self.time_index)
+        while low < high:
+            mid = (low + high) // 2
+            if self.time_index[mid][0] < timestamp_ms:
+                low = mid + 1
+            else:
+                high = mid
+        return self.time_index[low - 1][1] if low else self.base_offset
+
+    def time_entry_due(self) -> tuple[int, int] | None:
+        """The entry to add at the next batch start, if the bound rose since the last one."""
+        bound = -1 if self.max_timestamp is None else self.max_timestamp
+        if self.time_index and self.time_index[-1][0] >= bound:
+            return None
+        return bound, self.next_offset
 
     def lookup(self, offset: int) -> tuple[int, int]:
         """The last index entry at or before ``offset`` (or the segment start)."""
@@ -209,7 +248,11 @@ class Log:
         )
         for name in names:
             parsed = parse_segment_name(name)
-            if parsed is not None and parsed[1] == INDEX_SUFFIX and parsed[0] not in bases:
+            if (
+                parsed is not None
+                and parsed[1] in (INDEX_SUFFIX, TIMEINDEX_SUFFIX)
+                and parsed[0] not in bases
+            ):
                 disk.remove(f"{log.path}/{name}")
         recovering = False
         for position, base in enumerate(bases):
@@ -268,13 +311,34 @@ class Log:
                 segment.size = start
                 self._scan(segment, start, size, check_crc=False, build_index=False)
                 if segment.size == size:
+                    segment.max_timestamp = None  # only the tail was scanned: compute lazily
+                    segment.time_index = self._read_time_index(segment)
                     return segment
         segment.index = []
+        segment.time_index = []
+        segment.max_timestamp = None
         segment.size = 0
         segment.next_offset = base
         self._scan(segment, 0, size, check_crc=not trusted, build_index=True)
         self._rewrite_index(segment)
         return segment
+
+    def _read_time_index(self, segment: Segment) -> list[tuple[int, int]]:
+        """The ``.timeindex`` entries if they are consistent with the segment, else none."""
+        if not self.disk.exists(segment.timeindex_path):
+            return []
+        raw = self.disk.read(segment.timeindex_path, 0, self.disk.size(segment.timeindex_path))
+        raw = raw[: len(raw) - len(raw) % _TIME_ENTRY.size]
+        entries: list[tuple[int, int]] = []
+        starts = {offset for offset, _ in segment.index}
+        for timestamp, relative in _TIME_ENTRY.iter_unpack(raw):
+            offset = segment.base_offset + relative
+            if offset not in starts or (
+                entries and (timestamp <= entries[-1][0] or offset <= entries[-1][1])
+            ):
+                return []
+            entries.append((timestamp, offset))
+        return entries
 
     def _read_index(self, segment: Segment, log_size: int) -> list[tuple[int, int]] | None:
         if not self.disk.exists(segment.index_path):
@@ -342,6 +406,9 @@ class Log:
         if build_index and segment.bytes_since_index_entry >= self.config.index_interval_bytes:
             segment.index.append((header.base_offset, file_position))
             segment.bytes_since_index_entry = 0
+            due = segment.time_entry_due()
+            if due is not None:
+                segment.time_index.append((due[0], header.base_offset))
         segment.size = file_position + header.size_in_bytes
         segment.next_offset = header.next_offset
         segment.bytes_since_index_entry += header.size_in_bytes
@@ -358,6 +425,15 @@ class Log:
                     for offset, position in segment.index
                 ),
             )
+        self.disk.create(segment.timeindex_path)
+        if segment.time_index:
+            self.disk.append(
+                segment.timeindex_path,
+                b"".join(
+                    _TIME_ENTRY.pack(timestamp, offset - segment.base_offset)
+                    for timestamp, offset in segment.time_index
+                ),
+            )
 
     def _new_segment(self, base_offset: int) -> Segment:
         segment = Segment(
@@ -370,11 +446,16 @@ class Log:
         )
         self.disk.create(segment.log_path)
         self.disk.create(segment.index_path)
+        self.disk.create(segment.timeindex_path)
         self.segments.append(segment)
         return segment
 
     def _delete_segment_files(self, base_offset: int) -> None:
-        for name in (segment_log_name(base_offset), segment_index_name(base_offset)):
+        for name in (
+            segment_log_name(base_offset),
+            segment_index_name(base_offset),
+            segment_timeindex_name(base_offset),
+        ):
             path = f"{self.path}/{name}"
             if self.disk.exists(path):
                 self.disk.remove(path)
@@ -412,10 +493,18 @@ class Log:
         position = self.disk.append(segment.log_path, bytes(records))
         assert position == segment.size, (position, segment.size, segment.log_path)
         new_entries: list[tuple[int, int]] = []
+        time_entries: list[tuple[int, int]] = []
         for header in headers:
             if segment.bytes_since_index_entry >= self.config.index_interval_bytes:
                 new_entries.append((header.base_offset, position + header.position))
                 segment.bytes_since_index_entry = 0
+                if segment.max_timestamp is not None:
+                    bound = segment.max_timestamp
+                    last = time_entries[-1][0] if time_entries else (
+                        segment.time_index[-1][0] if segment.time_index else -1
+                    )
+                    if bound > last:
+                        time_entries.append((bound, header.base_offset))
             segment.bytes_since_index_entry += header.size_in_bytes
             if segment.max_timestamp is not None:
                 segment.max_timestamp = max(segment.max_timestamp, header.max_timestamp)
@@ -424,6 +513,12 @@ class Log:
             self.disk.append(
                 segment.index_path,
                 b"".join(_INDEX_ENTRY.pack(o - segment.base_offset, p) for o, p in new_entries),
+            )
+        if time_entries:
+            segment.time_index.extend(time_entries)
+            self.disk.append(
+                segment.timeindex_path,
+                b"".join(_TIME_ENTRY.pack(t, o - segment.base_offset) for t, o in time_entries),
             )
         segment.size += len(records)
         segment.next_offset = headers[-1].next_offset
@@ -504,15 +599,25 @@ class Log:
         return [self.disk.open_slice(segment.log_path, start.position, size)]
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """The first batch whose max timestamp is at least ``timestamp_ms``: ``(offset, ts)``."""
+        """The first record stamped at or after ``timestamp_ms``: ``(offset, its timestamp)``.
+
+        Segments whose newest record is older are skipped; inside a segment the time index
+        gives the batch to start from, headers skip batches that are wholly older, and the
+        first batch that is not has its records decoded (Kafka's
+        ``LogSegment.findOffsetByTimestamp``). A batch may hold no such record even though its
+        max timestamp qualifies (a cleaned batch keeps its max): the scan then goes on.
+        """
         for segment in self.segments:
             if self._segment_max_timestamp(segment) < timestamp_ms:
                 continue
-            position = 0
+            _, position = segment.lookup(segment.time_lookup(timestamp_ms))
             while position < segment.size:
                 batch = self._peek(segment, position)
                 if batch.max_timestamp >= timestamp_ms:
-                    return batch.base_offset, batch.max_timestamp
+                    raw = self.disk.read(segment.log_path, position, batch.size)
+                    found = rec.first_record_at_or_after(raw, timestamp_ms)
+                    if found is not None:
+                        return found
                 position += batch.size
         return None
 
@@ -548,6 +653,7 @@ class Log:
             segment.size = cut.position
             segment.next_offset = cut.base_offset
             segment.index = [e for e in segment.index if e[1] < cut.position]
+            segment.time_index = [e for e in segment.time_index if e[1] < cut.base_offset]
             self.disk.truncate(segment.log_path, cut.position)
             self._rewrite_index(segment)
             segment.bytes_since_index_entry = self.config.index_interval_bytes

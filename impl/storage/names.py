@@ -15,6 +15,7 @@ MOVE_SUFFIX = ".move"
 DELETE_SUFFIX = ".delete"
 LOG_SUFFIX = ".log"
 INDEX_SUFFIX = ".index"
+TIMEINDEX_SUFFIX = ".timeindex"
 _TOPIC = re.compile(r"^[A-Za-z0-9._-]{1,249}$")
 
 
@@ -65,6 +66,11 @@ def segment_log_name(base_offset: int) -> str:
 def segment_index_name(base_offset: int) -> str:
     """``<20-digit base offset>.index``."""
     return f"{base_offset:020d}{INDEX_SUFFIX}"
+
+
+def segment_timeindex_name(base_offset: int) -> str:
+    """``<20-digit base offset>.timeindex`` (Kafka's sparse time index)."""
+    return f"{base_offset:020d}{TIMEINDEX_SUFFIX}"
 
 
 def parse_segment_name(name: str) -> tuple[int, str] | None:

@@ -15,6 +15,7 @@ from impl.storage import (
     TopicPartition,
 )
 from impl.storage import record_batch as rb
+from impl.storage import records as rec
 from impl.storage.checkpoint import (
     META_PROPERTIES,
     RECOVERY_POINT_CHECKPOINT,
@@ -212,6 +213,70 @@ def test_offset_for_timestamp() -> None:
         assert partition.offset_for_timestamp(5000) is None
         assert partition.offset_for_timestamp(-1) == (80, -1)
         assert partition.offset_for_timestamp(-2) == (0, -1)
+
+    run(main)
+
+
+def _stamped_batch(first: int, count: int, codec: int = 0) -> bytes:
+    """``count`` records stamped ``first``, ``first + 1``, ... in one batch."""
+    records = [rec.Record(i, first + i, b"k", b"v%d" % i, ()) for i in range(count)]
+    return rec.encode_batch(records, base_offset=0, codec=codec)
+
+
+def test_offset_for_timestamp_finds_the_record_inside_a_batch() -> None:
+    """Ten records in one batch, asked for the sixth one's timestamp: offset 5, as Kafka."""
+
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        manager = _open(disk)
+        partition = manager.create(TP, is_new=True)
+        await partition.append_as_leader(_stamped_batch(10_000, 10), 1)
+        assert partition.offset_for_timestamp(10_005) == (5, 10_005)
+        assert partition.offset_for_timestamp(10_000) == (0, 10_000)
+        assert partition.offset_for_timestamp(10_010) is None
+        for round_ in range(1, 60):  # many batches: segments roll, the time index fills
+            codec = rec.COMPRESSION_GZIP if round_ % 2 else rec.COMPRESSION_NONE
+            await partition.append_as_leader(_stamped_batch(10_000 + 10 * round_, 10, codec), 1)
+        log = partition.log
+        assert len(log.segments) > 3
+        assert any(segment.time_index for segment in log.segments)
+        for target in (10_000, 10_123, 10_377, 10_589, 10_599):
+            assert partition.offset_for_timestamp(target) == (target - 10_000, target)
+        assert partition.offset_for_timestamp(10_600) is None
+        names = disk.list_dir(f"{DIR_A}/{dir_name(TP)}")
+        assert "00000000000000000000.timeindex" in names
+        partition.flush()
+        manager.checkpoint()
+        reopened = _open(disk).get(TP)
+        assert reopened is not None
+        assert [s.time_index for s in reopened.log.segments[:-1]] == [
+            s.time_index for s in log.segments[:-1]
+        ]
+        for target in (10_001, 10_377, 10_599):
+            assert reopened.offset_for_timestamp(target) == (target - 10_000, target)
+        reopened.truncate_to(300)
+        assert all(o < 300 for s in reopened.log.segments for _, o in s.time_index)
+        assert reopened.offset_for_timestamp(10_299) == (299, 10_299)
+        assert reopened.offset_for_timestamp(10_300) is None
+
+    run(main)
+
+
+def test_time_index_skips_batches_older_than_the_target() -> None:
+    """The scan starts at the time index's entry: batches before it are never read."""
+
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        manager = _open(disk, segment_bytes=1 << 20)
+        partition = manager.create(TP, is_new=True)
+        for round_ in range(100):
+            await partition.append_as_leader(_stamped_batch(10 * round_, 10), 1)
+        (segment,) = partition.log.segments
+        assert len(segment.time_index) > 10
+        start = segment.time_lookup(905)
+        assert 0 < start <= 900
+        assert all(bound < 905 for bound, offset in segment.time_index if offset <= start)
+        assert partition.offset_for_timestamp(905) == (905, 905)
 
     run(main)
 

@@ -1,0 +1,338 @@
+"""The records inside a RecordBatch v2: decode them (decompressing first) and build batches back.
+
+The log keeps batches as raw bytes; two readers need what is inside them: ListOffsets by
+timestamp (the first *record* at or after a timestamp, not the first batch) and the log cleaner
+(each record's key, to keep only the latest value per key). Layout of one record (all integers
+zig-zag varints, ``reference/wire-protocol.md`` §4)::
+
+    length | attributes int8 | timestampDelta | offsetDelta | keyLength | key | valueLength |
+    value | headerCount | (headerKeyLength headerKey headerValueLength headerValue)*
+
+Compression codecs (batch attributes bits 0-2): 0 none, 1 gzip (stdlib ``zlib``), 2 snappy
+(Kafka's xerial framing or a raw block), 3 lz4 (frame format), 4 zstd; the last three through
+``cramjam`` when it is installed, else :class:`UnsupportedCompression`.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+import importlib
+import struct
+import zlib
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from impl.storage import record_batch as rb
+from impl.storage.errors import CorruptBatch
+
+__sans_io__ = True
+
+COMPRESSION_NONE = 0
+COMPRESSION_GZIP = 1
+COMPRESSION_SNAPPY = 2
+COMPRESSION_LZ4 = 3
+COMPRESSION_ZSTD = 4
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_BLOCK_LENGTH = struct.Struct(">i")
+#: bytes 21..61 of a header: attributes .. recordCount (the part covered by the CRC)
+_CRC_HEADER = struct.Struct(">hiqqqhii")
+_DELETE_HORIZON_FLAG = 0x40
+
+
+class UnsupportedCompression(CorruptBatch):
+    """A batch compressed with a codec no installed library decodes."""
+
+
+@dataclass(frozen=True, slots=True)
+class Record:
+    """One record of a batch, with its absolute offset and timestamp."""
+
+    offset: int
+    timestamp: int
+    key: bytes | None
+    value: bytes | None
+    headers: tuple[tuple[bytes, bytes | None], ...]
+    attributes: int = 0
+
+
+def _read_varint(buffer: bytes, position: int) -> tuple[int, int]:
+    """A zig-zag varint at ``position``: ``(value, next position)``."""
+    shift = 0
+    raw = 0
+    while True:
+        if position >= len(buffer) or shift > 63:
+            raise CorruptBatch(f"record varint runs past the end at byte {position}")
+        byte = buffer[position]
+        position += 1
+        raw |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), position
+        shift += 7
+
+
+def _read_bytes(buffer: bytes, position: int) -> tuple[bytes | None, int]:
+    length, position = _read_varint(buffer, position)
+    if length < 0:
+        return None, position
+    end = position + length
+    if end > len(buffer):
+        raise CorruptBatch(f"record field of {length} bytes runs past the end")
+    return buffer[position:end], end
+
+
+def _cramjam() -> Any:
+    """The ``cramjam`` codec library (snappy, lz4, zstd), or ``None`` if it is not installed."""
+    try:
+        return importlib.import_module("cramjam")
+    except ImportError:  # pragma: no cover - depends on the environment
+        return None
+
+
+def decompress(codec: int, data: bytes) -> bytes:
+    """The records section of a batch compressed with ``codec``, decompressed.
+
+    Raises:
+        UnsupportedCompression: the codec's library is missing, or the codec id is unknown.
+        CorruptBatch: the compressed bytes do not decode.
+    """
+    if codec == COMPRESSION_NONE:
+        return data
+    try:
+        if codec == COMPRESSION_GZIP:
+            return zlib.decompress(data, 47)  # 32 + 15: gzip or zlib header, auto-detected
+        library = _cramjam()
+        if library is None or codec not in (COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD):
+            raise UnsupportedCompression(f"compression codec {codec} is not supported here")
+        if codec == COMPRESSION_SNAPPY:
+            return _snappy(library, data)
+        if codec == COMPRESSION_LZ4:
+            return bytes(library.lz4.decompress(data))
+        return bytes(library.zstd.decompress(data))
+    except UnsupportedCompression:
+        raise
+    except Exception as error:  # every codec library raises its own type
+        raise CorruptBatch(f"codec {codec}: cannot decompress records: {error}") from error
+
+
+def _snappy(library: Any, data: bytes) -> bytes:
+    snappy = library.snappy
+    if not data.startswith(_XERIAL_MAGIC):
+        return bytes(snappy.decompress_raw(data))
+    position = 16  # magic (8), version (4), compatible version (4)
+    out = bytearray()
+    while position < len(data):
+        (length,) = _BLOCK_LENGTH.unpack_from(data, position)
+        position += 4
+        out += bytes(snappy.decompress_raw(data[position : position + length]))
+        position += length
+    return bytes(out)
+
+
+def compress(codec: int, data: bytes) -> bytes:
+    """``data`` compressed with ``codec`` (the cleaner re-compresses what it rewrites).
+
+    Raises:
+        UnsupportedCompression: no library for the codec.
+    """
+    if codec == COMPRESSION_NONE:
+        return data
+    if codec == COMPRESSION_GZIP:
+        compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
+        return compressor.compress(data) + compressor.flush()
+    library = _cramjam()
+    if library is None or codec not in (COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD):
+        raise UnsupportedCompression(f"compression codec {codec} is not supported here")
+    if codec == COMPRESSION_SNAPPY:
+        # xerial framing, as Kafka's Java client writes it: magic, version 1, compatible 1,
+        # then length-prefixed raw blocks of at most 32 KiB
+        out = bytearray(_XERIAL_MAGIC + struct.pack(">ii", 1, 1))
+        for start in range(0, max(len(data), 1), 32 * 1024):
+            block = bytes(library.snappy.compress_raw(data[start : start + 32 * 1024]))
+            out += _BLOCK_LENGTH.pack(len(block)) + block
+        return bytes(out)
+    if codec == COMPRESSION_LZ4:
+        return bytes(library.lz4.compress(data))
+    return bytes(library.zstd.compress(data))
+
+
+def iter_records(batch: bytes, header: rb.BatchHeader | None = None) -> Iterator[Record]:
+    """Every record of one whole batch (``batch`` starts at its first byte).
+
+    Timestamps follow the batch's type: with LOG_APPEND_TIME every record carries the batch's
+    max timestamp, as Kafka's ``DefaultRecord`` does.
+
+    Raises:
+        CorruptBatch: malformed records, or a count that disagrees with the header.
+        UnsupportedCompression: see :func:`decompress`.
+    """
+    header = header or rb.parse_header(batch, 0)
+    start = header.position + rb.HEADER_SIZE
+    end = header.position + header.size_in_bytes
+    body = decompress(header.compression, bytes(batch[start:end]))
+    position = 0
+    for _ in range(header.record_count):
+        length, position = _read_varint(body, position)
+        record_end = position + length
+        if length < 0 or record_end > len(body):
+            raise CorruptBatch(f"batch {header.base_offset}: record of {length} bytes past the end")
+        attributes = body[position]
+        timestamp_delta, cursor = _read_varint(body, position + 1)
+        offset_delta, cursor = _read_varint(body, cursor)
+        key, cursor = _read_bytes(body, cursor)
+        value, cursor = _read_bytes(body, cursor)
+        count, cursor = _read_varint(body, cursor)
+        headers: list[tuple[bytes, bytes | None]] = []
+        for _ in range(max(count, 0)):
+            header_key, cursor = _read_bytes(body, cursor)
+            header_value, cursor = _read_bytes(body, cursor)
+            headers.append((header_key or b"", header_value))
+        if cursor != record_end:
+            raise CorruptBatch(f"batch {header.base_offset}: record length disagrees with fields")
+        timestamp = (
+            header.max_timestamp
+            if header.is_log_append_time
+            else header.base_timestamp + timestamp_delta
+        )
+        yield Record(
+            header.base_offset + offset_delta, timestamp, key, value, tuple(headers), attributes
+        )
+        position = record_end
+    if position != len(body):
+        raise CorruptBatch(
+            f"batch {header.base_offset}: bytes left after {header.record_count} records"
+        )
+
+
+def first_record_at_or_after(batch: bytes, timestamp_ms: int) -> tuple[int, int] | None:
+    """``(offset, timestamp)`` of the first record of ``batch`` stamped at or after
+    ``timestamp_ms`` (Kafka's ``LogSegment.findOffsetByTimestamp``), or ``None``."""
+    for record in iter_records(batch):
+        if record.timestamp >= timestamp_ms:
+            return record.offset, record.timestamp
+    return None
+
+
+def _zigzag_varint(value: int) -> bytes:
+    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    out = bytearray()
+    while True:
+        byte = raw & 0x7F
+        raw >>= 7
+        if raw:
+            out.append(byte | 0x80)
+        else:
+            out.append(byte)
+            return bytes(out)
+
+
+def _encode_bytes(data: bytes | None) -> bytes:
+    return _zigzag_varint(-1) if data is None else _zigzag_varint(len(data)) + data
+
+
+def encode_record(record: Record, base_offset: int, base_timestamp: int) -> bytes:
+    """One record's bytes, its deltas taken against the batch's base offset and timestamp."""
+    body = bytearray([record.attributes & 0xFF])
+    body += _zigzag_varint(record.timestamp - base_timestamp)
+    body += _zigzag_varint(record.offset - base_offset)
+    body += _encode_bytes(record.key)
+    body += _encode_bytes(record.value)
+    body += _zigzag_varint(len(record.headers))
+    for key, value in record.headers:
+        body += _encode_bytes(key) + _encode_bytes(value)
+    return _zigzag_varint(len(body)) + bytes(body)
+
+
+def encode_batch(
+    records: Sequence[Record],
+    *,
+    base_offset: int,
+    last_offset_delta: int | None = None,
+    codec: int = COMPRESSION_NONE,
+    attributes: int = 0,
+    base_timestamp: int | None = None,
+    max_timestamp: int | None = None,
+    partition_leader_epoch: int = -1,
+    producer_id: int = -1,
+    producer_epoch: int = -1,
+    base_sequence: int = -1,
+) -> bytes:
+    """A v2 batch of ``records`` (absolute offsets and timestamps), CRC filled in.
+
+    ``attributes`` gives the bits above the codec (timestamp type, transactional, control,
+    delete horizon); the base timestamp defaults to the records' smallest and the max timestamp
+    to their largest.
+    """
+    assert records, "a batch holds at least one record"
+    if base_timestamp is None:
+        base_timestamp = min(record.timestamp for record in records)
+    if max_timestamp is None:
+        max_timestamp = max(record.timestamp for record in records)
+    if last_offset_delta is None:
+        last_offset_delta = records[-1].offset - base_offset
+    encoded = b"".join(encode_record(r, base_offset, base_timestamp) for r in records)
+    body = bytearray(
+        _CRC_HEADER.pack(
+            (attributes & ~0x07) | codec,
+            last_offset_delta,
+            base_timestamp,
+            max_timestamp,
+            producer_id,
+            producer_epoch,
+            base_sequence,
+            len(records),
+        )
+    )
+    body += compress(codec, encoded)
+    crc = rb.crc32c(body)
+    prefix = struct.pack(
+        ">qiibI",
+        base_offset,
+        len(body) + rb.ATTRIBUTES_OFFSET - rb.LOG_OVERHEAD,
+        partition_leader_epoch,
+        rb.MAGIC_V2,
+        crc,
+    )
+    return prefix + bytes(body)
+
+
+def rebuild_batch(
+    header: rb.BatchHeader,
+    records: Sequence[Record],
+    *,
+    delete_horizon_ms: int | None = None,
+) -> bytes:
+    """A batch keeping ``header``'s base offset, last offset delta, producer fields, leader
+    epoch, codec, timestamp type and max timestamp, holding only ``records`` (Kafka's
+    ``MemoryRecords.filterTo``): offsets never change, so a cleaned batch keeps its offset span.
+
+    With ``delete_horizon_ms`` the base timestamp becomes the delete horizon and attribute bit 6
+    is set (KIP-534), so a later cleaning knows when the batch's tombstones may go.
+    """
+    assert records, "an empty batch is dropped, not rebuilt"
+    attributes = header.attributes
+    base_timestamp: int | None = None
+    if delete_horizon_ms is not None:
+        attributes |= _DELETE_HORIZON_FLAG
+        base_timestamp = delete_horizon_ms
+    elif attributes & _DELETE_HORIZON_FLAG:
+        base_timestamp = header.base_timestamp
+    return encode_batch(
+        records,
+        base_offset=header.base_offset,
+        last_offset_delta=header.last_offset_delta,
+        codec=header.compression,
+        attributes=attributes,
+        base_timestamp=base_timestamp,
+        max_timestamp=header.max_timestamp,
+        partition_leader_epoch=header.partition_leader_epoch,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+    )
+
+
+def delete_horizon_ms(header: rb.BatchHeader) -> int | None:
+    """The KIP-534 delete horizon stamped in a batch by an earlier cleaning, if any."""
+    return header.base_timestamp if header.attributes & _DELETE_HORIZON_FLAG else None
