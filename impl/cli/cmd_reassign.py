@@ -132,8 +132,8 @@ def _replica_sets_change(admin: AdminClient, targets: tuple[ReassignmentTarget, 
         current = {info.partition: info.replicas for info in partitions}
         if target.partition not in current:
             raise CliError(f"partition {target.topic}-{target.partition} does not exist")
-        if set(current[target.partition]) != set(target.replicas):
-            return True
+        if tuple(current[target.partition]) != tuple(target.replicas):
+            return True  # a new order is a reassignment too: the first replica is preferred
     return False
 
 
@@ -270,7 +270,7 @@ def _execute(
 ) -> int:
     if _replica_sets_change(admin, targets):
         if arguments.zookeeper is None:
-            raise CliError("the replica sets change: give --zookeeper to start that part")
+            raise CliError("the replica lists change: give --zookeeper to start that part")
         _start_cross_broker(arguments.zookeeper, targets)
         print("Started the cross-broker reassignment.")
     throttle = arguments.replica_alter_log_dirs_throttle

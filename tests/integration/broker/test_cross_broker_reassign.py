@@ -75,3 +75,50 @@ def test_reassign_to_a_log_dir_of_another_broker(zk_chroot: str, tmp_path: Path)
     finally:
         second.stop()
         first.stop()
+
+
+def test_reassign_that_only_reorders_replicas_completes(zk_chroot: str, tmp_path: Path) -> None:
+    """A plan that only changes the order (the preferred leader) is a reassignment: --execute
+    starts it and --verify reports it completed once AR has the new order."""
+    first = RunningBroker(zk_chroot, tmp_path / "b1", broker_id=1, run_controller=True).start()
+    second = RunningBroker(zk_chroot, tmp_path / "b2", broker_id=2, run_controller=True).start()
+    try:
+        bootstrap = f"{first.bootstrap},{second.bootstrap}"
+        with AdminClient(bootstrap) as admin:
+            deadline = time.monotonic() + 30
+            while len(admin.metadata().brokers) < 2:
+                assert time.monotonic() < deadline
+                time.sleep(0.05)
+            assert admin.create_topics([("ro", {0: [1, 2]})], timeout_ms=20_000)["ro"][0] == 0
+            deadline = time.monotonic() + 60
+            while True:  # both replicas in the ISR before the new order may be switched to
+                code, partitions = admin.metadata(["ro"]).topics["ro"]
+                if code == 0 and set(partitions[0].isr) == {1, 2}:
+                    break
+                assert time.monotonic() < deadline, partitions
+                time.sleep(0.1)
+        plan = tmp_path / "plan.json"
+        plan.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "ro", "partition": 0, "replicas": [2, 1]}]}))
+        common = ["--reassignment-json-file", str(plan), "--bootstrap-server", bootstrap,
+                  "--zookeeper", zk_chroot]
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out):
+            assert cli_main(["reassign", "--execute", *common, "--timeout", "30"]) == 0
+        assert "Started the cross-broker reassignment." in out.getvalue()
+        deadline = time.monotonic() + 60
+        while True:
+            out = io.StringIO()
+            with contextlib.redirect_stdout(out):
+                status = cli_main(["reassign", "--verify", *common])
+            if status == 0:
+                break
+            assert "still in progress" in out.getvalue()
+            assert time.monotonic() < deadline, out.getvalue()
+            time.sleep(0.2)
+        assert "Reassignment of partition ro-0 is completed." in out.getvalue()
+        with AdminClient(bootstrap) as admin:
+            assert admin.metadata(["ro"]).topics["ro"][1][0].replicas == (2, 1)
+    finally:
+        second.stop()
+        first.stop()
