@@ -78,6 +78,7 @@ def storage_config(config: BrokerConfig) -> StorageConfig:
         retention_bytes=config.retention_bytes,
         message_max_bytes=config.message_max_bytes,
         index_interval_bytes=config.index_interval_bytes,
+        checkpoint_interval_ms=config.checkpoint_interval_ms,
         intra_broker_throttled_rate=config.intra_broker_throttled_rate_bytes_per_second,
         num_replica_alter_log_dirs_threads=config.num_replica_alter_log_dirs_threads or None,
     )

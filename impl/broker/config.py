@@ -62,6 +62,8 @@ class BrokerConfig:
         retention_ms: ``log.retention.ms`` (``-1`` keeps everything; ``.hours``/``.minutes`` too).
         retention_bytes: ``log.retention.bytes`` (``-1`` unlimited).
         index_interval_bytes: ``log.index.interval.bytes``.
+        checkpoint_interval_ms: ``replica.high.watermark.checkpoint.interval.ms``: every dir's
+            HW checkpoint is rewritten this often (which also finds a dir that failed idle).
         rack: ``broker.rack``.
         socket_request_max_bytes: ``socket.request.max.bytes``.
         message_max_bytes: ``message.max.bytes``.
@@ -94,6 +96,7 @@ class BrokerConfig:
     retention_ms: int = 7 * 24 * 3_600_000
     retention_bytes: int = -1
     index_interval_bytes: int = 4096
+    checkpoint_interval_ms: int = 5000
     rack: str | None = None
     socket_request_max_bytes: int = SOCKET_REQUEST_MAX_BYTES_DEFAULT
     message_max_bytes: int = MESSAGE_MAX_BYTES_DEFAULT
@@ -278,6 +281,10 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
     ),
     "log.retention.bytes": ("retention_bytes", lambda k, v: _int(k, v, -1, 2**63 - 1)),
     "log.index.interval.bytes": ("index_interval_bytes", lambda k, v: _int(k, v, 0, 2**31 - 1)),
+    "replica.high.watermark.checkpoint.interval.ms": (
+        "checkpoint_interval_ms",
+        lambda k, v: _int(k, v, 1, 2**31 - 1),
+    ),
     "broker.rack": ("rack", lambda k, v: v or None),
     "socket.request.max.bytes": (
         "socket_request_max_bytes",

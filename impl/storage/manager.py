@@ -1051,7 +1051,9 @@ class LogManager:
 
     # --- checkpoints, retention, deletion -------------------------------------------------------
 
-    def _write_dir_checkpoints(self, log_dir: str, extra: Log | None = None) -> None:
+    def _write_dir_checkpoints(
+        self, log_dir: str, extra: Log | None = None, *, rewrite_high_watermarks: bool = False
+    ) -> None:
         live = {
             tp: p.log for tp, p in self._partitions.items()
             if p.log.log_dir == log_dir and p.log.kind is DirKind.LIVE and not p.offline
@@ -1064,9 +1066,19 @@ class LogManager:
             (RECOVERY_POINT_CHECKPOINT,
              format_offsets({tp: log.recovery_point for tp, log in live.items()})),
         ):
-            if self._checkpoints_written.get((log_dir, name)) != text:
+            rewrite = rewrite_high_watermarks and name == REPLICATION_OFFSET_CHECKPOINT
+            if rewrite or self._checkpoints_written.get((log_dir, name)) != text:
                 write_atomically(self.disk, log_dir, name, text)
                 self._checkpoints_written[(log_dir, name)] = text
+
+    def checkpoint_high_watermarks(self) -> None:
+        """Write every online dir's HW checkpoint, changed or not, as Kafka does each
+        ``replica.high.watermark.checkpoint.interval.ms``: the write is also what finds a dir
+        that failed while idle (its ``OSError`` takes the dir offline, KIP-112)."""
+        for log_dir in self.config.log_dirs:
+            if log_dir not in self.offline_dirs:
+                with self._io_nowait(log_dir):
+                    self._write_dir_checkpoints(log_dir, rewrite_high_watermarks=True)
 
     def checkpoint(self, *, flush: bool = True) -> None:
         """Fsync live logs (if ``flush``) and write every online dir's checkpoints."""
@@ -1163,6 +1175,10 @@ class LogManager:
             async with trio.open_nursery() as nursery:
                 nursery.start_soon(self._scheduler)
                 nursery.start_soon(self._periodic, self.config.flush_interval_ms, self.checkpoint)
+                nursery.start_soon(
+                    self._periodic, self.config.checkpoint_interval_ms,
+                    self.checkpoint_high_watermarks,
+                )
                 nursery.start_soon(
                     self._periodic, self.config.retention_check_interval_ms,
                     self.enforce_retention,
