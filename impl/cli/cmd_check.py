@@ -16,14 +16,13 @@ import os
 from pathlib import Path
 from typing import Any
 
-from rich.console import Console
-
 from model import ModelDefinition, Report
 from model._html import report_html
 from model._render import report_renderables
 from model._runner import check_in_parallel, default_jobs
 from model.registry import discover
 
+from ._console import print_renderables
 from ._errors import CliError
 
 
@@ -144,6 +143,4 @@ def run(arguments: argparse.Namespace) -> int:
 
 def print_report(report: Report, traces: bool = True) -> None:
     """Print a report's tables on standard output."""
-    console = Console(width=max(Console().width, 120))
-    for renderable in report_renderables(report, traces=traces):
-        console.print(renderable)
+    print_renderables(report_renderables(report, traces=traces))
