@@ -1,28 +1,15 @@
 """The nodes of the cluster simulator: brokers, controller candidates, a producer, a consumer.
 
-Each broker is a second shell (next to the trio one in ``impl/broker``) around the same cores:
-the storage engine's :class:`~impl.storage.manager.LogManager` over a simulated disk, the
-replication core (:mod:`impl.broker.replication`: controller fencing, LeaderAndIsr and
-StopReplica decisions, HW, ISR changes, follower truncation) and the idempotence core
-(:mod:`impl.broker.producer_state`). Each broker also hosts a controller candidate: the real
-:class:`~impl.controller.controller.Controller` core over the simulated ZooKeeper. Everything a
-node says to another node is a message over :class:`conformance.network.SimNetwork`; ZooKeeper
-is reached directly (its own fault model: session expiry).
-
-Where the shell differs from ``impl/broker/replica_manager.py`` (each a Kafka behaviour):
-
-* an ``acks=all`` produce completes only while the ISR still has ``min.insync.replicas``
-  members (Kafka's ``checkEnoughReplicasReachOffset``), else NOT_ENOUGH_REPLICAS_AFTER_APPEND;
-* the idempotence state of a partition is rebuilt from the log whenever the replica becomes
-  leader (follower appends and truncation change the log under it);
-* a leader forgets what it knew of a follower fetching from a new incarnation;
-* a follower refused by its leader (NOT_LEADER_OR_FOLLOWER, UNKNOWN_TOPIC_OR_PARTITION,
-  UNKNOWN_LEADER_EPOCH, a leader's storage error: its LeaderAndIsr arrived before the leader's)
-  keeps the partition and asks again after :data:`FETCH_BACKOFF_MS`
-  (``replica.fetch.backoff.ms``); FENCED_LEADER_EPOCH and a storage error of its own mark it
-  failed until the next LeaderAndIsr. This is Kafka's ``AbstractFetcherThread``, and
-  ``impl/broker/replica_fetcher.py`` does the same, except that it retries OFFSET_OUT_OF_RANGE
-  where this shell truncates to the leader's LEO.
+Each simulated broker is a pump around the objects the trio broker runs: the storage engine's
+:class:`~impl.storage.manager.LogManager` over a simulated disk and the broker node
+(:class:`impl.broker.node.BrokerNode`), which owns every replication decision (produce and
+acks, both sides of fetch, HW, ISR changes, truncation, controller requests and their fencing,
+idempotent-producer state). :class:`SimBroker` turns messages, ticks and ZooKeeper results into
+node inputs and carries out the node's effects: messages over
+:class:`conformance.network.SimNetwork`, appends on the simulated disk (each completion stepped
+at once), ISR writes to the simulated ZooKeeper, and the checkers' hooks. Each broker also hosts
+a controller candidate: the real :class:`~impl.controller.controller.Controller` core over the
+simulated ZooKeeper.
 
 Controller-to-broker requests go through one ordered channel per (controller, broker), one
 request in flight, retransmitted until answered (Kafka's ``RequestSendThread`` over TCP): the
@@ -36,30 +23,40 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import itertools
 from collections.abc import Callable, Coroutine
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from conformance.disk import SimDisk
 from conformance.move_sim import SimLock
-from impl.broker import replication
-from impl.broker.producer_state import PartitionProducerState, SequenceVerdict
-from impl.broker.replication import (
-    MAX_TRUNCATION_ROUNDS,
-    ControllerFence,
-    PartitionAssignment,
-    ReplicaRole,
-    ReplicaState,
-    ReplicationEvent,
-    TruncationPolicy,
-    TruncationStep,
-    decide_leader_and_isr,
-    decide_stop_replica,
-    desired_isr,
-    follower_truncation_offset,
-    leader_high_watermark,
+from impl.broker.node import (
+    Append,
+    Appended,
+    BrokerNode,
+    DirsFailed,
+    Effect,
+    EpochCall,
+    EpochReply,
+    FetchCall,
+    FetchReply,
+    HighWatermarkMoved,
+    IsrWritten,
+    LeaderAndIsr,
+    NodeConfig,
+    OtherControllerRequest,
+    Produce,
+    ProduceReply,
+    Reply,
+    ReportDirFailure,
+    RoleChanged,
+    Send,
+    StopReplica,
+    Tick,
+    WriteIsr,
+    append_error,
 )
+from impl.broker.node_store import LogManagerStore, read_whole_batches
+from impl.broker.replication import ReplicaRole, ReplicaState, TruncationPolicy
 from impl.controller.controller import (
     Controller,
     ControllerConfig,
@@ -101,7 +98,7 @@ from impl.storage.config import StorageConfig
 from impl.storage.errors import StorageError
 from impl.storage.manager import LogManager, PartitionLog
 from impl.storage.names import TopicPartition
-from impl.trace import TraceEvent, freeze_fields
+from impl.trace import TraceEvent
 
 from ._coordinator_driver import ControllerDriver
 
@@ -113,17 +110,6 @@ __sans_io__ = True
 T = TypeVar("T")
 
 NONE: Final = 0
-OFFSET_OUT_OF_RANGE: Final = 1
-UNKNOWN_TOPIC_OR_PARTITION: Final = 3
-NOT_LEADER_OR_FOLLOWER: Final = 6
-REQUEST_TIMED_OUT: Final = 7
-NOT_ENOUGH_REPLICAS: Final = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND: Final = 20
-KAFKA_STORAGE_ERROR: Final = 56
-FENCED_LEADER_EPOCH: Final = 74
-UNKNOWN_LEADER_EPOCH: Final = 75
-OUT_OF_ORDER_SEQUENCE_NUMBER: Final = 45
-INVALID_PRODUCER_EPOCH: Final = 47
 
 #: Node ids of the clients (brokers are 0..B-1).
 PRODUCER_NODE: Final = 1000
@@ -163,63 +149,12 @@ class ControllerReply(NamedTuple):
     response: ControllerResponse
 
 
-class FetchCall(NamedTuple):
-    """Fetch (a follower's when ``replica >= 0``, a consumer's below the HW when -1)."""
-
-    request_id: int
-    replica: int
-    incarnation: int
-    tp: TopicPartition
-    offset: int
-    leader_epoch: int
-
-
-class FetchReply(NamedTuple):
-    """A fetch's answer: records (whole batches), the leader's HW and LEO."""
-
-    request_id: int
-    tp: TopicPartition
-    error: int
-    records: bytes = b""
-    high_watermark: int = -1
-    log_end_offset: int = -1
-
-
-class EpochCall(NamedTuple):
-    """OffsetForLeaderEpoch for the follower's latest epoch."""
-
-    request_id: int
-    replica: int
-    tp: TopicPartition
-    current_leader_epoch: int
-    epoch: int
-
-
-class EpochReply(NamedTuple):
-    """The leader's largest epoch at or below the asked one and where it ends (KIP-279)."""
-
-    request_id: int
-    tp: TopicPartition
-    error: int
-    end_offset: int = -1
-    leader_epoch: int = -1
-
-
 class ProduceCall(NamedTuple):
     """An ``acks=all`` produce of one idempotent batch."""
 
     request_id: int
     tp: TopicPartition
     batch: bytes
-
-
-class ProduceReply(NamedTuple):
-    """A produce's answer (``base_offset`` on success)."""
-
-    request_id: int
-    tp: TopicPartition
-    error: int
-    base_offset: int = -1
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -249,19 +184,6 @@ def batch_keys(data: bytes) -> list[BatchKey]:
     return keys
 
 
-def read_bytes(partition: PartitionLog, offset: int, max_bytes: int,
-               max_offset: int | None = None) -> bytes:
-    """Whole batches from ``offset`` (at most ``max_bytes`` unless the first is larger)."""
-    slices = partition.read(offset, max_bytes, max_offset)
-    chunks = []
-    for piece in slices:
-        try:
-            chunks.append(piece.read_all())
-        finally:
-            piece.close()
-    return rb.whole_batches(b"".join(chunks))
-
-
 class _TaggedSink:
     """Tags storage events with the broker (``t-0@1``), as the move simulator does."""
 
@@ -279,55 +201,45 @@ class _DirectSink:
         self.emit = emit
 
 
-@dataclass
-class _Followed:
-    leader: int
-    leader_epoch: int
-    truncated: bool = False
-    in_flight: int | None = None
-    sent_ms: int = 0
-    #: refused by the leader: not asked again before this time (``FETCH_BACKOFF_MS``)
-    retry_ms: int = 0
-    #: fenced, or its own storage failed: waits for the next LeaderAndIsr (Kafka's failed
-    #: partitions)
-    failed: bool = False
-    #: the OffsetForLeaderEpoch exchange so far (KIP-279): where the log would be truncated, the
-    #: epoch to ask next, the first answer's end offset, the answers received
-    truncate_at: int | None = None
-    ask_epoch: int | None = None
-    first_end: int | None = None
-    rounds: int = 0
-
-
-@dataclass
-class _PendingProduce:
-    client: int
-    request_id: int
-    last_offset: int
-    base_offset: int
-    deadline_ms: int
-
-
-#: ``member.value`` of the enums on the hot path (an enum's ``value`` is a descriptor call).
-_ROLE_NAMES: Final = {role: role.value for role in ReplicaRole}
-_EVENT_NAMES: Final = {event: event.value for event in ReplicationEvent}
-
-
 # --- the broker ----------------------------------------------------------------------------
 
 
+class _SimStore(LogManagerStore):
+    """The node's storage port on a simulated broker: the checkers hear of every change."""
+
+    def __init__(self, manager: LogManager, broker: SimBroker) -> None:
+        super().__init__(manager)
+        self._broker = broker
+
+    def create(self, tp: TopicPartition, is_new: bool) -> None:
+        """Create the log, then tell the checkers (DIR_FAILURE_ISOLATION)."""
+        super().create(tp, is_new)
+        self._broker.adopt_locks()
+        self._broker.world.replica_created(self._broker, tp, is_new)
+
+    def delete(self, tp: TopicPartition) -> None:
+        """Delete the log (the checkers forget the replica even if that failed)."""
+        try:
+            super().delete(tp)
+        finally:
+            self._broker.world.replica_deleted(self._broker, tp)
+
+    def truncate(self, tp: TopicPartition, offset: int) -> None:
+        """Truncate, then let the checkers re-read the replica."""
+        super().truncate(tp, offset)
+        self._broker.world.truncated(self._broker, tp, offset)
+
+
 class SimBroker:
-    """One broker: a LogManager on its own disk plus the replication and idempotence cores."""
+    """One simulated broker: a LogManager on its own disk and the broker node
+    (:class:`impl.broker.node.BrokerNode`) that ships, driven by messages, ticks and the
+    simulated ZooKeeper. It carries inputs and effects and decides nothing."""
 
     def __init__(self, world: ClusterWorld, broker_id: int) -> None:
         self.world = world
         self.id = broker_id
         self._clock = world.clock
         self._network = world.network
-        self._config = world.config
-        self._isr_expanded_early = world.config.variant == "isr_expanded_early"
-        #: ``f"{tp}@{id}"`` per partition: the subject of this broker's replication events
-        self._subjects: dict[TopicPartition, str] = {}
         config = world.config
         self.log_dirs = tuple(f"/sim/broker-{broker_id}/data-{i}" for i in range(config.log_dirs))
         self.disk = SimDisk(self.log_dirs)
@@ -337,42 +249,50 @@ class SimBroker:
         )
         self.storage_sink = _TaggedSink(broker_id, world.emit)
         self.sink = _DirectSink(world.emit)
-        self.policy = (TruncationPolicy.HIGH_WATERMARK if config.variant == "truncate_to_hw"
-                       else TruncationPolicy.LEADER_EPOCH)
+        self.node_config = NodeConfig(
+            broker_id=broker_id,
+            min_insync_replicas=config.min_insync_replicas,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            fetch_backoff_ms=FETCH_BACKOFF_MS,
+            request_retry_ms=RETRY_MS,
+            fetch_max_bytes=FETCH_MAX_BYTES,
+            truncation_policy=(TruncationPolicy.HIGH_WATERMARK
+                               if config.variant == "truncate_to_hw"
+                               else TruncationPolicy.LEADER_EPOCH),
+            isr_expanded_early=config.variant == "isr_expanded_early",
+        )
         self.alive = False
         self.incarnation = 0
         self.session = -1
         self.broker_epoch = -1
         self.manager: LogManager | None = None
+        self.store: _SimStore | None = None
+        self.node: BrokerNode | None = None
         self.controller: ControllerNode | None = None
-        self._request_ids = itertools.count(1)
         self.restarts = 0
-        self._reset_volatile()
-
-    def _reset_volatile(self) -> None:
-        self.fence = ControllerFence(self.id)
-        self.states: dict[TopicPartition, ReplicaState] = {}
-        self.producers: dict[TopicPartition, PartitionProducerState] = {}
-        self.follower_leos: dict[TopicPartition, dict[int, int]] = {}
-        self.follower_incarnations: dict[TopicPartition, dict[int, int]] = {}
-        self.leo_at_previous_fetch: dict[TopicPartition, dict[int, int]] = {}
-        self.last_caught_up_ms: dict[TopicPartition, dict[int, int]] = {}
-        #: bumped whenever ``follower_leos`` or ``last_caught_up_ms`` may change
-        self._isr_inputs = 0
-        #: per partition: (state, now_ms, ``_isr_inputs``) of the last ISR check that found a
-        #: full ISR to keep (the same inputs give the same answer: nothing to do)
-        self._isr_kept: dict[TopicPartition, tuple[ReplicaState, int, int]] = {}
-        self.followed: dict[TopicPartition, _Followed] = {}
-        self.pending: dict[TopicPartition, list[_PendingProduce]] = {}
         self.failed_dirs_seen: list[str] = []
         self.channels: dict[int, tuple[int, ControllerResponse]] = {}
+        self._controller_requests = 0
+
+    # --- the node's state, for the checkers --------------------------------------------------
+
+    @property
+    def states(self) -> dict[TopicPartition, ReplicaState]:
+        """The node's replica states (empty while down)."""
+        return {} if self.node is None else self.node.states
+
+    @property
+    def follower_incarnations(self) -> dict[TopicPartition, dict[int, int]]:
+        """Per led partition: the incarnation each follower last fetched from."""
+        return {} if self.node is None else self.node.follower_incarnations
 
     # --- life cycle ----------------------------------------------------------------------------
 
     def start(self) -> None:
         """Open the logs (recovery), register in ZooKeeper, start the controller candidate."""
         world = self.world
-        self._reset_volatile()
+        self.failed_dirs_seen = []
+        self.channels = {}
         self.manager = LogManager.open(self.storage_config, disk=self.disk, clock=world.clock,
                                        trace=self.storage_sink,
                                        on_dir_failure=self.failed_dirs_seen.append)
@@ -385,13 +305,15 @@ class SimBroker:
         stat = world.zk.exists(self.session, broker_path(self.id), False)
         assert stat is not None
         self.broker_epoch = stat.czxid
-        self.fence.register(self.broker_epoch)
         self.alive = True
         self.incarnation += 1
+        self.store = _SimStore(self.manager, self)
+        self.node = BrokerNode(self.node_config, self.store, trace=self.sink,
+                               clock_ms=self.now_ms, wall_ms=world.clock.wall_ms,
+                               incarnation=self.incarnation)
+        self.node.register(self.broker_epoch)
         self.controller = ControllerNode(world, self)
-        for tp in sorted(self.manager.partitions()):
-            self.sink.emit(TraceEvent.of(replication.MACHINE, ReplicationEvent.RESTART.value,
-                                         f"{tp}@{self.id}", "NONE", "NONE"))
+        self.node.started()
         world.watch_all("brokers")
         self.controller.watch("controller")
 
@@ -399,9 +321,8 @@ class SimBroker:
         """The process dies: memory is lost; the disk keeps what its contract says."""
         world = self.world
         assert self.manager is not None
-        for tp, state in sorted(self.states.items()):
-            self.sink.emit(TraceEvent.of(replication.MACHINE, ReplicationEvent.CRASH.value,
-                                         f"{tp}@{self.id}", state.role.value, "NONE"))
+        assert self.node is not None
+        self.node.crashed()
         for tp in sorted(self.manager.partitions()):
             move = self.manager.move_state(tp)
             if move.state is not rm.MoveState.NONE:
@@ -419,6 +340,8 @@ class SimBroker:
         self.controller = None
         world.network.drop_to(self.id)
         self.manager = None
+        self.store = None
+        self.node = None
         world.watch_all("brokers")
         world.watch_all("controller")
 
@@ -432,616 +355,147 @@ class SimBroker:
 
     def log(self, tp: TopicPartition) -> PartitionLog | None:
         """The online log of ``tp`` here, or ``None``."""
-        manager = self.manager
-        if manager is None:
-            return None
-        # (LogManager.get's table itself: this is the hottest lookup of a run)
-        partition = manager._partitions.get(tp)
-        if partition is None or partition.offline:
-            return None
-        return partition
-
-    def subject(self, tp: TopicPartition) -> str:
-        """``t-0@1``: the subject of this broker's replication events about ``tp``."""
-        found = self._subjects.get(tp)
-        if found is None:
-            found = self._subjects[tp] = f"{tp}@{self.id}"
-        return found
-
-    def _send(self, target: int, payload: object) -> None:
-        self._network.send(self.id, target, payload)
+        store = self.store
+        return None if store is None else store.log(tp)
 
     def now_ms(self) -> int:
         """Simulated milliseconds."""
         return self._clock.monotonic_ns() // 1_000_000
 
+    # --- the pump ------------------------------------------------------------------------------
+
+    def step(self, event: object) -> None:
+        """Step the node and carry out its effects (completions stepped at once, in order)."""
+        node = self.node
+        assert node is not None
+        self._carry_out(node, node.step(event))
+
+    def _carry_out(self, node: BrokerNode, effects: list[Effect]) -> None:
+        network = self._network
+        for effect in effects:
+            kind = type(effect)
+            e: Any = effect  # (dispatched on its exact type: the hot path avoids isinstance)
+            if kind is Reply:
+                message = e.message
+                if type(message) is tuple:  # a controller response: (channel, seq) request id
+                    (channel, seq), response = message
+                    self.channels[channel] = (seq, response)
+                    message = ControllerReply(channel, seq, response)
+                network.send(self.id, e.client, message)
+            elif kind is Send:
+                network.send(self.id, e.target, e.message)
+            elif kind is Append:
+                self._append(node, e)
+            elif kind is HighWatermarkMoved:
+                self.world.hw_moved(self, e.tp, e.high_watermark)
+            elif kind is WriteIsr:
+                self._write_isr(node, e)
+            elif kind is RoleChanged:
+                state = e.state
+                if state is not None and state.role is not ReplicaRole.OFFLINE:
+                    self.world.role_changed(self, e.tp, e.previous, state)
+            elif kind is ReportDirFailure:
+                zk = self.world.zk
+                if zk.session_alive(self.session):
+                    zk.multi(self.session, [CreateOp(
+                        f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}",
+                        encode_log_dir_event(self.id), sequential=True)])
+                    self.world.watch_all("log_dir")
+
+    def _append(self, node: BrokerNode, effect: Append) -> None:
+        tp = effect.tp
+        partition = self.log(tp)
+        try:
+            if partition is None:
+                raise StorageError(f"{tp} is not online")
+            base = partition.log_end_offset
+            if effect.leader_epoch is None:
+                info = drive(partition.append_as_follower(effect.records))
+            else:
+                info = drive(partition.append_as_leader(effect.records, effect.leader_epoch))
+            self.world.appended(self, tp, partition, base)
+            done = Appended(tp, effect.token, NONE, info[0], info[1], info[2])
+        except (StorageError, OSError) as error:
+            code, message = append_error(error)
+            done = Appended(tp, effect.token, code, error_message=message)
+        self._carry_out(node, node.step(done))
+
+    def _write_isr(self, node: BrokerNode, effect: WriteIsr) -> None:
+        """The leader's ISR change: one ``multi`` (state conditional on its zkVersion, plus an
+        ISR change notification)."""
+        tp = effect.tp
+        zk = self.world.zk
+        version: int | None = None
+        if zk.session_alive(self.session):
+            results = zk.multi(self.session, [
+                SetOp(partition_state_path(tp.topic, tp.partition),
+                      encode_partition_state(effect.leader, effect.leader_epoch, effect.isr,
+                                             effect.controller_epoch), effect.partition_epoch),
+                CreateOp(f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}",
+                         encode_isr_change([(tp.topic, tp.partition)]), sequential=True),
+            ])
+            if multi_error(results) is None:
+                result = results[0]
+                assert isinstance(result, SetResult)
+                version = result.stat.version
+        self._carry_out(node, node.step(IsrWritten(tp, effect.isr, version)))
+        if version is not None:
+            self.world.isr_written(self, tp, effect.previous_isr, effect.isr)
+            self.world.watch_all("isr")
+
     # --- dir failures ----------------------------------------------------------------------
 
     def after_io(self) -> None:
-        """Handle dir failures the storage engine reported during the last operation."""
-        if not self.failed_dirs_seen or self.manager is None:
+        """Hand dir failures the storage engine reported to the node."""
+        if not self.failed_dirs_seen or self.node is None:
             return
         self.failed_dirs_seen.clear()
-        for tp in sorted(self.manager.offline_replicas):
-            current = self.states.get(tp)
-            self.followed.pop(tp, None)
-            self._fail_pending(tp, KAFKA_STORAGE_ERROR)
-            if current is not None and current.role is not ReplicaRole.OFFLINE:
-                self.states[tp] = ReplicaState(
-                    current.topic, current.partition, ReplicaRole.OFFLINE, current.leader,
-                    current.leader_epoch, current.partition_epoch, current.isr, current.replicas,
-                )
-        zk = self.world.zk
-        if zk.session_alive(self.session):
-            zk.multi(self.session, [CreateOp(
-                f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}",
-                encode_log_dir_event(self.id), sequential=True)])
-            self.world.watch_all("log_dir")
+        self.step(DirsFailed())
 
-    # --- controller requests ---------------------------------------------------------------
+    # --- inputs --------------------------------------------------------------------------------
+
+    def tick(self, *, periodic: bool = True) -> None:
+        """Time passed: the node's follower requests, produce timeouts and ISR scan."""
+        self.step(Tick(periodic))
+        if self.failed_dirs_seen:
+            self.after_io()
 
     def on_controller_call(self, source: int, call: ControllerCall) -> None:
         """Exactly-once, in-order delivery per channel (TCP), then the request itself."""
         last = self.channels.get(call.channel)
         if last is not None and call.seq <= last[0]:
             if call.seq == last[0]:
-                self._send(source, ControllerReply(call.channel, call.seq, last[1]))
+                self._network.send(self.id, source, ControllerReply(call.channel, call.seq,
+                                                                    last[1]))
             return
         if last is not None and call.seq != last[0] + 1:
             return  # a gap: the sender retransmits in order
         # (an unknown channel is a new connection: this incarnation accepts its head request)
         request = call.request
+        request_id = (call.channel, call.seq)
         if isinstance(request, LeaderAndIsrRequest):
-            response = self.leader_and_isr(request)
+            self.step(LeaderAndIsr(source, request_id, request))
         elif isinstance(request, StopReplicaRequest):
-            response = self.stop_replica(request)
+            self.step(StopReplica(source, request_id, request))
         else:
-            top = self.fence.check(request.controller_id, request.controller_epoch,
-                                   request.broker_epoch)
-            response = ControllerResponse(error_code=top)
-        self.after_io()
-        self.channels[call.channel] = (call.seq, response)
-        self._send(source, ControllerReply(call.channel, call.seq, response))
-
-    def _offline(self, tp: TopicPartition) -> bool:
-        assert self.manager is not None
-        if tp in self.manager.offline_replicas:
-            return True
-        partition = self.manager.get(tp)
-        return partition is not None and bool(partition.offline)
-
-    def leader_and_isr(self, request: LeaderAndIsrRequest) -> ControllerResponse:
-        """As ``ReplicaManager.leader_and_isr``, synchronously."""
-        assert self.manager is not None
-        top = self.fence.check(request.controller_id, request.controller_epoch,
-                               request.broker_epoch)
-        if top != NONE:
-            return ControllerResponse(error_code=top)
-        errors: dict[tuple[str, int], int] = {}
-        for item in request.partition_states:
-            tp = TopicPartition(item.topic, item.partition)
-            offline = self._offline(tp)
-            existing = None if offline else self.manager.get(tp)
-            hosted = existing is not None
-            decision = decide_leader_and_isr(
-                self.id, self.states.get(tp),
-                PartitionAssignment(item.topic, item.partition, item.controller_epoch,
-                                    item.leader, item.leader_epoch, item.isr, item.zk_version,
-                                    item.replicas, item.is_new),
-                hosted=hosted, replica_offline=offline,
-                any_dir_offline=bool(self.manager.offline_dirs), trace=self.sink,
-                log_end_offset=None if existing is None else existing.log_end_offset,
-                high_watermark=None if existing is None else existing.high_watermark,
-            )
-            if decision.error_code != NONE:
-                errors[(item.topic, item.partition)] = decision.error_code
-                continue
-            if decision.state is None:
-                continue
-            if decision.create_log:
-                try:
-                    self.manager.create(tp, item.is_new)
-                except (StorageError, OSError):
-                    errors[(item.topic, item.partition)] = KAFKA_STORAGE_ERROR
-                    continue
-                self.adopt_locks()
-                self.world.replica_created(self, tp, item.is_new)
-            previous = self.states.get(tp)
-            self.states[tp] = decision.state
-            if decision.became_leader:
-                self._isr_inputs += 1
-                self.follower_leos[tp] = {}
-                self.follower_incarnations[tp] = {}
-                self.leo_at_previous_fetch[tp] = {}
-                self.last_caught_up_ms[tp] = dict.fromkeys(decision.state.isr, self.now_ms())
-                self.producers.pop(tp, None)
-            if decision.state.role is ReplicaRole.FOLLOWER:
-                self.followed[tp] = _Followed(decision.state.leader, decision.state.leader_epoch)
-                self._fail_pending(tp, NOT_LEADER_OR_FOLLOWER)
-            else:
-                self.followed.pop(tp, None)
-            partition = self.log(tp)
-            if partition is not None and decision.state.role is ReplicaRole.LEADER:
-                with contextlib.suppress(StorageError, OSError):
-                    partition.assign_epoch(decision.state.leader_epoch, partition.log_end_offset)
-                self.advance_hw(tp, partition)
-            self.world.role_changed(self, tp, previous, decision.state)
-        return ControllerResponse(partition_errors=errors)
-
-    def stop_replica(self, request: StopReplicaRequest) -> ControllerResponse:
-        """As ``ReplicaManager.stop_replica``, synchronously."""
-        assert self.manager is not None
-        top = self.fence.check(request.controller_id, request.controller_epoch,
-                               request.broker_epoch)
-        if top != NONE:
-            return ControllerResponse(error_code=top)
-        errors: dict[tuple[str, int], int] = {}
-        for item in request.partitions:
-            tp = TopicPartition(item.topic, item.partition)
-            code = decide_stop_replica(self.states.get(tp), item.leader_epoch,
-                                       replica_offline=self._offline(tp))
-            if code != NONE:
-                errors[(item.topic, item.partition)] = code
-                continue
-            self.states.pop(tp, None)
-            self.followed.pop(tp, None)
-            self._fail_pending(tp, NOT_LEADER_OR_FOLLOWER)
-            if item.delete_partition:
-                self.producers.pop(tp, None)
-                try:
-                    self.manager.delete(tp)
-                except (StorageError, OSError):
-                    errors[(item.topic, item.partition)] = KAFKA_STORAGE_ERROR
-                self.world.replica_deleted(self, tp)
-        return ControllerResponse(partition_errors=errors)
-
-    # --- the leader side -------------------------------------------------------------------
-
-    def _emit(self, tp: TopicPartition, event: ReplicationEvent, **fields: Any) -> None:
-        self._emit_fields(tp, event, fields)
-
-    def _emit_fields(self, tp: TopicPartition, event: ReplicationEvent,
-                     fields: dict[str, Any]) -> None:
-        """As ``TraceEvent.of(..., **fields)``, from a dict (hot: every follower fetch)."""
-        state = self.states.get(tp)
-        role = _ROLE_NAMES[state.role] if state is not None else "NONE"
-        self.sink.emit(TraceEvent(replication.MACHINE, _EVENT_NAMES[event], self.subject(tp),
-                                  role, role, freeze_fields(fields)))
-
-    def _leader(self, tp: TopicPartition, epoch: int | None) -> tuple[int, PartitionLog | None]:
-        state = self.states.get(tp)
-        if state is None:
-            return UNKNOWN_TOPIC_OR_PARTITION, None
-        if state.role is ReplicaRole.OFFLINE:
-            return KAFKA_STORAGE_ERROR, None
-        if state.role is not ReplicaRole.LEADER:
-            return NOT_LEADER_OR_FOLLOWER, None
-        if epoch is not None and epoch != state.leader_epoch:
-            return (FENCED_LEADER_EPOCH if epoch < state.leader_epoch
-                    else UNKNOWN_LEADER_EPOCH), None
-        partition = self.log(tp)
-        if partition is None:
-            return KAFKA_STORAGE_ERROR, None
-        return NONE, partition
-
-    def producer_state(self, tp: TopicPartition, partition: PartitionLog
-                       ) -> PartitionProducerState:
-        """The idempotence state, rebuilt from the log after each change of leadership."""
-        state = self.producers.get(tp)
-        if state is None:
-            state = PartitionProducerState()
-            offset = partition.log_start_offset
-            while offset < partition.log_end_offset:
-                data = read_bytes(partition, offset, 1 << 20)
-                headers = list(rb.iter_batches(data))
-                if not headers:
-                    break
-                for header in headers:
-                    state.replay(header.producer_id, header.producer_epoch,
-                                 first_sequence=header.base_sequence,
-                                 record_count=header.record_count,
-                                 first_offset=header.base_offset, last_offset=header.last_offset)
-                offset = headers[-1].next_offset
-            self.producers[tp] = state
-        return state
-
-    def on_produce(self, source: int, call: ProduceCall) -> None:
-        """An acks=all produce: sequence check, append, answer once the HW passes it."""
-        tp = call.tp
-        error, partition = self._leader(tp, None)
-        if partition is None:
-            self._send(source, ProduceReply(call.request_id, tp, error))
-            return
-        state = self.states[tp]
-        if len(state.isr) < self.world.config.min_insync_replicas:
-            self._send(source, ProduceReply(call.request_id, tp, NOT_ENOUGH_REPLICAS))
-            return
-        header = rb.parse_header(call.batch, 0)
-        try:
-            producers = self.producer_state(tp, partition)
-            verdict = producers.check(header.producer_id, header.producer_epoch,
-                                      header.base_sequence, header.record_count)
-            if verdict.verdict is SequenceVerdict.REJECT:
-                self._send(source, ProduceReply(call.request_id, tp, verdict.error_code))
-                return
-            if verdict.verdict is SequenceVerdict.DUPLICATE:
-                assert verdict.duplicate_of is not None
-                base, last = verdict.duplicate_of.first_offset, verdict.duplicate_of.last_offset
-            else:
-                base, last, _ = drive(partition.append_as_leader(call.batch, state.leader_epoch))
-                self.world.appended(self, tp, partition, base)
-                self._emit(tp, ReplicationEvent.LEADER_APPEND, base_offset=base,
-                           last_offset=last, leader_epoch=state.leader_epoch)
-                producers.record(header.producer_id, header.producer_epoch,
-                                 first_sequence=header.base_sequence,
-                                 record_count=header.record_count, first_offset=base,
-                                 last_offset=last)
-        except (StorageError, OSError):
-            self.after_io()
-            self._send(source, ProduceReply(call.request_id, tp, KAFKA_STORAGE_ERROR))
-            return
-        self.pending.setdefault(tp, []).append(_PendingProduce(
-            source, call.request_id, last, base, self.now_ms() + PRODUCE_TIMEOUT_MS))
-        self.advance_hw(tp, partition)
-        self._complete(tp)
-
-    def _complete(self, tp: TopicPartition) -> None:
-        waiting = self.pending.get(tp)
-        if not waiting:
-            return
-        partition = self.log(tp)
-        state = self.states.get(tp)
-        if partition is None or state is None:
-            return
-        high_watermark = partition.high_watermark
-        now_ms = self.now_ms()
-        kept: list[_PendingProduce] = []
-        for item in waiting:
-            if high_watermark > item.last_offset:
-                enough = len(state.isr) >= self.world.config.min_insync_replicas
-                code = NONE if enough else NOT_ENOUGH_REPLICAS_AFTER_APPEND
-                self._send(item.client, ProduceReply(item.request_id, tp, code,
-                                                     item.base_offset))
-            elif now_ms >= item.deadline_ms:
-                self._send(item.client, ProduceReply(item.request_id, tp, REQUEST_TIMED_OUT))
-            else:
-                kept.append(item)
-        self.pending[tp] = kept
-
-    def _fail_pending(self, tp: TopicPartition, error: int) -> None:
-        for item in self.pending.pop(tp, []):
-            self._send(item.client, ProduceReply(item.request_id, tp, error))
-
-    def advance_hw(self, tp: TopicPartition, partition: PartitionLog) -> None:
-        """The leader's HW: the minimum LEO over the ISR, never decreasing."""
-        state = self.states.get(tp)
-        if state is None or state.role is not ReplicaRole.LEADER:
-            return
-        new = leader_high_watermark(partition.high_watermark, partition.log_end_offset,
-                                    self.follower_leos.get(tp, {}), state.isr, self.id)
-        if new != partition.high_watermark:
-            partition.high_watermark = new
-            self._emit(tp, ReplicationEvent.HW_ADVANCE, high_watermark=new, isr=state.isr)
-            self.world.hw_moved(self, tp, new)
-
-    def on_fetch(self, source: int, call: FetchCall) -> None:
-        """A follower's fetch (records up to the LEO) or a consumer's (up to the HW)."""
-        tp = call.tp
-        consumer = call.replica < 0
-        error, partition = self._leader(tp, None if consumer else call.leader_epoch)
-        if partition is None:
-            self._send(source, FetchReply(call.request_id, tp, error))
-            return
-        if call.offset > partition.log_end_offset or call.offset < partition.log_start_offset:
-            self._send(source, FetchReply(call.request_id, tp, OFFSET_OUT_OF_RANGE,
-                                          high_watermark=partition.high_watermark,
-                                          log_end_offset=partition.log_end_offset))
-            return
-        if not consumer:
-            self.record_follower_fetch(tp, call.replica, call.incarnation, call.offset,
-                                       call.leader_epoch, partition=partition)
-            partition = self.log(tp)
-            if partition is None:
-                self._send(source, FetchReply(call.request_id, tp, KAFKA_STORAGE_ERROR))
-                return
-        limit = partition.high_watermark if consumer else None
-        try:
-            records = b""
-            if call.offset < (limit if limit is not None else partition.log_end_offset):
-                records = read_bytes(partition, call.offset, FETCH_MAX_BYTES, limit)
-        except (StorageError, OSError):
-            self.after_io()
-            self._send(source, FetchReply(call.request_id, tp, KAFKA_STORAGE_ERROR))
-            return
-        self._network.send(self.id, source, FetchReply(
-            call.request_id, tp, NONE, records, partition.high_watermark,
-            partition.log_end_offset))
-
-    def record_follower_fetch(self, tp: TopicPartition, replica: int, incarnation: int,
-                              offset: int, leader_epoch: int = -1, *,
-                              partition: PartitionLog | None = None) -> None:
-        """As ``ReplicaManager.record_follower_fetch`` (a new incarnation starts afresh).
-
-        ``partition``: ``self.log(tp)`` when the caller has just looked it up.
-        """
-        if partition is None:
-            partition = self.log(tp)
-        if partition is None:
-            return
-        now_ms = self._clock.monotonic_ns() // 1_000_000
-        self._isr_inputs += 1
-        incarnations = self.follower_incarnations.setdefault(tp, {})
-        offsets = self.follower_leos.setdefault(tp, {})
-        if incarnations.get(replica, incarnation) != incarnation:
-            offsets.pop(replica, None)
-        incarnations[replica] = incarnation
-        previous = self.leo_at_previous_fetch.setdefault(tp, {})
-        log_end_offset = partition.log_end_offset
-        if offset >= log_end_offset or offset >= previous.get(replica, 2**63):
-            self.last_caught_up_ms.setdefault(tp, {})[replica] = now_ms
-        previous[replica] = log_end_offset
-        fields: dict[str, Any] = {"replica": replica, "fetch_offset": offset}
-        if leader_epoch >= 0:
-            fields["leader_epoch"] = leader_epoch
-        self._emit_fields(tp, ReplicationEvent.FOLLOWER_FETCH, fields)
-        if offsets.get(replica, -1) < offset:
-            offsets[replica] = offset
-            self.advance_hw(tp, partition)
-            self._complete(tp)
-        self.maybe_change_isr(tp)
-
-    def maybe_change_isr(self, tp: TopicPartition) -> None:
-        """Write a new ISR to ZooKeeper when followers caught up or fell behind."""
-        state = self.states.get(tp)
-        if state is None or state.role is not ReplicaRole.LEADER:
-            return
-        isr = state.isr
-        now_ms = self._clock.monotonic_ns() // 1_000_000
-        full = not self._isr_expanded_early
-        if full and isr != state.replicas:
-            for replica in state.replicas:  # (a plain loop: no generator for all())
-                if replica not in isr:
-                    full = False
-                    break
-        if full:
-            # Nobody can join: desired_isr reads neither the HW nor the epoch's start, only the
-            # state, the clock and the catch-up times; with all three as last time, the ISR
-            # stays (the periodic scan runs twice at one instant each step).
-            kept = self._isr_kept.get(tp)
-            if kept is not None and kept[0] is state and kept[1] == now_ms and (
-                    kept[2] == self._isr_inputs):
-                return
-        partition = self.log(tp)
-        if partition is None:
-            return
-        config = self._config
-        if self._isr_expanded_early:
-            high_watermark = epoch_start = 0  # the bug: any follower that fetched once joins
-        elif full:
-            high_watermark = epoch_start = -1
-        else:
-            high_watermark = partition.high_watermark
-            epoch_start = partition.log.epochs.start_offset_of(state.leader_epoch,
-                                                               partition.log_end_offset)
-        wanted = desired_isr(
-            state, high_watermark, follower_log_end_offsets=self.follower_leos.get(tp, {}),
-            last_caught_up_ms=self.last_caught_up_ms.get(tp, {}),
-            now_ms=now_ms, lag_time_max_ms=config.replica_lag_time_max_ms,
-            leader_epoch_start_offset=epoch_start,
-        )
-        if wanted == isr or set(wanted) == set(isr):
-            if full:
-                self._isr_kept[tp] = (state, now_ms, self._isr_inputs)
-            return
-        zk = self.world.zk
-        if not zk.session_alive(self.session):
-            return
-        results = zk.multi(self.session, [
-            SetOp(partition_state_path(tp.topic, tp.partition),
-                  encode_partition_state(state.leader, state.leader_epoch, wanted,
-                                         state.controller_epoch), state.partition_epoch),
-            CreateOp(f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}",
-                     encode_isr_change([(tp.topic, tp.partition)]), sequential=True),
-        ])
-        if multi_error(results) is not None:
-            return  # a stale zkVersion: the controller changed the partition; wait for it
-        result = results[0]
-        assert isinstance(result, SetResult)
-        self.states[tp] = replication.with_isr(state, wanted, result.stat.version)
-        event = (ReplicationEvent.ISR_SHRINK if len(wanted) < len(state.isr)
-                 else ReplicationEvent.ISR_EXPAND)
-        self._emit(tp, event, isr=wanted, partition_epoch=result.stat.version)
-        self.world.isr_written(self, tp, state.isr, wanted)
-        self.world.watch_all("isr")
-        self.advance_hw(tp, partition)
-        self._complete(tp)
-
-    def on_epoch_call(self, source: int, call: EpochCall) -> None:
-        """OffsetForLeaderEpoch (KIP-279)."""
-        error, partition = self._leader(call.tp, call.current_leader_epoch)
-        if partition is None:
-            self._send(source, EpochReply(call.request_id, call.tp, error))
-            return
-        epoch, end_offset = partition.end_offset_for_epoch(call.epoch)
-        self._send(source, EpochReply(call.request_id, call.tp, NONE, end_offset, epoch))
-
-    # --- the follower side -----------------------------------------------------------------
-
-    def tick(self, *, periodic: bool = True) -> None:
-        """Follower fetches; with ``periodic`` also produce timeouts and ISR checks (the
-        leader's ``replica.lag.time.max.ms`` scan)."""
-        now_ms = self._clock.monotonic_ns() // 1_000_000
-        # Which partitions ask now is decided up front: asking for one never changes another's
-        # record, and most ticks ask for none.
-        # (a plain loop: a comprehension is a function call of its own)
-        due: list[TopicPartition] = []
-        for tp, followed in self.followed.items():
-            if not followed.failed and now_ms >= followed.retry_ms and (
-                    followed.in_flight is None or now_ms - followed.sent_ms >= RETRY_MS):
-                due.append(tp)
-        for tp in sorted(due) if len(due) > 1 else due:
-            followed = self.followed[tp]
-            partition = self.log(tp)
-            if partition is None:
-                continue
-            request_id = next(self._request_ids)
-            followed.in_flight, followed.sent_ms = request_id, now_ms
-            if not followed.truncated:
-                if self.policy.asks_leader:
-                    asked = (partition.latest_epoch if followed.ask_epoch is None
-                             else followed.ask_epoch)
-                    self._send(followed.leader, EpochCall(
-                        request_id, self.id, tp, followed.leader_epoch, asked))
-                    continue
-                self._truncate(tp, followed, partition, follower_truncation_offset(
-                    self.policy, log_end_offset=partition.log_end_offset,
-                    log_start_offset=partition.log_start_offset,
-                    high_watermark=partition.high_watermark))
-            self._network.send(self.id, followed.leader, FetchCall(
-                request_id, self.id, self.incarnation, tp, partition.log_end_offset,
-                followed.leader_epoch))
-        if periodic:
-            # (an ISR check changes only its own partition's state, never its role)
-            leading: list[TopicPartition] = []
-            for tp, state in self.states.items():
-                if state.role is ReplicaRole.LEADER:
-                    leading.append(tp)
-            pending = self.pending
-            for tp in sorted(leading) if len(leading) > 1 else leading:
-                self.maybe_change_isr(tp)
-                if pending.get(tp):
-                    self._complete(tp)
-        if self.failed_dirs_seen:
-            self.after_io()
-
-    def _truncate(self, tp: TopicPartition, followed: _Followed, partition: PartitionLog,
-                  step: TruncationStep) -> None:
-        """Truncate where ``step`` says, once the exchange is over (one TRUNCATE event)."""
-        before = partition.log_end_offset
-        high_watermark = partition.high_watermark
-        leader_epoch_end = followed.first_end
-        target = step.offset
-        followed.truncate_at = followed.ask_epoch = followed.first_end = None
-        rounds, followed.rounds = followed.rounds, 0
-        if target < before:
-            partition.truncate_to(target)
-            fields: dict[str, Any] = {"policy": self.policy.value, "log_end_offset": before,
-                                      "truncated_to": target}
-            if leader_epoch_end is not None:
-                fields["leader_epoch_end"] = leader_epoch_end
-                fields["rounds"] = rounds
-            else:
-                fields["high_watermark"] = high_watermark
-            self.sink.emit(TraceEvent.of(
-                replication.MACHINE, ReplicationEvent.TRUNCATE.value, f"{tp}@{self.id}",
-                ReplicaRole.FOLLOWER.value, ReplicaRole.FOLLOWER.value, **fields))
-            self.world.truncated(self, tp, target)
-        partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)
-        followed.truncated = True
-
-    def on_epoch_reply(self, reply: EpochReply) -> None:
-        """The leader's end offset: truncate, then fetch."""
-        followed = self.followed.get(reply.tp)
-        if followed is None or followed.in_flight != reply.request_id:
-            return
-        followed.in_flight = None
-        partition = self.log(reply.tp)
-        if partition is None:
-            return
-        if reply.error != NONE:
-            self._refused(followed, reply.error)
-            return
-        try:
-            leo = partition.log_end_offset
-            if followed.first_end is None:
-                followed.first_end = reply.end_offset
-            step = follower_truncation_offset(
-                self.policy,
-                log_end_offset=leo if followed.truncate_at is None
-                else min(followed.truncate_at, leo),
-                log_start_offset=partition.log_start_offset,
-                high_watermark=partition.high_watermark,
-                leader_epoch_end_offset=reply.end_offset, leader_epoch=reply.leader_epoch,
-                epochs=[(e.epoch, e.start_offset) for e in partition.log.epochs.entries])
-            followed.rounds += 1
-            if step.done or followed.rounds >= MAX_TRUNCATION_ROUNDS:
-                self._truncate(reply.tp, followed, partition, step)
-            else:
-                # KIP-279: the leader answered an epoch this log lacks; ask for an older one.
-                followed.truncate_at, followed.ask_epoch = step.offset, step.ask_epoch
-        except (StorageError, OSError):
-            self.after_io()
-
-    def on_fetch_reply(self, reply: FetchReply) -> None:
-        """Append what the leader sent; the follower's HW follows the leader's."""
-        tp = reply.tp
-        followed = self.followed.get(tp)
-        if followed is None or followed.in_flight != reply.request_id:
-            return
-        followed.in_flight = None
-        partition = self.log(tp)
-        if partition is None:
-            return
-        try:
-            if reply.error == OFFSET_OUT_OF_RANGE and reply.log_end_offset >= 0:
-                if partition.log_end_offset > reply.log_end_offset:
-                    followed.truncated = False
-                    followed.truncate_at = followed.ask_epoch = followed.first_end = None
-                    followed.rounds = 0
-                    self._truncate_to(tp, partition, reply.log_end_offset)
-                return
-            if reply.error != NONE:
-                self._refused(followed, reply.error)
-                return
-            if reply.records:
-                base = partition.log_end_offset
-                drive(partition.append_as_follower(reply.records))
-                self.world.appended(self, tp, partition, base)
-            high_watermark = min(reply.high_watermark, partition.log_end_offset)
-            partition.high_watermark = max(partition.high_watermark, high_watermark)
-        except (StorageError, OSError):
-            self.after_io()
-            followed.failed = True
-
-    def _refused(self, followed: _Followed, error: int) -> None:
-        """The leader refused a follower request. Kafka marks the partition failed only when
-        fenced (a LeaderAndIsr with a newer epoch is on its way); any other refusal (a leader
-        that has not yet heard of its leadership: NOT_LEADER_OR_FOLLOWER, UNKNOWN_*) is asked
-        again after ``replica.fetch.backoff.ms``."""
-        if error == FENCED_LEADER_EPOCH:
-            followed.failed = True
-        else:
-            followed.retry_ms = self.now_ms() + FETCH_BACKOFF_MS
-
-    def _truncate_to(self, tp: TopicPartition, partition: PartitionLog, offset: int) -> None:
-        before = partition.log_end_offset
-        partition.truncate_to(offset)
-        partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)
-        self.sink.emit(TraceEvent.of(
-            replication.MACHINE, ReplicationEvent.TRUNCATE.value, f"{tp}@{self.id}",
-            ReplicaRole.FOLLOWER.value, ReplicaRole.FOLLOWER.value, policy="OUT_OF_RANGE",
-            log_end_offset=before, truncated_to=offset))
-        self.world.truncated(self, tp, offset)
-        self.producers.pop(tp, None)
+            self.step(OtherControllerRequest(source, request_id, request))
 
     def deliver(self, source: int, payload: object) -> None:
         """Dispatch one message addressed to this broker."""
         if not self.alive:
             return
-        if isinstance(payload, FetchCall):
-            self.on_fetch(source, payload)
-        elif isinstance(payload, FetchReply):
-            self.on_fetch_reply(payload)
-        elif isinstance(payload, ProduceCall):
-            self.on_produce(source, payload)
-        elif isinstance(payload, EpochCall):
-            self.on_epoch_call(source, payload)
-        elif isinstance(payload, EpochReply):
-            self.on_epoch_reply(payload)
-        elif isinstance(payload, ControllerCall):
-            self.on_controller_call(source, payload)
-        elif isinstance(payload, ControllerReply) and self.controller is not None:
-            self.controller.on_reply(payload)
+        kind = type(payload)
+        if kind is ProduceCall:
+            call: Any = payload
+            self.step(Produce(source, call.request_id, call.tp, call.batch, -1,
+                              PRODUCE_TIMEOUT_MS))
+        elif kind is ControllerCall:
+            self.on_controller_call(source, payload)  # type: ignore[arg-type]
+        elif kind is ControllerReply:
+            if self.controller is not None:
+                self.controller.on_reply(payload)  # type: ignore[arg-type]
+        else:
+            self.step(payload)
         if self.failed_dirs_seen:
             self.after_io()
 
@@ -1215,4 +669,19 @@ class ControllerNode(ControllerDriver):
             )
 
 
-__all__ = ["CONSUMER_NODE", "PRODUCER_NODE", "ControllerNode", "SimBroker"]
+#: the node's messages, carried by the simulated network (re-exported for the clients)
+read_bytes = read_whole_batches
+
+__all__ = [
+    "CONSUMER_NODE",
+    "PRODUCER_NODE",
+    "ControllerNode",
+    "EpochCall",
+    "EpochReply",
+    "FetchCall",
+    "FetchReply",
+    "ProduceCall",
+    "ProduceReply",
+    "SimBroker",
+    "read_bytes",
+]

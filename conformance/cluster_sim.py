@@ -101,6 +101,7 @@ from impl.trace import TraceEvent
 
 from ._cluster_nodes import (
     CONSUMER_NODE,
+    FETCH_MAX_BYTES,
     PRODUCE_TIMEOUT_MS,
     PRODUCER_NODE,
     RETRY_MS,
@@ -482,7 +483,8 @@ class SimConsumer:
         self._request_ids += 1
         self.in_flight[tp] = (self._request_ids, now_ms)
         self.world.network.send(CONSUMER_NODE, leader, FetchCall(
-            self._request_ids, -1, 0, tp, self.position.get(tp, 0), -1))
+            self._request_ids, -1, 0, tp, self.position.get(tp, 0), -1, FETCH_MAX_BYTES,
+            CONSUMER_NODE))
 
     def on_reply(self, reply: FetchReply) -> None:
         """Check the batches: contiguous, each producer batch once, sequences in order."""

@@ -1,0 +1,383 @@
+"""The broker node's decisions, stepped directly over an in-memory store.
+
+Each test drives :class:`impl.broker.node.BrokerNode` with inputs and checks the effects it
+returns: the shells (trio, simulator) only carry these out, so this is where the replication
+decisions are pinned down.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from impl.broker.node import (
+    Append,
+    Appended,
+    BrokerNode,
+    EpochCall,
+    EpochReply,
+    FetchCall,
+    FetchReply,
+    IsrWritten,
+    LeaderAndIsr,
+    NodeConfig,
+    Produce,
+    ProduceReply,
+    Reply,
+    RoleChanged,
+    Send,
+    StopReplica,
+    Tick,
+    WriteIsr,
+)
+from impl.broker.replication import ReplicaRole
+from impl.controller.requests import (
+    LeaderAndIsrPartitionState,
+    LeaderAndIsrRequest,
+    StopReplicaPartition,
+    StopReplicaRequest,
+)
+from impl.storage import record_batch as rb
+from impl.storage.names import TopicPartition
+from impl.trace import ListTraceSink
+
+TP = TopicPartition("t", 0)
+PRODUCER_ID = 7
+
+
+@dataclass
+class MemLog:
+    """A partition log in memory: whole batches with offsets and epochs assigned."""
+
+    batches: list[bytes] = field(default_factory=list)
+    epochs: list[tuple[int, int]] = field(default_factory=list)
+    high_watermark: int = 0
+    log_start_offset: int = 0
+
+    @property
+    def log_end_offset(self) -> int:
+        return rb.parse_header(self.batches[-1]).next_offset if self.batches else 0
+
+    @property
+    def latest_epoch(self) -> int:
+        return self.epochs[-1][0] if self.epochs else -1
+
+    def assign_epoch(self, epoch: int, start_offset: int) -> None:
+        if not self.epochs or epoch > self.epochs[-1][0]:
+            self.epochs.append((epoch, start_offset))
+
+    def end_offset_for_epoch(self, epoch: int) -> tuple[int, int]:
+        from impl.broker.replication import epoch_end_offset
+        return epoch_end_offset(self.epochs, self.log_end_offset, epoch)
+
+    def append(self, records: bytes, leader_epoch: int | None) -> tuple[int, int]:
+        base = self.log_end_offset
+        if leader_epoch is not None:
+            buffer = bytearray(records)
+            headers = rb.validate_client_records(buffer, 1 << 20)
+            last = rb.assign_offsets(buffer, headers, base, leader_epoch)
+            self.assign_epoch(leader_epoch, base)
+            self.batches.append(bytes(buffer))
+            return base, last
+        last = base
+        for header in rb.iter_batches(records):
+            self.assign_epoch(header.partition_leader_epoch, header.base_offset)
+            last = header.last_offset
+        position = 0
+        while position < len(records):
+            length = int.from_bytes(records[position + 8:position + 12], "big") + 12
+            self.batches.append(records[position:position + length])
+            position += length
+        return base, last
+
+    def truncate(self, offset: int) -> None:
+        self.batches = [b for b in self.batches if rb.parse_header(b).base_offset < offset]
+        self.epochs = [(e, s) for e, s in self.epochs if s < offset]
+        self.high_watermark = min(self.high_watermark, self.log_end_offset)
+
+
+class MemStore:
+    """:class:`impl.broker.node.NodeStore` in memory."""
+
+    def __init__(self) -> None:
+        self.logs: dict[TopicPartition, MemLog] = {}
+        self.offline: set[TopicPartition] = set()
+
+    def log(self, tp: TopicPartition) -> MemLog | None:
+        return None if tp in self.offline else self.logs.get(tp)
+
+    def is_offline(self, tp: TopicPartition) -> bool:
+        return tp in self.offline
+
+    def any_dir_offline(self) -> bool:
+        return bool(self.offline)
+
+    def offline_replicas(self) -> set[TopicPartition]:
+        return self.offline
+
+    def hosted(self) -> list[TopicPartition]:
+        return list(self.logs)
+
+    def create(self, tp: TopicPartition, is_new: bool) -> None:
+        self.logs[tp] = MemLog()
+
+    def delete(self, tp: TopicPartition) -> None:
+        del self.logs[tp]
+
+    def truncate(self, tp: TopicPartition, offset: int) -> None:
+        self.logs[tp].truncate(offset)
+
+    def epoch_entries(self, tp: TopicPartition) -> list[tuple[int, int]]:
+        return list(self.logs[tp].epochs)
+
+    def epoch_start_offset(self, tp: TopicPartition, epoch: int) -> int:
+        for entry, start in self.logs[tp].epochs:
+            if entry == epoch:
+                return start
+        return self.logs[tp].log_end_offset
+
+    def read_bytes(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
+        return b"".join(b for b in self.logs[tp].batches
+                        if rb.parse_header(b).next_offset > offset)
+
+    def read_records(self, tp: TopicPartition, offset: int, max_bytes: int,
+                     max_offset: int | None) -> object:
+        return b"".join(b for b in self.logs[tp].batches
+                        if rb.parse_header(b).next_offset > offset and (
+                            max_offset is None or rb.parse_header(b).base_offset < max_offset))
+
+
+class Harness:
+    """One node, its store and a clock; carries out appends (completions stepped at once)."""
+
+    def __init__(self, broker_id: int = 0, **config: Any) -> None:
+        self.now = 1_000
+        self.store = MemStore()
+        self.trace = ListTraceSink()
+        self.node = BrokerNode(NodeConfig(broker_id, **config), self.store, trace=self.trace,
+                               clock_ms=lambda: self.now)
+        self.node.register(10)
+        self.controller_epoch = 1
+
+    def step(self, event: object) -> list[Any]:
+        """Step and carry out appends; returns every other effect (completions' too)."""
+        effects: list[Any] = []
+        for effect in self.node.step(event):
+            if isinstance(effect, Append):
+                log = self.store.logs[effect.tp]
+                base, last = log.append(effect.records, effect.leader_epoch)
+                effects.extend(self.step(Appended(effect.tp, effect.token, 0, base, last)))
+            else:
+                effects.append(effect)
+        return effects
+
+    def leader_and_isr(self, leader: int, epoch: int, isr: tuple[int, ...],
+                       replicas: tuple[int, ...] = (0, 1, 2), zk_version: int = 0,
+                       controller_epoch: int | None = None) -> list[Any]:
+        state = LeaderAndIsrPartitionState(
+            TP.topic, TP.partition, self.controller_epoch, leader, epoch, isr, zk_version,
+            replicas, is_new=True)
+        return self.step(LeaderAndIsr(99, 1, LeaderAndIsrRequest(
+            99, controller_epoch if controller_epoch is not None else self.controller_epoch,
+            10, (state,), ())))
+
+
+def batch(sequence: int, count: int = 1, producer_epoch: int = 0) -> bytes:
+    return rb.build_batch([b"v%d" % (sequence + i) for i in range(count)],
+                          producer_id=PRODUCER_ID, producer_epoch=producer_epoch,
+                          base_sequence=sequence)
+
+
+def produce_replies(effects: list[Any]) -> list[ProduceReply]:
+    return [e.message for e in effects if isinstance(e, Reply)
+            and isinstance(e.message, ProduceReply)]
+
+
+def fetch_replies(effects: list[Any]) -> list[FetchReply]:
+    return [e.message for e in effects if isinstance(e, Reply)
+            and isinstance(e.message, FetchReply)]
+
+
+def sent(h: Harness) -> Any:
+    """The one request a tick sends."""
+    (request,) = [e.message for e in h.step(Tick()) if isinstance(e, Send)]
+    return request
+
+
+def follower_fetch(h: Harness, replica: int, offset: int, epoch: int) -> list[Any]:
+    return h.step(FetchCall(5, replica, 1, TP, offset, epoch))
+
+
+def test_acks_all_waits_for_the_isr_then_answers() -> None:
+    h = Harness(min_insync_replicas=2)
+    h.leader_and_isr(0, 1, (0, 1))
+    assert produce_replies(h.step(Produce(50, 1, TP, batch(0, 2), -1, 1_000))) == []
+    # the follower fetches from 2: its LEO reaches the batch, the HW passes it
+    replies = produce_replies(follower_fetch(h, 1, 2, 1))
+    assert [(r.request_id, r.error, r.base_offset) for r in replies] == [(1, 0, 0)]
+    assert h.store.logs[TP].high_watermark == 2
+
+
+def test_not_enough_replicas_before_and_after_the_append() -> None:
+    h = Harness(min_insync_replicas=2)
+    h.leader_and_isr(0, 1, (0,))
+    assert produce_replies(h.step(Produce(50, 1, TP, batch(0), -1, 1_000)))[0].error == 19
+    h.leader_and_isr(0, 1, (0, 1), zk_version=1)
+    assert produce_replies(h.step(Produce(50, 2, TP, batch(0), -1, 1_000))) == []
+    # the ISR shrinks to the leader before the follower fetched: the HW passes the batch with
+    # one copy, fewer than min.insync.replicas (Kafka's checkEnoughReplicasReachOffset)
+    effects = h.step(IsrWritten(TP, (0,), 2))
+    assert [r.error for r in produce_replies(effects)] == [20]
+
+
+def test_acks_all_times_out_on_a_periodic_tick() -> None:
+    h = Harness()
+    h.leader_and_isr(0, 1, (0, 1))
+    h.step(Produce(50, 1, TP, batch(0), -1, 30))
+    h.now += 31
+    assert [r.error for r in produce_replies(h.step(Tick()))] == [7]
+
+
+def test_fetch_epoch_fence() -> None:
+    h = Harness()
+    h.leader_and_isr(0, 5, (0, 1))
+    assert fetch_replies(follower_fetch(h, 1, 0, 4))[0].error == 74  # FENCED_LEADER_EPOCH
+    assert fetch_replies(follower_fetch(h, 1, 0, 6))[0].error == 75  # UNKNOWN_LEADER_EPOCH
+    assert fetch_replies(follower_fetch(h, 1, 0, 5))[0].error == 0
+    assert fetch_replies(follower_fetch(h, 1, 3, 5))[0].error == 1  # past the LEO
+
+
+def test_isr_shrinks_after_the_lag_bound_and_expands_per_kip_320() -> None:
+    h = Harness(replica_lag_time_max_ms=100)
+    h.leader_and_isr(0, 1, (0, 1), replicas=(0, 1))
+    h.now += 101
+    writes = [e for e in h.step(Tick()) if isinstance(e, WriteIsr)]
+    assert [(w.isr, w.partition_epoch) for w in writes] == [((0,), 0)]
+    assert [e for e in h.step(Tick()) if isinstance(e, WriteIsr)] == []  # one write in flight
+    h.step(IsrWritten(TP, (0,), 1))
+    assert h.node.states[TP].isr == (0,)
+    # a new epoch starts at 0 here, so a follower at the HW may join
+    h.step(Produce(50, 1, TP, batch(0), 1, 1_000))
+    writes = [e for e in follower_fetch(h, 1, 1, 1) if isinstance(e, WriteIsr)]
+    assert [w.isr for w in writes] == [(0, 1)]
+
+
+def test_kip_320_rule_4_keeps_a_follower_below_the_epoch_start_out() -> None:
+    h = Harness()
+    h.leader_and_isr(0, 1, (0,), replicas=(0, 1))
+    h.step(Produce(50, 1, TP, batch(0, 3), 1, 1_000))  # epoch 1: offsets 0..2
+    h.leader_and_isr(0, 2, (0,), replicas=(0, 1), zk_version=1)  # epoch 2 starts at 3
+    # the HW is 3 (ISR = leader); a follower at 2 has reached neither
+    assert [e for e in follower_fetch(h, 1, 2, 2) if isinstance(e, WriteIsr)] == []
+    assert [e.isr for e in follower_fetch(h, 1, 3, 2) if isinstance(e, WriteIsr)] == [(0, 1)]
+
+
+def test_stale_controller_epoch_is_fenced_and_changes_nothing() -> None:
+    h = Harness()
+    h.controller_epoch = 3
+    h.leader_and_isr(0, 1, (0,))
+    effects = h.leader_and_isr(1, 2, (1,), controller_epoch=2)
+    (reply,) = [e for e in effects if isinstance(e, Reply)]
+    assert reply.message[1].error_code == 11
+    assert h.node.states[TP].role is ReplicaRole.LEADER
+
+
+def test_queued_produce_waits_for_the_append_in_flight() -> None:
+    h = Harness()
+    h.leader_and_isr(0, 1, (0,))
+    (first,) = h.node.step(Produce(50, 1, TP, batch(0), 1, 1_000))
+    assert isinstance(first, Append)
+    assert h.node.step(Produce(50, 2, TP, batch(1), 1, 1_000)) == []  # queued, not checked
+    log = h.store.logs[TP]
+    base, last = log.append(first.records, 1)
+    effects = h.node.step(Appended(TP, first.token, 0, base, last))
+    replies = [e for e in effects if isinstance(e, Reply)]
+    appends = [e for e in effects if isinstance(e, Append)]
+    assert [r.message.request_id for r in replies] == [1]
+    assert len(appends) == 1  # the second batch is checked after the first was recorded
+
+
+def test_follower_truncates_by_leader_epoch_then_fetches_and_follows_the_hw() -> None:
+    h = Harness(broker_id=1)
+    h.leader_and_isr(1, 1, (1,))
+    for sequence in range(3):  # offsets 0..2 in epoch 1, unreplicated
+        h.step(Produce(50, sequence, TP, batch(sequence), 1, 1_000))
+    h.leader_and_isr(0, 2, (0, 1), zk_version=1)
+    (ask,) = [e for e in h.step(Tick()) if isinstance(e, Send)]
+    assert isinstance(ask.message, EpochCall)
+    assert ask.message.epoch == 1
+    # the new leader holds epoch 1 only up to offset 1
+    h.step(EpochReply(ask.message.request_id, TP, 0, 1, 1))
+    assert h.store.logs[TP].log_end_offset == 1
+    assert [e.event for e in h.trace if e.event == "TRUNCATE"] == ["TRUNCATE"]
+    (fetch,) = [e for e in h.step(Tick()) if isinstance(e, Send)]
+    assert isinstance(fetch.message, FetchCall)
+    assert fetch.message.offset == 1
+    leader = MemLog()
+    leader.append(batch(0, 1), 1)
+    leader.append(batch(10, 2), 2)
+    records = b"".join(leader.batches[1:])
+    h.step(FetchReply(fetch.message.request_id, TP, 0, records, 2, 3))
+    log = h.store.logs[TP]
+    assert log.log_end_offset == 3
+    assert log.high_watermark == 2  # min(leader's HW, own LEO)
+
+
+def test_offset_out_of_range_without_the_leaders_leo_truncates_again() -> None:
+    h = Harness(broker_id=1)
+    h.leader_and_isr(0, 2, (0, 1))
+    ask = sent(h)
+    h.step(EpochReply(ask.request_id, TP, 0, -1, -1))
+    fetch = sent(h)
+    assert isinstance(fetch, FetchCall)
+    h.step(FetchReply(fetch.request_id, TP, 1))  # OFFSET_OUT_OF_RANGE, no LEO (the wire's)
+    again = sent(h)
+    assert isinstance(again, EpochCall)  # Kafka truncates/resets; never a retry loop
+
+
+def test_fenced_follower_waits_for_leader_and_isr() -> None:
+    h = Harness(broker_id=1)
+    h.leader_and_isr(0, 2, (0, 1))
+    ask = sent(h)
+    h.step(EpochReply(ask.request_id, TP, 74))
+    h.now += 10_000
+    assert [e for e in h.step(Tick()) if isinstance(e, Send)] == []
+    h.leader_and_isr(0, 3, (0, 1), zk_version=1)
+    assert [e for e in h.step(Tick()) if isinstance(e, Send)] != []
+
+
+def test_idempotent_producer_survives_a_leader_follower_leader_bounce() -> None:
+    """Kafka rebuilds the producer state on every change of role: a cache kept from the first
+    leadership refuses the next batch as OUT_OF_ORDER_SEQUENCE_NUMBER."""
+    h = Harness(broker_id=0)
+    h.leader_and_isr(0, 1, (0,))
+    assert produce_replies(h.step(Produce(50, 1, TP, batch(0, 2), 1, 1_000)))[0].error == 0
+    # broker 1 leads epoch 2 and takes sequences 2..3; this broker follows and copies them
+    h.leader_and_isr(1, 2, (0, 1), zk_version=1)
+    ask = sent(h)
+    h.step(EpochReply(ask.request_id, TP, 0, 2, 1))
+    fetch = sent(h)
+    other = MemLog()
+    other.append(batch(0, 2), 1)
+    other.append(batch(2, 2), 2)
+    h.step(FetchReply(fetch.request_id, TP, 0, other.batches[1], 4, 4))
+    assert h.store.logs[TP].log_end_offset == 4
+    # leader again: the next batch continues at sequence 4
+    h.leader_and_isr(0, 3, (0,), zk_version=2)
+    (reply,) = produce_replies(h.step(Produce(50, 2, TP, batch(4), 1, 1_000)))
+    assert (reply.error, reply.base_offset) == (0, 4)
+    # and a retry of the batch the other leader took is a duplicate, not a second copy
+    (dup,) = produce_replies(h.step(Produce(50, 3, TP, batch(2, 2), 1, 1_000)))
+    assert (dup.error, dup.base_offset) == (0, 2)
+    assert h.store.logs[TP].log_end_offset == 5
+
+
+def test_stop_replica_fails_waiting_produces_and_reports_the_role() -> None:
+    h = Harness()
+    h.leader_and_isr(0, 1, (0, 1))
+    h.step(Produce(50, 1, TP, batch(0), -1, 1_000))
+    effects = h.step(StopReplica(99, 2, StopReplicaRequest(99, 1, 10, (
+        StopReplicaPartition(TP.topic, TP.partition, 1, True),))))
+    assert [r.error for r in produce_replies(effects)] == [6]
+    assert any(isinstance(e, RoleChanged) and e.state is None for e in effects)
+    assert TP not in h.store.logs
