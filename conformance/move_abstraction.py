@@ -142,8 +142,11 @@ class MoveAbstraction:
 
     def _previous(self, event: TraceEvent) -> _Reported:
         last = self._last.get(event.subject)
-        if last is not None:
+        if last is not None and not (event.state_before == "NONE" and last.state != "NONE"):
             return last
+        # First event, or the machine starts afresh: the replica was deleted (StopReplica, a
+        # reassignment moving it away) and created again since, which the move trace does not
+        # show; what the event reports is all there is.
         fields = event.fields
         return _Reported(
             state=event.state_before,

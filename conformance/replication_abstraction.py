@@ -10,9 +10,12 @@ the leader's ISR and the fetch offsets it recorded; ZooKeeper's leader, epoch an
 events revealed them; the committed prefix, i.e. the longest log a leader ever exposed below its
 HW), and before each event it builds the model state from the mirror:
 
-* **Replicas by order.** Brokers become model replicas 0, 1, 2 in order of the partition's
+* **Replicas by order.** Brokers become model replicas 0, 1, 2, ... in order of the partition's
   ``replicas`` field when an event carries it, else in order of first appearance (the subject's
-  broker, a leader, ISR members, a fetching replica). A fourth replica is refused (unmapped).
+  broker, a leader, ISR members, a fetching replica). The model is proved on three replicas; a
+  partition that has had more (a reassignment across four or more brokers: during one, old and
+  new replicas are assigned together) is replayed in the same model definitions built over as
+  many replicas (``model.replication.build``'s ``replicas`` flag), from its next event on.
 * **Offsets by cuts.** Each event picks two cut offsets ``c1 < c2`` among the offsets that matter
   for it (an append's base and end, an HW's old and new value, a fetch offset and the leader's
   LEO, a truncation point and the committed length, ...). An offset ``p`` becomes 0 below
@@ -105,6 +108,7 @@ __sans_io__ = True
 
 MACHINE = "replication"
 #: Model bounds (``model.replication``).
+#: the fewest replicas a model instance has (the proved bound)
 _REPLICAS = 3
 _SLOTS = 2
 _MAX_EPOCH = 3
@@ -274,11 +278,14 @@ class _Partition:
 
     def index(self, broker: int) -> int:
         if broker not in self.replicas:
-            if len(self.brokers) >= _REPLICAS:
-                raise ValueError(f"replica {broker} is a fourth replica: the model has three")
             self.brokers.append(broker)
             self.replicas[broker] = _Replica()
         return self.brokers.index(broker)
+
+    @property
+    def width(self) -> int:
+        """The replicas of the model instance this partition is replayed in."""
+        return max(_REPLICAS, len(self.brokers))
 
     def replica(self, broker: int) -> _Replica:
         self.index(broker)
@@ -375,6 +382,10 @@ class ReplicationAbstraction:
         self._initial = initial
         self._roles = roles
         self.policy = policy
+        #: the width of ``_model`` / ``_initial`` (the instance of the event being checked)
+        self._width = _REPLICAS
+        #: width -> (model, initial state); wider instances are built when a partition needs one
+        self._widths: dict[int, tuple[ExecutableModel, Any]] = {_REPLICAS: (model, initial)}
         self._partitions: dict[str, _Partition] = {}
         #: the partition and plan of the event being checked, and whether the plan came from
         #: the follower-fetch memo
@@ -396,6 +407,15 @@ class ReplicationAbstraction:
     def model(self) -> ExecutableModel:
         """The model events are replayed in."""
         return self._model
+
+    def _use(self, width: int) -> None:
+        """Replay the next event in the instance of ``width`` replicas (built once)."""
+        found = self._widths.get(width)
+        if found is None:
+            model, initial, _ = shared_model(POLICIES[self.policy], width)
+            found = self._widths[width] = (model, initial)
+        self._model, self._initial = found
+        self._width = width
 
     def instance_key(self, event: TraceEvent) -> str:
         """One model instance per partition: the subject without its ``@broker``."""
@@ -422,12 +442,16 @@ class ReplicationAbstraction:
             memo_key = (event.subject, tuple(event.fields.items()))
             hit = part.memo.get(memo_key)
             if hit is not None:
+                if part.width != self._width:
+                    self._use(part.width)
                 self._current = (part, hit[0], True)
                 return hit[1]
         known = len(part.brokers)
         plan = self._plan(part, event)
         if len(part.brokers) != known:
             part.memo.clear()
+        if part.width != self._width:
+            self._use(part.width)
         built = self._build(part, plan)
         if memo_key is not None and plan.cacheable:
             part.memo[memo_key] = (plan, built)
@@ -525,7 +549,7 @@ class ReplicationAbstraction:
         pending = [b for b, replica in part.replicas.items()
                    if replica.pending and replica.leader == r and replica.epoch == epoch]
         plan = _Plan(
-            actions=(_action("become_leader", r=part.index(r)),
+            actions=(*self._revived(me, part.index(r)), _action("become_leader", r=part.index(r)),
                      *(_action("become_follower", r=part.index(b)) for b in pending)),
             epoch_limit=_MAX_EPOCH - 1,
             zk=(part.zk_leader, zk_before, old_isr),
@@ -593,7 +617,8 @@ class ReplicationAbstraction:
         if not (lead.role == "LEADER" and lead.epoch == epoch):
             # The leader has not taken the role yet: the model's become_follower waits for it.
             return _Plan(commit=lambda: follow(True, leader))
-        plan = _Plan(actions=(_action("become_follower", r=part.index(f)),),
+        plan = _Plan(actions=(*self._revived(me, part.index(f)),
+                              _action("become_follower", r=part.index(f))),
                      zk=(leader, epoch, part.zk_isr if part.zk_epoch == epoch else isr),
                      involved=(f, leader))
         my_leo = leo if leo is not None else me.leo
@@ -604,6 +629,15 @@ class ReplicationAbstraction:
         plan.cuts = self._truncation_cuts(point, part.committed_len, max(my_leo, lead.leo))
         plan.commit = lambda: follow(False, leader)
         return plan
+
+    def _revived(self, me: _Replica, index: int) -> tuple[ModelAction, ...]:
+        """``restart`` when a LeaderAndIsr reaches a replica last seen crashed: its broker
+        restarted without it (its dir had failed, or it was no longer assigned there), so no
+        RESTART was reported for it."""
+        if me.live:
+            return ()
+        self.inferred["LeaderAndIsr of a replica its broker restarted without"] += 1
+        return (_action("restart", r=index),)
 
     def _truncation_point(self, me: _Replica, lead: _Replica, leo: int, hw: int) -> int:
         if self.policy == "HIGH_WATERMARK":
@@ -840,17 +874,19 @@ class ReplicationAbstraction:
     # --- building the model state -------------------------------------------------------------
 
     def _isr_array(self, part: _Partition, isr: Sequence[int]) -> Any:
+        if part.width != self._width:
+            self._use(part.width)
         template = self._initial.zk_isr
         values = [index < len(part.brokers) and part.brokers[index] in isr
-                  for index in range(_REPLICAS)]
+                  for index in range(part.width)]
         return _array(template, "zk_isr", values)
 
     def _build(self, part: _Partition, plan: _Plan) -> Any:
         """The model state abstracting the mirror under ``plan`` (interned by its key).
 
         The hot path of the checker (every event that misses the follower-fetch memo): one pass
-        over the three replicas with the offset map inlined; the reference for what it computes
-        is the definition of the key in the module docstring.
+        over the replicas with the offset map inlined (unrolled for the usual three); the
+        reference for what it computes is the definition of the key in the module docstring.
         """
         c1, c2 = plan.cuts
         zk = plan.zk
@@ -859,6 +895,9 @@ class ReplicationAbstraction:
         )
         brokers = part.brokers
         count = len(brokers)
+        wide = count > _REPLICAS
+        no_isr, no_remote = (_NO_ISR, _NO_REMOTE) if not wide else (
+            (False,) * count, (-1,) * count)
         replicas = part.replicas
         roles, epochs_of, leaders_of = plan.roles, plan.epochs, plan.leaders
         leos_of, hws_of, isrs_of = plan.leos, plan.hws, plan.isrs
@@ -905,13 +944,18 @@ class ReplicationAbstraction:
                 isr = isrs_of.get(broker, replica.isr) if isrs_of else replica.isr
                 local = _flags(brokers, isr)
                 fetched = replica.remote.get
-                remote = (
-                    -1 if index == 0 else _off(fetched(brokers[0], -1), c1, c2),
-                    -1 if index == 1 or count < 2 else _off(fetched(brokers[1], -1), c1, c2),
-                    -1 if index == 2 or count < 3 else _off(fetched(brokers[2], -1), c1, c2),
-                )
+                if wide:
+                    remote = tuple(-1 if other == index else _off(fetched(brokers[other], -1),
+                                                                  c1, c2)
+                                   for other in range(count))
+                else:
+                    remote = (
+                        -1 if index == 0 else _off(fetched(brokers[0], -1), c1, c2),
+                        -1 if index == 1 or count < 2 else _off(fetched(brokers[1], -1), c1, c2),
+                        -1 if index == 2 or count < 3 else _off(fetched(brokers[2], -1), c1, c2),
+                    )
             else:
-                local, remote = _NO_ISR, _NO_REMOTE
+                local, remote = no_isr, no_remote
             start = replica.epoch_start
             start = min(start, leo)
             rows.append((role, epoch, brokers.index(followed) if followed in brokers else 0,
@@ -927,6 +971,9 @@ class ReplicationAbstraction:
         if committed1 is not None:
             epochs.add(committed1)
         rank = _ranks(epochs, others, plan.epoch_limit)
+        if len(epochs) > plan.epoch_limit:
+            rows = self._demote_merged_leaders(rows, rank, brokers, keep=(*involved, zk_leader),
+                                               blank=(no_isr, no_remote))
         ranked = tuple([
             (role, rank[epoch] or 1, leader, rank[slot0], rank[slot1], leo, hw, start, local,
              remote, live)
@@ -953,6 +1000,33 @@ class ReplicationAbstraction:
             built = _STATES[key] = _BY_VALUE.setdefault(state, state)
         return built
 
+    def _demote_merged_leaders(
+        self, rows: list[tuple[Any, ...]], rank: Mapping[float | None, int], brokers: list[int],
+        *, keep: tuple[int, ...], blank: tuple[tuple[bool, ...], tuple[int, ...]],
+    ) -> list[tuple[Any, ...]]:
+        """When old epochs were merged into one rank, two stale leaders of different epochs
+        would lead in one abstract epoch (a false LEADER_UNIQUE). A leader the event is not
+        about and that is not ZooKeeper's (a replica deposed or removed by a reassignment whose
+        LeaderAndIsr or StopReplica has not reached it) is then shown OFFLINE: what it may
+        still do is checked at its own events, where it is involved. ``keep``: the brokers never
+        demoted (the event's, ZooKeeper's leader); ``blank``: a non-leader's ISR and fetch
+        offsets."""
+        seen: dict[int, set[float]] = {}
+        for row in rows:
+            if row[0] == "LEADER":
+                seen.setdefault(rank[row[1]], set()).add(row[1])
+        clashing = {value for value, concrete in seen.items() if len(concrete) > 1}
+        if not clashing:
+            return rows
+        out = []
+        for index, row in enumerate(rows):
+            if row[0] == "LEADER" and rank[row[1]] in clashing and brokers[index] not in keep:
+                self.inferred["a stale leader shown OFFLINE where old epochs merged"] += 1
+                out.append(("OFFLINE", *row[1:8], *blank, row[10]))
+            else:
+                out.append(row)
+        return out
+
     @staticmethod
     def _resolve(item: tuple[str, str, Any, Any], plan: _Plan, c1: int,
                  c2: int) -> tuple[str, str, Any, Any]:
@@ -965,7 +1039,7 @@ class ReplicationAbstraction:
         zk_leader, zk_epoch, zk_isr, rows, committed_len, committed0, committed1 = key
         initial = self._initial
         role_of = {"LEADER": self._roles.LEADER, "FOLLOWER": self._roles.FOLLOWER}
-        replicas = range(_REPLICAS)
+        replicas = range(len(rows))
         log: dict[tuple[int, int], int] = {}
         local: dict[tuple[int, int], bool] = {}
         remote: dict[tuple[int, int], int] = {}
@@ -1049,6 +1123,8 @@ def _off(offset: int, c1: int, c2: int) -> int:
 def _flags(brokers: list[int], members: Sequence[int]) -> tuple[bool, ...]:
     """Which model replicas are among ``members``."""
     count = len(brokers)
+    if count > _REPLICAS:
+        return tuple(broker in members for broker in brokers)
     return (count > 0 and brokers[0] in members, count > 1 and brokers[1] in members,
             count > 2 and brokers[2] in members)
 #: abstract key -> model state; (variable, values) -> array (pure functions' caches)
@@ -1114,21 +1190,28 @@ class _SafetyOnly:
         return [name for name, _ in self._safety if not self._model.holds(state, name)]
 
 
-_SHARED: dict[str, tuple[MemoizedModel, Any, Any]] = {}
+_SHARED: dict[tuple[str, int], tuple[MemoizedModel, Any, Any]] = {}
 
 
-def shared_model(variant: str = "shipped") -> tuple[MemoizedModel, Any, Any]:
-    """The replication model of ``variant`` (memoized, safety invariants only), its initial
-    state and its ``ReplicaRole`` enum, built once per process (a pure function's cache)."""
-    if variant not in _SHARED:
+def shared_model(variant: str = "shipped",
+                 replicas: int = _REPLICAS) -> tuple[MemoizedModel, Any, Any]:
+    """The replication model of ``variant`` over ``replicas`` replicas (memoized, safety
+    invariants only), its initial state and its ``ReplicaRole`` enum, built once per process (a
+    pure function's cache)."""
+    key = (variant, replicas)
+    if key not in _SHARED:
+        from dataclasses import replace  # noqa: PLC0415 (with the optional layer)
+
         from model import replication as model_module  # noqa: PLC0415 (optional layer)
 
         definition = model_module.MODELS[0]
         chosen = next(v for v in definition.variants if v.name == variant)
+        if replicas != _REPLICAS:
+            chosen = replace(chosen, flags={**chosen.flags, "replicas": replicas})
         model = definition.build(chosen)
-        _SHARED[variant] = (MemoizedModel(_SafetyOnly(model)), model.initial_states()[0],
-                            model_module.ReplicaRole)
-    return _SHARED[variant]
+        _SHARED[key] = (MemoizedModel(_SafetyOnly(model)), model.initial_states()[0],
+                        model_module.ReplicaRole)
+    return _SHARED[key]
 
 
 def replication_abstraction(policy: str = "LEADER_EPOCH") -> ReplicationAbstraction:

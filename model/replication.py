@@ -70,8 +70,10 @@ class TruncationPolicy(enum.Enum):
     LEADER_EPOCH = "LEADER_EPOCH"  #: KIP-101 OffsetForLeaderEpoch (KIP-279 v1 when shipped)
 
 
+#: How many replicas the partition has (the proofs' bound; see ``build``'s ``replicas`` flag).
+REPLICA_COUNT = 3
 #: Replica (broker) ids of the partition.
-REPLICAS = range(3)
+REPLICAS = range(REPLICA_COUNT)
 #: Log slots: offsets ``0 .. MAX_LOG - 1``.
 MAX_LOG = 2
 OFFSETS = range(MAX_LOG)
@@ -106,8 +108,8 @@ LOG_LEMMAS = ("LEADER_UNIQUE", "EPOCH_BOUND", "LOG_SHAPE", "LEADER_OWNS_EPOCH", 
               "LOG_MATCHING")
 
 
-def _ordered_pairs() -> list[tuple[int, int]]:
-    return [(a, b) for a in REPLICAS for b in REPLICAS if a < b]
+def _ordered_pairs(replicas: range = REPLICAS) -> list[tuple[int, int]]:
+    return [(a, b) for a in replicas for b in replicas if a < b]
 
 
 def build(variant: Variant) -> Model:
@@ -121,6 +123,9 @@ def build(variant: Variant) -> Model:
         power_failure: a crash may lose the replica's unflushed suffix above its HW (``False``).
         rule4: KIP-320 rule 4, ISR expansion only once the leader's HW reached its epoch start
             (``True``).
+        replicas: how many replicas (3). The proofs and the known-bad variants use three; the
+            trace checker builds the same definitions over as many replicas as a simulated
+            partition has had (a reassignment across four or more brokers), to replay it.
     """
     flags = variant.flags
     policy: TruncationPolicy = flags.get("policy", TruncationPolicy.LEADER_EPOCH)
@@ -128,10 +133,12 @@ def build(variant: Variant) -> Model:
     unclean: bool = flags.get("unclean", False)
     power_failure: bool = flags.get("power_failure", False)
     rule4: bool = flags.get("rule4", True)
+    REPLICAS = range(flags.get("replicas", REPLICA_COUNT))  # noqa: N806 (shadows the default)
+    count = "three" if len(REPLICAS) == REPLICA_COUNT else str(len(REPLICAS))
 
     m = Model(
         "replication",
-        "one partition on three replicas: leader epochs, HW, ISR, truncation "
+        f"one partition on {count} replicas: leader epochs, HW, ISR, truncation "
         "(design V3, KIP-101/279/320)",
         int_bits=INT_BITS,
     )
@@ -448,7 +455,7 @@ def build(variant: Variant) -> Model:
         """At most one replica believes it leads in any one epoch."""
         return o.And(*[
             o.Not(o.And(is_leader(o, s, a), is_leader(o, s, b), s.epoch[a] == s.epoch[b]))
-            for a, b in _ordered_pairs()
+            for a, b in _ordered_pairs(REPLICAS)
         ])
 
     @m.lemma("EPOCH_BOUND")
@@ -466,7 +473,7 @@ def build(variant: Variant) -> Model:
     def log_matching(o: Ops, s: State) -> Term:
         """Logs that hold the same epoch at an offset hold the same epochs below it."""
         parts: list[Term] = []
-        for a, b in _ordered_pairs():
+        for a, b in _ordered_pairs(REPLICAS):
             for i in OFFSETS:
                 if i == 0:
                     continue
