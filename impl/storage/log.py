@@ -22,6 +22,7 @@ recovery rebuilds it with the offset index.
 
 from __future__ import annotations
 
+import logging
 import struct
 from dataclasses import dataclass, field
 
@@ -47,7 +48,11 @@ from impl.storage.names import (
     segment_timeindex_name,
 )
 
+_LOG = logging.getLogger(__name__)
 _INDEX_ENTRY = struct.Struct(">ii")
+#: Index entries hold int32 offsets relative to the segment base and int32 positions: a segment
+#: rolls before either would overflow (Kafka's ``LogSegment.canConvertToRelativeOffset``).
+MAX_RELATIVE = (1 << 31) - 1
 _PEEK = struct.Struct(">qi")  # baseOffset, batchLength
 _SCAN_BLOCK_BYTES = 1 << 20
 _HEADER_TAIL = struct.Struct(">i")  # lastOffsetDelta at byte 23
@@ -270,8 +275,15 @@ class Log:
             log.segments.append(segment)
             if not trusted:
                 recovering = True
-            if segment.size < disk.size(segment.log_path):
+            file_size = disk.size(segment.log_path)
+            if segment.size < file_size:
                 # torn or corrupt tail: cut here and drop every later segment
+                _LOG.warning(
+                    "%s: recovery cut segment %s at byte %d (offset %d): %d bytes removed, "
+                    "%d later segment(s) deleted",
+                    log.path, segment_log_name(base), segment.size, segment.next_offset,
+                    file_size - segment.size, len(bases) - position - 1,
+                )
                 disk.truncate(segment.log_path, segment.size)
                 disk.fsync(segment.log_path)
                 for later in bases[position + 1 :]:
@@ -403,6 +415,11 @@ class Log:
             return False
         if file_position != segment.size:
             return False
+        if (
+            header.last_offset - segment.base_offset > MAX_RELATIVE
+            or file_position + header.size_in_bytes > MAX_RELATIVE
+        ):
+            return False  # unindexable: written before segments rolled ahead of an overflow
         if build_index and segment.bytes_since_index_entry >= self.config.index_interval_bytes:
             segment.index.append((header.base_offset, file_position))
             segment.bytes_since_index_entry = 0
@@ -462,64 +479,109 @@ class Log:
 
     # --- appends ----------------------------------------------------------------------------
 
-    def maybe_roll(self, incoming_bytes: int) -> None:
-        """Roll to a new segment at the LEO if the active one is full or old (and non-empty)."""
+    def maybe_roll(
+        self, incoming_bytes: int, last_offset: int | None = None, first_offset: int | None = None
+    ) -> None:
+        """Roll to a new segment if the active one is full or old (and non-empty), or if
+        ``last_offset`` (the incoming batches' last) would not fit an index entry's int32 offset
+        relative to the segment base: then the new segment starts at ``first_offset`` (the
+        incoming first offset, which a follower's batches may put past the LEO), as Kafka rolls
+        at the appended batch's offset."""
         active = self.active
+        overflow = last_offset is not None and last_offset - active.base_offset > MAX_RELATIVE
+        if overflow:
+            base = self.log_end_offset if first_offset is None else first_offset
+            if active.size == 0:
+                # an empty active segment is replaced by one at the batch's offset
+                self.segments.pop()
+                self._delete_segment_files(active.base_offset)
+                self._new_segment(base)
+                self.disk.fsync_dir(self.path)
+            else:
+                self.roll(base)
+            return
         if active.size == 0:
             return
         log_config = self.log_config
-        too_big = active.size + incoming_bytes > log_config.segment_bytes
+        too_big = active.size + incoming_bytes > min(log_config.segment_bytes, MAX_RELATIVE)
         too_old = self.clock.wall_ms() - active.created_ms >= log_config.segment_ms
         if too_big or too_old:
             self.roll()
 
-    def roll(self) -> Segment:
-        """Start a new segment at the LEO; the old one is fsynced (it will never change)."""
+    def roll(self, base_offset: int | None = None) -> Segment:
+        """Start a new segment at the LEO (or at ``base_offset``, at or past it); the old one is
+        fsynced (it will never change)."""
+        base = self.log_end_offset if base_offset is None else base_offset
+        assert base >= self.log_end_offset, (base, self.log_end_offset)
         old = self.active
         self.disk.fsync(old.log_path)
         self.disk.fsync(old.index_path)
         old.durable_size = old.size
-        segment = self._new_segment(self.log_end_offset)
+        segment = self._new_segment(base)
         self.disk.fsync_dir(self.path)
         self.recovery_point = max(self.recovery_point, old.next_offset)
         return segment
 
     def append(self, records: bytes | bytearray, headers: list[rb.BatchHeader]) -> None:
-        """Append whole, validated batches whose offsets are already assigned."""
+        """Append whole, validated batches whose offsets are already assigned.
+
+        Everything that can be refused is decided before a byte is written; if writing the index
+        fails after the batches were written, the segment file is cut back to its previous size,
+        so a failed append leaves the log byte-identical (or the error takes the dir offline).
+        """
         assert headers, "append of no batch"
         assert headers[0].base_offset >= self.log_end_offset, (headers[0], self.log_end_offset)
-        self.maybe_roll(len(records))
+        self.maybe_roll(len(records), headers[-1].last_offset, headers[0].base_offset)
         segment = self.active
-        position = self.disk.append(segment.log_path, bytes(records))
-        assert position == segment.size, (position, segment.size, segment.log_path)
+        start = segment.size
+        assert headers[-1].last_offset - segment.base_offset <= MAX_RELATIVE, (headers[-1], segment)
+        assert start + len(records) <= MAX_RELATIVE or start == 0, (start, len(records))
         new_entries: list[tuple[int, int]] = []
         time_entries: list[tuple[int, int]] = []
+        since_entry = segment.bytes_since_index_entry
+        max_timestamp = segment.max_timestamp
         for header in headers:
-            if segment.bytes_since_index_entry >= self.config.index_interval_bytes:
-                new_entries.append((header.base_offset, position + header.position))
-                segment.bytes_since_index_entry = 0
-                if segment.max_timestamp is not None:
-                    bound = segment.max_timestamp
+            if since_entry >= self.config.index_interval_bytes:
+                new_entries.append((header.base_offset, start + header.position))
+                since_entry = 0
+                if max_timestamp is not None:
                     last = time_entries[-1][0] if time_entries else (
                         segment.time_index[-1][0] if segment.time_index else -1
                     )
-                    if bound > last:
-                        time_entries.append((bound, header.base_offset))
-            segment.bytes_since_index_entry += header.size_in_bytes
-            if segment.max_timestamp is not None:
-                segment.max_timestamp = max(segment.max_timestamp, header.max_timestamp)
-        if new_entries:
-            segment.index.extend(new_entries)
-            self.disk.append(
-                segment.index_path,
-                b"".join(_INDEX_ENTRY.pack(o - segment.base_offset, p) for o, p in new_entries),
-            )
-        if time_entries:
-            segment.time_index.extend(time_entries)
-            self.disk.append(
-                segment.timeindex_path,
-                b"".join(_TIME_ENTRY.pack(t, o - segment.base_offset) for t, o in time_entries),
-            )
+                    if max_timestamp > last:
+                        time_entries.append((max_timestamp, header.base_offset))
+            since_entry += header.size_in_bytes
+            if max_timestamp is not None:
+                max_timestamp = max(max_timestamp, header.max_timestamp)
+        index_bytes = b"".join(
+            _INDEX_ENTRY.pack(o - segment.base_offset, p) for o, p in new_entries
+        )
+        time_bytes = b"".join(
+            _TIME_ENTRY.pack(t, o - segment.base_offset) for t, o in time_entries
+        )
+        position = self.disk.append(segment.log_path, bytes(records))
+        try:
+            if position != start:
+                raise AssertionError(
+                    f"{segment.log_path}: appended at byte {position}, expected {start}"
+                )
+            if index_bytes:
+                self.disk.append(segment.index_path, index_bytes)
+            if time_bytes:
+                self.disk.append(segment.timeindex_path, time_bytes)
+        except BaseException:
+            self.disk.truncate(segment.log_path, start)
+            if index_bytes:
+                self.disk.truncate(segment.index_path, len(segment.index) * _INDEX_ENTRY.size)
+            if time_bytes:
+                self.disk.truncate(
+                    segment.timeindex_path, len(segment.time_index) * _TIME_ENTRY.size
+                )
+            raise
+        segment.index.extend(new_entries)
+        segment.time_index.extend(time_entries)
+        segment.bytes_since_index_entry = since_entry
+        segment.max_timestamp = max_timestamp
         segment.size += len(records)
         segment.next_offset = headers[-1].next_offset
 

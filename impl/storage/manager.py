@@ -543,6 +543,14 @@ class LogManager:
             self._offline_partitions.add(tp)
             self._lost.add(tp)
             return
+        except Exception:
+            # a log that cannot be recovered takes only its own partition offline, never the
+            # broker (nor its dir): the others load and serve
+            _LOG.exception("%s in %s cannot be recovered: the partition stays offline", tp,
+                           live_dir)
+            self._offline_partitions.add(tp)
+            self._lost.add(tp)
+            return
         partition = PartitionLog(self, log)
         self._partitions[tp] = partition
         if decision.resume_dest_dir is not None:

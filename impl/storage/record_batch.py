@@ -25,6 +25,16 @@ Error codes, checked against Apache Kafka (``ProduceRequest.validateRecords``,
 * fewer bytes than a header, a batch running past the end of the buffer, ``batchLength`` too small,
   a magic Kafka does not know (< 0 or > 2), or a CRC mismatch: CORRUPT_MESSAGE (2).
 
+Then the records themselves, as Kafka's ``LogValidator`` iterates them
+(:func:`check_batch_records`):
+a compressed batch is inflated with a bounded output buffer (gzip from the standard library,
+snappy, lz4 and zstd with ``cramjam``; at most :data:`MAX_UNCOMPRESSED_BATCH_BYTES`) and every
+record parsed: a record that does not parse, an unknown codec or a bomb is CORRUPT_MESSAGE; fewer
+or more records than ``recordCount``, offset deltas other than 0, 1, ..., a timestamp overflowing
+int64 or a CREATE_TIME ``maxTimestamp`` other than the newest record's is INVALID_RECORD. The
+header alone is not trusted: a CRC-valid batch claiming 2^31-1 records while holding one would
+move the log end offset by 2^31.
+
 UNSUPPORTED_FOR_MESSAGE_FORMAT (43) is not produced here: Kafka uses it when a request needs a newer
 format than the topic's ``message.format.version``, which this broker fixes at v2.
 
@@ -34,7 +44,8 @@ This module is a sans-IO core.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator, Sequence
+import zlib
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 
 import crc32c as _crc32c
@@ -57,6 +68,21 @@ _ATTR_COMPRESSION_MASK = 0x07
 _ATTR_TIMESTAMP_TYPE = 0x08
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
+
+#: Codec ids (attributes bits 0-2): none, gzip, snappy, lz4, zstd; 5-7 are not codecs.
+CODEC_NONE = 0
+CODEC_GZIP = 1
+CODEC_SNAPPY = 2
+CODEC_LZ4 = 3
+CODEC_ZSTD = 4
+#: A compressed batch may inflate to at most this many bytes (a decompression bomb is refused
+#: before more memory than this is spent on it).
+MAX_UNCOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
+_INT64_MIN = -(1 << 63)
+_INT64_MAX = (1 << 63) - 1
+#: xerial's framing of snappy (the Java client's SnappyOutputStream): magic, version, compat
+_XERIAL_MAGIC = b"\x82SNAPPY\x00"
+_XERIAL_HEADER = 16
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
@@ -287,6 +313,7 @@ def validate_client_records(
             )
         if header.is_control:
             raise InvalidRecord("clients may not send control batches")
+        check_batch_records(records, header)
         if header.producer_id >= 0 and header.base_sequence < 0:
             raise InvalidRecord(
                 f"producer id {header.producer_id} with invalid base sequence "
@@ -297,6 +324,201 @@ def validate_client_records(
     if single_batch and len(headers) > 1:
         raise InvalidRecord(f"{len(headers)} batches; produce v3+ allows exactly one per partition")
     return headers
+
+
+def _read_varint(
+    data: bytes | memoryview, position: int, end: int, limit_bytes: int
+) -> tuple[int, int]:
+    """A zig-zag varint (``limit_bytes`` 5 for varint, 10 for varlong) and where it ends."""
+    raw = 0
+    shift = 0
+    for _ in range(limit_bytes):
+        if position >= end:
+            raise CorruptBatch("record ends inside a varint")
+        byte = data[position]
+        position += 1
+        raw |= (byte & 0x7F) << shift
+        if not byte & 0x80:
+            return (raw >> 1) ^ -(raw & 1), position
+        shift += 7
+    raise CorruptBatch(f"varint longer than {limit_bytes} bytes")
+
+
+def _skip_field(data: bytes | memoryview, position: int, end: int, what: str) -> int:
+    """Skip a varint-length-prefixed key, value or header field (-1 is null)."""
+    length, position = _read_varint(data, position, end, 5)
+    if length < -1:
+        raise CorruptBatch(f"record {what} length {length}")
+    if length > end - position:
+        raise CorruptBatch(f"record {what} of {length} bytes runs past its record")
+    return position + max(length, 0)
+
+
+def _check_records(header: BatchHeader, data: bytes | memoryview) -> int:
+    """Walk ``header``'s records in ``data`` (uncompressed); return their newest timestamp.
+
+    Each record's length must be exactly its fields; offset deltas run 0, 1, ... and timestamps
+    stay in int64; exactly ``recordCount`` records fill ``data`` with no byte left over.
+    """
+    position = 0
+    end = len(data)
+    newest = _INT64_MIN
+    for index in range(header.record_count):
+        if position >= end:
+            raise InvalidRecord(
+                f"batch claims {header.record_count} records but holds {index}"
+            )
+        length, position = _read_varint(data, position, end, 5)
+        record_end = position + length
+        if length < 6 or record_end > end:  # 6: the smallest record (every field empty)
+            raise CorruptBatch(f"record {index}: length {length} outside the batch")
+        position += 1  # record attributes (unused in v2)
+        timestamp_delta, position = _read_varint(data, position, record_end, 10)
+        offset_delta, position = _read_varint(data, position, record_end, 5)
+        if offset_delta != index:
+            raise InvalidRecord(f"record {index} has offset delta {offset_delta}")
+        timestamp = header.base_timestamp + timestamp_delta
+        if not _INT64_MIN <= timestamp <= _INT64_MAX:
+            raise InvalidRecord(f"record {index}: timestamp overflows")
+        newest = max(newest, timestamp)
+        position = _skip_field(data, position, record_end, "key")
+        position = _skip_field(data, position, record_end, "value")
+        header_count, position = _read_varint(data, position, record_end, 5)
+        if header_count < 0 or header_count > record_end - position:
+            raise CorruptBatch(f"record {index}: {header_count} headers")
+        for _ in range(header_count):
+            key_length, position = _read_varint(data, position, record_end, 5)
+            if key_length < 0 or key_length > record_end - position:
+                raise CorruptBatch(f"record {index}: header key length {key_length}")
+            position = _skip_field(data, position + key_length, record_end, "header value")
+        if position != record_end:
+            raise CorruptBatch(
+                f"record {index}: {record_end - position} bytes past its fields"
+            )
+    if position != end:
+        raise InvalidRecord(
+            f"{end - position} bytes after the {header.record_count} records the batch declares"
+        )
+    return newest
+
+
+def _inflate_into(decompress: Callable[[bytes, bytearray], int], data: bytes, limit: int) -> bytes:
+    """Decompress with a bounded output buffer, growing it (doubling) up to ``limit``."""
+    import cramjam  # noqa: PLC0415 (only compressed batches need the codecs)
+
+    size = min(limit, max(64 * 1024, 4 * len(data)))
+    while True:
+        out = bytearray(size)
+        try:
+            written = int(decompress(data, out))
+        except cramjam.DecompressionError as error:
+            if size >= limit:
+                raise CorruptBatch(
+                    f"compressed records do not inflate within {limit} bytes: {error}"
+                ) from None
+            size = min(limit, size * 2)
+            continue
+        return bytes(out[:written])
+
+
+def _snappy(data: bytes, limit: int) -> bytes:
+    import cramjam  # noqa: PLC0415 (only compressed batches need the codecs)
+
+    if not data.startswith(_XERIAL_MAGIC):
+        claimed, _ = _read_unsigned(data)
+        if claimed > limit:
+            raise CorruptBatch(f"snappy block inflates to {claimed} bytes, over {limit}")
+        return _inflate_into(cramjam.snappy.decompress_raw_into, data, max(claimed, 1))
+    out = bytearray()
+    position = _XERIAL_HEADER
+    while position < len(data):
+        if position + 4 > len(data):
+            raise CorruptBatch("xerial snappy block length cut short")
+        size = int.from_bytes(data[position : position + 4], "big", signed=True)
+        position += 4
+        if size < 0 or size > len(data) - position:
+            raise CorruptBatch(f"xerial snappy block of {size} bytes runs past the batch")
+        block = data[position : position + size]
+        claimed, _ = _read_unsigned(block)
+        if len(out) + claimed > limit:
+            raise CorruptBatch(f"snappy records inflate past {limit} bytes")
+        out += _inflate_into(cramjam.snappy.decompress_raw_into, block, max(claimed, 1))
+        position += size
+    return bytes(out)
+
+
+def _read_unsigned(data: bytes) -> tuple[int, int]:
+    value = 0
+    for index in range(min(len(data), 10)):
+        value |= (data[index] & 0x7F) << (7 * index)
+        if not data[index] & 0x80:
+            return value, index + 1
+    raise CorruptBatch("snappy length preamble is not a varint")
+
+
+def _gzip(data: bytes, limit: int) -> bytes:
+    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
+    try:
+        out = inflater.decompress(data, limit + 1)
+    except zlib.error as error:
+        raise CorruptBatch(f"gzip records: {error}") from None
+    if len(out) > limit:
+        raise CorruptBatch(f"gzip records inflate past {limit} bytes")
+    if not inflater.eof:
+        raise CorruptBatch("gzip records cut short")
+    return out
+
+
+def decompress_records(
+    header: BatchHeader, data: bytes, limit: int = MAX_UNCOMPRESSED_BATCH_BYTES
+) -> bytes:
+    """The uncompressed records of a compressed batch, refused past ``limit`` bytes.
+
+    Raises:
+        CorruptBatch: an unknown codec, or bytes the codec cannot inflate within ``limit``.
+    """
+    import cramjam  # noqa: PLC0415 (only compressed batches need the codecs)
+
+    codec = header.compression
+    try:
+        if codec == CODEC_GZIP:
+            return _gzip(data, limit)
+        if codec == CODEC_SNAPPY:
+            return _snappy(data, limit)
+        if codec == CODEC_LZ4:
+            return _inflate_into(cramjam.lz4.decompress_into, data, limit)
+        if codec == CODEC_ZSTD:
+            return _inflate_into(cramjam.zstd.decompress_into, data, limit)
+    except cramjam.DecompressionError as error:
+        raise CorruptBatch(f"compressed records (codec {codec}): {error}") from None
+    raise CorruptBatch(f"unknown compression codec {codec}")
+
+
+def check_batch_records(
+    buffer: bytes | bytearray | memoryview,
+    header: BatchHeader,
+    max_uncompressed_bytes: int = MAX_UNCOMPRESSED_BATCH_BYTES,
+) -> None:
+    """Check that a batch's records are what its header claims, as Kafka's LogValidator does.
+
+    The records (inflated first, within ``max_uncompressed_bytes``, for a compressed batch) must
+    number exactly ``recordCount`` with offset deltas 0..count-1 and nothing after them, and for
+    CREATE_TIME the header's ``maxTimestamp`` must be the newest record's timestamp.
+
+    Raises:
+        CorruptBatch: a record that does not parse, a codec that is not one, a bomb.
+        InvalidRecord: more or fewer records than declared, offset deltas out of order, a lying
+            ``maxTimestamp``.
+    """
+    start = header.position + HEADER_SIZE
+    data = bytes(memoryview(buffer)[start : header.position + header.size_in_bytes])
+    if header.compression != CODEC_NONE:
+        data = decompress_records(header, data, max_uncompressed_bytes)
+    newest = _check_records(header, data)
+    if not header.is_log_append_time and header.max_timestamp != newest:
+        raise InvalidRecord(
+            f"batch max timestamp {header.max_timestamp} but newest record {newest}"
+        )
 
 
 def validate_replica_records(
@@ -377,6 +599,23 @@ def _encode_record(
     return _varint(len(body)) + bytes(body)
 
 
+def compress_records(codec: int, records: bytes) -> bytes:
+    """``records`` compressed as a batch with codec id ``codec`` carries them."""
+    if codec == CODEC_NONE:
+        return records
+    import cramjam  # noqa: PLC0415 (only compressed batches need the codecs)
+
+    if codec == CODEC_GZIP:
+        return bytes(cramjam.gzip.compress(records))
+    if codec == CODEC_SNAPPY:
+        block = bytes(cramjam.snappy.compress_raw(records))
+        return _XERIAL_MAGIC + struct.pack(">ii", 1, 1) + struct.pack(">i", len(block)) + block
+    if codec == CODEC_LZ4:
+        return bytes(cramjam.lz4.compress(records))
+    assert codec == CODEC_ZSTD, codec
+    return bytes(cramjam.zstd.compress(records))
+
+
 def build_batch(
     values: Sequence[bytes | None],
     *,
@@ -387,18 +626,21 @@ def build_batch(
     producer_id: int = -1,
     producer_epoch: int = -1,
     base_sequence: int = -1,
+    compression: int = CODEC_NONE,
 ) -> bytes:
-    """An uncompressed v2 batch of ``values``, all stamped ``timestamp_ms`` (CREATE_TIME)."""
+    """A v2 batch of ``values``, all stamped ``timestamp_ms`` (CREATE_TIME), compressed with
+    ``compression`` (a codec id; snappy in xerial framing as the Java client writes it)."""
     assert values, "a batch holds at least one record"
     keys = keys if keys is not None else [None] * len(values)
     pairs = zip(keys, values, strict=True)
     records = b"".join(_encode_record(i, 0, key, value) for i, (key, value) in enumerate(pairs))
+    records = compress_records(compression, records)
     body = bytearray(_HEADER.size - ATTRIBUTES_OFFSET) + records
     struct.pack_into(
         ">hiqqqhii",
         body,
         0,
-        0,
+        compression,
         len(values) - 1,
         timestamp_ms,
         timestamp_ms,
