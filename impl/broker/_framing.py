@@ -6,6 +6,10 @@ the same frames and the same error (STYLE.md item 12).
 
 A negative size or a size above ``socket.request.max.bytes`` is a client error Kafka answers by
 closing the connection (``InvalidReceiveException``); :class:`FrameError` carries that decision.
+
+Nothing is allocated for the size a peer announces: a frame grows with the bytes actually
+received (a large one in a buffer the caller receives into chunk by chunk), so twenty
+connections announcing 100 MB frames and sending 1 MiB each cost about 20 MiB, not 2 GB.
 """
 
 from __future__ import annotations
@@ -16,8 +20,10 @@ from typing import Final
 __sans_io__ = True
 
 _SIZE: Final = struct.Struct(">i")
-#: Frames at least this large are assembled in a buffer of their exact size (no re-copying).
+#: Frames at least this large are assembled in their own buffer, received into directly.
 LARGE_FRAME_BYTES: Final = 64 * 1024
+#: The most a large frame's buffer grows by per receive (never the announced size at once).
+DIRECT_CHUNK_BYTES: Final = 1 << 20
 
 
 class FrameError(Exception):
@@ -36,35 +42,60 @@ class FrameDecoder:
         self._max_frame_bytes = max_frame_bytes
         self._buffer = bytearray()
         self._failed: FrameError | None = None
-        #: a large frame being assembled in place, and how much of it is filled
+        #: a large frame being assembled (only the bytes received so far), and its final size
         self._large: bytearray | None = None
+        self._large_size = 0
+        #: bytes of ``_large`` received so far (it holds nothing else)
         self._large_filled = 0
+        #: the buffer a large frame is received into, chunk by chunk, before it is appended
+        self._chunk: bytearray | None = None
 
     @property
     def buffered_bytes(self) -> int:
         """Bytes received and not yet returned as a frame."""
         return len(self._buffer) + self._large_filled
 
+    @property
+    def frame_started(self) -> bool:
+        """Whether part of a frame (even of its size prefix) has been received."""
+        return self.buffered_bytes > 0
+
+    @property
+    def missing_bytes(self) -> int | None:
+        """Bytes still needed to complete the frame being received (None: size not yet known)."""
+        if self._large is not None:
+            return self._large_size - self._large_filled
+        if len(self._buffer) < _SIZE.size:
+            return None
+        size: int = _SIZE.unpack_from(self._buffer, 0)[0]
+        return max(0, _SIZE.size + size - len(self._buffer))
+
     def feed(self, data: bytes) -> None:
         """Append received bytes."""
         if self._large is not None:
-            take = min(len(data), len(self._large) - self._large_filled)
-            self._large[self._large_filled : self._large_filled + take] = data[:take]
+            take = min(len(data), self._large_size - self._large_filled)
+            self._large += data[:take]
             self._large_filled += take
             data = data[take:]
         self._buffer += data
 
     def direct_buffer(self) -> memoryview | None:
-        """The unfilled rest of a large frame, for the caller to ``recv_into`` (then
-        :meth:`direct_filled`), or None when received bytes should go through :meth:`feed`."""
-        if self._large is None or self._large_filled == len(self._large):
+        """Room for the next part of a large frame (at most :data:`DIRECT_CHUNK_BYTES`), for the
+        caller to ``recv_into`` (then :meth:`direct_filled`), or None when received bytes should
+        go through :meth:`feed`."""
+        if self._large is None or self._large_filled == self._large_size:
             return None
-        return memoryview(self._large)[self._large_filled :]
+        if self._chunk is None:
+            self._chunk = bytearray(DIRECT_CHUNK_BYTES)
+        want = min(self._large_size - self._large_filled, DIRECT_CHUNK_BYTES)
+        return memoryview(self._chunk)[:want]
 
     def direct_filled(self, count: int) -> None:
         """``count`` bytes were written into :meth:`direct_buffer`."""
         assert self._large is not None
-        assert 0 <= count <= len(self._large) - self._large_filled
+        assert self._chunk is not None
+        assert 0 <= count <= self._large_size - self._large_filled
+        self._large += memoryview(self._chunk)[:count]
         self._large_filled += count
 
     def next_frame(self) -> bytes | memoryview | None:
@@ -79,11 +110,13 @@ class FrameDecoder:
         if self._failed is not None:
             raise self._failed
         if self._large is not None:
-            if self._large_filled < len(self._large):
+            if self._large_filled < self._large_size:
                 return None
             large = memoryview(self._large).toreadonly()
             self._large = None  # ownership passes to the caller: never written again
             self._large_filled = 0
+            self._large_size = 0
+            self._chunk = None
             return large
         if len(self._buffer) < _SIZE.size:
             return None
@@ -96,11 +129,11 @@ class FrameDecoder:
         end = _SIZE.size + size
         if len(self._buffer) < end:
             if size >= LARGE_FRAME_BYTES:
-                self._large = bytearray(size)
-                rest = self._buffer[_SIZE.size :]
+                rest = bytes(self._buffer[_SIZE.size :])
                 del self._buffer[:]
-                self._large_filled = 0
-                self.feed(bytes(rest))
+                self._large = bytearray(rest)  # grows as bytes arrive, never to ``size`` at once
+                self._large_size = size
+                self._large_filled = len(rest)
             return None
         frame = bytes(self._buffer[_SIZE.size : end])
         del self._buffer[:end]

@@ -55,7 +55,7 @@ from .producer_ids import ProducerIdAllocator
 from .replica_fetcher import ReplicaFetcher
 from .replica_manager import ReplicaManager
 from .replication import ReplicaState
-from .server import Server
+from .server import ConnectionLimits, Server
 
 log = logging.getLogger(__name__)
 
@@ -480,6 +480,13 @@ class Broker:
             handlers,
             config.socket_request_max_bytes,
             raw_handlers={api_versions.CREATE_REPLICA_PLACEMENT: handlers.create_replica_placement},
+            limits=ConnectionLimits(
+                max_connections=config.max_connections,
+                max_connections_per_ip=config.max_connections_per_ip,
+                connections_max_idle_ms=config.connections_max_idle_ms,
+                request_read_timeout_ms=config.socket_request_read_timeout_ms,
+                queued_max_request_bytes=config.queued_max_request_bytes,
+            ),
         )
         self.server = server
         try:

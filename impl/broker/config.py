@@ -66,6 +66,13 @@ class BrokerConfig:
             HW checkpoint is rewritten this often (which also finds a dir that failed idle).
         rack: ``broker.rack``.
         socket_request_max_bytes: ``socket.request.max.bytes``.
+        queued_max_request_bytes: ``queued.max.request.bytes``: memory all requests being
+            received or handled share (-1 unbounded, Kafka's default).
+        connections_max_idle_ms: ``connections.max.idle.ms``.
+        socket_request_read_timeout_ms: ``socket.request.read.timeout.ms`` (not a Kafka key): a
+            request must arrive whole within this time of its first byte (slowloris).
+        max_connections: ``max.connections``.
+        max_connections_per_ip: ``max.connections.per.ip``.
         message_max_bytes: ``message.max.bytes``.
         message_timestamp_difference_max_ms: ``message.timestamp.difference.max.ms``: a batch
             with CREATE_TIME timestamps further than this from the broker's clock is refused.
@@ -99,6 +106,11 @@ class BrokerConfig:
     checkpoint_interval_ms: int = 5000
     rack: str | None = None
     socket_request_max_bytes: int = SOCKET_REQUEST_MAX_BYTES_DEFAULT
+    queued_max_request_bytes: int = -1
+    connections_max_idle_ms: int = 600_000
+    socket_request_read_timeout_ms: int = 30_000
+    max_connections: int = 2**31 - 1
+    max_connections_per_ip: int = 2**31 - 1
     message_max_bytes: int = MESSAGE_MAX_BYTES_DEFAULT
     message_timestamp_difference_max_ms: int = 2**63 - 1
     replica_lag_time_max_ms: int = 30_000
@@ -290,6 +302,17 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
         "socket_request_max_bytes",
         lambda k, v: _int(k, v, 64, 2**31 - 1),
     ),
+    "queued.max.request.bytes": (
+        "queued_max_request_bytes",
+        lambda k, v: _nonzero(k, _int(k, v, -1, 2**63 - 1)),
+    ),
+    "connections.max.idle.ms": ("connections_max_idle_ms", lambda k, v: _int(k, v, 1, 2**63 - 1)),
+    "socket.request.read.timeout.ms": (
+        "socket_request_read_timeout_ms",
+        lambda k, v: _int(k, v, 1, 2**63 - 1),
+    ),
+    "max.connections": ("max_connections", lambda k, v: _int(k, v, 0, 2**31 - 1)),
+    "max.connections.per.ip": ("max_connections_per_ip", lambda k, v: _int(k, v, 0, 2**31 - 1)),
     "message.max.bytes": ("message_max_bytes", lambda k, v: _int(k, v, 64, 2**31 - 1)),
     "message.timestamp.difference.max.ms": (
         "message_timestamp_difference_max_ms",
@@ -328,6 +351,12 @@ _ACCEPTED_IGNORED: Final = frozenset(
         "group.initial.rebalance.delay.ms",
     }
 )
+
+
+def _nonzero(key: str, value: int) -> int:
+    if value == 0:
+        raise ConfigError(f"{key}: must be positive or -1 (unbounded)")
+    return value
 
 
 def build_config(properties: Mapping[str, str]) -> BrokerConfig:

@@ -14,6 +14,14 @@ counted in :attr:`Server.internal_errors`, and closes that connection only.
 
 Graceful stop (:meth:`Server.drain`): listeners close first, then each connection stops reading,
 finishes the requests it has already received, flushes its writer, and closes.
+
+Bounds (:class:`ConnectionLimits`, Kafka's names): ``max.connections`` and
+``max.connections.per.ip`` close a new connection beyond them at once; ``connections.max.idle.ms``
+closes a connection that has no partial request and receives nothing for that long;
+``socket.request.read.timeout.ms`` closes one whose request has started and is not complete in
+that time (a slowloris client); ``queued.max.request.bytes`` is the memory every connection's
+requests share, from their first received byte until their handler returns: a connection whose
+next receive does not fit waits (Kafka mutes its channel) until other requests finish.
 """
 
 from __future__ import annotations
@@ -90,6 +98,54 @@ Handler = Callable[[DecodedRequest, ConnectionInfo], Awaitable[Response | None]]
 RawHandler = Callable[[bytes], Awaitable[Response | None]]
 
 
+@dataclass(frozen=True, slots=True)
+class ConnectionLimits:
+    """The server's resource bounds (Kafka's config names; see the module docstring).
+
+    Attributes:
+        max_connections: ``max.connections``.
+        max_connections_per_ip: ``max.connections.per.ip``.
+        connections_max_idle_ms: ``connections.max.idle.ms``.
+        request_read_timeout_ms: ``socket.request.read.timeout.ms`` (not a Kafka key: Kafka has
+            no bound on how slowly a request may arrive).
+        queued_max_request_bytes: ``queued.max.request.bytes``; -1 unbounded, as Kafka's default.
+    """
+
+    max_connections: int = 2**31 - 1
+    max_connections_per_ip: int = 2**31 - 1
+    connections_max_idle_ms: int = 600_000
+    request_read_timeout_ms: int = 30_000
+    queued_max_request_bytes: int = -1
+
+
+class MemoryPool:
+    """Bytes shared by every request being received or handled (``queued.max.request.bytes``).
+
+    :meth:`acquire` waits until the bytes fit; a request is always admitted when nothing else
+    holds the pool, so one frame larger than the pool still makes progress.
+    """
+
+    def __init__(self, capacity: int) -> None:
+        self.capacity = capacity
+        self.used = 0
+        self._freed = trio.Event()
+
+    async def acquire(self, count: int) -> None:
+        """Reserve ``count`` bytes, waiting while they do not fit."""
+        if self.capacity >= 0:
+            while self.used > 0 and self.used + count > self.capacity:
+                await self._freed.wait()
+        self.used += count
+
+    def release(self, count: int) -> None:
+        """Give back ``count`` reserved bytes."""
+        assert 0 <= count <= self.used, (count, self.used)
+        self.used -= count
+        if count:
+            self._freed.set()
+            self._freed = trio.Event()
+
+
 class CloseConnectionError(Exception):
     """Raised by a handler to close the connection without answering (Kafka does this when a
     Produce with acks=0 fails, the only way such a client learns of the failure)."""
@@ -131,6 +187,8 @@ class _Connection:
         self.stream = stream
         self.info = info
         self.read_scope: trio.CancelScope | None = None
+        #: bytes of :attr:`Server.pool` this connection holds (received, not yet handled)
+        self.reserved = 0
 
     async def run(self) -> None:
         send_channel, receive_channel = trio.open_memory_channel[Response](OUTGOING_QUEUE_MAX)
@@ -144,7 +202,16 @@ class _Connection:
                 await self.stream.aclose()
 
     async def _reader(self, send_channel: trio.MemorySendChannel[Response]) -> None:
+        try:
+            await self._read_loop(send_channel)
+        finally:
+            self.server.pool.release(self.reserved)
+            self.reserved = 0
+
+    async def _read_loop(self, send_channel: trio.MemorySendChannel[Response]) -> None:
+        limits = self.server.limits
         decoder = FrameDecoder(self.server.max_request_bytes)
+        frame_deadline = math.inf
         while True:
             try:
                 frame = decoder.next_frame()
@@ -154,29 +221,59 @@ class _Connection:
             if frame is None:
                 if self.server.draining:
                     return
+                if not decoder.frame_started:
+                    frame_deadline = math.inf
+                    deadline = trio.current_time() + limits.connections_max_idle_ms / 1000
+                    why = "connections.max.idle.ms"
+                else:
+                    if frame_deadline == math.inf:
+                        frame_deadline = (
+                            trio.current_time() + limits.request_read_timeout_ms / 1000
+                        )
+                    deadline = frame_deadline
+                    why = "socket.request.read.timeout.ms"
                 direct = decoder.direct_buffer()
+                want = len(direct) if direct is not None else RECEIVE_BYTES
+                missing = decoder.missing_bytes
+                if direct is None and missing is not None and missing > 0:
+                    want = min(want, missing)
                 received = 0
                 data = b""
-                with trio.CancelScope() as scope:
+                with trio.CancelScope(deadline=deadline) as scope:
                     self.read_scope = scope
+                    await self.server.pool.acquire(want)
+                    self.reserved += want
                     try:
                         if direct is not None:
                             received = await self.stream.socket.recv_into(direct)
                         else:
-                            data = await self.stream.receive_some(RECEIVE_BYTES)
+                            data = await self.stream.receive_some(want)
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
                         return
                 self.read_scope = None
+                if scope.cancelled_caught and not self.server.draining:
+                    log.info("closing %s: nothing received within %s", self.info.peer, why)
+                    self.server.timed_out += 1
+                    return
                 if scope.cancelled_caught or (direct is None and not data) or (
                     direct is not None and received == 0
                 ):
                     return
+                got = received if direct is not None else len(data)
+                self.server.pool.release(want - got)
+                self.reserved -= want - got
                 if direct is not None:
                     decoder.direct_filled(received)
                 else:
                     decoder.feed(data)
                 continue
+            frame_deadline = math.inf
+            size = len(frame) + 4
             response = await self._handle_frame(frame)
+            del frame
+            held = min(size, self.reserved - decoder.buffered_bytes)
+            self.server.pool.release(held)
+            self.reserved -= held
             if response is _CLOSE:
                 return
             if response is not None:
@@ -281,6 +378,7 @@ class Server:
         handler: answers one decoded request (None: no response, e.g. Produce with acks=0).
         max_request_bytes: ``socket.request.max.bytes``.
         raw_handlers: api key → handler of whole frames, for APIs kio has no schema for.
+        limits: connection counts, timeouts and the shared request memory.
     """
 
     def __init__(
@@ -288,10 +386,17 @@ class Server:
         handler: Handler,
         max_request_bytes: int,
         raw_handlers: dict[int, RawHandler] | None = None,
+        limits: ConnectionLimits | None = None,
     ) -> None:
         self.handler = handler
         self.raw_handlers: dict[int, RawHandler] = dict(raw_handlers or {})
         self.max_request_bytes = max_request_bytes
+        self.limits = limits or ConnectionLimits()
+        self.pool = MemoryPool(self.limits.queued_max_request_bytes)
+        #: connections closed by a limit: too many (total or per IP), idle or too slow
+        self.refused = 0
+        self.timed_out = 0
+        self._per_ip: dict[str, int] = {}
         self.draining = False
         self.internal_errors = 0
         self.ports: list[int] = []
@@ -351,6 +456,16 @@ class Server:
         except OSError:
             await stream.aclose()
             return
+        ip = str(peer[0])
+        if (
+            len(self._connections) >= self.limits.max_connections
+            or self._per_ip.get(ip, 0) >= self.limits.max_connections_per_ip
+        ):
+            self.refused += 1
+            log.info("closing %s: max.connections or max.connections.per.ip reached", info.peer)
+            await stream.aclose()
+            return
+        self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
         connection = _Connection(self, stream, info)
         self._connections.add(connection)
         self._idle = trio.Event() if self._idle.is_set() else self._idle
@@ -364,6 +479,9 @@ class Server:
             log.exception("connection from %s failed", info.peer)
         finally:
             self._connections.discard(connection)
+            self._per_ip[ip] -= 1
+            if not self._per_ip[ip]:
+                del self._per_ip[ip]
             if not self._connections:
                 self._idle.set()
 

@@ -1,0 +1,81 @@
+"""Frames are assembled from the bytes received, never allocated at their announced size, and the
+request memory pool (``queued.max.request.bytes``) makes a receive wait until it fits."""
+
+from __future__ import annotations
+
+import struct
+import tracemalloc
+
+import trio
+import trio.testing
+
+from impl.broker._framing import FrameDecoder
+from impl.broker.server import MemoryPool
+
+ANNOUNCED = 100 * 1024 * 1024
+
+
+def test_a_partial_frame_costs_what_was_received_not_what_was_announced() -> None:
+    """Issue 15, defect 5: 20 connections announcing 100 MB and sending 1 MiB took 2 GB."""
+    decoder = FrameDecoder(ANNOUNCED)
+    tracemalloc.start()
+    try:
+        decoder.feed(struct.pack(">i", ANNOUNCED) + b"x" * 4096)
+        assert decoder.next_frame() is None
+        sent = 4096
+        while sent < (1 << 20):
+            direct = decoder.direct_buffer()
+            assert direct is not None
+            count = min(len(direct), 65536, (1 << 20) - sent)
+            direct[:count] = b"y" * count
+            decoder.direct_filled(count)
+            sent += count
+            assert decoder.next_frame() is None
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert decoder.buffered_bytes == 1 << 20
+    assert peak < 8 * 1024 * 1024, peak
+    assert decoder.missing_bytes == ANNOUNCED - (1 << 20)
+
+
+def test_a_large_frame_still_arrives_whole() -> None:
+    payload = bytes(range(256)) * 12_000
+    decoder = FrameDecoder(ANNOUNCED)
+    stream = struct.pack(">i", len(payload)) + payload
+    decoder.feed(stream[:100])
+    assert decoder.next_frame() is None
+    index = 100
+    while (direct := decoder.direct_buffer()) is not None:
+        count = min(len(direct), 70_000, len(stream) - index)
+        direct[:count] = stream[index : index + count]
+        decoder.direct_filled(count)
+        index += count
+    frame = decoder.next_frame()
+    assert frame is not None
+    assert bytes(frame) == payload
+
+
+def test_memory_pool_waits_until_the_bytes_fit() -> None:
+    order: list[str] = []
+
+    async def main() -> None:
+        pool = MemoryPool(1000)
+        await pool.acquire(800)
+
+        async def second() -> None:
+            await pool.acquire(400)
+            order.append("second admitted")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(second)
+            await trio.testing.wait_all_tasks_blocked()
+            order.append("first releases")
+            pool.release(800)
+        assert pool.used == 400
+        pool.release(400)
+        await pool.acquire(5000)  # larger than the pool: admitted when the pool is empty
+        assert pool.used == 5000
+
+    trio.run(main)
+    assert order == ["first releases", "second admitted"]
