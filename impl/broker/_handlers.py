@@ -711,7 +711,10 @@ class RequestHandlers:
         from impl.controller import placement  # noqa: PLC0415
         from impl.ports import SeededRng  # noqa: PLC0415
 
+        from ._wire_scan import scan  # noqa: PLC0415
+
         try:
+            scan(RequestHeader, frame, 0)  # lengths checked before kio allocates
             header, size = _header_reader(RequestHeader)(frame, 0)
         except Exception as error:  # kio raises several types for bad bytes
             raise ValueError(f"CreateReplicaPlacement header: {error!r}") from None

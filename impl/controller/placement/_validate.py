@@ -19,6 +19,10 @@ __sans_io__ = True
 REPLICATION_FACTOR_MAX = 32767
 #: Partition ids are int32 on the wire.
 PARTITION_ID_MAX = 2**31 - 1
+#: The most partitions one request may place: the broker's bound on a topic's partitions
+#: (CreateTopics answers INVALID_PARTITIONS past it too). Without it a 40-byte request asking
+#: for 2^31-1 partitions kept the broker placing replicas until it ran out of memory.
+PARTITION_COUNT_MAX = 100_000
 
 
 def validate_placement_spec(placement_spec: PlacementSpec) -> None:
@@ -33,6 +37,12 @@ def validate_placement_spec(placement_spec: PlacementSpec) -> None:
     if placement_spec.partition_count <= 0:
         raise PlacementError(
             f"number of partitions must be larger than 0, got {placement_spec.partition_count}",
+            INVALID_PARTITIONS,
+        )
+    if placement_spec.partition_count > PARTITION_COUNT_MAX:
+        raise PlacementError(
+            f"number of partitions must be at most {PARTITION_COUNT_MAX}, "
+            f"got {placement_spec.partition_count}",
             INVALID_PARTITIONS,
         )
     if placement_spec.start_partition_id < 0:

@@ -124,3 +124,23 @@ def test_the_23_byte_request_closes_only_its_connection(bounded: RunningBroker) 
     attacker.close()
     assert _api_versions(other) == 0
     other.close()
+
+
+def test_a_placement_of_two_billion_partitions_is_refused(bounded: RunningBroker) -> None:
+    from impl.controller import placement
+
+    request = placement.CreateReplicaPlacementRequest(partition_count=2**31 - 1,
+                                                      replication_factor=1)
+    frame = placement.request_frame(request, 9, "attacker")
+    attacker = _connect(bounded)
+    attacker.sendall(frame)
+    (size,) = struct.unpack(">i", _exact(attacker, 4))
+    body = _exact(attacker, size)
+    # response header v1: correlation id, then an empty tagged-field section (one byte)
+    assert struct.unpack(">i", body[:4])[0] == 9
+    response = placement.decode_create_replica_placement_response(body[5:])
+    assert response.error_code == placement.INVALID_PARTITIONS
+    other = _connect(bounded)
+    assert _api_versions(other) == 0
+    for sock in (attacker, other):
+        sock.close()
