@@ -52,6 +52,14 @@ UNKNOWN_LEADER_EPOCH: Final = 75
 SUPPORTED_TOPIC_CONFIGS: Final[frozenset[str]] = frozenset()
 #: The most partitions one CreateTopics topic may ask for (a bound on the controller's work).
 PARTITIONS_PER_TOPIC_MAX: Final = 100_000
+#: Fairness: a handler iterating a request's entries yields to other clients every this many
+#: entries, a response with more entries than :data:`ENCODE_OFF_LOOP_ENTRIES` is built and
+#: encoded in a worker thread, and a controller request naming more than
+#: :data:`CONTROLLER_CHUNK_PARTITIONS` partitions is applied in chunks of that many (each one
+#: creates or deletes logs, with fsyncs), so no request holds the event loop for long.
+YIELD_EVERY_ENTRIES: Final = 512
+ENCODE_OFF_LOOP_ENTRIES: Final = 2_000
+CONTROLLER_CHUNK_PARTITIONS: Final = 8
 #: Kafka's ``LIST_OFFSETS`` special timestamps.
 LATEST_TIMESTAMP: Final = -1
 EARLIEST_TIMESTAMP: Final = -2
@@ -159,6 +167,14 @@ class RequestHandlers:
     def _answer(self, request: DecodedRequest, data: dict[str, Any]) -> bytes:
         return encode_response(request, build(request.response_class, data))
 
+    async def _answer_large(self, request: DecodedRequest, data: dict[str, Any],
+                            entries: int) -> bytes:
+        """:meth:`_answer`, in a worker thread when the response has many entries (building
+        and encoding a million-topic Metadata answer takes seconds of CPU)."""
+        if entries <= ENCODE_OFF_LOOP_ENTRIES:
+            return self._answer(request, data)
+        return await trio.to_thread.run_sync(self._answer, request, data)
+
     # --- ApiVersions, Metadata -------------------------------------------------------------
 
     async def api_versions(self, request: DecodedRequest) -> Response:
@@ -182,7 +198,8 @@ class RequestHandlers:
         if requested is None or (request.api_version == 0 and not requested):
             names = cache.topics
         else:
-            names = [topic.name for topic in requested]
+            # a topic named twice is answered once, as Kafka does (it collects them in a set)
+            names = list(dict.fromkeys(topic.name for topic in requested))
         topics: list[dict[str, Any]] = []
         live = {broker.broker_id for broker in cache.brokers}
         brokers, controller_id = cache.brokers, cache.controller_id
@@ -190,7 +207,9 @@ class RequestHandlers:
             # No UpdateMetadata yet: clients looking for the controller (CreateTopics) would
             # wait for one; answer from ZooKeeper instead.
             brokers, controller_id = await self._registered_view(brokers)
-        for name in names:
+        for count, name in enumerate(names, 1):
+            if count % YIELD_EVERY_ENTRIES == 0:
+                await trio.lowlevel.checkpoint()
             if topic_name_error(name) is not None:
                 topics.append({"error_code": INVALID_TOPIC_EXCEPTION, "name": name,
                                "partitions": []})
@@ -219,7 +238,8 @@ class RequestHandlers:
                 )
             topics.append({"error_code": NONE, "name": name, "is_internal": False,
                            "partitions": partitions})
-        return self._answer(
+        entries = sum(len(topic["partitions"]) + 1 for topic in topics)
+        return await self._answer_large(
             request,
             {
                 **_throttle(),
@@ -231,6 +251,7 @@ class RequestHandlers:
                 "controller_id": controller_id,
                 "topics": topics,
             },
+            entries,
         )
 
     async def _registered_view(
@@ -450,9 +471,13 @@ class RequestHandlers:
         """ListOffsets v1-v5: earliest (-2), latest (-1, the HW) or by timestamp."""
         replicas = self.context.replicas
         topics = []
+        count = 0
         for topic in request.body.topics:
             partitions = []
             for item in topic.partitions:
+                count += 1
+                if count % YIELD_EVERY_ENTRIES == 0:
+                    await trio.lowlevel.checkpoint()
                 tp = TopicPartition(topic.name, int(item.partition_index))
                 entry: dict[str, Any] = {"partition_index": item.partition_index,
                                          "timestamp": -1, "offset": -1, "leader_epoch": -1}
@@ -477,7 +502,7 @@ class RequestHandlers:
                         entry["offset"], entry["timestamp"] = found
                 partitions.append(entry)
             topics.append({"name": topic.name, "partitions": partitions})
-        return self._answer(request, {**_throttle(), "topics": topics})
+        return await self._answer_large(request, {**_throttle(), "topics": topics}, count)
 
     # --- OffsetForLeaderEpoch (followers) ---------------------------------------------------
 
@@ -673,11 +698,15 @@ class RequestHandlers:
         """AlterReplicaLogDirs v1-v2 (KIP-113): the dir must be one of ``log.dirs`` exactly."""
         configured = set(self.context.config.log_dirs)
         by_topic: dict[str, list[dict[str, Any]]] = {}
+        count = 0
         for entry in request.body.dirs:
             path = entry.path
             for topic in entry.topics:
                 results = by_topic.setdefault(topic.name, [])
                 for partition in topic.partitions:
+                    count += 1
+                    if count % YIELD_EVERY_ENTRIES == 0:
+                        await trio.lowlevel.checkpoint()
                     if topic_name_error(topic.name) is not None:
                         code = INVALID_TOPIC_EXCEPTION
                     elif path not in configured:
@@ -687,7 +716,7 @@ class RequestHandlers:
                             TopicPartition(topic.name, int(partition)), path
                         )
                     results.append({"partition_index": partition, "error_code": code})
-        return self._answer(
+        return await self._answer_large(
             request,
             {
                 **_throttle(),
@@ -696,6 +725,7 @@ class RequestHandlers:
                     for name, partitions in by_topic.items()
                 ],
             },
+            count,
         )
 
     # --- KIP-879 CreateReplicaPlacement (the controller's codec) ----------------------------
@@ -748,11 +778,45 @@ class RequestHandlers:
     async def controller_request(self, request: DecodedRequest) -> Response:
         """LeaderAndIsr, StopReplica, UpdateMetadata from the controller."""
         converted = controller_wire.request_from_wire(request.api_key, request.body)
-        response = self.handle_controller_request(converted)
+        response = await self._apply_in_chunks(converted)
         return encode_response(
             request,
             controller_wire.response_to_wire(request.api_key, request.api_version, response),
         )
+
+    async def _apply_in_chunks(self, converted: Any) -> Any:
+        """:meth:`handle_controller_request`, a large LeaderAndIsr or StopReplica in chunks of
+        :data:`CONTROLLER_CHUNK_PARTITIONS` partitions with a checkpoint between them (creating
+        or deleting 2,000 logs at once stalled every client for tens of seconds). An INIT
+        LeaderAndIsr is applied whole: it drops local partitions it does not name."""
+        import dataclasses  # noqa: PLC0415
+
+        from impl.controller.requests import (  # noqa: PLC0415 (types only used here)
+            ControllerResponse,
+            LeaderAndIsrRequest,
+            StopReplicaRequest,
+        )
+
+        items: Sequence[Any]
+        if isinstance(converted, LeaderAndIsrRequest) and not converted.is_init:
+            field, items = "partition_states", converted.partition_states
+        elif isinstance(converted, StopReplicaRequest):
+            field, items = "partitions", converted.partitions
+        else:
+            return self.handle_controller_request(converted)
+        if len(items) <= CONTROLLER_CHUNK_PARTITIONS:
+            return self.handle_controller_request(converted)
+        errors: dict[tuple[str, int], int] = {}
+        for start in range(0, len(items), CONTROLLER_CHUNK_PARTITIONS):
+            chunk = dataclasses.replace(
+                converted, **{field: items[start : start + CONTROLLER_CHUNK_PARTITIONS]}
+            )
+            response = self.handle_controller_request(chunk)
+            if response.error_code != NONE:
+                return response
+            errors.update(response.partition_errors)
+            await trio.lowlevel.checkpoint()
+        return ControllerResponse(partition_errors=errors)
 
     def handle_controller_request(self, converted: Any) -> Any:
         """Apply a controller request dataclass; returns the ``ControllerResponse``."""

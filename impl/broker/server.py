@@ -50,6 +50,8 @@ from ._framing import FrameDecoder, FrameError
 log = logging.getLogger(__name__)
 
 RECEIVE_BYTES: Final = 256 * 1024
+#: Frames at least this large are decoded in a worker thread, so other clients are served.
+DECODE_OFF_LOOP_BYTES: Final = 256 * 1024
 #: Responses queued per connection before the reader waits for the writer.
 OUTGOING_QUEUE_MAX: Final = 64
 
@@ -290,7 +292,11 @@ class _Connection:
                     log.info("closing %s: %s", self.info.peer, error)
                     return _CLOSE
         try:
-            request = decode_request(frame)
+            if len(frame) >= DECODE_OFF_LOOP_BYTES:
+                # checking and decoding a few MB of entries is seconds of CPU: off the loop
+                request = await trio.to_thread.run_sync(decode_request, frame)
+            else:
+                request = decode_request(frame)
         except UnsupportedRequestError as error:
             head = peek_head(frame)
             if head.api_key == api_versions.API_VERSIONS:

@@ -54,6 +54,8 @@ from impl.trace import NullTraceSink, TraceSink
 MoveState = rm.MoveState
 
 _LOG = logging.getLogger(__name__)
+#: Produce records at least this large, or compressed, are validated in a worker thread.
+VALIDATE_OFF_LOOP_BYTES = 64 * 1024
 
 
 class AppendInfo(NamedTuple):
@@ -177,7 +179,13 @@ class PartitionLog:
             LogDirOffline: the partition's dir failed (now or earlier).
         """
         log_config = self._manager.log_config(self.tp.topic)
-        headers = rb.validate_client_records(records, log_config.max_message_bytes)
+        if len(records) >= VALIDATE_OFF_LOOP_BYTES or rb.is_compressed(records):
+            # parsing every record (inflating them first) is CPU work: off the event loop
+            headers = await trio.to_thread.run_sync(
+                rb.validate_client_records, records, log_config.max_message_bytes
+            )
+        else:
+            headers = rb.validate_client_records(records, log_config.max_message_bytes)
         async with self.lock:
             self._check_online()
             log = self._log

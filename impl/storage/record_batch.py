@@ -94,6 +94,13 @@ _EPOCH = struct.Struct(">i")
 _MAX_TIMESTAMP_CRC = struct.Struct(">q")
 
 
+def is_compressed(records: bytes | bytearray | memoryview) -> bool:
+    """Whether the first batch in ``records`` says its records are compressed."""
+    return len(records) > ATTRIBUTES_OFFSET + 1 and bool(
+        records[ATTRIBUTES_OFFSET + 1] & _ATTR_COMPRESSION_MASK
+    )
+
+
 def crc32c(data: bytes | bytearray | memoryview) -> int:
     """CRC-32C (Castagnoli) of ``data``."""
     return int(_crc32c.crc32c(data))
