@@ -18,8 +18,9 @@ import trio
 from impl.storage.errors import OffsetOutOfRange, StorageError
 from impl.storage.names import TopicPartition
 
-from . import api_versions, controller_wire
+from . import api_versions, configs, controller_wire
 from ._codec import DecodedRequest, encode_response
+from ._handlers_admin import AdminHandlers, ConfigBackend
 from ._kio_build import build
 from .config import BrokerConfig
 from .fetch_response import FetchPartitionReply, encode_fetch_response
@@ -48,8 +49,6 @@ KAFKA_STORAGE_ERROR: Final = 56
 LOG_DIR_NOT_FOUND: Final = 57
 FENCED_LEADER_EPOCH: Final = 74
 UNKNOWN_LEADER_EPOCH: Final = 75
-#: Topic-level configs CreateTopics accepts (the storage engine applies broker-wide values).
-SUPPORTED_TOPIC_CONFIGS: Final[frozenset[str]] = frozenset()
 #: The most partitions one CreateTopics topic may ask for (a bound on the controller's work).
 PARTITIONS_PER_TOPIC_MAX: Final = 100_000
 #: Fairness: a handler iterating a request's entries yields to other clients every this many
@@ -75,8 +74,10 @@ class TopicAdmin(Protocol):
         replication_factor: int,
         assignment: dict[int, tuple[int, ...]] | None,
         validate_only: bool,
+        *,
+        topic_configs: dict[str, str] | None = None,
     ) -> tuple[int, str | None]:
-        """Create (or only validate) a topic; (error code, message)."""
+        """Create (or only validate) a topic with its configs; (error code, message)."""
 
     async def delete_topic(self, topic: str) -> int:
         """Mark a topic for deletion; an error code."""
@@ -130,6 +131,8 @@ class HandlerContext:
     on_controller_request: Callable[[Any], None] | None = None
     #: read when the metadata cache lags ZooKeeper (None: the cache is all there is)
     registry: ClusterRegistry | None = None
+    #: ``/config`` for the admin handlers (None: the config APIs are not served)
+    config_backend: ConfigBackend | None = None
 
 
 def _throttle() -> dict[str, Any]:
@@ -158,6 +161,8 @@ class RequestHandlers:
             api_versions.STOP_REPLICA: self.controller_request,
             api_versions.UPDATE_METADATA: self.controller_request,
         }
+        self.admin = AdminHandlers(self, context.config_backend)
+        self._handlers.update(self.admin.table())
 
     async def __call__(self, request: DecodedRequest, info: ConnectionInfo) -> Response | None:
         """Answer one request (None: no response is sent)."""
@@ -587,9 +592,17 @@ class RequestHandlers:
             return INVALID_TOPIC_EXCEPTION, reason
         if names.count(name) > 1:
             return INVALID_REQUEST, f"topic {name!r} appears more than once in the request"
+        topic_configs: dict[str, str] = {}
         for config in topic.configs:
-            if config.name not in SUPPORTED_TOPIC_CONFIGS:
-                return INVALID_CONFIG, f"topic config {config.name!r} is not supported"
+            if config.name in topic_configs:
+                return INVALID_REQUEST, f"config {config.name!r} appears more than once"
+            if config.value is None:
+                return INVALID_CONFIG, f"Null value not supported for configuration {config.name}"
+            topic_configs[config.name] = config.value
+        try:
+            configs.validate(configs.ResourceType.TOPIC, topic_configs)
+        except configs.InvalidConfigError as error:
+            return INVALID_CONFIG, str(error)
         partitions = int(topic.num_partitions)
         factor = int(topic.replication_factor)
         assignment: dict[int, tuple[int, ...]] | None = None
@@ -634,7 +647,7 @@ class RequestHandlers:
         if self.context.metadata.has_topic(name):
             return TOPIC_ALREADY_EXISTS, f"topic {name!r} already exists"
         return await self.context.topic_admin.create_topic(
-            name, partitions, factor, assignment, validate_only
+            name, partitions, factor, assignment, validate_only, topic_configs=topic_configs
         )
 
     async def delete_topics(self, request: DecodedRequest) -> Response:

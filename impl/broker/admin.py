@@ -39,6 +39,17 @@ _CLIENT_RANGES: Final[Mapping[int, tuple[int, int]]] = {
     api_versions.DELETE_TOPICS: (1, 3),
     api_versions.DESCRIBE_LOG_DIRS: (1, 4),
     api_versions.ALTER_REPLICA_LOG_DIRS: (1, 2),
+    api_versions.DESCRIBE_CONFIGS: (1, 4),
+    api_versions.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+}
+#: DescribeConfigs and IncrementalAlterConfigs resource types.
+TOPIC_RESOURCE: Final = 2
+BROKER_RESOURCE: Final = 4
+#: DescribeConfigs' config sources, by code.
+CONFIG_SOURCES: Final[Mapping[int, str]] = {
+    0: "UNKNOWN_CONFIG", 1: "DYNAMIC_TOPIC_CONFIG", 2: "DYNAMIC_BROKER_CONFIG",
+    3: "DYNAMIC_DEFAULT_BROKER_CONFIG", 4: "STATIC_BROKER_CONFIG", 5: "DEFAULT_CONFIG",
+    6: "DYNAMIC_BROKER_LOGGER_CONFIG",
 }
 
 
@@ -108,6 +119,18 @@ class PartitionInfo:
     offline_replicas: tuple[int, ...]
     #: The partition's leader epoch (Metadata v7+; -1 when the broker does not report it).
     leader_epoch: int = -1
+
+
+@dataclass(frozen=True, slots=True)
+class ConfigEntryInfo:
+    """One DescribeConfigs entry: value (None if sensitive), source, flags, synonyms."""
+
+    name: str
+    value: str | None
+    source: str
+    read_only: bool
+    sensitive: bool
+    synonyms: tuple[tuple[str, str | None, str], ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -469,3 +492,57 @@ class AdminClient:
                     result[TopicPartitionReplica(topic.topic_name, int(p.partition_index),
                                                  broker_id)] = int(p.error_code)
         return result
+
+    # --- configs -----------------------------------------------------------------------------
+
+    def _config_connection(self, resource_type: int, name: str) -> _Connection:
+        """Broker configs of broker N go to broker N; everything else to any broker."""
+        if resource_type == BROKER_RESOURCE and name:
+            if not name.isdigit():
+                raise AdminClientError(f"broker id must be a number, got {name!r}")
+            return self._broker(int(name))
+        return self._any()
+
+    def describe_configs(
+        self, resource_type: int, name: str, *, keys: Sequence[str] | None = None,
+        synonyms: bool = True,
+    ) -> tuple[int, str | None, list[ConfigEntryInfo]]:
+        """A topic's or broker's configs (broker ``""``: the cluster-wide default entity).
+
+        Returns:
+            (error code, error message, entries).
+        """
+        response = self._call(
+            self._config_connection(resource_type, name), api_versions.DESCRIBE_CONFIGS,
+            {"resources": [{"resource_type": resource_type, "resource_name": name,
+                            "configuration_keys": None if keys is None else list(keys)}],
+             "include_synonyms": synonyms, "include_documentation": False},
+        )
+        (result,) = response.results
+        entries = [
+            ConfigEntryInfo(
+                entry.name, entry.value,
+                CONFIG_SOURCES.get(int(getattr(entry, "config_source", 0)), "UNKNOWN_CONFIG"),
+                bool(entry.read_only), bool(entry.is_sensitive),
+                tuple((s.name, s.value, CONFIG_SOURCES.get(int(s.source), "UNKNOWN_CONFIG"))
+                      for s in getattr(entry, "synonyms", ())),
+            )
+            for entry in result.configs
+        ]
+        return int(result.error_code), result.error_message, entries
+
+    def incremental_alter_configs(
+        self, resource_type: int, name: str,
+        operations: Sequence[tuple[str, int, str | None]], *, validate_only: bool = False,
+    ) -> tuple[int, str | None]:
+        """IncrementalAlterConfigs (KIP-339) on one entity: ``(key, op, value)`` with op SET 0,
+        DELETE 1, APPEND 2, SUBTRACT 3; (error code, message)."""
+        response = self._call(
+            self._config_connection(resource_type, name), api_versions.INCREMENTAL_ALTER_CONFIGS,
+            {"resources": [{"resource_type": resource_type, "resource_name": name,
+                            "configs": [{"name": key, "config_operation": op, "value": value}
+                                        for key, op, value in operations]}],
+             "validate_only": validate_only},
+        )
+        (result,) = response.responses
+        return int(result.error_code), result.error_message

@@ -3,8 +3,9 @@
 The advertised table keeps every minimum at or below aiokafka's maxima (Produce 7, Fetch 11,
 ListOffsets 3, Metadata 5, CreateTopics 3, InitProducerId 0) and every maximum at a version whose
 semantics the handlers implement: Fetch stops at 11 (v12 is flexible and v13 switches to topic
-ids), Produce at 8. Only ApiVersions v3, AlterReplicaLogDirs v2 and DescribeLogDirs v2+ are
-flexible; kio encodes their tagged fields.
+ids), Produce at 8. The admin APIs go to the newest version kio 0.6.2 has a schema for
+(DescribeConfigs 4, AlterConfigs 2, IncrementalAlterConfigs 1 ...); kio encodes the tagged
+fields of the flexible ones.
 
 The controller-to-broker APIs (LeaderAndIsr 4, StopReplica 5, UpdateMetadata 6) and the
 follower's OffsetForLeaderEpoch (23) are accepted at the one version the project's own brokers
@@ -36,6 +37,9 @@ DELETE_TOPICS: Final = 20
 INIT_PRODUCER_ID: Final = 22
 ALTER_REPLICA_LOG_DIRS: Final = 34
 DESCRIBE_LOG_DIRS: Final = 35
+DESCRIBE_CONFIGS: Final = 32
+ALTER_CONFIGS: Final = 33
+INCREMENTAL_ALTER_CONFIGS: Final = 44
 #: KIP-879's CreateReplicaPlacement, at the key the controller's codec uses (flexible v0).
 CREATE_REPLICA_PLACEMENT: Final = 10879
 
@@ -52,6 +56,9 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         INIT_PRODUCER_ID: (0, 1),
         ALTER_REPLICA_LOG_DIRS: (1, 2),
         DESCRIBE_LOG_DIRS: (1, 4),
+        DESCRIBE_CONFIGS: (0, 4),
+        ALTER_CONFIGS: (0, 2),
+        INCREMENTAL_ALTER_CONFIGS: (0, 1),
         CREATE_REPLICA_PLACEMENT: (0, 0),
     }
 )

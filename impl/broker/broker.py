@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import logging
 import random
+from collections.abc import Callable
 from typing import Any
 
 import trio
@@ -46,9 +47,11 @@ from impl.ports import SeededRng
 from impl.storage import Disk, LogManager, StorageConfig, TopicPartition
 from impl.trace import NullTraceSink, TraceSink
 
-from . import api_versions, dynamic_config
+from . import api_versions, configs
 from ._handlers import HandlerContext, RequestHandlers, metadata_brokers
-from .config import BrokerConfig
+from ._handlers_admin import BackendError
+from .config import BrokerConfig, static_layer
+from .config_store import ConfigStore, ReplicationQuotas, read_entity, write_entity
 from .inter_broker import InterBrokerClient
 from .metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from .producer_ids import ProducerIdAllocator
@@ -76,6 +79,7 @@ def storage_config(config: BrokerConfig) -> StorageConfig:
         roll_ms=config.segment_ms,
         retention_ms=config.retention_ms,
         retention_bytes=config.retention_bytes,
+        retention_check_interval_ms=config.retention_check_interval_ms,
         message_max_bytes=config.message_max_bytes,
         index_interval_bytes=config.index_interval_bytes,
         checkpoint_interval_ms=config.checkpoint_interval_ms,
@@ -97,6 +101,8 @@ class _ZooKeeperTopicAdmin:
         replication_factor: int,
         assignment: dict[int, tuple[int, ...]] | None,
         validate_only: bool,
+        *,
+        topic_configs: dict[str, str] | None = None,
     ) -> tuple[int, str | None]:
         coordinator = self._broker.coordinator
         assert coordinator is not None
@@ -105,6 +111,11 @@ class _ZooKeeperTopicAdmin:
                 return TOPIC_ALREADY_EXISTS, f"topic {topic!r} already exists"
             if validate_only:
                 return NONE, None
+            if topic_configs:
+                # Kafka writes /config/topics/<t> before the topic, so no broker ever creates
+                # the topic's logs without its configs.
+                await write_entity(coordinator, configs.ResourceType.TOPIC, topic,
+                                   lambda current: dict(topic_configs))
             seed = self._broker.rng.getrandbits(63)
             if assignment is not None:
                 await zk_admin.create_topic(coordinator, topic, assignment=assignment)
@@ -140,6 +151,48 @@ class _ZooKeeperTopicAdmin:
             log.warning("deleting topic %s: ZooKeeper error %r", topic, error)
             return UNKNOWN_SERVER_ERROR
         return NONE
+
+
+class _ZooKeeperConfigs:
+    """``/config`` for the config handlers (:class:`~impl.broker._handlers_admin.ConfigBackend`)."""
+
+    def __init__(self, broker: Broker) -> None:
+        self._broker = broker
+
+    def _coordinator(self) -> KazooCoordinator:
+        coordinator = self._broker.coordinator
+        if coordinator is None:
+            raise BackendError("not connected to ZooKeeper yet")
+        return coordinator
+
+    def layers(self) -> configs.BrokerLayers:
+        store = self._broker.config_store
+        if store is None:
+            return configs.BrokerLayers(static=static_layer(self._broker.config))
+        return store.layers
+
+    async def topic_exists(self, topic: str) -> bool:
+        try:
+            return await self._coordinator().exists(topic_path(topic)) is not None
+        except CoordinatorError as error:
+            raise BackendError(f"ZooKeeper: {error!r}") from None
+
+    async def read(self, resource: configs.ResourceType, name: str) -> dict[str, str]:
+        try:
+            return await read_entity(self._coordinator(), resource, name)
+        except CoordinatorError as error:
+            raise BackendError(f"ZooKeeper: {error!r}") from None
+
+    async def write(
+        self,
+        resource: configs.ResourceType,
+        name: str,
+        update: Callable[[dict[str, str]], dict[str, str]],
+    ) -> dict[str, str]:
+        try:
+            return await write_entity(self._coordinator(), resource, name, update)
+        except CoordinatorError as error:
+            raise BackendError(f"ZooKeeper: {error!r}") from None
 
 
 class _ZooKeeperRegistry:
@@ -248,6 +301,7 @@ class Broker:
         self.metadata = MetadataCache()
         self.logs: LogManager | None = None
         self.replicas: ReplicaManager | None = None
+        self.config_store: ConfigStore | None = None
         self.server: Server | None = None
         self.coordinator: KazooCoordinator | None = None
         self.controller_coordinator: KazooCoordinator | None = None
@@ -260,7 +314,7 @@ class Broker:
         self._dir_failed = trio.Event()
         self._controller_scope = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
-        self._mover_threads = config.mover_threads
+        self.quotas: ReplicationQuotas | None = None
         #: endpoints of registered brokers not yet in the metadata cache (the controller's view)
         self._live_brokers: dict[int, tuple[str, int]] = {}
 
@@ -374,51 +428,33 @@ class Broker:
         finally:
             await coordinator.close()
 
-    async def _load_dynamic_config(self) -> None:
-        """Read ``/config/brokers/<id>`` (arming a watch) and apply its settings."""
-        coordinator, logs = self.coordinator, self.logs
+    async def _load_configs(self) -> None:
+        """Read ``/config`` (arming the watches) and apply it."""
+        coordinator, store = self.coordinator, self.config_store
         assert coordinator is not None
-        assert logs is not None
-        path = dynamic_config.config_path(self.config.broker_id)
+        assert store is not None
         try:
-            if await coordinator.exists(path, watch=True) is None:
-                config: dict[str, str] = {}
-            else:
-                data, _ = await coordinator.get(path, watch=True)
-                config = dynamic_config.parse_config_node(data)
-            settings = dynamic_config.settings_of(config)
-        except NoNodeError:
-            settings = dynamic_config.DynamicSettings()
-        except dynamic_config.DynamicConfigError as error:
-            log.error("ignoring %s: %s", path, error)
-            return
+            await store.load(coordinator)
         except CoordinatorError as error:
-            log.warning("reading %s: %r", path, error)
-            return
-        rate = (settings.throttle_bytes_per_second
-                or self.config.intra_broker_throttled_rate_bytes_per_second)
-        threads = settings.mover_threads or self.config.mover_threads
-        if rate != logs.throttle_rate:
-            log.info("log-dir move throttle: %d bytes/s", rate)
-            logs.set_throttle_rate(rate)
-        if threads != self._mover_threads:
-            log.info("log-dir movers: %d", threads)
-            logs.set_mover_count(threads)
-            self._mover_threads = threads
+            log.warning("reading /config: %r", error)
 
     async def _watch_session(self) -> None:
         coordinator = self.coordinator
         assert coordinator is not None
         expired = False
-        config_path = dynamic_config.config_path(self.config.broker_id)
+        store = self.config_store
+        assert store is not None
         while True:
             try:
                 event = await coordinator.next_event()
             except CoordinatorClosedError:
                 return
             if isinstance(event, WatchEvent):
-                if event.path == config_path:
-                    await self._load_dynamic_config()
+                if event.path in store.watched_paths:
+                    try:
+                        await store.on_watch(coordinator, event.path)
+                    except CoordinatorError as error:
+                        log.warning("reading /config after a change: %r", error)
                 continue
             if event.state is SessionState.EXPIRED:
                 expired = True
@@ -431,7 +467,7 @@ class Broker:
                                  self.broker_epoch)
                     except (CoordinatorError, zk_admin.AdminError) as error:
                         log.error("re-registration failed: %r", error)
-                await self._load_dynamic_config()  # watches were dropped with the connection
+                await self._load_configs()  # watches were dropped with the connection
             elif event.state is SessionState.CLOSED:
                 return
 
@@ -457,7 +493,11 @@ class Broker:
             trace=self.trace,
         )
         replicas.replica_lag_time_max_ms = config.replica_lag_time_max_ms
+        replicas.min_insync_of = lambda topic: logs.log_config(topic).min_insync_replicas
         self.replicas = replicas
+        self.quotas = ReplicationQuotas(config.broker_id, logs.clock.monotonic_ns)
+        self.config_store = ConfigStore(config.broker_id, static_layer(config), logs,
+                                        self.quotas, replicas.notify)
         fetcher = ReplicaFetcher(config.broker_id, logs.get, self._endpoint_of, replicas.notify,
                                  trace=self.trace, policy=config.replica_truncation_policy,
                                  fetch_backoff_ms=config.replica_fetch_backoff_ms)
@@ -474,6 +514,7 @@ class Broker:
                 on_update_metadata=self._on_update_metadata,
                 on_controller_request=self._on_controller_request,
                 registry=_ZooKeeperRegistry(self),
+                config_backend=_ZooKeeperConfigs(self),
             )
         )
         server = Server(
@@ -509,7 +550,7 @@ class Broker:
                 )
                 self._producer_ids = ProducerIdAllocator(self.coordinator, config.broker_id)
                 await self._register()
-                await self._load_dynamic_config()
+                await self._load_configs()
                 nursery.start_soon(self._watch_session)
                 nursery.start_soon(self._report_dir_failures)
                 if self.run_controller:

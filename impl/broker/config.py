@@ -61,6 +61,8 @@ class BrokerConfig:
         segment_ms: ``log.roll.ms`` (``log.roll.hours`` accepted too).
         retention_ms: ``log.retention.ms`` (``-1`` keeps everything; ``.hours``/``.minutes`` too).
         retention_bytes: ``log.retention.bytes`` (``-1`` unlimited).
+        retention_check_interval_ms: ``log.retention.check.interval.ms``: how often retention
+            runs.
         index_interval_bytes: ``log.index.interval.bytes``.
         checkpoint_interval_ms: ``replica.high.watermark.checkpoint.interval.ms``: every dir's
             HW checkpoint is rewritten this often (which also finds a dir that failed idle).
@@ -102,6 +104,7 @@ class BrokerConfig:
     segment_ms: int = 7 * 24 * 3_600_000
     retention_ms: int = 7 * 24 * 3_600_000
     retention_bytes: int = -1
+    retention_check_interval_ms: int = 300_000
     index_interval_bytes: int = 4096
     checkpoint_interval_ms: int = 5000
     rack: str | None = None
@@ -292,6 +295,10 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
         lambda k, v: _int(k, v, -1, 2**31 - 1) * _HOURS_MS,
     ),
     "log.retention.bytes": ("retention_bytes", lambda k, v: _int(k, v, -1, 2**63 - 1)),
+    "log.retention.check.interval.ms": (
+        "retention_check_interval_ms",
+        lambda k, v: _int(k, v, 1, 2**63 - 1),
+    ),
     "log.index.interval.bytes": ("index_interval_bytes", lambda k, v: _int(k, v, 0, 2**31 - 1)),
     "replica.high.watermark.checkpoint.interval.ms": (
         "checkpoint_interval_ms",
@@ -346,7 +353,6 @@ _ACCEPTED_IGNORED: Final = frozenset(
         "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
-        "log.retention.check.interval.ms",
         "zookeeper.connection.timeout.ms",
         "group.initial.rebalance.delay.ms",
     }
@@ -412,3 +418,38 @@ def load_config(text: str, overrides: Iterable[str] = ()) -> BrokerConfig:
     properties = parse_properties(text)
     properties.update(parse_overrides(overrides))
     return build_config(properties)
+
+
+#: Typed fields that stand for a config-core broker key, with the keys that set them.
+_STATIC_FIELDS: Final = (
+    ("min.insync.replicas", ("min.insync.replicas",), "min_insync_replicas"),
+    ("message.max.bytes", ("message.max.bytes",), "message_max_bytes"),
+    ("log.segment.bytes", ("log.segment.bytes",), "segment_bytes"),
+    ("log.roll.ms", ("log.roll.ms", "log.roll.hours"), "segment_ms"),
+    ("log.retention.ms", ("log.retention.ms", "log.retention.minutes", "log.retention.hours"),
+     "retention_ms"),
+    ("log.retention.bytes", ("log.retention.bytes",), "retention_bytes"),
+    ("replica.alter.log.dirs.io.max.bytes.per.second",
+     ("replica.alter.log.dirs.io.max.bytes.per.second", "intra.broker.throttled.rate"),
+     "intra_broker_throttled_rate_bytes_per_second"),
+    ("num.replica.alter.log.dirs.threads", ("num.replica.alter.log.dirs.threads",),
+     "num_replica_alter_log_dirs_threads"),
+)
+
+
+def static_layer(config: BrokerConfig) -> dict[str, str]:
+    """The broker's static config layer: its properties, plus typed fields set in code.
+
+    A :class:`BrokerConfig` built by hand (tests, the demo) has no properties; its fields
+    that differ from the defaults are reported under their Kafka keys.
+    """
+    layer = dict(config.properties)
+    defaults = BrokerConfig(0, (), (), "")
+    for key, keys, name in _STATIC_FIELDS:
+        value = getattr(config, name)
+        if value != getattr(defaults, name) and not any(k in layer for k in keys):
+            layer[key] = str(value)
+    if not any(k in layer for k in ("log.dirs", "log.dir")) and config.log_dirs:
+        layer["log.dirs"] = ",".join(config.log_dirs)
+    layer.setdefault("broker.id", str(config.broker_id))
+    return layer

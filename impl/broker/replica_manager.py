@@ -100,6 +100,8 @@ class ReplicaManager:
         self.logs = logs
         self.fence = ControllerFence(broker_id)
         self.min_insync_replicas = min_insync_replicas
+        #: a topic's ``min.insync.replicas`` (the broker wires in the topic's config)
+        self.min_insync_of: Callable[[str], int] = lambda topic: self.min_insync_replicas
         self.message_max_bytes = message_max_bytes
         self.timestamp_difference_max_ms = timestamp_difference_max_ms
         self.trace: TraceSink = trace if trace is not None else NullTraceSink()
@@ -240,7 +242,8 @@ class ReplicaManager:
         if partition_log is None:
             return ProduceResult(error)
         state = self.states[tp]
-        if acks == -1 and len(state.isr) < self.min_insync_replicas:
+        min_insync_replicas = self.min_insync_of(tp.topic)
+        if acks == -1 and len(state.isr) < min_insync_replicas:
             return ProduceResult(NOT_ENOUGH_REPLICAS)
         data = records if records is not None else b""
         # The storage engine validates the whole batch (CRC included) when appending; the
@@ -321,7 +324,7 @@ class ReplicaManager:
                 current = self.states.get(tp)
                 outcome = replication.acks_all_result(
                     partition_log.high_watermark, last_offset,
-                    len((state if current is None else current).isr), self.min_insync_replicas)
+                    len((state if current is None else current).isr), min_insync_replicas)
                 if outcome is not None:
                     if outcome != NONE:
                         return ProduceResult(outcome)

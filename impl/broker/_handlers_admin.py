@@ -1,0 +1,266 @@
+"""Admin request handlers: configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs).
+
+Each handler names the resource it acts on (a topic, or the cluster for broker configs) at
+its top, where an authorizer hooks in. ZooKeeper is reached through the :class:`ConfigBackend`
+port the broker implements (:mod:`impl.broker.config_store` carries the bytes); validation and
+resolution are :mod:`impl.broker.configs`' decisions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Mapping
+from typing import TYPE_CHECKING, Any, Final, Protocol
+
+from . import api_versions, configs
+from ._codec import DecodedRequest
+from .configs import (
+    AlterOp,
+    BrokerLayers,
+    ConfigEntry,
+    InvalidConfigError,
+    InvalidRequestError,
+    ResourceType,
+)
+from .server import Response
+from .topic_names import topic_name_error
+
+if TYPE_CHECKING:
+    from ._handlers import RequestHandlers
+
+NONE: Final = 0
+UNKNOWN_SERVER_ERROR: Final = -1
+UNKNOWN_TOPIC_OR_PARTITION: Final = 3
+INVALID_TOPIC_EXCEPTION: Final = 17
+INVALID_CONFIG: Final = 40
+INVALID_REQUEST: Final = 42
+
+
+class ConfigBackend(Protocol):
+    """``/config`` as the config handlers need it (the broker's ZooKeeper shell)."""
+
+    def layers(self) -> BrokerLayers:
+        """This broker's config layers as last read."""
+
+    async def topic_exists(self, topic: str) -> bool:
+        """Whether ``/brokers/topics/<t>`` exists."""
+
+    async def read(self, resource: ResourceType, name: str) -> dict[str, str]:
+        """An entity's stored dynamic config (read from ZooKeeper)."""
+
+    async def write(
+        self, resource: ResourceType, name: str, update: Callable[[dict[str, str]], dict[str, str]]
+    ) -> dict[str, str]:
+        """Read-modify-write an entity's config and announce it under ``/config/changes``."""
+
+
+class BackendError(Exception):
+    """ZooKeeper could not be read or written (UNKNOWN_SERVER_ERROR to the client)."""
+
+
+class _ResourceError(Exception):
+    def __init__(self, code: int, message: str) -> None:
+        super().__init__(message)
+        self.code = code
+        self.message = message
+
+
+def _describe_entry(entry: ConfigEntry, with_documentation: bool) -> dict[str, Any]:
+    return {
+        "name": entry.name,
+        "value": entry.value,
+        "read_only": entry.read_only,
+        "is_default": entry.is_default,
+        "config_source": int(entry.source),
+        "is_sensitive": entry.sensitive,
+        "synonyms": [
+            {"name": s.name, "value": s.value, "source": int(s.source)} for s in entry.synonyms
+        ],
+        "config_type": int(entry.type),
+        "documentation": entry.doc if with_documentation else None,
+    }
+
+
+class AdminHandlers:
+    """The admin APIs, registered into :class:`~impl.broker._handlers.RequestHandlers`."""
+
+    def __init__(self, handlers: RequestHandlers, backend: ConfigBackend | None) -> None:
+        self._handlers = handlers
+        self._backend = backend
+        self._broker_id = handlers.context.config.broker_id
+
+    def table(self) -> dict[int, Callable[[DecodedRequest], Awaitable[Response | None]]]:
+        """API key → handler, for the APIs this class serves."""
+        return {
+            api_versions.DESCRIBE_CONFIGS: self.describe_configs,
+            api_versions.ALTER_CONFIGS: self.alter_configs,
+            api_versions.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+        }
+
+    @property
+    def backend(self) -> ConfigBackend:
+        """The ZooKeeper port.
+
+        Raises:
+            BackendError: the broker runs without one (a test harness).
+        """
+        if self._backend is None:
+            raise BackendError("this broker has no ZooKeeper connection for configs")
+        return self._backend
+
+    def _answer(self, request: DecodedRequest, data: Mapping[str, Any]) -> bytes:
+        return self._handlers._answer(request, dict(data))
+
+    # --- resources ---------------------------------------------------------------------------
+
+    async def _topic(self, name: str) -> None:
+        """Resource: Topic ``name``. Raises for a bad name or an unknown topic."""
+        reason = topic_name_error(name) if name else "topic name must not be empty"
+        if reason is not None:
+            raise _ResourceError(INVALID_TOPIC_EXCEPTION, reason)
+        if not await self.backend.topic_exists(name):
+            raise _ResourceError(UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {name!r}")
+
+    def _broker_entity(self, name: str) -> str:
+        """Resource: Cluster. A broker config entity: ``""`` is ``<default>``, else this id."""
+        if name in ("", configs.DEFAULT_BROKER):
+            return configs.DEFAULT_BROKER
+        if name != str(self._broker_id):
+            raise _ResourceError(
+                INVALID_REQUEST,
+                f"Unexpected broker id, expected {self._broker_id} or empty string, but received "
+                f"{name}",
+            )
+        return name
+
+    # --- DescribeConfigs ---------------------------------------------------------------------
+
+    async def describe_configs(self, request: DecodedRequest) -> Response:
+        """DescribeConfigs v0-v4: topic and broker configs with sources and synonyms."""
+        body = request.body
+        with_synonyms = bool(getattr(body, "include_synonyms", False))
+        with_documentation = bool(getattr(body, "include_documentation", False))
+        results: list[dict[str, Any]] = []
+        for resource in body.resources:
+            kind = int(resource.resource_type)
+            keys = resource.configuration_keys
+            result: dict[str, Any] = {
+                "resource_type": kind, "resource_name": resource.resource_name,
+                "error_code": NONE, "error_message": None, "configs": [],
+            }
+            try:
+                entries = await self._describe_one(kind, resource.resource_name, keys,
+                                                   with_synonyms)
+                result["configs"] = [_describe_entry(e, with_documentation) for e in entries]
+            except _ResourceError as error:
+                result.update(error_code=error.code, error_message=error.message)
+            except BackendError as error:
+                result.update(error_code=UNKNOWN_SERVER_ERROR, error_message=str(error))
+            results.append(result)
+        return self._answer(request, {"throttle_time": 0, "results": results})
+
+    async def _describe_one(
+        self, kind: int, name: str, keys: Any, with_synonyms: bool
+    ) -> list[ConfigEntry]:
+        key_list = None if keys is None else [str(key) for key in keys]
+        if kind == ResourceType.TOPIC:
+            await self._topic(name)
+            overrides = await self.backend.read(ResourceType.TOPIC, name)
+            return configs.describe_topic(overrides, self.backend.layers(), key_list,
+                                          with_synonyms=with_synonyms)
+        if kind == ResourceType.BROKER:
+            entity = self._broker_entity(name)
+            layers = self.backend.layers()
+            if entity == configs.DEFAULT_BROKER:
+                layers = BrokerLayers(default=await self.backend.read(ResourceType.BROKER, entity))
+            return configs.describe_broker(
+                layers, key_list, describing_default=entity == configs.DEFAULT_BROKER,
+                with_synonyms=with_synonyms,
+            )
+        raise _ResourceError(INVALID_REQUEST, f"unsupported config resource type {kind}")
+
+    # --- AlterConfigs, IncrementalAlterConfigs ------------------------------------------------
+
+    async def _entity(self, kind: int, name: str) -> tuple[ResourceType, str]:
+        if kind == ResourceType.TOPIC:
+            await self._topic(name)
+            return ResourceType.TOPIC, name
+        if kind == ResourceType.BROKER:
+            return ResourceType.BROKER, self._broker_entity(name)
+        raise _ResourceError(INVALID_REQUEST, f"unsupported config resource type {kind}")
+
+    async def _alter_each(
+        self,
+        request: DecodedRequest,
+        make_update: Callable[
+            [Any, ResourceType, str], Callable[[dict[str, str]], dict[str, str]]
+        ],
+    ) -> Response:
+        body = request.body
+        validate_only = bool(body.validate_only)
+        seen: set[tuple[int, str]] = set()
+        responses: list[dict[str, Any]] = []
+        for resource in body.resources:
+            kind, name = int(resource.resource_type), resource.resource_name
+            result: dict[str, Any] = {"resource_type": kind, "resource_name": name,
+                                      "error_code": NONE, "error_message": None}
+            try:
+                if (kind, name) in seen:
+                    raise _ResourceError(INVALID_REQUEST,
+                                         f"resource {name!r} appears more than once")
+                seen.add((kind, name))
+                resource_type, entity = await self._entity(kind, name)
+                update = make_update(resource, resource_type, entity)
+                if validate_only:
+                    update(await self.backend.read(resource_type, entity))
+                else:
+                    await self.backend.write(resource_type, entity, update)
+            except _ResourceError as error:
+                result.update(error_code=error.code, error_message=error.message)
+            except InvalidConfigError as error:
+                result.update(error_code=INVALID_CONFIG, error_message=str(error))
+            except InvalidRequestError as error:
+                result.update(error_code=INVALID_REQUEST, error_message=str(error))
+            except BackendError as error:
+                result.update(error_code=UNKNOWN_SERVER_ERROR, error_message=str(error))
+            responses.append(result)
+        return self._answer(request, {"throttle_time": 0, "responses": responses})
+
+    async def alter_configs(self, request: DecodedRequest) -> Response:
+        """AlterConfigs v0-v2: replace an entity's whole dynamic config (omitted keys revert)."""
+
+        def make_update(
+            resource: Any, resource_type: ResourceType, entity: str
+        ) -> Callable[[dict[str, str]], dict[str, str]]:
+            configs.check_unique(item.name for item in resource.configs)
+            new = configs.alter(resource_type, {item.name: item.value
+                                                for item in resource.configs})
+            return lambda current: new
+
+        return await self._alter_each(request, make_update)
+
+    async def incremental_alter_configs(self, request: DecodedRequest) -> Response:
+        """IncrementalAlterConfigs v0-v1 (KIP-339): SET, DELETE, APPEND, SUBTRACT per key."""
+        layers = self._backend.layers() if self._backend is not None else BrokerLayers()
+
+        def make_update(
+            resource: Any, resource_type: ResourceType, entity: str
+        ) -> Callable[[dict[str, str]], dict[str, str]]:
+            operations: list[tuple[str, AlterOp, str | None]] = []
+            for item in resource.configs:
+                try:
+                    op = AlterOp(int(item.config_operation))
+                except ValueError:
+                    raise InvalidRequestError(
+                        f"unknown config operation {int(item.config_operation)} for "
+                        f"{item.name}") from None
+                operations.append((item.name, op, item.value))
+
+            def effective(key: str) -> str | None:
+                if resource_type is ResourceType.TOPIC and key in configs.TOPIC_CONFIGS:
+                    return configs.topic_entry(key, {}, layers).value
+                return layers.broker_value(key)
+
+            return lambda current: configs.incremental_alter(
+                resource_type, current, operations, effective)
+
+        return await self._alter_each(request, make_update)

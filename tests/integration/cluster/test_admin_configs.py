@@ -1,0 +1,352 @@
+"""Topic and broker configs through real admin clients against a 3-broker cluster.
+
+One cluster (three brokers, two log dirs each, real ZooKeeper) serves every test of the module:
+kafka-python, confluent-kafka and aiokafka create topics with configs, describe them (sources,
+synonyms, read-only flags), alter them (AlterConfigs and IncrementalAlterConfigs), and are
+refused with INVALID_CONFIG naming the key. The stored znodes are Kafka's, and a change takes
+effect without a restart: ``retention.ms`` trims a live log, ``min.insync.replicas`` refuses
+an ``acks=all`` produce, the KIP-113 throttle reaches every broker's movers.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import io
+import json
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+from kazoo.client import KazooClient
+
+from impl.broker.admin import AdminClient
+from impl.cli import main as cli_main
+from impl.cli.cmd_cluster import Cluster
+from impl.controller import EmbeddedZooKeeper
+
+from ._load import every_broker_sees_all, pause, wait_until
+
+pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+BROKERS = 3
+
+
+@pytest.fixture(scope="module")
+def cluster(zookeeper: EmbeddedZooKeeper, tmp_path_factory: pytest.TempPathFactory
+            ) -> Iterator[Cluster]:
+    chroot = f"/admin_configs_{time.monotonic_ns()}"
+    client = KazooClient(hosts=zookeeper.connect_string, timeout=10.0)
+    client.start(timeout=10.0)
+    client.ensure_path(chroot)
+    client.stop()
+    client.close()
+    running = Cluster(Path(tmp_path_factory.mktemp("admin-configs")), BROKERS, 2,
+                      zookeeper=zookeeper.connect_string + chroot, base_port=None,
+                      overrides=["log.retention.check.interval.ms=1000"])
+    try:
+        running.start()
+        wait_until(lambda: every_broker_sees_all(running.ports.values(), BROKERS),
+                   "every broker to see the cluster", pause)
+        yield running
+    finally:
+        running.stop()
+
+
+@pytest.fixture
+def zk(cluster: Cluster) -> Iterator[KazooClient]:
+    assert cluster.zookeeper_connect is not None
+    client = KazooClient(hosts=cluster.zookeeper_connect, timeout=10.0)
+    client.start(timeout=10.0)
+    try:
+        yield client
+    finally:
+        client.stop()
+        client.close()
+
+
+def _znode(zk: KazooClient, path: str) -> dict[str, object]:
+    data, _ = zk.get(path)
+    value = json.loads(data)
+    assert isinstance(value, dict)
+    return value
+
+
+def test_confluent_create_describe_alter(cluster: Cluster, zk: KazooClient) -> None:
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import (
+        AdminClient as ConfluentAdmin,
+    )
+    from confluent_kafka.admin._config import (
+        AlterConfigOpType,
+        ConfigEntry,
+        ConfigResource,
+        ConfigSource,
+    )
+    from confluent_kafka.admin._resource import ResourceType
+    from confluent_kafka.cimpl import NewTopic
+
+    admin = ConfluentAdmin({"bootstrap.servers": cluster.bootstrap_servers})
+    # validate_only creates nothing; a bad value is refused naming the key
+    admin.create_topics([NewTopic("ck", 2, 2, config={"cleanup.policy": "compact"})],
+                        validate_only=True)["ck"].result(30)
+    assert not zk.exists("/brokers/topics/ck")
+    with pytest.raises(KafkaException, match=r"retention\.ms") as refused:
+        admin.create_topics([NewTopic("ck", 2, 2, config={"retention.ms": "soon"})]
+                            )["ck"].result(30)
+    assert refused.value.args[0].code() == 40  # INVALID_CONFIG
+    admin.create_topics([NewTopic("ck", 2, 2, config={
+        "cleanup.policy": "compact", "min.insync.replicas": "2", "retention.ms": "3600000"})]
+    )["ck"].result(30)
+    assert _znode(zk, "/config/topics/ck") == {"version": 1, "config": {
+        "cleanup.policy": "compact", "min.insync.replicas": "2", "retention.ms": "3600000"}}
+
+    resource = ConfigResource(ResourceType.TOPIC, "ck")
+    described = admin.describe_configs([resource], request_timeout=30)[resource].result(30)
+    assert described["cleanup.policy"].value == "compact"
+    assert described["cleanup.policy"].source == ConfigSource.DYNAMIC_TOPIC_CONFIG.value
+    assert described["segment.bytes"].source == ConfigSource.DEFAULT_CONFIG.value
+    assert described["segment.bytes"].value == "1073741824"
+    assert not described["segment.bytes"].is_read_only
+
+    # incremental: APPEND to a list, DELETE a key; the change notice is Kafka's v2
+    alter = ConfigResource(ResourceType.TOPIC, "ck", incremental_configs=[
+        ConfigEntry("cleanup.policy", "delete",
+                    incremental_operation=AlterConfigOpType.APPEND),
+        ConfigEntry("retention.ms", None, incremental_operation=AlterConfigOpType.DELETE),
+    ])
+    admin.incremental_alter_configs([alter])[alter].result(30)
+    assert _znode(zk, "/config/topics/ck")["config"] == {
+        "cleanup.policy": "compact,delete", "min.insync.replicas": "2"}
+    changes = sorted(zk.get_children("/config/changes"))
+    assert changes
+    assert changes[-1].startswith("config_change_")
+    assert _znode(zk, f"/config/changes/{changes[-1]}") == {
+        "version": 2, "entity_path": "topics/ck"}
+
+    bad = ConfigResource(ResourceType.TOPIC, "ck", incremental_configs=[
+        ConfigEntry("retention.ms", "5", incremental_operation=AlterConfigOpType.APPEND)])
+    with pytest.raises(KafkaException, match=r"retention\.ms"):
+        admin.incremental_alter_configs([bad])[bad].result(30)
+    unknown = ConfigResource(ResourceType.TOPIC, "ck", incremental_configs=[
+        ConfigEntry("no.such.config", "1", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match=r"no\.such\.config"):
+        admin.incremental_alter_configs([unknown])[unknown].result(30)
+
+    # broker configs: a dynamic key per broker, read-only static keys, synonyms
+    broker = ConfigResource(ResourceType.BROKER, "2", incremental_configs=[
+        ConfigEntry("follower.replication.throttled.rate", "1000000",
+                    incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([broker])[broker].result(30)
+    assert _znode(zk, "/config/brokers/2")["config"] == {
+        "follower.replication.throttled.rate": "1000000"}
+    describe = ConfigResource(ResourceType.BROKER, "2")
+    entries = admin.describe_configs([describe], request_timeout=30)[describe].result(30)
+    assert entries["follower.replication.throttled.rate"].value == "1000000"
+    assert entries["follower.replication.throttled.rate"].source == (
+        ConfigSource.DYNAMIC_BROKER_CONFIG.value)
+    assert entries["broker.id"].is_read_only
+    assert entries["broker.id"].value == "2"
+    static = ConfigResource(ResourceType.BROKER, "2", incremental_configs=[
+        ConfigEntry("broker.id", "7", incremental_operation=AlterConfigOpType.SET)])
+    with pytest.raises(KafkaException, match=r"broker\.id"):
+        admin.incremental_alter_configs([static])[static].result(30)
+
+
+def test_kafka_python_create_describe_alter(cluster: Cluster, zk: KazooClient) -> None:
+    from kafka.admin import (
+        ConfigResource,
+        ConfigResourceType,
+        KafkaAdminClient,
+        NewTopic,
+    )
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers,
+                             request_timeout_ms=30_000)
+    try:
+        admin.create_topics([NewTopic("kp", 1, 3, topic_configs={"segment.ms": "600000"})])
+        described = admin.describe_configs(
+            [ConfigResource(ConfigResourceType.TOPIC, "kp")], include_synonyms=True,
+            config_filter="all")
+        entries = described["topic"]["kp"]
+        assert entries["segment.ms"]["value"] == "600000"
+        assert entries["segment.ms"]["config_source"] == "DYNAMIC_TOPIC_CONFIG"
+        assert entries["retention.ms"]["config_source"] == "DEFAULT_CONFIG"
+        assert [s["name"] for s in entries["segment.ms"]["synonyms"]] == [
+            "segment.ms", "log.roll.ms"]
+        # AlterConfigs replaces the whole set; kafka-python resends the keys already set
+        admin.alter_configs([ConfigResource(ConfigResourceType.TOPIC, "kp",
+                                            configs={"retention.bytes": "1048576"})],
+                            incremental=False)
+        assert _znode(zk, "/config/topics/kp")["config"] == {
+            "retention.bytes": "1048576", "segment.ms": "600000"}
+        # a per-broker dynamic config (kafka-python cannot name the <default> entity)
+        admin.alter_configs([ConfigResource(ConfigResourceType.BROKER, "1",
+                                            configs={"leader.replication.throttled.rate":
+                                                     ("SET", "2000000")})])
+        assert _znode(zk, "/config/brokers/1")["config"] == {
+            "leader.replication.throttled.rate": "2000000"}
+        entries = admin.describe_configs([ConfigResource(ConfigResourceType.BROKER, "1")],
+                                         config_filter="all")["broker"]["1"]
+        assert entries["leader.replication.throttled.rate"]["value"] == "2000000"
+        assert entries["leader.replication.throttled.rate"]["config_source"] == (
+            "DYNAMIC_BROKER_CONFIG")
+        assert entries["log.dirs"]["read_only"]
+    finally:
+        admin.close()
+
+
+def test_aiokafka_create_describe_alter(cluster: Cluster, zk: KazooClient) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewTopic
+    from aiokafka.admin.config_resource import (
+        ConfigResource,
+        ConfigResourceType,
+    )
+
+    async def main() -> None:
+        admin = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers,
+                                    request_timeout_ms=30_000)
+        await admin.start()
+        try:
+            await admin.create_topics([NewTopic("ak", 1, 2, topic_configs={
+                "message.timestamp.type": "LogAppendTime"})])
+            responses = await admin.describe_configs(
+                [ConfigResource(ConfigResourceType.TOPIC, "ak")])
+            entries = {item[0]: item for result in responses for resource in result.resources
+                       for item in resource[4]}
+            assert entries["message.timestamp.type"][1] == "LogAppendTime"
+            # AlterConfigs replaces the whole set: message.timestamp.type reverts
+            await admin.alter_configs([ConfigResource(
+                ConfigResourceType.TOPIC, "ak", {"unclean.leader.election.enable": "true"})])
+            assert _znode(zk, "/config/topics/ak")["config"] == {
+                "unclean.leader.election.enable": "true"}
+        finally:
+            await admin.close()
+
+    asyncio.run(main())
+
+
+def test_config_changes_take_effect_live(cluster: Cluster, zk: KazooClient) -> None:
+    """retention.ms trims a live log, min.insync.replicas refuses acks=all, the KIP-113 throttle
+    reaches the movers: all without a restart."""
+    from confluent_kafka import KafkaError, Producer
+    from confluent_kafka.admin import (
+        AdminClient as ConfluentAdmin,
+    )
+    from confluent_kafka.admin._config import AlterConfigOpType, ConfigEntry, ConfigResource
+    from confluent_kafka.admin._resource import ResourceType
+    from confluent_kafka.cimpl import NewTopic
+
+    admin = ConfluentAdmin({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("live", 1, 1, config={"segment.bytes": "1024"})]
+                        )["live"].result(30)
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                         "linger.ms": 0, "message.timeout.ms": 20_000})
+    errors: list[KafkaError] = []
+
+    def delivered(error: KafkaError | None, message: object) -> None:
+        if error is not None:
+            errors.append(error)
+
+    for index in range(30):  # one batch each, so segment.bytes=1024 rolls every few
+        producer.produce("live", value=b"x" * 100 + str(index).encode(), on_delivery=delivered)
+        assert producer.flush(30) == 0
+    assert not errors
+
+    with AdminClient(cluster.bootstrap_servers) as ours:
+        def log_start() -> int:
+            from confluent_kafka import TopicPartition
+            from confluent_kafka.admin._listoffsets import OffsetSpec
+
+            earliest = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+            result = admin.list_offsets({TopicPartition("live", 0): earliest})
+            return int(next(iter(result.values())).result(30).offset)
+
+        assert log_start() == 0
+        assert ours.metadata(["live"]).topics["live"][0] == 0
+        resource = ConfigResource(ResourceType.TOPIC, "live", incremental_configs=[
+            ConfigEntry("retention.ms", "1", incremental_operation=AlterConfigOpType.SET)])
+        admin.incremental_alter_configs([resource])[resource].result(30)
+        wait_until(lambda: log_start() > 0, "retention.ms=1 to delete old segments", pause)
+
+    # min.insync.replicas above the replication factor refuses acks=all at once
+    resource = ConfigResource(ResourceType.TOPIC, "live", incremental_configs=[
+        ConfigEntry("min.insync.replicas", "2", incremental_operation=AlterConfigOpType.SET)])
+    admin.incremental_alter_configs([resource])[resource].result(30)
+    refused: list[KafkaError | None] = []
+    strict = Producer({"bootstrap.servers": cluster.bootstrap_servers, "acks": "all",
+                       "retries": 0, "message.timeout.ms": 20_000})
+
+    def wait_refused() -> bool:
+        strict.produce("live", value=b"late", on_delivery=lambda e, m: refused.append(e))
+        strict.flush(30)
+        return any(e is not None and e.code() == KafkaError.NOT_ENOUGH_REPLICAS
+                   for e in refused)
+
+    wait_until(wait_refused, "acks=all to be refused by min.insync.replicas=2", pause)
+
+    # the KIP-113 throttle, cluster-wide (`logproof configs --entity-default`), reaches every
+    # broker live
+    status, out = cli("configs", "--alter", "--bootstrap-server", cluster.bootstrap_servers,
+                      "--entity-type", "brokers", "--entity-default", "--add-config",
+                      "replica.alter.log.dirs.io.max.bytes.per.second=123456,"
+                      "follower.replication.throttled.rate=777")
+    assert status == 0, out
+    assert "Completed updating default config for brokers in the cluster." in out
+    assert _znode(zk, "/config/brokers/<default>")["config"] == {
+        "follower.replication.throttled.rate": "777",
+        "replica.alter.log.dirs.io.max.bytes.per.second": "123456"}
+    for broker_id in range(1, BROKERS + 1):
+        def throttle_seen(broker_id: int = broker_id) -> bool:
+            status, out = cli("configs", "--describe", "--bootstrap-server",
+                              cluster.bootstrap_servers, "--entity-type", "brokers",
+                              "--entity-name", str(broker_id))
+            assert status == 0
+            return ("replica.alter.log.dirs.io.max.bytes.per.second=123456 sensitive=false "
+                    "synonyms={DYNAMIC_DEFAULT_BROKER_CONFIG:" in out)
+
+        wait_until(throttle_seen, f"broker {broker_id} to apply the throttle", pause)
+
+
+def cli(*argv: str) -> tuple[int, str]:
+    """Run a ``logproof`` command in this process: (exit status, standard output)."""
+    out = io.StringIO()
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(out):
+        status = cli_main(list(argv))
+    return status, out.getvalue()
+
+
+def test_configs_cli_refusals(cluster: Cluster) -> None:
+    bootstrap = cluster.bootstrap_servers
+    status, out = cli("configs", "--alter", "--bootstrap-server", bootstrap,
+                      "--entity-type", "topics", "--entity-name", "nope",
+                      "--add-config", "retention.ms=1")
+    assert status != 0
+    assert "UNKNOWN_TOPIC_OR_PARTITION" in out
+    with AdminClient(bootstrap) as admin:
+        assert admin.create_topics([("cli", 1, 1)])["cli"][0] == 0
+    status, out = cli("configs", "--alter", "--bootstrap-server", bootstrap,
+                      "--entity-type", "topics", "--entity-name", "cli",
+                      "--add-config", "cleanup.policy=[compact,shred]")
+    assert status != 0
+    assert "INVALID_CONFIG" in out
+    assert "cleanup.policy" in out
+    assert "Traceback" not in out
+    status, out = cli("configs", "--alter", "--bootstrap-server", bootstrap,
+                      "--entity-type", "topics", "--entity-name", "cli",
+                      "--add-config", "cleanup.policy=[compact,delete],retention.ms=5000")
+    assert status == 0, out
+    status, out = cli("configs", "--describe", "--bootstrap-server", bootstrap,
+                      "--entity-type", "topics", "--entity-name", "cli")
+    assert status == 0
+    assert out.splitlines()[0] == "Dynamic configs for topic cli are:"
+    assert "  cleanup.policy=compact,delete sensitive=false synonyms={DYNAMIC_TOPIC_CONFIG:" \
+        "cleanup.policy=compact,delete, DEFAULT_CONFIG:log.cleanup.policy=delete}" in out
+    status, out = cli("configs", "--alter", "--bootstrap-server", bootstrap,
+                      "--entity-type", "topics", "--entity-name", "cli",
+                      "--delete-config", "retention.ms")
+    assert status == 0
+    status, out = cli("configs", "--describe", "--bootstrap-server", bootstrap,
+                      "--entity-type", "topics", "--entity-name", "cli")
+    assert "retention.ms" not in out
