@@ -23,6 +23,7 @@ from ._codec import DecodedRequest, encode_response
 from ._handlers_admin import AdminHandlers, ConfigBackend
 from ._kio_build import build
 from .config import BrokerConfig
+from .config_store import ReplicationQuotas
 from .fetch_response import FetchPartitionReply, encode_fetch_response
 from .metadata_cache import BrokerEndpoint, MetadataCache
 from .replica_manager import ReplicaManager
@@ -133,6 +134,8 @@ class HandlerContext:
     registry: ClusterRegistry | None = None
     #: ``/config`` for the admin handlers (None: the config APIs are not served)
     config_backend: ConfigBackend | None = None
+    #: KIP-73 replication throttles (None: never throttle)
+    quotas: ReplicationQuotas | None = None
 
 
 def _throttle() -> dict[str, Any]:
@@ -409,6 +412,16 @@ class RequestHandlers:
         log_start_offset = partition_log.log_start_offset
         limit = min(int(item.partition_max_bytes), budget_bytes)
         slices: list[Any] = []
+        quotas = self.context.quotas
+        throttled = (
+            quotas is not None and replica_id >= 0 and replica_id not in state.isr
+            and quotas.leader_throttled(tp.topic, tp.partition)
+        )
+        if throttled and quotas is not None and quotas.leader_exceeded():
+            # KIP-73: a throttled replica outside the ISR gets no data while the leader's
+            # leader.replication.throttled.rate is used up
+            limit = 0
+            have_data = True
         if limit > 0 or not have_data:
             try:
                 slices = partition_log.read(
@@ -425,9 +438,12 @@ class RequestHandlers:
             except OSError as os_error:
                 log.warning("read of %s failed: %s", tp, os_error)
                 return FetchPartitionReply(tp.partition, KAFKA_STORAGE_ERROR, -1, -1, -1)
-        return FetchPartitionReply(
+        reply = FetchPartitionReply(
             tp.partition, NONE, high_watermark, high_watermark, log_start_offset, tuple(slices)
         )
+        if throttled and quotas is not None:
+            quotas.record_leader(reply.records_size)
+        return reply
 
     def _fetch_once(self, body: Any) -> tuple[list[tuple[str, list[FetchPartitionReply]]], int,
                                               bool]:

@@ -1,4 +1,5 @@
-"""Admin request handlers: configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs).
+"""Admin request handlers: configs (DescribeConfigs, AlterConfigs, IncrementalAlterConfigs),
+DescribeCluster, CreatePartitions and KIP-455's Alter/ListPartitionReassignments.
 
 Each handler names the resource it acts on (a topic, or the cluster for broker configs) at
 its top, where an authorizer hooks in. ZooKeeper is reached through the :class:`ConfigBackend`
@@ -11,7 +12,9 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
-from . import api_versions, configs
+from impl.controller.coordinator import CoordinatorError
+
+from . import admin_zk, api_versions, configs
 from ._codec import DecodedRequest
 from .configs import (
     AlterOp,
@@ -25,14 +28,25 @@ from .server import Response
 from .topic_names import topic_name_error
 
 if TYPE_CHECKING:
+    from impl.controller.coordinator import Coordinator
+    from impl.controller.placement import ReplicaPlacer
+    from impl.ports import Rng
+
     from ._handlers import RequestHandlers
 
 NONE: Final = 0
 UNKNOWN_SERVER_ERROR: Final = -1
 UNKNOWN_TOPIC_OR_PARTITION: Final = 3
 INVALID_TOPIC_EXCEPTION: Final = 17
+REQUEST_TIMED_OUT: Final = 7
+INVALID_PARTITIONS: Final = 37
 INVALID_CONFIG: Final = 40
 INVALID_REQUEST: Final = 42
+UNSUPPORTED_ENDPOINT_TYPE: Final = 118
+#: ``cluster_authorized_operations`` when the client did not ask for them (Kafka's INT_MIN)
+CLUSTER_OPERATIONS_OMITTED: Final = -(2**31)
+#: The most partitions one topic may grow to (the CreateTopics bound).
+PARTITIONS_PER_TOPIC_MAX: Final = 100_000
 
 
 class ConfigBackend(Protocol):
@@ -51,6 +65,12 @@ class ConfigBackend(Protocol):
         self, resource: ResourceType, name: str, update: Callable[[dict[str, str]], dict[str, str]]
     ) -> dict[str, str]:
         """Read-modify-write an entity's config and announce it under ``/config/changes``."""
+
+    def coordinator(self) -> Coordinator:
+        """The ZooKeeper port (raises :class:`BackendError` when not connected)."""
+
+    def placer(self) -> tuple[ReplicaPlacer, Rng]:
+        """The cluster's replica placer (KIP-879) with a fresh seeded generator."""
 
 
 class BackendError(Exception):
@@ -94,6 +114,10 @@ class AdminHandlers:
             api_versions.DESCRIBE_CONFIGS: self.describe_configs,
             api_versions.ALTER_CONFIGS: self.alter_configs,
             api_versions.INCREMENTAL_ALTER_CONFIGS: self.incremental_alter_configs,
+            api_versions.DESCRIBE_CLUSTER: self.describe_cluster,
+            api_versions.CREATE_PARTITIONS: self.create_partitions,
+            api_versions.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
+            api_versions.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
         }
 
     @property
@@ -264,3 +288,141 @@ class AdminHandlers:
                 resource_type, current, operations, effective)
 
         return await self._alter_each(request, make_update)
+
+    # --- DescribeCluster ----------------------------------------------------------------------
+
+    async def describe_cluster(self, request: DecodedRequest) -> Response:
+        """DescribeCluster v0-v1 (KIP-700). Resource: Cluster."""
+        cache = self._handlers.context.metadata
+        brokers, controller_id = cache.brokers, cache.controller_id
+        if controller_id < 0:
+            brokers, controller_id = await self._handlers._registered_view(brokers)
+        endpoint_type = int(getattr(request.body, "endpoint_type", 1))
+        if endpoint_type != 1:
+            return self._answer(request, {
+                "throttle_time": 0, "error_code": UNSUPPORTED_ENDPOINT_TYPE,
+                "error_message": "only broker endpoints are described", "endpoint_type":
+                endpoint_type, "cluster_id": "", "controller_id": -1, "brokers": [],
+                "cluster_authorized_operations": CLUSTER_OPERATIONS_OMITTED,
+            })
+        return self._answer(request, {
+            "throttle_time": 0, "error_code": NONE, "error_message": None,
+            "endpoint_type": endpoint_type,
+            "cluster_id": self._handlers.context.config.cluster_id,
+            "controller_id": controller_id,
+            "brokers": [{"broker_id": b.broker_id, "host": b.host, "port": b.port,
+                         "rack": b.rack} for b in sorted(brokers, key=lambda b: b.broker_id)],
+            "cluster_authorized_operations": CLUSTER_OPERATIONS_OMITTED,
+        })
+
+    # --- CreatePartitions ---------------------------------------------------------------------
+
+    async def create_partitions(self, request: DecodedRequest) -> Response:
+        """CreatePartitions v0-v3: grow topics, placed by the cluster's placer (KIP-879) unless
+        the request names the replicas; waits (bounded) until metadata shows them. Resource:
+        each Topic."""
+        body = request.body
+        timeout_seconds = max(body.timeout.total_seconds(), 0.0)
+        validate_only = bool(body.validate_only)
+        names = [topic.name for topic in body.topics]
+        results: list[dict[str, Any]] = []
+        grown: dict[str, int] = {}
+        live = await self._handlers._live_broker_ids(lambda ids: True)
+        for topic in body.topics:
+            name, count = topic.name, int(topic.count)
+            code, message = NONE, None
+            reason = topic_name_error(name)
+            if reason is not None:
+                code, message = INVALID_TOPIC_EXCEPTION, reason
+            elif names.count(name) > 1:
+                code, message = INVALID_REQUEST, f"topic {name!r} appears more than once"
+            elif count > PARTITIONS_PER_TOPIC_MAX:
+                code, message = INVALID_PARTITIONS, f"more than {PARTITIONS_PER_TOPIC_MAX}"
+            else:
+                assignment = None
+                if topic.assignments is not None:
+                    assignment = {index: tuple(int(b) for b in item.broker_ids)
+                                  for index, item in enumerate(topic.assignments)}
+                try:
+                    placer, rng = self.backend.placer()
+                    code, message = await admin_zk.create_partitions(
+                        self.backend.coordinator(), name, count, assignment, placer=placer,
+                        rng=rng, live_brokers=live, validate_only=validate_only)
+                except BackendError as error:
+                    code, message = UNKNOWN_SERVER_ERROR, str(error)
+                except CoordinatorError as error:
+                    code, message = UNKNOWN_SERVER_ERROR, f"ZooKeeper: {error!r}"
+                if code == NONE and not validate_only:
+                    grown[name] = count
+            results.append({"name": name, "error_code": code, "error_message": message})
+        if grown and timeout_seconds > 0:
+            cache = self._handlers.context.metadata
+
+            def ready() -> bool:
+                return all(
+                    len([p for p in cache.partitions(name) if p.leader >= 0]) >= count
+                    for name, count in grown.items()
+                )
+
+            if not await self._handlers._wait_metadata(ready, timeout_seconds):
+                for result in results:
+                    if result["name"] in grown:
+                        result["error_code"] = REQUEST_TIMED_OUT
+                        result["error_message"] = "partitions created; metadata not yet updated"
+        return self._answer(request, {"throttle_time": 0, "results": results})
+
+    # --- KIP-455 reassignments ----------------------------------------------------------------
+
+    async def alter_partition_reassignments(self, request: DecodedRequest) -> Response:
+        """AlterPartitionReassignments v0 (KIP-455) through ``/admin/reassign_partitions``.
+        Resource: Cluster."""
+        requested: dict[tuple[str, int], tuple[int, ...] | None] = {}
+        duplicate: set[tuple[str, int]] = set()
+        for topic in request.body.topics:
+            for item in topic.partitions:
+                tp = (topic.name, int(item.partition_index))
+                if tp in requested:
+                    duplicate.add(tp)
+                requested[tp] = (None if item.replicas is None
+                                 else tuple(int(b) for b in item.replicas))
+        try:
+            live = await self._handlers._live_broker_ids(lambda ids: True)
+            outcome = await admin_zk.alter_reassignments(
+                self.backend.coordinator(),
+                {tp: r for tp, r in requested.items() if tp not in duplicate}, live)
+            top_code, top_message = NONE, None
+        except (BackendError, CoordinatorError) as error:
+            outcome, top_code, top_message = {}, UNKNOWN_SERVER_ERROR, str(error)
+        for tp in duplicate:
+            outcome[tp] = (INVALID_REQUEST, f"{tp[0]}-{tp[1]} appears more than once")
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (name, partition), (code, message) in sorted(outcome.items()):
+            by_topic.setdefault(name, []).append(
+                {"partition_index": partition, "error_code": code, "error_message": message})
+        return self._answer(request, {
+            "throttle_time": 0, "error_code": top_code, "error_message": top_message,
+            "responses": [{"name": name, "partitions": partitions}
+                          for name, partitions in by_topic.items()],
+        })
+
+    async def list_partition_reassignments(self, request: DecodedRequest) -> Response:
+        """ListPartitionReassignments v0 (KIP-455). Resource: Cluster."""
+        topics = request.body.topics
+        wanted = None if topics is None else {
+            t.name: [int(p) for p in t.partition_indexes] for t in topics}
+        try:
+            ongoing = await admin_zk.list_reassignments(self.backend.coordinator(), wanted)
+            code, message = NONE, None
+        except (BackendError, CoordinatorError) as error:
+            ongoing, code, message = {}, UNKNOWN_SERVER_ERROR, str(error)
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (name, partition), item in sorted(ongoing.items()):
+            by_topic.setdefault(name, []).append({
+                "partition_index": partition, "replicas": list(item.replicas),
+                "adding_replicas": list(item.adding), "removing_replicas": list(item.removing),
+            })
+        return self._answer(request, {
+            "throttle_time": 0, "error_code": code, "error_message": message,
+            "topics": [{"name": name, "partitions": partitions}
+                       for name, partitions in by_topic.items()],
+        })

@@ -40,6 +40,10 @@ DESCRIBE_LOG_DIRS: Final = 35
 DESCRIBE_CONFIGS: Final = 32
 ALTER_CONFIGS: Final = 33
 INCREMENTAL_ALTER_CONFIGS: Final = 44
+CREATE_PARTITIONS: Final = 37
+DESCRIBE_CLUSTER: Final = 60
+ALTER_PARTITION_REASSIGNMENTS: Final = 45
+LIST_PARTITION_REASSIGNMENTS: Final = 46
 #: KIP-879's CreateReplicaPlacement, at the key the controller's codec uses (flexible v0).
 CREATE_REPLICA_PLACEMENT: Final = 10879
 
@@ -59,6 +63,10 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         DESCRIBE_CONFIGS: (0, 4),
         ALTER_CONFIGS: (0, 2),
         INCREMENTAL_ALTER_CONFIGS: (0, 1),
+        CREATE_PARTITIONS: (0, 3),
+        DESCRIBE_CLUSTER: (0, 1),
+        ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+        LIST_PARTITION_REASSIGNMENTS: (0, 0),
         CREATE_REPLICA_PLACEMENT: (0, 0),
     }
 )

@@ -30,7 +30,7 @@ from impl.controller.coordinator import (
     SessionState,
     WatchEvent,
 )
-from impl.controller.placement import PlacementError, load_replica_placer
+from impl.controller.placement import PlacementError, ReplicaPlacer, load_replica_placer
 from impl.controller.requests import (
     ControllerRequest,
     ControllerResponse,
@@ -170,6 +170,14 @@ class _ZooKeeperConfigs:
         if store is None:
             return configs.BrokerLayers(static=static_layer(self._broker.config))
         return store.layers
+
+    def coordinator(self) -> KazooCoordinator:
+        return self._coordinator()
+
+    def placer(self) -> tuple[ReplicaPlacer, SeededRng]:
+        seed = self._broker.rng.getrandbits(63)
+        return (load_replica_placer(self._broker.config.replica_placer, SeededRng(seed)),
+                SeededRng(seed))
 
     async def topic_exists(self, topic: str) -> bool:
         try:
@@ -502,6 +510,7 @@ class Broker:
                                  trace=self.trace, policy=config.replica_truncation_policy,
                                  fetch_backoff_ms=config.replica_fetch_backoff_ms)
         replicas.fetcher = fetcher
+        fetcher.quotas = self.quotas
         replicas.isr_updater = self._schedule_isr_update
         handlers = RequestHandlers(
             HandlerContext(
@@ -515,6 +524,7 @@ class Broker:
                 on_controller_request=self._on_controller_request,
                 registry=_ZooKeeperRegistry(self),
                 config_backend=_ZooKeeperConfigs(self),
+                quotas=self.quotas,
             )
         )
         server = Server(

@@ -64,6 +64,7 @@ from ._codec import (
 )
 from ._framing import FrameDecoder, FrameError
 from ._kio_build import build
+from .config_store import ReplicationQuotas
 from .replication import (
     MAX_TRUNCATION_ROUNDS,
     ReplicaRole,
@@ -209,6 +210,10 @@ class ReplicaFetcher:
         self._loops: dict[int, _LeaderLoop] = {}
         self._nursery: trio.Nursery | None = None
         self._changed = trio.Event()
+        #: KIP-73 follower throttle (None: never throttle); the broker sets it
+        self.quotas: ReplicationQuotas | None = None
+        #: the leader's HW in its last answer: a replica below it is catching up (not in sync)
+        self._leader_high_watermark: dict[TopicPartition, int] = {}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the fetch tasks until cancelled."""
@@ -253,6 +258,7 @@ class ReplicaFetcher:
 
     def _forget(self, tp: TopicPartition) -> None:
         """Drop ``tp``; cancel its leader's loop when no partition is left there."""
+        self._leader_high_watermark.pop(tp, None)
         leader_id = self._drop(tp)
         if leader_id is not None and leader_id not in self._by_leader:
             self._stop(leader_id)
@@ -456,6 +462,15 @@ class ReplicaFetcher:
         )
         followed.truncated = True
 
+    def _follower_throttled(self, tp: TopicPartition, log_end_offset: int) -> bool:
+        """KIP-73: hold back a throttled replica that is catching up while the follower's
+        ``follower.replication.throttled.rate`` is used up (an in-sync one is never held)."""
+        quotas = self.quotas
+        if quotas is None or not quotas.follower_throttled(tp.topic, tp.partition):
+            return False
+        catching_up = log_end_offset < self._leader_high_watermark.get(tp, 0)
+        return catching_up and quotas.follower_exceeded()
+
     async def _fetch_once(self, connection: _Connection,
                           partitions: dict[TopicPartition, _Followed]) -> None:
         topics: dict[str, list[dict[str, Any]]] = {}
@@ -463,6 +478,8 @@ class ReplicaFetcher:
         for tp, item in partitions.items():
             partition_log = self._get_log(tp)
             if partition_log is None or not item.truncated or not item.ready(now):
+                continue
+            if self._follower_throttled(tp, partition_log.log_end_offset):
                 continue
             topics.setdefault(tp.topic, []).append({
                 "partition": tp.partition,
@@ -499,10 +516,15 @@ class ReplicaFetcher:
                         self._delay(tp, followed, "Fetch", code)
                         continue
                     records = rb.whole_batches(result.records or b"")
+                    self._leader_high_watermark[tp] = int(result.high_watermark)
                     try:
                         if records:
                             await partition_log.append_as_follower(records)
                             progressed = True
+                            if self.quotas is not None and self.quotas.follower_throttled(
+                                tp.topic, tp.partition
+                            ):
+                                self.quotas.record_follower(len(records))
                         high_watermark = min(int(result.high_watermark),
                                              partition_log.log_end_offset)
                         if high_watermark > partition_log.high_watermark:

@@ -350,3 +350,114 @@ def test_configs_cli_refusals(cluster: Cluster) -> None:
     status, out = cli("configs", "--describe", "--bootstrap-server", bootstrap,
                       "--entity-type", "topics", "--entity-name", "cli")
     assert "retention.ms" not in out
+
+
+def test_describe_cluster_with_every_client(cluster: Cluster) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+    from kafka.admin import KafkaAdminClient
+
+    confluent = ConfluentAdmin({"bootstrap.servers": cluster.bootstrap_servers})
+    described = confluent.describe_cluster(request_timeout=30).result(30)
+    assert sorted(node.id for node in described.nodes) == [1, 2, 3]
+    assert described.controller is not None
+    assert described.controller.id in (1, 2, 3)
+    assert described.cluster_id == "logproof"
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        info = admin.describe_cluster()
+        assert sorted(b["broker_id"] if "broker_id" in b else b["node_id"]
+                      for b in info["brokers"]) == [1, 2, 3]
+        assert info["controller_id"] in (1, 2, 3)
+    finally:
+        admin.close()
+
+    async def main() -> None:
+        client = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        await client.start()
+        try:
+            info = await client.describe_cluster()
+            assert sorted(b["node_id"] for b in info["brokers"]) == [1, 2, 3]
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+
+
+def test_create_partitions_with_every_client(cluster: Cluster, zk: KazooClient) -> None:
+    from aiokafka.admin import AIOKafkaAdminClient, NewPartitions
+    from confluent_kafka import KafkaException
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+    from confluent_kafka.cimpl import NewPartitions as ConfluentNewPartitions
+    from kafka.admin import KafkaAdminClient
+    from kafka.admin import NewPartitions as KafkaNewPartitions
+
+    with AdminClient(cluster.bootstrap_servers) as ours:
+        assert ours.create_topics([("grow", 1, 2)])["grow"][0] == 0
+
+    def partitions() -> dict[str, list[int]]:
+        value = _znode(zk, "/brokers/topics/grow")["partitions"]
+        assert isinstance(value, dict)
+        return value
+
+    confluent = ConfluentAdmin({"bootstrap.servers": cluster.bootstrap_servers})
+    confluent.create_partitions([ConfluentNewPartitions("grow", 3)],
+                                validate_only=True)["grow"].result(30)
+    assert len(partitions()) == 1
+    confluent.create_partitions([ConfluentNewPartitions("grow", 3)])["grow"].result(30)
+    assert sorted(partitions()) == ["0", "1", "2"]
+    assert all(len(replicas) == 2 for replicas in partitions().values())
+    with pytest.raises(KafkaException, match=r"INVALID_PARTITIONS|higher than or equal"):
+        confluent.create_partitions([ConfluentNewPartitions("grow", 2)])["grow"].result(30)
+
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        admin.create_partitions({"grow": KafkaNewPartitions(4, [[3, 1]])})
+        assert partitions()["3"] == [3, 1]
+    finally:
+        admin.close()
+
+    async def main() -> None:
+        client = AIOKafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+        await client.start()
+        try:
+            await client.create_partitions({"grow": NewPartitions(5)})
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+    assert len(partitions()) == 5
+    with AdminClient(cluster.bootstrap_servers) as ours:
+        wait_until(lambda: all(p.leader >= 0 for p in ours.metadata(["grow"]).topics["grow"][1])
+                   and len(ours.metadata(["grow"]).topics["grow"][1]) == 5,
+                   "the new partitions to have leaders", pause)
+
+
+def test_partition_reassignments_kip455(cluster: Cluster, zk: KazooClient) -> None:
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition
+
+    with AdminClient(cluster.bootstrap_servers) as ours:
+        assert ours.create_topics([("moving", {0: [1, 2], 1: [2, 3]})])["moving"][0] == 0
+    admin = KafkaAdminClient(bootstrap_servers=cluster.bootstrap_servers)
+    try:
+        admin.alter_partition_reassignments({TopicPartition("moving", 0): [3, 2]})
+
+        def done() -> bool:
+            listed = admin.list_partition_reassignments()
+            replicas = _znode(zk, "/brokers/topics/moving")["partitions"]
+            assert isinstance(replicas, dict)
+            return not listed and replicas["0"] == [3, 2]
+
+        wait_until(done, "the reassignment to complete", pause)
+        assert not zk.exists("/admin/reassign_partitions")
+        # cancelling when nothing is in progress is refused with Kafka's error
+        results = admin.alter_partition_reassignments({TopicPartition("moving", 1): None})
+        assert [error.__name__ for error in results.values()] == [
+            "NoReassignmentInProgressError"]
+        results = admin.alter_partition_reassignments({TopicPartition("moving", 7): [1, 2]})
+        assert [error.__name__ for error in results.values()] == [
+            "UnknownTopicOrPartitionError"]
+    finally:
+        admin.close()
