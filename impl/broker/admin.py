@@ -41,6 +41,8 @@ _CLIENT_RANGES: Final[Mapping[int, tuple[int, int]]] = {
     api_versions.ALTER_REPLICA_LOG_DIRS: (1, 2),
     api_versions.DESCRIBE_CONFIGS: (1, 4),
     api_versions.INCREMENTAL_ALTER_CONFIGS: (0, 1),
+    api_versions.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
+    api_versions.LIST_PARTITION_REASSIGNMENTS: (0, 0),
 }
 #: DescribeConfigs and IncrementalAlterConfigs resource types.
 TOPIC_RESOURCE: Final = 2
@@ -546,3 +548,54 @@ class AdminClient:
         )
         (result,) = response.responses
         return int(result.error_code), result.error_message
+
+    # --- KIP-455 reassignments -----------------------------------------------------------------
+
+    def alter_partition_reassignments(
+        self, targets: Mapping[tuple[str, int], Sequence[int] | None], *, timeout_ms: int = 30_000
+    ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Start (replicas) or cancel (None) partition reassignments (KIP-455).
+
+        Returns:
+            (topic, partition) → (error code, message); a request-level error is given to
+            every partition.
+        """
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), replicas in sorted(targets.items()):
+            by_topic.setdefault(topic, []).append({
+                "partition_index": partition,
+                "replicas": None if replicas is None else list(replicas),
+            })
+        response = self._call(self._any(), api_versions.ALTER_PARTITION_REASSIGNMENTS, {
+            "timeout": timeout_ms,
+            "topics": [{"name": name, "partitions": items} for name, items in by_topic.items()],
+        })
+        if int(response.error_code) != 0:
+            return {tp: (int(response.error_code), response.error_message) for tp in targets}
+        return {
+            (topic.name, int(p.partition_index)): (int(p.error_code), p.error_message)
+            for topic in response.responses
+            for p in topic.partitions
+        }
+
+    def list_partition_reassignments(
+        self, *, timeout_ms: int = 30_000
+    ) -> dict[tuple[str, int], tuple[tuple[int, ...], tuple[int, ...], tuple[int, ...]]]:
+        """Ongoing reassignments (KIP-455): (topic, partition) → (replicas, adding, removing).
+
+        Raises:
+            AdminClientError: the broker refused the request.
+        """
+        response = self._call(self._any(), api_versions.LIST_PARTITION_REASSIGNMENTS,
+                              {"timeout": timeout_ms, "topics": None})
+        if int(response.error_code) != 0:
+            raise AdminClientError(
+                f"ListPartitionReassignments: {error_name(int(response.error_code))}: "
+                f"{response.error_message or ''}")
+        return {
+            (topic.name, int(p.partition_index)): (
+                tuple(int(r) for r in p.replicas), tuple(int(r) for r in p.adding_replicas),
+                tuple(int(r) for r in p.removing_replicas))
+            for topic in response.topics
+            for p in topic.partitions
+        }

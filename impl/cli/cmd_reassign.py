@@ -1,28 +1,49 @@
-"""``logproof reassign --generate|--execute|--verify``: reassignment with log dirs (KIP-113 §2).
+"""``logproof reassign --generate|--execute|--verify|--cancel``: reassignment with log dirs.
 
 ``--generate`` proposes a new assignment with the cluster's placer (KIP-879; see
 :mod:`impl.cli._reassign_generate`).
 
 The reassignment JSON is Kafka's (``{"version":1,"partitions":[{"topic","partition","replicas",
-"log_dirs"}]}``), with ``"any"`` allowed for a replica whose dir does not matter. ``--execute``
-sends AlterReplicaLogDirs to each broker for the replicas with an explicit dir, retrying those
-answered REPLICA_NOT_AVAILABLE every 100 ms until ``--timeout`` (default 10 s, as in the KIP);
-when the replica sets differ from the current assignment and ``--zookeeper`` is given, it also
-starts the cross-broker reassignment by creating ``/admin/reassign_partitions``.
-``--verify`` prints, per partition, whether its replica set is the target one (and, given
-``--zookeeper``, no longer listed in ``/admin/reassign_partitions``), then each replica's move
-state; it exits 0 only when every partition and every move has completed; then, given
-``--zookeeper``, it removes the throttle ``--replica-alter-log-dirs-throttle`` set.
+"log_dirs"}]}``), with ``"any"`` allowed for a replica whose dir does not matter. Everything
+goes through the brokers' admin APIs, as Kafka's tool does since KIP-455 (no ZooKeeper access):
+
+* ``--execute`` starts the cross-broker part with AlterPartitionReassignments when the replica
+  lists differ from the current ones (a new order is a reassignment too: the first replica is
+  the preferred leader), then sends AlterReplicaLogDirs to each broker for the replicas with an
+  explicit dir, retrying those answered REPLICA_NOT_AVAILABLE every 100 ms until ``--timeout``
+  (default 10 s, as in KIP-113). ``--replica-alter-log-dirs-throttle`` sets the KIP-113 mover
+  throttle and ``--throttle`` the KIP-73 replication throttle (rates on the brokers, throttled
+  replica lists on the topics), both as dynamic configs through IncrementalAlterConfigs.
+* ``--verify`` prints, per partition, whether its replica list is the target one and no longer
+  listed by ListPartitionReassignments, then each replica's move state; it exits 0 only when
+  everything has completed, and then removes the throttles.
+* ``--cancel`` cancels the reassignments the controller has not started, and cancels the
+  log-dir moves by pointing each replica back at its current dir, as Kafka's tool does.
 """
 
 from __future__ import annotations
 
 import argparse
+import sys
 import time
 from pathlib import Path
 from typing import Any
 
-from impl.broker.admin import AdminClient, AdminClientError, TopicPartitionReplica, error_name
+from impl.broker.admin import (
+    BROKER_RESOURCE,
+    TOPIC_RESOURCE,
+    AdminClient,
+    AdminClientError,
+    TopicPartitionReplica,
+    error_name,
+)
+from impl.broker.configs import (
+    ALTER_LOG_DIRS_RATE,
+    FOLLOWER_THROTTLED_RATE,
+    FOLLOWER_THROTTLED_REPLICAS,
+    LEADER_THROTTLED_RATE,
+    LEADER_THROTTLED_REPLICAS,
+)
 from impl.broker.log_dir_moves import (
     LogDirMoveState,
     ReassignmentFileError,
@@ -37,6 +58,8 @@ from ._reassign_generate import generate
 
 REPLICA_NOT_AVAILABLE = 9
 RETRY_INTERVAL_SECONDS = 0.1
+SET = 0
+DELETE = 1
 
 
 def register(subparsers: Any) -> None:
@@ -54,6 +77,8 @@ def register(subparsers: Any) -> None:
                            "--broker-list with the cluster's placer (changes nothing)")
     mode.add_argument("--execute", action="store_true", help="start the moves")
     mode.add_argument("--verify", action="store_true", help="report each replica's move state")
+    mode.add_argument("--cancel", action="store_true",
+                      help="cancel the reassignment and the log-dir moves of the JSON")
     parser.add_argument("--reassignment-json-file", type=Path, default=None,
                         help="with --execute or --verify: the reassignment JSON")
     parser.add_argument("--topics-to-move-json-file", type=Path, default=None,
@@ -65,8 +90,10 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT]")
     parser.add_argument("--timeout", type=float, default=10.0,
                         help="seconds to retry REPLICA_NOT_AVAILABLE (default 10)")
-    parser.add_argument("--zookeeper", default=None,
-                        help="HOST:PORT[/chroot]: needed to change replica sets and throttles")
+    parser.add_argument("--zookeeper", default=None, help=argparse.SUPPRESS)
+    parser.add_argument("--throttle", type=int, default=None, metavar="BYTES_PER_SECOND",
+                        help="with --execute: the KIP-73 replication throttle of the moving "
+                             "replicas (removed by --verify once complete)")
     parser.add_argument("--replica-alter-log-dirs-throttle", type=int, default=None,
                         metavar="BYTES_PER_SECOND",
                         help="with --execute: limit the log-dir movers of the brokers involved "
@@ -91,35 +118,38 @@ def _load(path: Path) -> tuple[tuple[ReassignmentTarget, ...], list[ReplicaMove]
 
 
 def run(arguments: argparse.Namespace) -> int:
-    """Generate, execute or verify."""
+    """Generate, execute, verify or cancel."""
     if arguments.generate:
         return generate(arguments)
     if arguments.reassignment_json_file is None:
-        raise CliError("--execute and --verify need --reassignment-json-file")
+        raise CliError("--execute, --verify and --cancel need --reassignment-json-file")
+    if arguments.zookeeper is not None:
+        print("Warning: --zookeeper is no longer needed and is ignored; the reassignment goes "
+              "through --bootstrap-server.", file=sys.stderr)
     if arguments.timeout <= 0:
         raise CliError("--timeout must be positive")
-    throttle = arguments.replica_alter_log_dirs_throttle
-    if throttle is not None:
-        if not arguments.execute:
-            raise CliError("--replica-alter-log-dirs-throttle goes with --execute")
-        if arguments.zookeeper is None:
-            raise CliError("--replica-alter-log-dirs-throttle needs --zookeeper")
-        if throttle < 1:
-            raise CliError("--replica-alter-log-dirs-throttle must be at least 1")
+    for name, value in (("--replica-alter-log-dirs-throttle",
+                         arguments.replica_alter_log_dirs_throttle),
+                        ("--throttle", arguments.throttle)):
+        if value is not None:
+            if not arguments.execute:
+                raise CliError(f"{name} goes with --execute")
+            if value < 1:
+                raise CliError(f"{name} must be at least 1")
     targets, moves = _load(arguments.reassignment_json_file)
     try:
         with AdminClient(arguments.bootstrap_server) as admin:
             if arguments.execute:
                 return _execute(admin, arguments, targets, moves)
-            pending = (set() if arguments.zookeeper is None
-                       else _reassigning(arguments.zookeeper))
+            if arguments.cancel:
+                return _cancel(admin, targets, moves)
+            pending = set(admin.list_partition_reassignments())
             status = _verify_partitions(admin, targets, pending)
             status = max(status, _verify(admin, moves))
+            if status == 0:
+                _remove_throttles(admin, targets, moves)
     except AdminClientError as error:
         raise CliError(str(error)) from None
-    if status == 0 and moves and arguments.zookeeper is not None:
-        _set_throttle(arguments.zookeeper, sorted({m.broker_id for m in moves}), None)
-        print("Throttle was removed.")
     return status
 
 
@@ -135,50 +165,6 @@ def _replica_sets_change(admin: AdminClient, targets: tuple[ReassignmentTarget, 
         if tuple(current[target.partition]) != tuple(target.replicas):
             return True  # a new order is a reassignment too: the first replica is preferred
     return False
-
-
-def _start_cross_broker(zookeeper: str, targets: tuple[ReassignmentTarget, ...]) -> None:
-    import trio  # noqa: PLC0415
-
-    from impl.controller import admin as zk_admin  # noqa: PLC0415
-    from impl.controller._kazoo import KazooCoordinator  # noqa: PLC0415
-    from impl.controller.coordinator import CoordinatorError  # noqa: PLC0415
-
-    async def main() -> None:
-        coordinator = await KazooCoordinator.connect(zookeeper)
-        try:
-            await zk_admin.reassign_partitions(coordinator, targets)
-        finally:
-            await coordinator.close()
-
-    try:
-        trio.run(main)
-    except (CoordinatorError, zk_admin.AdminError, ZnodeFormatError) as error:
-        raise CliError(f"cannot start the reassignment: {error}") from None
-
-
-def _reassigning(zookeeper: str) -> set[tuple[str, int]]:
-    """The partitions ``/admin/reassign_partitions`` still lists."""
-    import trio  # noqa: PLC0415
-
-    from impl.controller._kazoo import KazooCoordinator  # noqa: PLC0415
-    from impl.controller.coordinator import CoordinatorError, NoNodeError  # noqa: PLC0415
-    from impl.controller.znodes import REASSIGN_PARTITIONS_PATH  # noqa: PLC0415
-
-    async def main() -> set[tuple[str, int]]:
-        coordinator = await KazooCoordinator.connect(zookeeper)
-        try:
-            data, _stat = await coordinator.get(REASSIGN_PARTITIONS_PATH)
-        except NoNodeError:
-            return set()
-        finally:
-            await coordinator.close()
-        return {(t.topic, t.partition) for t in decode_reassignment(data)}
-
-    try:
-        return trio.run(main)
-    except (CoordinatorError, ZnodeFormatError) as error:
-        raise CliError(f"cannot read the reassignment in progress: {error}") from None
 
 
 def _verify_partitions(admin: AdminClient, targets: tuple[ReassignmentTarget, ...],
@@ -206,60 +192,144 @@ def _verify_partitions(admin: AdminClient, targets: tuple[ReassignmentTarget, ..
     return 0 if complete else 1
 
 
-def _set_throttle(zookeeper: str, broker_ids: list[int], rate: int | None) -> None:
-    """Write (or, with None, remove) the movers' throttle in each broker's dynamic config."""
-    import trio  # noqa: PLC0415
+def _alter_configs(admin: AdminClient, resource_type: int, name: str,
+                   operations: list[tuple[str, int, str | None]]) -> None:
+    code, message = admin.incremental_alter_configs(resource_type, name, operations)
+    if code != 0:
+        raise CliError(f"cannot update the config of {name}: {error_name(code)}: "
+                       f"{message or ''}".rstrip(": "))
 
-    from impl.broker import dynamic_config  # noqa: PLC0415
-    from impl.controller import admin as zk_admin  # noqa: PLC0415
-    from impl.controller._kazoo import KazooCoordinator  # noqa: PLC0415
-    from impl.controller.coordinator import (  # noqa: PLC0415
-        BadVersionError,
-        CoordinatorError,
-        NodeExistsError,
-        NoNodeError,
-    )
 
-    async def update(coordinator: KazooCoordinator, broker_id: int) -> None:
-        path = dynamic_config.config_path(broker_id)
-        for _ in range(100):  # bounded retries on concurrent writers
-            try:
-                data, stat = await coordinator.get(path)
-                config = dynamic_config.parse_config_node(data)
-                version = stat.version
-            except NoNodeError:
-                config, version = {}, -2
-            config.pop(dynamic_config.THROTTLE_KEY_KIP, None)
-            if rate is None:
-                if dynamic_config.THROTTLE_KEY not in config:
-                    return
-                config.pop(dynamic_config.THROTTLE_KEY)
+def _set_throttles(admin: AdminClient, arguments: argparse.Namespace,
+                   targets: tuple[ReassignmentTarget, ...], moves: list[ReplicaMove]) -> None:
+    """Kafka's --throttle and --replica-alter-log-dirs-throttle, as dynamic configs."""
+    mover_rate = arguments.replica_alter_log_dirs_throttle
+    if mover_rate is not None:
+        for broker_id in sorted({m.broker_id for m in moves}):
+            _alter_configs(admin, BROKER_RESOURCE, str(broker_id),
+                           [(ALTER_LOG_DIRS_RATE, SET, str(mover_rate))])
+        print(f"The log-dir movers of the brokers involved are throttled to {mover_rate} B/s.")
+    rate = arguments.throttle
+    if rate is None:
+        return
+    current = _current_replicas(admin, targets)
+    leaders: dict[str, list[str]] = {}
+    followers: dict[str, list[str]] = {}
+    brokers: set[int] = set()
+    for target in targets:
+        existing = current[(target.topic, target.partition)]
+        if tuple(existing) == tuple(target.replicas):
+            continue
+        # Kafka's tool: the existing replicas are throttled as leaders, the new as followers
+        leaders.setdefault(target.topic, []).extend(
+            f"{target.partition}:{b}" for b in existing)
+        followers.setdefault(target.topic, []).extend(
+            f"{target.partition}:{b}" for b in target.replicas if b not in existing)
+        brokers.update(existing)
+        brokers.update(target.replicas)
+    for topic in sorted(set(leaders) | set(followers)):
+        _alter_configs(admin, TOPIC_RESOURCE, topic, [
+            (LEADER_THROTTLED_REPLICAS, SET, ",".join(leaders.get(topic, []))),
+            (FOLLOWER_THROTTLED_REPLICAS, SET, ",".join(followers.get(topic, []))),
+        ])
+    for broker_id in sorted(brokers):
+        _alter_configs(admin, BROKER_RESOURCE, str(broker_id), [
+            (LEADER_THROTTLED_RATE, SET, str(rate)), (FOLLOWER_THROTTLED_RATE, SET, str(rate))])
+    print(f"The inter-broker throttle limit was set to {rate} B/s.")
+
+
+def _remove_throttles(admin: AdminClient, targets: tuple[ReassignmentTarget, ...],
+                      moves: list[ReplicaMove]) -> None:
+    """--verify's clean-up once complete: every throttle this tool may have set that is set."""
+    removed = False
+    for broker_id in sorted(admin.metadata().brokers):
+        removed |= _delete_set(
+            admin, BROKER_RESOURCE, str(broker_id),
+            (LEADER_THROTTLED_RATE, FOLLOWER_THROTTLED_RATE, ALTER_LOG_DIRS_RATE),
+            "DYNAMIC_BROKER_CONFIG")
+    for topic in sorted({target.topic for target in targets}):
+        removed |= _delete_set(admin, TOPIC_RESOURCE, topic,
+                               (LEADER_THROTTLED_REPLICAS, FOLLOWER_THROTTLED_REPLICAS),
+                               "DYNAMIC_TOPIC_CONFIG")
+    if removed:
+        print("Throttle was removed.")
+
+
+def _delete_set(admin: AdminClient, resource_type: int, name: str, keys: tuple[str, ...],
+                source: str) -> bool:
+    """Delete those of ``keys`` the entity itself sets; whether any was."""
+    code, _, entries = admin.describe_configs(resource_type, name, keys=keys, synonyms=False)
+    if code != 0:
+        return False  # e.g. a topic the controller does not know: nothing of ours to remove
+    present = [entry.name for entry in entries if entry.source == source]
+    if present:
+        _alter_configs(admin, resource_type, name, [(key, DELETE, None) for key in present])
+    return bool(present)
+
+
+def _current_replicas(admin: AdminClient, targets: tuple[ReassignmentTarget, ...]
+                      ) -> dict[tuple[str, int], tuple[int, ...]]:
+    metadata = admin.metadata(sorted({target.topic for target in targets}))
+    current: dict[tuple[str, int], tuple[int, ...]] = {}
+    for target in targets:
+        code, partitions = metadata.topics.get(target.topic, (3, ()))
+        if code != 0:
+            raise CliError(f"topic {target.topic!r}: {error_name(code)}")
+        replicas = {info.partition: info.replicas for info in partitions}
+        if target.partition not in replicas:
+            raise CliError(f"partition {target.topic}-{target.partition} does not exist")
+        current[(target.topic, target.partition)] = tuple(replicas[target.partition])
+    return current
+
+
+def _cancel(admin: AdminClient, targets: tuple[ReassignmentTarget, ...],
+            moves: list[ReplicaMove]) -> int:
+    """Cancel the partitions' reassignments and the replicas' log-dir moves."""
+    status = 0
+    ongoing = admin.list_partition_reassignments()
+    wanted = [(t.topic, t.partition) for t in targets if (t.topic, t.partition) in ongoing]
+    if wanted:
+        results = admin.alter_partition_reassignments(dict.fromkeys(wanted))
+        for (topic, partition), (code, message) in sorted(results.items()):
+            if code == 0:
+                print(f"Cancelled the reassignment of partition {topic}-{partition}.")
             else:
-                config[dynamic_config.THROTTLE_KEY] = str(rate)
-            encoded = dynamic_config.encode_config_node(config)
-            try:
-                if version == -2:
-                    await zk_admin.ensure_path(coordinator, "/config/brokers")
-                    await coordinator.create(path, encoded)
-                else:
-                    await coordinator.set(path, encoded, version=version)
-            except (NodeExistsError, BadVersionError, NoNodeError):
-                continue
-            return
-        raise CliError(f"could not update {path}: too many concurrent writers")
+                status = 1
+                print(f"Could not cancel the reassignment of {topic}-{partition}: "
+                      f"{error_name(code)}: {message or ''}".rstrip(": "))
+    replicas = [TopicPartitionReplica(m.topic, m.partition, m.broker_id) for m in moves]
+    back: dict[TopicPartitionReplica, str] = {}
+    if replicas:
+        for replica, info in admin.describe_replica_log_dirs(replicas).items():
+            if info.future_log_dir is not None and info.current_log_dir is not None:
+                back[replica] = info.current_log_dir  # re-pointing at the current dir cancels
+    if back:
+        for replica, code in sorted(admin.alter_replica_log_dirs(back).items(),
+                                    key=lambda item: (item[0].topic, item[0].partition,
+                                                      item[0].broker_id)):
+            name = f"{replica.topic}-{replica.partition} on broker {replica.broker_id}"
+            if code == 0:
+                print(f"Cancelled the log-dir move of {name} (it stays in {back[replica]}).")
+            else:
+                status = 1
+                print(f"Could not cancel the log-dir move of {name}: {error_name(code)}")
+    if not wanted and not back:
+        print("Nothing to cancel: no reassignment or log-dir move of the JSON is in progress.")
+    return status
 
-    async def main() -> None:
-        coordinator = await KazooCoordinator.connect(zookeeper)
-        try:
-            for broker_id in broker_ids:
-                await update(coordinator, broker_id)
-        finally:
-            await coordinator.close()
 
-    try:
-        trio.run(main)
-    except (CoordinatorError, dynamic_config.DynamicConfigError) as error:
-        raise CliError(f"cannot update the throttle: {error}") from None
+def _alter_dirs_once(admin: AdminClient, pending: dict[TopicPartitionReplica, str]) -> None:
+    """Send AlterReplicaLogDirs for ``pending``; drop the accepted ones from it."""
+    if not pending:
+        return
+    for replica, code in admin.alter_replica_log_dirs(pending).items():
+        if code == 0:
+            pending.pop(replica, None)
+        elif code != REPLICA_NOT_AVAILABLE:
+            raise CliError(
+                f"broker {replica.broker_id} refused to move {replica.topic}-"
+                f"{replica.partition} to {pending.get(replica)}: {error_name(code)}"
+            )
 
 
 def _execute(
@@ -268,29 +338,25 @@ def _execute(
     targets: tuple[ReassignmentTarget, ...],
     moves: list[ReplicaMove],
 ) -> int:
-    if _replica_sets_change(admin, targets):
-        if arguments.zookeeper is None:
-            raise CliError("the replica lists change: give --zookeeper to start that part")
-        _start_cross_broker(arguments.zookeeper, targets)
-        print("Started the cross-broker reassignment.")
-    throttle = arguments.replica_alter_log_dirs_throttle
-    if throttle is not None:
-        _set_throttle(arguments.zookeeper, sorted({m.broker_id for m in moves}), throttle)
-        print(f"The log-dir movers of the brokers involved are throttled to {throttle} B/s.")
+    _set_throttles(admin, arguments, targets, moves)
     pending = {
         TopicPartitionReplica(m.topic, m.partition, m.broker_id): m.target_log_dir for m in moves
     }
+    # First pass before the cross-broker part: a broker answers REPLICA_NOT_AVAILABLE for a
+    # replica it does not host yet and creates it in the remembered dir when it arrives.
+    _alter_dirs_once(admin, pending)
+    if _replica_sets_change(admin, targets):
+        started = admin.alter_partition_reassignments(
+            {(t.topic, t.partition): t.replicas for t in targets})
+        refused = {tp: item for tp, item in started.items() if item[0] != 0}
+        if refused:
+            (topic, partition), (code, message) = sorted(refused.items())[0]
+            raise CliError(f"cannot reassign {topic}-{partition}: {error_name(code)}: "
+                           f"{message or ''}".rstrip(": "))
+        print("Started the cross-broker reassignment.")
     deadline = time.monotonic() + arguments.timeout
     while pending:
-        results = admin.alter_replica_log_dirs(pending)
-        for replica, code in results.items():
-            if code == 0:
-                pending.pop(replica, None)
-            elif code != REPLICA_NOT_AVAILABLE:
-                raise CliError(
-                    f"broker {replica.broker_id} refused to move {replica.topic}-"
-                    f"{replica.partition} to {pending.get(replica)}: {error_name(code)}"
-                )
+        _alter_dirs_once(admin, pending)
         if not pending:
             break
         if time.monotonic() >= deadline:

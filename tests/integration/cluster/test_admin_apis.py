@@ -21,7 +21,7 @@ from pathlib import Path
 import pytest
 from kazoo.client import KazooClient
 
-from impl.broker.admin import AdminClient
+from impl.broker.admin import AdminClient, TopicPartitionReplica
 from impl.cli import main as cli_main
 from impl.cli.cmd_cluster import Cluster
 from impl.controller import EmbeddedZooKeeper
@@ -71,6 +71,12 @@ def _znode(zk: KazooClient, path: str) -> dict[str, object]:
     value = json.loads(data)
     assert isinstance(value, dict)
     return value
+
+
+def _config_of(zk: KazooClient, path: str) -> dict[str, str]:
+    config = _znode(zk, path)["config"]
+    assert isinstance(config, dict)
+    return {str(key): str(value) for key, value in config.items()}
 
 
 def test_confluent_create_describe_alter(cluster: Cluster, zk: KazooClient) -> None:
@@ -461,3 +467,76 @@ def test_partition_reassignments_kip455(cluster: Cluster, zk: KazooClient) -> No
             "UnknownTopicOrPartitionError"]
     finally:
         admin.close()
+
+
+def test_reassign_cli_without_zookeeper_and_cancel(cluster: Cluster, zk: KazooClient,
+                                                   tmp_path: Path) -> None:
+    from confluent_kafka import Producer
+
+    bootstrap = cluster.bootstrap_servers
+    with AdminClient(bootstrap) as ours:
+        assert ours.create_topics([("ra", {0: [1]}), ("rb", {0: [2]})])["ra"][0] == 0
+    producer = Producer({"bootstrap.servers": bootstrap, "linger.ms": 5})
+    # more than one 8 MiB mover chunk, so the throttled move below (one mover: no saved-up
+    # credit) stays in progress
+    for index in range(10_000):
+        producer.produce("rb", value=b"v" * 1000 + str(index).encode(), partition=0)
+        if index % 1000 == 999:
+            producer.poll(0)
+    assert producer.flush(30) == 0
+
+    # cross-broker, with the KIP-73 throttle, through the admin APIs only
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "ra", "partition": 0, "replicas": [2, 3]}]}))
+    status, out = cli("reassign", "--execute", "--bootstrap-server", bootstrap,
+                      "--reassignment-json-file", str(plan), "--throttle", "50000000")
+    assert status == 0, out
+    assert "Started the cross-broker reassignment." in out
+    assert _config_of(zk, "/config/brokers/1").get(
+        "leader.replication.throttled.rate") == "50000000"
+    assert _znode(zk, "/config/topics/ra")["config"] == {
+        "leader.replication.throttled.replicas": "0:1",
+        "follower.replication.throttled.replicas": "0:2,0:3"}
+
+    def verified() -> bool:
+        status, _ = cli("reassign", "--verify", "--bootstrap-server", bootstrap,
+                        "--reassignment-json-file", str(plan))
+        return status == 0
+
+    wait_until(verified, "reassign --verify to report completion", pause)
+    assert "leader.replication.throttled.replicas" not in _config_of(zk, "/config/topics/ra")
+
+    # a log-dir move kept slow by the mover throttle, then cancelled
+    with AdminClient(bootstrap) as ours:
+        replica = TopicPartitionReplica("rb", 0, 2)
+        current = ours.describe_replica_log_dirs([replica])[replica].current_log_dir
+        assert current is not None
+        other = next(str(d) for d in cluster.log_dirs(2) if str(d) != current)
+        status, out = cli("configs", "--alter", "--bootstrap-server", bootstrap,
+                          "--entity-type", "brokers", "--entity-name", "2", "--add-config",
+                          "replica.alter.log.dirs.io.max.bytes.per.second=1000,"
+                          "num.replica.alter.log.dirs.threads=1")
+        assert status == 0, out
+
+        def throttled() -> bool:
+            _, out = cli("configs", "--describe", "--bootstrap-server", bootstrap,
+                         "--entity-type", "brokers", "--entity-name", "2")
+            return "replica.alter.log.dirs.io.max.bytes.per.second=1000 " in out
+
+        wait_until(throttled, "broker 2 to throttle its movers", pause)
+        move = tmp_path / "move.json"
+        move.write_text(json.dumps({"version": 1, "partitions": [
+            {"topic": "rb", "partition": 0, "replicas": [2], "log_dirs": [other]}]}))
+        status, out = cli("reassign", "--execute", "--bootstrap-server", bootstrap,
+                          "--reassignment-json-file", str(move))
+        assert status == 0, out
+        wait_until(lambda: ours.describe_replica_log_dirs([replica])[replica].future_log_dir
+                   == other, "the move to start", pause)
+        status, out = cli("reassign", "--cancel", "--bootstrap-server", bootstrap,
+                          "--reassignment-json-file", str(move))
+        assert status == 0, out
+        assert "Cancelled the log-dir move of rb-0 on broker 2" in out
+        wait_until(lambda: ours.describe_replica_log_dirs([replica])[replica].future_log_dir
+                   is None, "the move to be cancelled", pause)
+        assert ours.describe_replica_log_dirs([replica])[replica].current_log_dir == current
