@@ -535,6 +535,12 @@ class LogManager:
         live_dir = decision.live_dir
         if live_dir is None:
             return
+        if live_dir in self.offline_dirs:
+            # the dir failed earlier in this recovery (another partition's load or retire hit
+            # the fault): nothing is loaded from it, the replica is offline as its neighbours
+            self._offline_partitions.add(tp)
+            self._lost.add(tp)
+            return
         try:
             if decision.promote_dir is not None:
                 self.disk.rename(

@@ -14,7 +14,7 @@ from impl.storage import ErrorCode, LogManager, MoveState
 from impl.storage.checkpoint import META_PROPERTIES, parse_meta_properties, read_checkpoint
 from impl.storage.disk import Disk
 from impl.storage.move_recovery import RecoveryRule
-from impl.storage.names import DirKind, dir_name
+from impl.storage.names import DirKind, TopicPartition, dir_name
 from impl.storage.os_disk import OsDisk
 
 from ._support import (
@@ -327,5 +327,34 @@ def test_recovered_delete_is_measured_on_disk_and_kept_while_longer() -> None:
         assert log_bytes(disk, DIR_A, DirKind.DELETE) == source
         await partition.append_as_leader(batch(99), 2)
         assert restarted.delete_pending_nowait() == 1
+
+    run(main)
+
+
+def test_a_dir_that_fails_during_recovery_serves_none_of_its_partitions() -> None:
+    """Found by the simulator's partial disk faults (seed 170 of ``conformance run --brokers
+    1``): a dir with one failing file (or full, or read-only) opens fine until recovery touches
+    the fault in one partition and takes the dir offline; the partitions recovered after that
+    one were still loaded from it and served online from an offline dir, and the next failure
+    on it, reported once already, offlined nothing. Every partition of the dir is now offline
+    with it."""
+    async def main() -> None:
+        disk, manager = _three_dirs()
+        first, second = TopicPartition("topic", 0), TopicPartition("topic", 1)
+        for tp in (first, second):
+            # placed on DIR_A (remembered for the creation, KIP-113)
+            assert manager.alter_replica_log_dir(tp, DIR_A) == ErrorCode.REPLICA_NOT_AVAILABLE
+            partition = manager.create(tp, is_new=True)
+            assert partition.log_dir == DIR_A
+            await partition.append_as_leader(batch(0), 1)
+            partition.flush()
+        # a bad sector in the first partition's segment: recovery reads it, the dir fails
+        disk.fail_file(f"{DIR_A}/{dir_name(first)}/00000000000000000000.log")
+        reopened = LogManager.open(config(DIR_A, DIR_B, DIR_C), disk=disk, clock=ManualClock())
+        assert DIR_A in reopened.offline_dirs
+        assert {first, second} <= reopened.offline_replicas
+        for tp in (first, second):
+            found = reopened.get(tp)
+            assert found is None or found.offline
 
     run(main)
