@@ -72,9 +72,10 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from conformance import move_sim
 from conformance.clock import SimClock
 from conformance.move_abstraction import move_abstractions
-from conformance.move_sim import ViolationFound
+from conformance.move_sim import BrokerWorld, Fault, SimConfig, ViolationFound
 from conformance.network import NetworkFaults, SimNetwork
 from conformance.rng import SimRng
 from conformance.trace_check import Abstraction, TraceChecker, TraceVerdict
@@ -147,6 +148,8 @@ FAULT_KINDS = (
     "partition",
     "reassign",
 )
+#: The storage broker's faults (``move_sim.FAULT_KINDS``; its id is ``brokers``).
+STORAGE_FAULT_KINDS = move_sim.FAULT_KINDS
 
 _THROTTLE_RATES = (UNLIMITED_RATE, 1 << 20, 64 << 10, 8 << 10)
 _MOVING = (rm.MoveState.COPYING, rm.MoveState.CAUGHT_UP)
@@ -174,6 +177,8 @@ class ClusterConfig:
         model_machines: besides ``replica_move`` (always), the machines whose events are
             replayed in their models (``"replication"``, ``"controller"``, both by default); the
             others' events are counted as unchecked and the end-to-end checks cover them.
+        storage_broker: run the storage broker alongside the cluster (see the module
+            docstring): the single-broker simulator's storage workload and disk faults.
     """
 
     brokers: int = 3
@@ -191,6 +196,7 @@ class ClusterConfig:
     settle_steps_max: int = 600
     trace_check: bool = True
     model_machines: tuple[str, ...] = ("replication", "controller")
+    storage_broker: bool = True
 
     def __post_init__(self) -> None:
         assert self.brokers >= 1
@@ -210,6 +216,15 @@ class ClusterConfig:
     def min_isr(self) -> int:
         """``min.insync.replicas`` capped by the replication factor."""
         return min(self.min_insync_replicas, self.replication_factor)
+
+    @property
+    def storage_config(self) -> SimConfig:
+        """The storage broker's shape: three dirs (a move, a redirect and a failure need
+        them), the cluster's partitions, segments, chunks and fault rate."""
+        return SimConfig(brokers=1, log_dirs=max(3, self.log_dirs), partitions=self.partitions,
+                         steps=self.steps, fault_probability=self.fault_probability,
+                         segment_bytes=self.segment_bytes, chunk_bytes=self.chunk_bytes,
+                         trace_check=self.trace_check)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -235,7 +250,7 @@ class ClusterFault:
             ValueError: not a cluster fault spec.
         """
         parts = spec.strip().split(":")
-        if len(parts) != 4 or parts[1] not in FAULT_KINDS:
+        if len(parts) != 4 or parts[1] not in (*FAULT_KINDS, *STORAGE_FAULT_KINDS):
             raise ValueError(f"not a cluster fault spec (step:kind:broker:target): {spec!r}")
         return ClusterFault(int(parts[0]), parts[1], int(parts[2]), int(parts[3]))
 
@@ -279,6 +294,12 @@ def plan_faults(seed: int, config: ClusterConfig) -> tuple[ClusterFault, ...]:
             faults.append(ClusterFault(step, "partition", broker, rng.randint(5, 40)))
         else:
             faults.append(ClusterFault(step, "reassign", broker, rng.randrange(1 << 16)))
+    if config.storage_broker:
+        # the storage broker's own schedule, from a stream of its own (so the cluster's
+        # faults are the same with it or without it)
+        storage = move_sim.plan_faults(seed, config.storage_config,
+                                       SimRng(seed).stream("storage-broker"))
+        faults.extend(ClusterFault(f.step, f.kind, config.brokers, f.target) for f in storage)
     return tuple(sorted(faults))
 
 
@@ -348,6 +369,8 @@ def replay_command(seed: int, config: ClusterConfig,
         parts.append("--no-network-faults")
     if config.model_machines != default.model_machines:
         parts.append(f"--model-machines {','.join(config.model_machines) or 'none'}")
+    if not config.storage_broker:
+        parts.append("--no-storage-broker")
     if faults is not None:
         parts.append(f"--faults '{format_faults(faults)}'")
     return " ".join(parts)
@@ -1098,6 +1121,47 @@ class ClusterWorld:
                 self.violation("READ_CONSISTENT", f"{tp}: a producer batch is in the log twice")
 
 
+class StorageBroker:
+    """The storage broker: one more broker of the run, outside the replicated topic, whose
+    real ``LogManager`` (over its own ``SimDisk`` and clock) takes the single-broker
+    simulator's storage workload, one operation per step (appends, producers inside a move's
+    locked window, AlterReplicaLogDirs moves, redirects and cancels, the throttle, replica
+    creation while a dir is lost, flushes, checkpoints, reads) and its disk faults (crashes
+    mid-operation and inside the swap, torn tails and torn middles, dirs failing whole or in
+    part, one failing file, a full disk, dirs unreadable at startup and repaired), with its
+    end-to-end checks (``MOVE_NO_LOSS``, ``READ_CONSISTENT``, ``MOVE_SINGLE_LIVE``,
+    ``DIR_FAILURE_ISOLATION``, ``MOVE_RECOVERY_TOTAL`` and recovery against
+    ``model.move_recovery``) and its events in the run's trace (``t-<p>@<brokers>``)."""
+
+    def __init__(self, seed: int, config: ClusterConfig,
+                 emit: Callable[[TraceEvent], None]) -> None:
+        self.config = config.storage_config
+        root = SimRng(seed).stream("storage-broker")
+        self._workload = root.stream("workload")
+        self.world = BrokerWorld(config.brokers, self.config, SimClock(),
+                                 root.stream(f"broker-{config.brokers}"), emit)
+
+    def inject(self, fault: ClusterFault) -> None:
+        """One of its planned faults (a crash restarts it at once)."""
+        planned = Fault(fault.step, fault.kind, 0, fault.target)
+        move_sim._guarded(self.world, planned.apply)
+
+    def step(self, step: int) -> None:
+        """One workload operation, then the checks."""
+        world = self.world
+        world.clock.advance_ns(self._workload.randrange(2_000_000))
+        move_sim._guarded(world, move_sim._draw_operation(self._workload, self.config))
+        world.check_structure()
+        if step % self.config.verify_interval == 0:
+            world.check_records()
+
+    def finish(self) -> None:
+        """Every move finished, then everything read back."""
+        move_sim._guarded(self.world, lambda w: w.settle())
+        self.world.check_structure()
+        self.world.check_records()
+
+
 def simulate(
     seed: int,
     config: ClusterConfig,
@@ -1152,8 +1216,11 @@ def simulate(
     step = 0
     world: ClusterWorld | None = None
     workload = SimRng(seed).stream("workload")
+    storage: StorageBroker | None = None
     try:
         world = ClusterWorld(seed, config, emit)
+        if config.storage_broker:
+            storage = StorageBroker(seed, config, emit)
         for _ in range(20):  # the first election and topic creation settle before the workload
             world.clock.advance_ns(1_000_000)
             world.pump()
@@ -1161,17 +1228,24 @@ def simulate(
             world.advance(500_000 + workload.randrange(2_000_000))
             world.restarts_due(step)
             for fault in by_step.get(step, ()):
-                world.inject(fault, step)
+                if storage is not None and fault.broker == config.brokers:
+                    storage.inject(fault)
+                elif fault.kind in FAULT_KINDS:
+                    world.inject(fault, step)
             world.operate(workload)
             world.movers()
             world.pump()
             world.check()
+            if storage is not None:
+                storage.step(step)
             if checker.violation is not None:
                 break
         else:
             step = config.steps
             world.settle(config.settle_steps_max, step)
             world.final_check()
+            if storage is not None:
+                storage.finish()
     except ViolationFound as found:
         violation = ClusterViolation(found.invariant, "end_to_end", found.message, step)
     except (AssertionError, rm.InvalidMoveTransition, StorageError, KeyError, ValueError,
@@ -1193,11 +1267,13 @@ def simulate(
         trace=tuple(kept),
         trace_digest=digest.hexdigest(),
         trace_verdict=checker.verdict(),
-        restarts=0 if world is None else sum(b.restarts for b in world.brokers),
+        restarts=(0 if world is None else sum(b.restarts for b in world.brokers))
+        + (0 if storage is None else storage.world.restarts),
         acknowledged_batches=0 if world is None else sum(len(v) for v in world.acked.values()),
         consumed_batches=0 if world is None else sum(
             len(v) for v in world.consumer.consumed.values()),
-        moves_done=0 if world is None else world.moves_done,
+        moves_done=(0 if world is None else world.moves_done)
+        + (0 if storage is None else storage.world.moves_done),
         leader_elections=0 if world is None else world.leader_elections,
         controller_elections=0 if world is None else world.controller_elections,
         faults_skipped=0 if world is None else world.faults_skipped,

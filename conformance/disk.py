@@ -1,4 +1,4 @@
-"""An in-memory :class:`impl.storage.disk.Disk` with crashes, torn tails and failing log dirs.
+"""An in-memory :class:`impl.storage.disk.Disk` with crashes, torn writes and failing disks.
 
 Fault model (what :class:`SimDisk` injects; every choice is drawn from the run's seeded stream):
 
@@ -14,17 +14,35 @@ Fault model (what :class:`SimDisk` injects; every choice is drawn from the run's
     earlier ones to the same directory, and a rename is atomic (old name or new, never both);
   - contents belong to the inode, so a renamed file keeps its durable bytes.
 
+* **Torn write in the middle** (:meth:`SimDisk.crash` with ``scramble=True``): the unsynced
+  bytes that survive are not only a prefix of what was written: pages reach the platter out of
+  order, so within the surviving unsynced range one stretch (up to a few KiB, anywhere: in the
+  middle of a segment, with good data after it) reads back as zeros or as garbage (a torn or
+  misdirected sector). Fsynced bytes are never touched.
 * **Dir failure** (:meth:`SimDisk.fail_dir`): every operation on a path under that log dir,
   including reads through open slices, raises ``OSError(EIO)`` with ``filename`` set to the path,
-  as a dead disk does. It stays failed across crashes and restarts.
+  as a dead disk does. It stays failed across crashes and restarts until repaired.
+* **Partial dir failure** (:meth:`SimDisk.fail_dir` with ``reads=False`` or ``writes=False``):
+  only writes fail (every mutation, ``fsync`` and ``fsync_dir`` included: a file system
+  remounted read-only after an error, ``EROFS``) while reads work, or only reads fail (media
+  errors on read, ``EIO``: reads, listings, stats and slices) while writes succeed.
+* **One file fails** (:meth:`SimDisk.fail_file`): every operation on that file (its inode: it
+  follows renames) raises ``OSError(EIO)``; the rest of the dir works (a bad sector).
+* **Disk full** (:meth:`SimDisk.fill_dir`): the log dir's file system has ``free_bytes`` left;
+  a write that does not fit writes what fits (a short write) and raises ``OSError(ENOSPC)``, and
+  once it is full, creating a file or a dir raises ``ENOSPC`` too. Freed space is not returned
+  until the dir is repaired (an operator makes room).
 * **Unreadable at startup** (:meth:`SimDisk.make_unreadable`): as ``chmod 000`` on the log dir,
   the dir itself can be stat'ed but every operation inside it raises ``OSError(EACCES)``.
 
-It does not flip bits (the RecordBatch CRC-32C covers that and the storage engineer's unit tests
-exercise it) and never loses fsynced data on a healthy dir. Why recovery is still possible: what
+:meth:`SimDisk.repair_dir` undoes every fault of a dir (failure, partial failure, failed files,
+full disk). It does not flip bits of fsynced data (the RecordBatch CRC-32C covers that, the
+storage engineer's unit tests exercise it, and one copy's silent corruption is no engine's to
+prevent) and never loses fsynced data on a healthy dir. Why recovery is still possible: what
 was fsynced (data and directory entry) survives, so a protocol that makes the destination durable
-before it renames the source always finds one complete copy; torn tails are cut at the last valid
-batch by log recovery; a failed dir takes only its own replicas, which KIP-112 marks offline.
+before it renames the source always finds one complete copy; torn tails and torn middles are cut
+at the first invalid batch by log recovery (nothing past a damaged batch is trusted); a failed
+dir, file or full disk takes only its own dir's replicas, which KIP-112 marks offline.
 
 Differences from :class:`impl.storage.os_disk.OsDisk` are deliberate contract checks: a rename
 whose source and destination are in different directories raises ``ValueError`` (the contract
@@ -55,7 +73,12 @@ _STRERROR = {
     errno.EIO: "Input/output error",
     errno.EACCES: "Permission denied",
     errno.EBUSY: "Device or resource busy",
+    errno.EROFS: "Read-only file system",
+    errno.ENOSPC: "No space left on device",
 }
+
+#: the most bytes a torn middle damages (a few sectors)
+_TORN_MAX = 4096
 
 
 def _error(code: int, path: str) -> OSError:
@@ -67,11 +90,13 @@ class SimulatedCrash(BaseException):
 
 
 class _File:
-    __slots__ = ("data", "durable")
+    __slots__ = ("data", "durable", "fault")
 
     def __init__(self) -> None:
         self.data = bytearray()
         self.durable = b""
+        #: an errno every operation on this file raises (:meth:`SimDisk.fail_file`)
+        self.fault: int | None = None
 
 
 class _Dir:
@@ -145,6 +170,8 @@ class SimFileSlice:
         if self._closed:
             raise ValueError("slice is closed")
         self._disk._check_root(self._root, self._path)
+        if self._file.fault is not None:
+            raise _error(self._file.fault, self._path)
         return bytes(self._file.data[self._position : self._position + self._size])
 
     def close(self) -> None:
@@ -168,7 +195,12 @@ class SimDisk:
             self._roots[root] = _Dir()
         assert self._roots, "a disk needs at least one log dir"
         self._capacity_bytes = capacity_bytes
-        self._failed: dict[str, int] = {}
+        #: root -> (errno, reads fail, writes fail)
+        self._failed: dict[str, tuple[int, bool, bool]] = {}
+        #: root -> files failed with :meth:`fail_file`
+        self._failed_files: dict[str, list[_File]] = {}
+        #: root -> bytes left on a full (or filling) file system
+        self._space: dict[str, int] = {}
         self._root_cache: dict[str, str] = {}
         #: path -> (normalised path, its root, the dirs below the root, the entry's name; both
         #: empty for a root)
@@ -190,32 +222,83 @@ class SimDisk:
         """The configured log dirs, sorted."""
         return sorted(self._roots)
 
-    def fail_dir(self, log_dir: str, code: int = errno.EIO) -> None:
-        """Make every later operation under ``log_dir`` raise ``OSError(code)``.
+    def fail_dir(self, log_dir: str, code: int | None = None, *, reads: bool = True,
+                 writes: bool = True) -> None:
+        """Make later operations under ``log_dir`` raise ``OSError(code)``.
 
         Args:
             log_dir: one of the configured log dirs.
-            code: ``errno.EIO`` (a dead disk) or ``errno.EACCES`` (see :meth:`make_unreadable`).
+            code: ``errno.EIO`` (a dead disk; the default), ``errno.EACCES`` (see
+                :meth:`make_unreadable`); for writes alone ``errno.EROFS`` is the default.
+            reads: reads fail (reads, listings, stats, slices).
+            writes: writes fail (every mutation, ``fsync`` and ``fsync_dir``).
+
+        Raises:
+            KeyError: ``log_dir`` is not a configured log dir.
+            ValueError: neither reads nor writes fail.
+        """
+        root = self._configured(log_dir)
+        if not (reads or writes):
+            raise ValueError("a failure fails reads, writes or both")
+        if code is None:
+            code = errno.EROFS if not reads else errno.EIO
+        self._failed[root] = (code, reads, writes)
+
+    def fail_file(self, path: str, code: int = errno.EIO) -> None:
+        """Make every operation on the file at ``path`` raise ``OSError(code)`` (a bad sector:
+        the fault follows the inode through renames; the rest of the dir works).
+
+        Raises:
+            KeyError: ``path`` is not a file (faults already injected are ignored).
+        """
+        path = path.rstrip("/")
+        root = self._root_of(path)
+        node: _Dir | _File | None = self._roots[root]
+        for part in path[len(root) + 1 :].split("/"):
+            node = node.entries.get(part) if isinstance(node, _Dir) else None
+        if not isinstance(node, _File):
+            raise KeyError(path)
+        node.fault = code
+        self._failed_files.setdefault(root, []).append(node)
+
+    def fill_dir(self, log_dir: str, free_bytes: int = 0) -> None:
+        """Leave ``free_bytes`` of space on ``log_dir``'s file system (see the module
+        docstring's *disk full*).
 
         Raises:
             KeyError: ``log_dir`` is not a configured log dir.
         """
+        assert free_bytes >= 0
+        self._space[self._configured(log_dir)] = free_bytes
+
+    def _configured(self, log_dir: str) -> str:
         root = log_dir.rstrip("/")
         if root not in self._roots:
             raise KeyError(log_dir)
-        self._failed[root] = code
+        return root
 
     def make_unreadable(self, log_dir: str) -> None:
         """As ``chmod 000``: the dir can be stat'ed, everything inside raises EACCES."""
         self.fail_dir(log_dir, errno.EACCES)
 
     def repair_dir(self, log_dir: str) -> None:
-        """Undo :meth:`fail_dir`; contents are as they were (a cable reseated, not a new disk)."""
-        self._failed.pop(log_dir.rstrip("/"), None)
+        """Undo every fault of ``log_dir`` (:meth:`fail_dir`, :meth:`fail_file`,
+        :meth:`fill_dir`); contents are as they were (a cable reseated, a bad sector remapped,
+        room made: not a new disk)."""
+        root = log_dir.rstrip("/")
+        self._failed.pop(root, None)
+        self._space.pop(root, None)
+        for node in self._failed_files.pop(root, ()):
+            node.fault = None
 
     def failed_dirs(self) -> list[str]:
-        """The log dirs currently failing, sorted."""
-        return sorted(self._failed)
+        """The log dirs currently failed whole (every operation inside raises), sorted."""
+        return sorted(root for root, (_, reads, writes) in self._failed.items()
+                      if reads and writes)
+
+    def faulty_dirs(self) -> list[str]:
+        """The log dirs with any fault (failed whole or in part, a failed file, full), sorted."""
+        return sorted({*self._failed, *self._failed_files, *self._space})
 
     def arm_crash(self, after_operations: int | None) -> None:
         """Raise :class:`SimulatedCrash` just before the given mutating operation (1 = the next).
@@ -234,21 +317,24 @@ class SimDisk:
         """
         self._fsync_effective = effective
 
-    def crash(self, rng: SimRng) -> None:
+    def crash(self, rng: SimRng, *, scramble: bool = False) -> None:
         """Lose what a process crash may lose under the durability contract.
 
         Args:
             rng: decides, per directory, how many unsynced entry changes survive and, per file,
-                how much of the unsynced tail survives.
+                how much of the unsynced tail survives (and, scrambled, where it is torn).
+            scramble: a torn write in the middle: in each file's surviving unsynced bytes, one
+                stretch reads back as zeros or garbage (see the module docstring).
         """
         self._crashes += 1
         self._namespace_version += 1
         self._crash_countdown = None
         visited: set[int] = set()
         for root_path in sorted(self._roots):
-            self._recover_dir(self._roots[root_path], rng, visited)
+            self._recover_dir(self._roots[root_path], rng, visited, scramble)
 
-    def _recover_dir(self, directory: _Dir, rng: SimRng, visited: set[int]) -> None:
+    def _recover_dir(self, directory: _Dir, rng: SimRng, visited: set[int],
+                     scramble: bool = False) -> None:
         if id(directory) in visited:
             return
         visited.add(id(directory))
@@ -268,18 +354,25 @@ class SimDisk:
         for name in sorted(entries):
             child = entries[name]
             if isinstance(child, _Dir):
-                self._recover_dir(child, rng, visited)
+                self._recover_dir(child, rng, visited, scramble)
             elif id(child) not in visited:
                 visited.add(id(child))
-                self._recover_file(child, rng)
+                self._recover_file(child, rng, scramble)
 
     @staticmethod
-    def _recover_file(node: _File, rng: SimRng) -> None:
+    def _recover_file(node: _File, rng: SimRng, scramble: bool = False) -> None:
         durable = node.durable
         if node.data.startswith(durable):
             unsynced_bytes = len(node.data) - len(durable)
             kept = rng.randint(0, unsynced_bytes) if unsynced_bytes else 0
             node.data = bytearray(node.data[: len(durable) + kept])
+            if scramble and kept > 1:
+                start = len(durable) + rng.randrange(kept - 1)
+                end = min(len(durable) + kept, start + 1 + rng.randrange(_TORN_MAX))
+                if rng.chance(0.5):
+                    node.data[start:end] = bytes(end - start)
+                else:
+                    node.data[start:end] = bytes(rng.randrange(256) for _ in range(end - start))
         elif rng.chance(0.5):
             node.data = bytearray(durable)
         node.durable = bytes(node.data)
@@ -300,13 +393,31 @@ class SimDisk:
             self._root_cache[path] = best
         return best
 
-    def _check_root(self, root: str, path: str) -> None:
-        code = self._failed.get(root)
-        if code is None:
+    def _check_root(self, root: str, path: str, write: bool = False) -> None:
+        failure = self._failed.get(root)
+        if failure is None:
+            return
+        code, reads, writes = failure
+        if not (writes if write else reads):
             return
         if code == errno.EACCES and path == root:
             return
         raise _error(code, path)
+
+    def _spend(self, root: str, path: str, growth: int) -> int:
+        """The bytes of ``growth`` that fit on ``root``'s file system (all of them unless it
+        was filled); the caller writes those, then raises ENOSPC if some did not fit."""
+        left = self._space.get(root)
+        if left is None or growth <= 0:
+            return growth
+        fits = min(left, growth)
+        self._space[root] = left - fits
+        return fits
+
+    def _full(self, root: str, path: str) -> None:
+        """ENOSPC for a new entry on a full file system."""
+        if self._space.get(root) == 0:
+            raise _error(errno.ENOSPC, path)
 
     def _mutating(self) -> None:
         self._operations += 1
@@ -316,8 +427,10 @@ class SimDisk:
                 self._crash_countdown = None
                 raise SimulatedCrash(f"simulated crash before operation {self._operations}")
 
-    def _walk(self, path: str) -> tuple[str, _Dir | _File | None, _Dir | None, str]:
-        """(root, node or None if absent, parent dir or None for a root, entry name)."""
+    def _walk(self, path: str,
+              write: bool = False) -> tuple[str, _Dir | _File | None, _Dir | None, str]:
+        """(root, node or None if absent, parent dir or None for a root, entry name);
+        ``write``: the operation is a write (for a dir whose writes alone fail)."""
         self._operations += 1
         plan = self._walk_cache.get(path)
         if plan is None:
@@ -329,7 +442,7 @@ class SimDisk:
                 self._walk_cache[path] = plan
         path, root, dirs, name = plan
         if self._failed:
-            self._check_root(root, path)
+            self._check_root(root, path, write)
         node: _Dir | _File = self._roots[root]
         if not name:
             return root, node, None, ""
@@ -344,16 +457,21 @@ class SimDisk:
             raise _error(errno.ENOTDIR, path)
         return root, node.entries.get(name), node, name
 
-    def _file(self, path: str) -> _File:
-        _, node, _, _ = self._walk(path)
+    def _file(self, path: str, write: bool = False) -> _File:
+        return self._file_at(path, write)[1]
+
+    def _file_at(self, path: str, write: bool = False) -> tuple[str, _File]:
+        root, node, _, _ = self._walk(path, write)
         if node is None:
             raise _error(errno.ENOENT, path)
         if isinstance(node, _Dir):
             raise _error(errno.EISDIR, path)
-        return node
+        if node.fault is not None:
+            raise _error(node.fault, path)
+        return root, node
 
-    def _dir(self, path: str) -> _Dir:
-        _, node, _, _ = self._walk(path)
+    def _dir(self, path: str, write: bool = False) -> _Dir:
+        _, node, _, _ = self._walk(path, write)
         if node is None:
             raise _error(errno.ENOENT, path)
         if isinstance(node, _File):
@@ -361,18 +479,27 @@ class SimDisk:
         return node
 
     def _parent(self, path: str) -> tuple[_Dir, str, _Dir | _File | None]:
-        _, node, parent, name = self._walk(path)
+        """For entry changes (writes)."""
+        parent, name, node, _ = self._parent_at(path)
+        return parent, name, node
+
+    def _parent_at(self, path: str) -> tuple[_Dir, str, _Dir | _File | None, str]:
+        root, node, parent, name = self._walk(path, write=True)
         if parent is None:
             raise _error(errno.EBUSY, path)
-        return parent, name, node
+        return parent, name, node, root
 
     # --- files -------------------------------------------------------------------------------
 
     def create(self, path: str) -> None:
         """Create ``path`` empty, truncating an existing file."""
-        parent, name, node = self._parent(path)
+        parent, name, node, root = self._parent_at(path)
         if isinstance(node, _Dir):
             raise _error(errno.EISDIR, path)
+        if node is not None and node.fault is not None:
+            raise _error(node.fault, path)
+        if node is None:
+            self._full(root, path)
         self._mutating()
         if node is None:
             parent.link(name, _File())
@@ -382,17 +509,23 @@ class SimDisk:
 
     def append(self, path: str, data: bytes) -> int:
         """Write ``data`` at the end; return the offset written at."""
-        node = self._file(path)
+        root, node = self._file_at(path, write=True)
         self._mutating()
         offset = len(node.data)
-        node.data += data
-        self._bytes_written += len(data)
+        fits = self._spend(root, path, len(data))
+        node.data += data[:fits] if fits < len(data) else data
+        self._bytes_written += fits
+        if fits < len(data):
+            raise _error(errno.ENOSPC, path)
         return offset
 
     def pwrite(self, path: str, offset: int, data: bytes) -> None:
         """Write ``data`` at ``offset`` (zero-filling a gap past the end, as a file system does)."""
         assert offset >= 0
-        node = self._file(path)
+        root, node = self._file_at(path, write=True)
+        growth = offset + len(data) - len(node.data)
+        if self._spend(root, path, growth) < growth:
+            raise _error(errno.ENOSPC, path)
         self._mutating()
         if offset > len(node.data):
             node.data += bytes(offset - len(node.data))
@@ -409,7 +542,10 @@ class SimDisk:
     def truncate(self, path: str, size: int) -> None:
         """Cut (or zero-extend) the file to ``size`` bytes."""
         assert size >= 0
-        node = self._file(path)
+        root, node = self._file_at(path, write=True)
+        growth = size - len(node.data)
+        if self._spend(root, path, growth) < growth:
+            raise _error(errno.ENOSPC, path)
         self._mutating()
         if size <= len(node.data):
             del node.data[size:]
@@ -418,7 +554,7 @@ class SimDisk:
 
     def fsync(self, path: str) -> None:
         """Make the file's contents durable."""
-        node = self._file(path)
+        node = self._file(path, write=True)
         self._mutating()
         if self._fsync_effective:
             node.durable = bytes(node.data)
@@ -433,11 +569,14 @@ class SimDisk:
         assert src_offset >= 0
         assert length >= 0
         source = self._file(src_path)
-        target = self._file(dst_path)
+        root, target = self._file_at(dst_path, write=True)
         self._mutating()
         chunk = bytes(source.data[src_offset : src_offset + length])
-        target.data += chunk
-        self._bytes_copied += len(chunk)
+        fits = self._spend(root, dst_path, len(chunk))
+        target.data += chunk[:fits]
+        self._bytes_copied += fits
+        if fits < len(chunk):
+            raise _error(errno.ENOSPC, dst_path)
         return len(chunk)
 
     def open_slice(self, path: str, position: int, size: int) -> SimFileSlice:
@@ -451,9 +590,10 @@ class SimDisk:
 
     def mkdir(self, path: str) -> None:
         """Create the directory ``path``."""
-        parent, name, node = self._parent(path)
+        parent, name, node, root = self._parent_at(path)
         if node is not None:
             raise _error(errno.EEXIST, path)
+        self._full(root, path)
         self._mutating()
         parent.link(name, _Dir())
         self._namespace_version += 1
@@ -521,7 +661,7 @@ class SimDisk:
 
     def fsync_dir(self, path: str) -> None:
         """Make the entries of directory ``path`` durable."""
-        directory = self._dir(path)
+        directory = self._dir(path, write=True)
         self._mutating()
         if self._fsync_effective:
             directory.durable_entries = dict(directory.entries)

@@ -11,7 +11,15 @@ Crash semantics (``check_crash_*``) run only against the simulated disk: a real 
 crash itself mid-test. What they pin down is the durability ordering the storage engine relies on
 and that ext4/xfs give with ``fsync`` and directory ``fsync`` (see the contract in
 :mod:`impl.storage.disk`): fsynced bytes and fsynced entries survive; unsynced appends survive as
-a prefix; a rename is atomic; entry changes to one directory survive in order.
+a prefix, or (a torn write in the middle) with one damaged stretch inside it; a rename is atomic;
+entry changes to one directory survive in order.
+
+Partial failures: :func:`check_refused_writes_leave_reads` states, for both disks, what a
+file or dir whose writes are refused does (every write raises naming the path, reads still
+answer); against ``OsDisk`` the refusal is a permission (``chmod``, skipped as root), against
+``SimDisk`` a file system remounted read-only. The simulated-only faults (a dir whose reads fail,
+one failing file, a full disk, a torn middle) have their own ``check_*`` functions: a test cannot
+make a real disk fail, or fill one, safely.
 
 This module is a sans-IO core: the factories bring the I/O.
 """
@@ -369,6 +377,117 @@ def check_unreadable_dir(make: SimDiskFactory) -> None:
     _raises(errno.EACCES, f"{log_dir}/a", lambda: disk.exists(f"{log_dir}/a"))
 
 
+#: Makes the file or dir at a path refuse writes (reads still work): returns the errno expected.
+RefuseWrites = Callable[[Disk, str], int]
+
+
+def check_refused_writes_leave_reads(make: DiskFactory, refuse: RefuseWrites) -> None:
+    """A dir (and a file) whose writes are refused still reads: every write raises ``OSError``
+    naming the path, every read answers as before (a read-only remount; on the real disk, a
+    permission)."""
+    disk, (log_dir, *_) = make()
+    disk.mkdir(f"{log_dir}/t-0")
+    disk.create(f"{log_dir}/t-0/0.log")
+    disk.append(f"{log_dir}/t-0/0.log", b"payload")
+    disk.fsync(f"{log_dir}/t-0/0.log")
+    code = refuse(disk, f"{log_dir}/t-0")
+    path = f"{log_dir}/t-0/0.log"
+    _raises(code, f"{log_dir}/t-0/1.log", lambda: disk.create(f"{log_dir}/t-0/1.log"))
+    error = _os_error(lambda: disk.append(path, b"more"))
+    if error is not None:  # a dir's permission does not cover its files' contents
+        assert error.errno == code
+        assert error.filename == path
+    assert disk.read(path, 0, 100) in (b"payload", b"payloadmore")
+    assert disk.list_dir(f"{log_dir}/t-0") == ["0.log"]
+    assert disk.exists(path)
+    assert disk.size(path) in (7, 11)
+
+
+def check_reads_fail_writes_work(make: SimDiskFactory) -> None:
+    """Media errors on read: reads, listings and slices raise EIO; writes still land."""
+    disk, (bad, good, *_) = make()
+    disk.create(f"{bad}/a")
+    disk.append(f"{bad}/a", b"abc")
+    held = disk.open_slice(f"{bad}/a", 0, 3)
+    disk.fail_dir(bad, writes=False)
+    _raises(errno.EIO, f"{bad}/a", lambda: disk.read(f"{bad}/a", 0, 1))
+    _raises(errno.EIO, bad, lambda: disk.list_dir(bad))
+    _raises(errno.EIO, f"{bad}/a", held.read_all)
+    assert disk.append(f"{bad}/a", b"d") == 3
+    disk.fsync(f"{bad}/a")
+    disk.create(f"{bad}/b")
+    assert (disk.failed_dirs(), disk.faulty_dirs()) == ([], [bad])
+    disk.repair_dir(bad)
+    assert disk.read(f"{bad}/a", 0, 10) == b"abcd"
+    assert disk.list_dir(good) == []
+
+
+def check_one_file_fails(make: SimDiskFactory) -> None:
+    """One file's I/O fails (EIO, following the inode through a rename); its neighbours and
+    its dir work; a repair of the dir undoes it."""
+    disk, (log_dir, *_) = make()
+    disk.create(f"{log_dir}/a")
+    disk.create(f"{log_dir}/b")
+    disk.append(f"{log_dir}/a", b"abc")
+    held = disk.open_slice(f"{log_dir}/a", 0, 3)
+    disk.fail_file(f"{log_dir}/a")
+    _raises(errno.EIO, f"{log_dir}/a", lambda: disk.read(f"{log_dir}/a", 0, 1))
+    _raises(errno.EIO, f"{log_dir}/a", lambda: disk.append(f"{log_dir}/a", b"x"))
+    _raises(errno.EIO, f"{log_dir}/a", lambda: disk.fsync(f"{log_dir}/a"))
+    _raises(errno.EIO, f"{log_dir}/a", held.read_all)
+    assert disk.append(f"{log_dir}/b", b"ok") == 0
+    assert disk.list_dir(log_dir) == ["a", "b"]
+    disk.rename(f"{log_dir}/a", f"{log_dir}/c")
+    _raises(errno.EIO, f"{log_dir}/c", lambda: disk.size(f"{log_dir}/c"))
+    assert (disk.failed_dirs(), disk.faulty_dirs()) == ([], [log_dir])
+    disk.repair_dir(log_dir)
+    assert disk.read(f"{log_dir}/c", 0, 10) == b"abc"
+
+
+def check_disk_full(make: SimDiskFactory) -> None:
+    """A full file system: a write that does not fit writes what fits and raises ENOSPC; a
+    full one refuses new entries too; other dirs and reads are untouched; a repair makes room."""
+    disk, (log_dir, other, *_) = make()
+    disk.create(f"{log_dir}/a")
+    disk.fill_dir(log_dir, free_bytes=4)
+    assert disk.append(f"{log_dir}/a", b"ab") == 0
+    _raises(errno.ENOSPC, f"{log_dir}/a", lambda: disk.append(f"{log_dir}/a", b"cdef"))
+    assert disk.read(f"{log_dir}/a", 0, 10) == b"abcd"
+    _raises(errno.ENOSPC, f"{log_dir}/b", lambda: disk.create(f"{log_dir}/b"))
+    _raises(errno.ENOSPC, f"{log_dir}/d", lambda: disk.mkdir(f"{log_dir}/d"))
+    disk.create(f"{other}/b")
+    assert disk.append(f"{other}/b", b"fine") == 0
+    disk.fsync(f"{log_dir}/a")
+    assert (disk.failed_dirs(), disk.faulty_dirs()) == ([], [log_dir])
+    disk.repair_dir(log_dir)
+    assert disk.faulty_dirs() == []
+    assert disk.append(f"{log_dir}/a", b"e") == 4
+
+
+def check_crash_torn_in_the_middle(make: SimDiskFactory, seeds: int = 60) -> None:
+    """A scrambled crash keeps every fsynced byte; the surviving unsynced bytes may hold one
+    damaged stretch with good bytes after it (a tear in the middle, not only a short tail)."""
+    middle = 0
+    for seed in range(seeds):
+        disk, (log_dir, *_) = make()
+        disk.create(f"{log_dir}/0.log")
+        disk.fsync_dir(log_dir)
+        disk.append(f"{log_dir}/0.log", b"D" * 100)
+        disk.fsync(f"{log_dir}/0.log")
+        written = b"".join(bytes([65 + i % 26]) * 50 for i in range(40))
+        disk.append(f"{log_dir}/0.log", written)
+        disk.crash(SimRng(seed), scramble=True)
+        contents = disk.read(f"{log_dir}/0.log", 0, 1 << 20)
+        assert contents[:100] == b"D" * 100, seed
+        tail = contents[100:]
+        assert len(tail) <= len(written), seed
+        damaged = [i for i in range(len(tail)) if tail[i] != written[i]]
+        if damaged:
+            assert damaged[-1] - damaged[0] < 4096, seed
+            middle += damaged[-1] + 1 < len(tail)
+    assert middle > 0, "no crash tore in the middle"
+
+
 #: Checks every Disk must pass.
 DISK_CONTRACT_CHECKS: tuple[Callable[[DiskFactory], None], ...] = (
     check_files,
@@ -386,6 +505,10 @@ SIM_DISK_FAULT_CHECKS: tuple[Callable[[SimDiskFactory], None], ...] = (
     check_armed_crash,
     check_failed_dir,
     check_unreadable_dir,
+    check_reads_fail_writes_work,
+    check_one_file_fails,
+    check_disk_full,
+    check_crash_torn_in_the_middle,
 )
 
 

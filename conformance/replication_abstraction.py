@@ -631,12 +631,12 @@ class ReplicationAbstraction:
         return plan
 
     def _revived(self, me: _Replica, index: int) -> tuple[ModelAction, ...]:
-        """``restart`` when a LeaderAndIsr reaches a replica last seen crashed: its broker
-        restarted without it (its dir had failed, or it was no longer assigned there), so no
-        RESTART was reported for it."""
+        """``restart`` when a LeaderAndIsr (or a new CRASH) reaches a replica last seen crashed:
+        its broker restarted without it (its dir had failed, or it was no longer assigned
+        there), so no RESTART was reported for it."""
         if me.live:
             return ()
-        self.inferred["LeaderAndIsr of a replica its broker restarted without"] += 1
+        self.inferred["a replica its broker restarted without"] += 1
         return (_action("restart", r=index),)
 
     def _truncation_point(self, me: _Replica, lead: _Replica, leo: int, hw: int) -> int:
@@ -854,7 +854,10 @@ class ReplicationAbstraction:
             me.live, me.role, me.pending = False, "OFFLINE", False
             me.crash_leo = max(me.crash_leo, me.leo)
 
-        return _Plan(actions=(_action("crash", r=part.index(r)),), commit=commit)
+        # A CRASH of a replica last seen crashed: its broker restarted without reporting it
+        # (its dir had failed) and crashed again (seed 15).
+        revived = self._revived(me, part.index(r))
+        return _Plan(actions=(*revived, _action("crash", r=part.index(r))), commit=commit)
 
     def _restart(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
         me = part.replicas[r]

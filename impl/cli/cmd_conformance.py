@@ -120,6 +120,11 @@ def _config_options(parser: argparse.ArgumentParser) -> None:
         help="a cluster's network neither loses, duplicates nor reorders (partitions remain)",
     )
     parser.add_argument(
+        "--no-storage-broker", action="store_true",
+        help="a cluster runs without its storage broker (the single-broker simulator's storage "
+        "workload and disk faults, run alongside the replicated topic)",
+    )
+    parser.add_argument(
         "--model-machines", default=",".join(cluster.model_machines),
         help="a cluster's machines replayed in their models besides replica_move "
         "(comma-separated: replication,controller; default both; none: end-to-end checks only)",
@@ -176,6 +181,7 @@ def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
             chunk_bytes=arguments.chunk_bytes,
             network_faults=not arguments.no_network_faults,
             model_machines=machines,
+            storage_broker=not arguments.no_storage_broker,
         )
     return SimConfig(
         brokers=arguments.brokers,

@@ -123,7 +123,7 @@ def test_clusters_of_more_than_three_brokers_replay_in_the_models(seed: int, bro
     again starts a fresh move machine. Seed 7 (6 brokers): stale leaders of several old epochs,
     merged into one abstract epoch, are not two leaders of one epoch."""
     config = ClusterConfig(brokers=brokers, log_dirs=2, partitions=2, steps=300,
-                           fault_probability=0.1)
+                           fault_probability=0.1, storage_broker=False)
     result, outcome = replay(seed, config)
     assert not result.failed, result.message
     verdict = outcome.trace_verdict
@@ -136,3 +136,15 @@ def test_clusters_of_more_than_three_brokers_replay_in_the_models(seed: int, bro
 
 def _ints(value: object) -> list[int]:
     return [item for item in value if isinstance(item, int)] if isinstance(value, tuple) else []
+
+
+def test_seed_15_a_replica_crashes_twice_across_a_restart_it_was_not_part_of() -> None:
+    """Seed 15 of the default configuration (NOT_ENABLED): broker 1's dir holding t-1 failed;
+    the broker crashed, restarted without t-1 (no RESTART reported for it) and crashed again,
+    reporting a second CRASH of t-1. The model's crash needs a live replica: the replication
+    abstraction now infers the restart it was not told of."""
+    result, outcome = replay(15, ClusterConfig(storage_broker=False))
+    assert not result.failed, result.message
+    crashes = [e.event for e in outcome.trace
+               if e.subject == "t-1@1" and e.event in ("CRASH", "RESTART")]
+    assert any(a == b == "CRASH" for a, b in itertools.pairwise(crashes)), crashes

@@ -130,7 +130,12 @@ def test_seed_954_a_redirect_off_a_failed_dir_leaves_one_move() -> None:
     data-1's ``tp.move`` and created data-0's anyway. A crash in the swap (after ``tp`` was
     renamed ``tp.delete``) and the repair of data-1 left two ``.move`` dirs: recovery kept t-2
     offline with every dir online. The redirect now fails the move and creates nothing."""
-    result, outcome = replay(954, SimConfig(brokers=1))
+    # the schedule the seed planned before the partial disk faults were added
+    faults = parse_faults("2:dir_failure:0:2,4:dir_repaired:0:0,6:unreadable_at_startup:0:1,"
+                          "11:dir_repaired:0:0,27:crash_in_swap:0:5,83:crash_in_swap:0:3,"
+                          "92:dir_failure:0:1,141:dir_repaired:0:0,155:crash_in_swap:0:1,"
+                          "198:torn_tail:0:0")
+    result, outcome = replay(954, SimConfig(brokers=1), faults)
     assert not result.failed, result.message
     events = [e for e in outcome.trace if e.subject == "t-2@0"]
     redirect = next(i for i, e in enumerate(events) if e.event == "REDIRECTED")
