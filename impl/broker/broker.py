@@ -64,6 +64,7 @@ log = logging.getLogger(__name__)
 
 NONE = 0
 TOPIC_ALREADY_EXISTS = 36
+INVALID_TOPIC_EXCEPTION = 17
 INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_SERVER_ERROR = -1
@@ -109,6 +110,7 @@ class _ZooKeeperTopicAdmin:
         try:
             if await coordinator.exists(topic_path(topic)) is not None:
                 return TOPIC_ALREADY_EXISTS, f"topic {topic!r} already exists"
+            await zk_admin.check_topic_collision(coordinator, topic)
             if validate_only:
                 return NONE, None
             if topic_configs:
@@ -131,6 +133,8 @@ class _ZooKeeperTopicAdmin:
                 )
         except zk_admin.TopicExistsError as error:
             return TOPIC_ALREADY_EXISTS, str(error)
+        except zk_admin.TopicCollisionError as error:
+            return INVALID_TOPIC_EXCEPTION, str(error)
         except PlacementError as error:
             return error.error_code, str(error)
         except (ZnodeFormatError, zk_admin.AdminError) as error:
@@ -429,7 +433,8 @@ class Broker:
         if not slash or not chroot.strip("/"):
             return
         coordinator = await KazooCoordinator.connect(
-            hosts, session_timeout_ms=self.config.zookeeper_session_timeout_ms
+            hosts, session_timeout_ms=self.config.zookeeper_session_timeout_ms,
+            connect_timeout_s=self.config.zookeeper_connect_timeout_s,
         )
         try:
             await zk_admin.ensure_path(coordinator, "/" + chroot.strip("/"))
@@ -557,6 +562,7 @@ class Broker:
                 self.coordinator = await KazooCoordinator.connect(
                     config.zookeeper_connect,
                     session_timeout_ms=config.zookeeper_session_timeout_ms,
+                    connect_timeout_s=config.zookeeper_connect_timeout_s,
                 )
                 self._producer_ids = ProducerIdAllocator(self.coordinator, config.broker_id)
                 await self._register()
@@ -567,6 +573,7 @@ class Broker:
                     self.controller_coordinator = await KazooCoordinator.connect(
                         config.zookeeper_connect,
                         session_timeout_ms=config.zookeeper_session_timeout_ms,
+                        connect_timeout_s=config.zookeeper_connect_timeout_s,
                     )
                     self.controller = ControllerService(trace_sink=self.trace)
                     await nursery.start(self._run_controller)

@@ -51,6 +51,9 @@ class BrokerConfig:
         log_dirs: ``log.dirs`` (comma-separated absolute paths; ``log.dir`` accepted too).
         zookeeper_connect: ``zookeeper.connect`` (``host:port[,host:port][/chroot]``).
         zookeeper_session_timeout_ms: ``zookeeper.session.timeout.ms``.
+        zookeeper_connection_timeout_ms: ``zookeeper.connection.timeout.ms``: how long the
+            broker waits for its first ZooKeeper connection; default (0) the session timeout,
+            as in Kafka.
         intra_broker_throttled_rate_bytes_per_second: ``intra.broker.throttled.rate`` (KIP-113).
         num_replica_alter_log_dirs_threads: ``num.replica.alter.log.dirs.threads``; default the
             number of log dirs.
@@ -95,6 +98,7 @@ class BrokerConfig:
     zookeeper_connect: str
     advertised_host: str = ""
     zookeeper_session_timeout_ms: int = 18_000
+    zookeeper_connection_timeout_ms: int = 0
     intra_broker_throttled_rate_bytes_per_second: int = THROTTLE_UNLIMITED
     num_replica_alter_log_dirs_threads: int = 0
     min_insync_replicas: int = 1
@@ -136,6 +140,12 @@ class BrokerConfig:
     def port(self) -> int:
         """The first listener's port (the one advertised)."""
         return self.listeners[0].port
+
+    @property
+    def zookeeper_connect_timeout_s(self) -> float:
+        """``zookeeper.connection.timeout.ms`` (default: the session timeout) in seconds."""
+        timeout_ms = self.zookeeper_connection_timeout_ms or self.zookeeper_session_timeout_ms
+        return timeout_ms / 1000
 
     @property
     def mover_threads(self) -> int:
@@ -313,6 +323,10 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
         "queued_max_request_bytes",
         lambda k, v: _nonzero(k, _int(k, v, -1, 2**63 - 1)),
     ),
+    "zookeeper.connection.timeout.ms": (
+        "zookeeper_connection_timeout_ms",
+        lambda k, v: _int(k, v, 1, 2**31 - 1),
+    ),
     "connections.max.idle.ms": ("connections_max_idle_ms", lambda k, v: _int(k, v, 1, 2**63 - 1)),
     "socket.request.read.timeout.ms": (
         "socket_request_read_timeout_ms",
@@ -353,7 +367,6 @@ _ACCEPTED_IGNORED: Final = frozenset(
         "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
-        "zookeeper.connection.timeout.ms",
         "group.initial.rebalance.delay.ms",
     }
 )

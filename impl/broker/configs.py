@@ -350,6 +350,8 @@ BROKER_CONFIGS: Final[Mapping[str, ConfigDef]] = _defs(
     _static("log.dirs", ConfigType.STRING, None, "The log dirs (JBOD)."),
     _static("zookeeper.connect", ConfigType.STRING, None, "ZooKeeper's connect string."),
     _static("zookeeper.session.timeout.ms", ConfigType.INT, "18000", "ZooKeeper session timeout."),
+    _static("zookeeper.connection.timeout.ms", ConfigType.INT, None,
+            "How long to wait for the first ZooKeeper connection (default: the session timeout)."),
     _static("default.replication.factor", ConfigType.INT, "1", "Replication factor of new topics."),
     _static("num.partitions", ConfigType.INT, "1", "Partitions of auto-created topics."),
     _static("log.index.interval.bytes", ConfigType.INT, "4096", "Bytes between index entries."),

@@ -36,6 +36,8 @@ def read_topics_to_move(path: Path) -> list[str]:
         raise CliError(f"cannot read {path}: {error.strerror}") from None
     except ValueError as error:
         raise CliError(f"{path}: not JSON ({error})") from None
+    except RecursionError:
+        raise CliError(f"{path}: JSON nested too deeply") from None
     if not isinstance(document, dict) or not isinstance(document.get("topics"), list):
         raise CliError(f'{path}: expected {{"version":1,"topics":[{{"topic":"name"}}, …]}}')
     if document.get("version", 1) != 1:

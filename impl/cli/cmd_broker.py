@@ -73,6 +73,27 @@ async def _serve(broker: Broker) -> None:
             nursery.cancel_scope.cancel()
 
 
+class _RepeatFilter(logging.Filter):
+    """Drop a log line identical to the previous one (kazoo warns once per reconnect attempt:
+    about 96 lines for an unreachable ``zookeeper.connect`` before the broker gives up)."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self._last: str | None = None
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        message = record.getMessage()
+        if message == self._last:
+            return False
+        self._last = message
+        return True
+
+
+def _first_leaf(group: BaseExceptionGroup[BaseException]) -> BaseException:
+    first = group.exceptions[0]
+    return _first_leaf(first) if isinstance(first, BaseExceptionGroup) else first
+
+
 def run(arguments: argparse.Namespace) -> int:
     """Load the config, run the broker, stop on a signal."""
     try:
@@ -94,10 +115,17 @@ def run(arguments: argparse.Namespace) -> int:
         format="%(asctime)s %(levelname)s %(name)s: %(message)s",
     )
     logging.getLogger("kazoo").setLevel(logging.WARNING)
+    logging.getLogger("kazoo.client").addFilter(_RepeatFilter())
     _keep_large_buffers_on_the_heap()
     broker = Broker(config)
     try:
-        trio.run(_serve, broker)
+        try:
+            trio.run(_serve, broker)
+        except BaseExceptionGroup as group:  # a nursery's failure: report its first cause
+            leaf = _first_leaf(group)
+            if not isinstance(leaf, OSError | CoordinatorError | AdminError | ValueError):
+                raise
+            raise leaf from None
     except OSError as error:
         raise CliError(f"broker {config.broker_id}: {error.strerror or error}") from None
     except (CoordinatorError, AdminError) as error:

@@ -222,7 +222,12 @@ def run(arguments: argparse.Namespace) -> int:
         raise CliError("--base-port leaves no room for the brokers below 65536")
     temporary = arguments.data_dir is None
     data_dir = Path(tempfile.mkdtemp(prefix="logproof-")) if temporary else arguments.data_dir
-    data_dir.mkdir(parents=True, exist_ok=True)
+    if data_dir.exists() and not data_dir.is_dir():
+        raise CliError(f"--data-dir {data_dir} is not a directory")
+    try:
+        data_dir.mkdir(parents=True, exist_ok=True)
+    except OSError as error:
+        raise CliError(f"--data-dir {data_dir}: {error.strerror or error}") from None
     if temporary and arguments.run_as is not None:
         data_dir.chmod(0o755)  # mkdtemp's 0700 would keep the brokers' user out
     cluster = Cluster(data_dir.resolve(), arguments.brokers, arguments.log_dirs_per_broker,

@@ -6,6 +6,7 @@ import argparse
 from typing import Any
 
 from impl.broker.admin import AdminClient, AdminClientError, error_name
+from impl.controller.placement import PARTITION_COUNT_MAX, REPLICATION_FACTOR_MAX
 
 from ._errors import CliError
 
@@ -50,6 +51,10 @@ def _create(arguments: argparse.Namespace) -> int:
         arguments.partitions <= 0 or arguments.replication_factor <= 0
     ):
         raise CliError("--partitions and --replication-factor must be positive")
+    if arguments.partitions > PARTITION_COUNT_MAX:
+        raise CliError(f"--partitions must be at most {PARTITION_COUNT_MAX}")
+    if arguments.replication_factor > REPLICATION_FACTOR_MAX:
+        raise CliError(f"--replication-factor must be at most {REPLICATION_FACTOR_MAX} (int16)")
     try:
         with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
             spec: Any

@@ -42,6 +42,7 @@ from .znodes import (
     TopicAssignment,
     ZnodeFormatError,
     broker_path,
+    colliding_topics,
     decode_broker,
     decode_partition_state,
     decode_reassignment,
@@ -53,6 +54,7 @@ from .znodes import (
     encode_partition_state,
     encode_reassignment,
     encode_topic,
+    has_collision_chars,
     partition_state_path,
     topic_path,
     validate_replicas,
@@ -66,6 +68,11 @@ class AdminError(ValueError):
 
 class TopicExistsError(AdminError):
     """The topic already exists."""
+
+
+class TopicCollisionError(AdminError):
+    """The name collides with an existing topic's (``a.b`` and ``a_b``): Kafka's
+    InvalidTopicException."""
 
 
 class UnknownTopicError(AdminError):
@@ -202,6 +209,18 @@ async def _cluster_view(coordinator: Coordinator) -> ClusterView:
     return ClusterView.of({b.broker_id: b.rack for b in brokers.values()}, assignments)
 
 
+async def check_topic_collision(coordinator: Coordinator, topic: str) -> None:
+    """Raise :class:`TopicCollisionError` if ``topic`` collides with an existing topic (Kafka's
+    ``AdminZkClient.validateTopicCreate``); no ZooKeeper read for a name without ``.``/``_``."""
+    if not has_collision_chars(topic):
+        return
+    colliding = colliding_topics(topic, await coordinator.children(TOPICS_PATH))
+    if colliding:
+        raise TopicCollisionError(
+            f"Topic '{topic}' collides with existing topics: {', '.join(colliding)}"
+        )
+
+
 async def create_topic(
     coordinator: Coordinator,
     topic: str,
@@ -227,6 +246,7 @@ async def create_topic(
         PlacementError: the placer cannot place the request.
     """
     validate_topic_name(topic)
+    await check_topic_collision(coordinator, topic)
     if assignment is None:
         if partition_count is None or replication_factor is None or placer is None or rng is None:
             raise AdminError(

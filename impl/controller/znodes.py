@@ -10,7 +10,7 @@ This module is sans-IO.
 from __future__ import annotations
 
 import json
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -63,6 +63,26 @@ def validate_topic_name(topic: str) -> None:
         raise ZnodeFormatError(f"topic name {topic!r} has characters outside [a-zA-Z0-9._-]")
 
 
+def has_collision_chars(topic: str) -> bool:
+    """Whether ``topic`` holds ``.`` or ``_``, which metric names do not tell apart."""
+    return "." in topic or "_" in topic
+
+
+def colliding_topics(topic: str, existing: Iterable[str]) -> list[str]:
+    """The existing topics ``topic`` collides with (Kafka's ``Topic.hasCollision``): another name
+    equal to it once every ``.`` is read as ``_`` (``a.b`` and ``a_b`` share metric names, so
+    Kafka refuses the second with InvalidTopicException).
+
+    Returns:
+        The colliding names, sorted (empty: no collision).
+    """
+    if not has_collision_chars(topic):
+        return []
+    key = topic.replace(".", "_")
+    return sorted(other for other in existing
+                  if other != topic and other.replace(".", "_") == key)
+
+
 def broker_path(broker_id: int) -> str:
     """``/brokers/ids/<id>``."""
     return f"{BROKER_IDS_PATH}/{broker_id}"
@@ -98,6 +118,8 @@ def _loads(data: bytes, what: str) -> Any:
         return json.loads(data.decode("utf-8"))
     except (UnicodeDecodeError, json.JSONDecodeError) as error:
         raise ZnodeFormatError(f"{what}: not JSON: {data[:200]!r}") from error
+    except RecursionError:  # e.g. 100,000 nested ``[``: deeper than the parser goes
+        raise ZnodeFormatError(f"{what}: JSON nested too deeply") from None
 
 
 def _dumps(value: object) -> bytes:

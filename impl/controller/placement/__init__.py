@@ -90,6 +90,8 @@ from ._types import ClusterView as ClusterView
 from ._types import PlacementSpec as PlacementSpec
 from ._types import ReplicaPlacer as ReplicaPlacer
 from ._types import TopicPartition as TopicPartition
+from ._validate import PARTITION_COUNT_MAX as PARTITION_COUNT_MAX
+from ._validate import REPLICATION_FACTOR_MAX as REPLICATION_FACTOR_MAX
 from ._validate import usable_brokers as usable_brokers
 from ._validate import validate_assignment as validate_assignment
 
@@ -110,9 +112,11 @@ __all__ = [
     "INVALID_REPLICATION_FACTOR",
     "INVALID_REPLICA_ASSIGNMENT",
     "MULTI_LEVEL",
+    "PARTITION_COUNT_MAX",
     "PLACEMENT_SPREAD",
     "RACK_AWARE",
     "RACK_UNAWARE",
+    "REPLICATION_FACTOR_MAX",
     "Assignment",
     "BrokerInfo",
     "ClusterView",
