@@ -285,6 +285,10 @@ class Authorizer:
         """The entries stored for ``pattern``."""
         return self._acls.get(pattern, frozenset())
 
+    def patterns(self) -> list[ResourcePattern]:
+        """Every pattern with stored entries."""
+        return list(self._acls)
+
     def bindings(self) -> list[AclBinding]:
         """Every stored binding, sorted."""
         return sorted(AclBinding(pattern, entry)

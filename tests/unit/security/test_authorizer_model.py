@@ -61,7 +61,7 @@ def model_state(keys: list[str], super_user: str, allow_everyone: bool) -> State
     return state
 
 
-@settings(max_examples=100, deadline=None, derandomize=True)
+@settings(max_examples=40, deadline=None, derandomize=True)
 @given(
     keys=st.lists(st.sampled_from(KEYS), unique=True, max_size=12),
     super_user=st.sampled_from(SUPER_USER_CHOICES),

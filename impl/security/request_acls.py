@@ -1,0 +1,231 @@
+"""Which ACL every request needs: one table, API key → (resource, operation, where it is checked).
+
+Kafka's ``KafkaApis`` authorizes each request with a fixed operation on a fixed resource type
+(reference: ``KafkaApis.scala``, ``AclApis.scala``). This table is the one place that says so for
+logproof: an engineer adding an API adds its row here, and a test checks that every API the
+broker accepts has one. Two kinds of rows:
+
+- ``Scope.REQUEST``: the whole request needs the operation on the cluster (or on a fixed
+  resource); the dispatcher checks it before the handler runs and answers a refusal itself;
+- ``Scope.PER_RESOURCE``: the request names resources (topics, groups, transactional ids) and the
+  handler checks each one, answering the denied ones with the type's ``*_AUTHORIZATION_FAILED``
+  code (Metadata *hides* the topics the principal may not DESCRIBE when it asked for all).
+
+A request sent by a replica (Fetch or OffsetForLeaderEpoch with a replica id) needs CLUSTER_ACTION
+on the cluster instead of the per-topic operation (``replica_operation``).
+
+Also here: the error code of a denial per resource type, and the APIs a SASL listener serves
+before authentication (ApiVersions, SaslHandshake, SaslAuthenticate).
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+import enum
+from collections.abc import Mapping
+from dataclasses import dataclass
+from types import MappingProxyType
+from typing import Final
+
+from .authorizer import AclOperation, ResourceType
+
+__sans_io__ = True
+
+# API keys (Kafka's); the broker's own constants live in impl.broker.api_versions.
+PRODUCE: Final = 0
+FETCH: Final = 1
+LIST_OFFSETS: Final = 2
+METADATA: Final = 3
+LEADER_AND_ISR: Final = 4
+STOP_REPLICA: Final = 5
+UPDATE_METADATA: Final = 6
+CONTROLLED_SHUTDOWN: Final = 7
+OFFSET_COMMIT: Final = 8
+OFFSET_FETCH: Final = 9
+FIND_COORDINATOR: Final = 10
+JOIN_GROUP: Final = 11
+HEARTBEAT: Final = 12
+LEAVE_GROUP: Final = 13
+SYNC_GROUP: Final = 14
+DESCRIBE_GROUPS: Final = 15
+LIST_GROUPS: Final = 16
+SASL_HANDSHAKE: Final = 17
+API_VERSIONS: Final = 18
+CREATE_TOPICS: Final = 19
+DELETE_TOPICS: Final = 20
+DELETE_RECORDS: Final = 21
+INIT_PRODUCER_ID: Final = 22
+OFFSET_FOR_LEADER_EPOCH: Final = 23
+DESCRIBE_ACLS: Final = 29
+CREATE_ACLS: Final = 30
+DELETE_ACLS: Final = 31
+DESCRIBE_CONFIGS: Final = 32
+ALTER_CONFIGS: Final = 33
+ALTER_REPLICA_LOG_DIRS: Final = 34
+DESCRIBE_LOG_DIRS: Final = 35
+SASL_AUTHENTICATE: Final = 36
+CREATE_PARTITIONS: Final = 37
+DELETE_GROUPS: Final = 42
+ELECT_LEADERS: Final = 43
+INCREMENTAL_ALTER_CONFIGS: Final = 44
+ALTER_PARTITION_REASSIGNMENTS: Final = 45
+LIST_PARTITION_REASSIGNMENTS: Final = 46
+OFFSET_DELETE: Final = 47
+DESCRIBE_CLUSTER: Final = 60
+#: KIP-879's CreateReplicaPlacement (the project's raw API key).
+CREATE_REPLICA_PLACEMENT: Final = 10879
+
+# Error codes of refusals (Kafka's ``Errors``).
+TOPIC_AUTHORIZATION_FAILED: Final = 29
+GROUP_AUTHORIZATION_FAILED: Final = 30
+CLUSTER_AUTHORIZATION_FAILED: Final = 31
+TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Final = 53
+SECURITY_DISABLED: Final = 54
+
+#: The code a denial on a resource of each type is answered with.
+DENIAL_CODES: Final[Mapping[ResourceType, int]] = MappingProxyType({
+    ResourceType.TOPIC: TOPIC_AUTHORIZATION_FAILED,
+    ResourceType.GROUP: GROUP_AUTHORIZATION_FAILED,
+    ResourceType.CLUSTER: CLUSTER_AUTHORIZATION_FAILED,
+    ResourceType.TRANSACTIONAL_ID: TRANSACTIONAL_ID_AUTHORIZATION_FAILED,
+})
+
+#: What a SASL listener answers before the client has authenticated; anything else closes.
+PRE_AUTHENTICATION_APIS: Final = frozenset({API_VERSIONS, SASL_HANDSHAKE, SASL_AUTHENTICATE})
+
+
+class Scope(enum.Enum):
+    """Where a requirement is checked."""
+
+    REQUEST = "request"  #: by the dispatcher, once, before the handler runs
+    PER_RESOURCE = "per_resource"  #: by the handler, for every resource the request names
+    NONE = "none"  #: the API needs no ACL (ApiVersions, the SASL APIs)
+
+
+@dataclass(frozen=True)
+class Requirement:
+    """One row of the table: the operation on the resource type, and where it is checked."""
+
+    scope: Scope
+    resource_type: ResourceType | None = None
+    operation: AclOperation | None = None
+    #: the operation on the cluster a request from a replica needs instead
+    replica_operation: AclOperation | None = None
+    #: what Kafka additionally accepts or requires (documentation for readers of the table)
+    note: str = ""
+
+    @property
+    def denial_code(self) -> int:
+        """The error code of a refusal."""
+        assert self.resource_type is not None, "a requirement without a resource never refuses"
+        return DENIAL_CODES[self.resource_type]
+
+
+def _request(operation: AclOperation, note: str = "") -> Requirement:
+    return Requirement(Scope.REQUEST, ResourceType.CLUSTER, operation, note=note)
+
+
+def _topic(operation: AclOperation, note: str = "", replica: AclOperation | None = None
+           ) -> Requirement:
+    return Requirement(Scope.PER_RESOURCE, ResourceType.TOPIC, operation, replica, note)
+
+
+def _group(operation: AclOperation, note: str = "") -> Requirement:
+    return Requirement(Scope.PER_RESOURCE, ResourceType.GROUP, operation, note=note)
+
+
+_NO_ACL: Final = Requirement(Scope.NONE)
+_OP = AclOperation
+
+#: API key → what it needs. Every API the broker accepts must be listed (a test checks it).
+REQUIRED_ACLS: Final[Mapping[int, Requirement]] = MappingProxyType({
+    API_VERSIONS: _NO_ACL,
+    SASL_HANDSHAKE: _NO_ACL,
+    SASL_AUTHENTICATE: _NO_ACL,
+    PRODUCE: _topic(_OP.WRITE, "transactional produce also needs WRITE on the transactional id"),
+    FETCH: _topic(_OP.READ, replica=_OP.CLUSTER_ACTION),
+    LIST_OFFSETS: _topic(_OP.DESCRIBE),
+    METADATA: _topic(_OP.DESCRIBE, "topics not described are hidden from an all-topics request; "
+                                   "auto-creation needs CREATE on the cluster or the topic"),
+    OFFSET_FOR_LEADER_EPOCH: _topic(_OP.DESCRIBE, replica=_OP.CLUSTER_ACTION),
+    CREATE_TOPICS: _topic(_OP.CREATE, "CREATE on the cluster covers every topic"),
+    DELETE_TOPICS: _topic(_OP.DELETE),
+    DELETE_RECORDS: _topic(_OP.DELETE),
+    CREATE_PARTITIONS: _topic(_OP.ALTER),
+    INIT_PRODUCER_ID: _request(_OP.IDEMPOTENT_WRITE,
+                               "without a transactional id; WRITE on any topic also suffices"),
+    LEADER_AND_ISR: _request(_OP.CLUSTER_ACTION),
+    STOP_REPLICA: _request(_OP.CLUSTER_ACTION),
+    UPDATE_METADATA: _request(_OP.CLUSTER_ACTION),
+    CONTROLLED_SHUTDOWN: _request(_OP.CLUSTER_ACTION),
+    CREATE_REPLICA_PLACEMENT: _request(_OP.DESCRIBE, "computes a placement, changes nothing; "
+                                                     "a denial closes the connection"),
+    ALTER_REPLICA_LOG_DIRS: _request(_OP.ALTER),
+    DESCRIBE_LOG_DIRS: _request(_OP.DESCRIBE),
+    ELECT_LEADERS: _request(_OP.ALTER),
+    ALTER_PARTITION_REASSIGNMENTS: _request(_OP.ALTER),
+    LIST_PARTITION_REASSIGNMENTS: _request(_OP.DESCRIBE),
+    CREATE_ACLS: _request(_OP.ALTER),
+    DELETE_ACLS: _request(_OP.ALTER),
+    DESCRIBE_ACLS: _request(_OP.DESCRIBE),
+    DESCRIBE_CONFIGS: Requirement(Scope.PER_RESOURCE, ResourceType.TOPIC, _OP.DESCRIBE_CONFIGS,
+                                  note="a broker resource needs it on the cluster"),
+    ALTER_CONFIGS: Requirement(Scope.PER_RESOURCE, ResourceType.TOPIC, _OP.ALTER_CONFIGS,
+                               note="a broker resource needs it on the cluster"),
+    INCREMENTAL_ALTER_CONFIGS: Requirement(Scope.PER_RESOURCE, ResourceType.TOPIC,
+                                           _OP.ALTER_CONFIGS,
+                                           note="a broker resource needs it on the cluster"),
+    FIND_COORDINATOR: _group(_OP.DESCRIBE, "or DESCRIBE on the transactional id"),
+    JOIN_GROUP: _group(_OP.READ),
+    SYNC_GROUP: _group(_OP.READ),
+    HEARTBEAT: _group(_OP.READ),
+    LEAVE_GROUP: _group(_OP.READ),
+    OFFSET_COMMIT: _group(_OP.READ, "and READ on each topic"),
+    OFFSET_FETCH: _group(_OP.DESCRIBE, "and DESCRIBE on each topic"),
+    DESCRIBE_GROUPS: _group(_OP.DESCRIBE),
+    LIST_GROUPS: _group(_OP.DESCRIBE, "DESCRIBE on the cluster lists every group"),
+    DELETE_GROUPS: _group(_OP.DELETE),
+    OFFSET_DELETE: _group(_OP.DELETE, "and READ on each topic"),
+    DESCRIBE_CLUSTER: _NO_ACL,
+})
+
+
+def requirement(api_key: int) -> Requirement:
+    """The row of ``api_key``.
+
+    Raises:
+        KeyError: the API has no row (its author must add one).
+    """
+    return REQUIRED_ACLS[api_key]
+
+
+def refusal_data(api_key: int, body: object, code: int, message: str) -> dict[str, object]:
+    """The response (as the nested mappings ``impl.broker._kio_build.build`` reads) refusing a
+    whole request with ``code``: every item the request names carries the code, as Kafka's
+    ``AbstractRequest.getErrorResponse`` does."""
+    data: dict[str, object] = {"throttle_time": 0, "error_code": code, "error_message": message}
+    if api_key in (LEADER_AND_ISR, STOP_REPLICA, UPDATE_METADATA):
+        data.update(partition_errors=[], topics=[])
+    elif api_key == DESCRIBE_LOG_DIRS:
+        data["results"] = []
+    elif api_key == ALTER_REPLICA_LOG_DIRS:
+        by_topic: dict[str, list[dict[str, object]]] = {}
+        for entry in getattr(body, "dirs", ()):
+            for topic in entry.topics:
+                by_topic.setdefault(topic.name, []).extend(
+                    {"partition_index": partition, "error_code": code}
+                    for partition in topic.partitions)
+        data["results"] = [{"topic_name": name, "partitions": partitions}
+                           for name, partitions in by_topic.items()]
+    elif api_key == INIT_PRODUCER_ID:
+        data.update(producer_id=-1, producer_epoch=-1)
+    elif api_key == CREATE_ACLS:
+        data["results"] = [{"error_code": code, "error_message": message}
+                           for _ in getattr(body, "creations", ())]
+    elif api_key == DESCRIBE_ACLS:
+        data["resources"] = []
+    elif api_key == DELETE_ACLS:
+        data["filter_results"] = [{"error_code": code, "error_message": message,
+                                   "matching_acls": []} for _ in getattr(body, "filters", ())]
+    return data
