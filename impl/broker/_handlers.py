@@ -10,11 +10,16 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import trio
 
+from impl.security import request_acls
+from impl.security.acl_apis import AclApis
+from impl.security.authorizer import CLUSTER, AclOperation, Resource, ResourceType
+from impl.security.enforcement import RequestAuthorizer
+from impl.security.session import current_session
 from impl.storage.errors import OffsetOutOfRange, StorageError
 from impl.storage.names import TopicPartition
 
@@ -45,6 +50,7 @@ INVALID_REPLICATION_FACTOR: Final = 38
 INVALID_REPLICA_ASSIGNMENT: Final = 39
 INVALID_CONFIG: Final = 40
 INVALID_REQUEST: Final = 42
+TOPIC_AUTHORIZATION_FAILED: Final = request_acls.TOPIC_AUTHORIZATION_FAILED
 TRANSACTIONAL_ID_AUTHORIZATION_FAILED: Final = 53
 KAFKA_STORAGE_ERROR: Final = 56
 LOG_DIR_NOT_FOUND: Final = 57
@@ -136,6 +142,13 @@ class HandlerContext:
     config_backend: ConfigBackend | None = None
     #: KIP-73 replication throttles (None: never throttle)
     quotas: ReplicationQuotas | None = None
+    #: decides every request's ACLs (None: no ``authorizer.class.name``, everything allowed)
+    authorization: RequestAuthorizer | None = None
+    #: CreateAcls, DescribeAcls, DeleteAcls (without a store: SECURITY_DISABLED)
+    acl_apis: AclApis | None = None
+    #: listener name → this broker's bound port on it (filled once the listeners are bound):
+    #: Metadata advertises this broker on the listener the request came in on
+    listener_ports: dict[str, int] = field(default_factory=dict)
 
 
 def _throttle() -> dict[str, Any]:
@@ -166,11 +179,64 @@ class RequestHandlers:
         }
         self.admin = AdminHandlers(self, context.config_backend)
         self._handlers.update(self.admin.table())
+        acl_apis = context.acl_apis or AclApis(None)
+        self._handlers.update({
+            api_versions.CREATE_ACLS: acl_apis.create_acls,
+            api_versions.DESCRIBE_ACLS: acl_apis.describe_acls,
+            api_versions.DELETE_ACLS: acl_apis.delete_acls,
+        })
 
     async def __call__(self, request: DecodedRequest, info: ConnectionInfo) -> Response | None:
-        """Answer one request (None: no response is sent)."""
+        """Answer one request (None: no response is sent), after the request-wide ACL check of
+        :mod:`impl.security.request_acls` (per-topic checks are the handlers' own)."""
         handler = self._handlers[request.api_key]
+        refusal = self._refusal(request)
+        if refusal is not None:
+            return refusal
         return await handler(request)
+
+    # --- authorization (impl.security.request_acls) ----------------------------------------
+
+    def _allowed(self, operation: AclOperation, resource: Resource) -> bool:
+        """Whether the current session may act (always, without an authorizer)."""
+        authorization = self.context.authorization
+        return authorization is None or authorization.allowed(operation, resource)
+
+    def _topic_allowed(self, operation: AclOperation, name: str) -> bool:
+        return self._allowed(operation, Resource(ResourceType.TOPIC, name))
+
+    def _resources_refusal(self, request: DecodedRequest,
+                           requirement: request_acls.Requirement) -> bytes | None:
+        """Check each resource a config API or CreatePartitions names (None: all allowed)."""
+        assert requirement.operation is not None
+        denied = [not self._allowed(requirement.operation, Resource(kind, name))
+                  for kind, name in request_acls.named_resources(request.api_key, request.body)]
+        if not any(denied):
+            return None
+        return self._answer(request, request_acls.resources_refusal_data(
+            request.api_key, request.body, denied, requirement.operation))
+
+    def _refusal(self, request: DecodedRequest) -> bytes | None:
+        """The error answer of a request whose request-wide ACL is denied (None: go on)."""
+        if self.context.authorization is None:
+            return None
+        requirement = request_acls.requirement(request.api_key)
+        if request.api_key in request_acls.DISPATCH_CHECKED:
+            return self._resources_refusal(request, requirement)
+        if requirement.scope is not request_acls.Scope.REQUEST:
+            return None
+        assert requirement.operation is not None
+        if self._allowed(requirement.operation, CLUSTER):
+            return None
+        if request.api_key == api_versions.INIT_PRODUCER_ID and (
+            request.body.transactional_id is not None
+            or any(self._topic_allowed(AclOperation.WRITE, name)
+                   for name in self.context.metadata.topics)
+        ):
+            return None  # Kafka: IDEMPOTENT_WRITE on the cluster, or WRITE on some topic
+        message = f"{requirement.operation.name} on the cluster is not authorized"
+        return self._answer(request, request_acls.refusal_data(
+            request.api_key, request.body, requirement.denial_code, message))
 
     def _answer(self, request: DecodedRequest, data: dict[str, Any]) -> bytes:
         return encode_response(request, build(request.response_class, data))
@@ -204,7 +270,9 @@ class RequestHandlers:
         cache = self.context.metadata
         requested = request.body.topics
         if requested is None or (request.api_version == 0 and not requested):
-            names = cache.topics
+            # Kafka hides the topics the principal may not DESCRIBE from an all-topics request.
+            names = [name for name in cache.topics
+                     if self._topic_allowed(AclOperation.DESCRIBE, name)]
         else:
             # a topic named twice is answered once, as Kafka does (it collects them in a set)
             names = list(dict.fromkeys(topic.name for topic in requested))
@@ -222,12 +290,17 @@ class RequestHandlers:
                 topics.append({"error_code": INVALID_TOPIC_EXCEPTION, "name": name,
                                "partitions": []})
                 continue
+            if requested is not None and not self._topic_allowed(AclOperation.DESCRIBE, name):
+                topics.append({"error_code": TOPIC_AUTHORIZATION_FAILED, "name": name,
+                               "partitions": []})
+                continue
             if not cache.has_topic(name):
                 code = UNKNOWN_TOPIC_OR_PARTITION
                 if self.context.config.auto_create_topics_enable and getattr(
                     request.body, "allow_auto_topic_creation", True
                 ):
-                    code = await self._auto_create(name)
+                    code = (await self._auto_create(name) if self._create_allowed(name)
+                            else TOPIC_AUTHORIZATION_FAILED)
                 topics.append({"error_code": code, "name": name, "partitions": []})
                 continue
             partitions = []
@@ -247,12 +320,16 @@ class RequestHandlers:
             topics.append({"error_code": NONE, "name": name, "is_internal": False,
                            "partitions": partitions})
         entries = sum(len(topic["partitions"]) + 1 for topic in topics)
+        own_port = self.context.listener_ports.get(current_session().listener)
+        me = self.context.config.broker_id
         return await self._answer_large(
             request,
             {
                 **_throttle(),
                 "brokers": [
-                    {"node_id": b.broker_id, "host": b.host, "port": b.port, "rack": b.rack}
+                    {"node_id": b.broker_id, "host": b.host,
+                     "port": own_port if b.broker_id == me and own_port else b.port,
+                     "rack": b.rack}
                     for b in brokers
                 ],
                 "cluster_id": self.context.config.cluster_id,
@@ -289,6 +366,11 @@ class RequestHandlers:
             return live
         return {broker.broker_id for broker in registered}
 
+    def _create_allowed(self, name: str) -> bool:
+        """CREATE on the cluster, or on the topic (Kafka: either suffices)."""
+        return (self._allowed(AclOperation.CREATE, CLUSTER)
+                or self._topic_allowed(AclOperation.CREATE, name))
+
     async def _auto_create(self, name: str) -> int:
         """``auto.create.topics.enable``: create with the broker defaults; the client retries
         on LEADER_NOT_AVAILABLE (5) until the controller has elected a leader."""
@@ -316,8 +398,12 @@ class RequestHandlers:
         results: list[tuple[str, list[dict[str, Any]]]] = []
         for topic in body.topic_data:
             partitions: list[dict[str, Any]] = []
+            writable = self._topic_allowed(AclOperation.WRITE, topic.name)
             for item in topic.partition_data:
-                if topic_name_error(topic.name) is not None:
+                if not writable:
+                    outcome_code, base, append_time, start = TOPIC_AUTHORIZATION_FAILED, -1, -1, -1
+                    message = None
+                elif topic_name_error(topic.name) is not None:
                     outcome_code, base, append_time, start = INVALID_TOPIC_EXCEPTION, -1, -1, -1
                     message = None
                 else:
@@ -452,9 +538,18 @@ class RequestHandlers:
         total = 0
         errors = False
         topics: list[tuple[str, list[FetchPartitionReply]]] = []
+        readable: dict[str, bool] = {}
         for topic in body.topics:
             replies: list[FetchPartitionReply] = []
+            if topic.topic not in readable:
+                readable[topic.topic] = self._fetch_allowed(topic.topic, replica_id)
             for item in topic.partitions:
+                if not readable[topic.topic]:
+                    code = TOPIC_AUTHORIZATION_FAILED if replica_id < 0 else (
+                        request_acls.CLUSTER_AUTHORIZATION_FAILED)
+                    replies.append(FetchPartitionReply(int(item.partition), code, -1, -1, -1))
+                    errors = True
+                    continue
                 reply = self._fetch_partition(
                     TopicPartition(topic.topic, int(item.partition)), item, replica_id,
                     budget - total, total > 0,
@@ -464,6 +559,12 @@ class RequestHandlers:
                 replies.append(reply)
             topics.append((topic.topic, replies))
         return topics, total, errors
+
+    def _fetch_allowed(self, topic: str, replica_id: int) -> bool:
+        """A consumer needs READ on the topic, a follower CLUSTER_ACTION on the cluster."""
+        if replica_id >= 0:
+            return self._allowed(AclOperation.CLUSTER_ACTION, CLUSTER)
+        return self._topic_allowed(AclOperation.READ, topic)
 
     async def fetch(self, request: DecodedRequest) -> Response:
         """Fetch v4-v11: records below the HW (LEO for followers), zero-copy, delayed."""
@@ -502,6 +603,10 @@ class RequestHandlers:
                 tp = TopicPartition(topic.name, int(item.partition_index))
                 entry: dict[str, Any] = {"partition_index": item.partition_index,
                                          "timestamp": -1, "offset": -1, "leader_epoch": -1}
+                if not self._topic_allowed(AclOperation.DESCRIBE, topic.name):
+                    entry["error_code"] = TOPIC_AUTHORIZATION_FAILED
+                    partitions.append(entry)
+                    continue
                 if topic_name_error(topic.name) is not None:
                     entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
                     partitions.append(entry)
@@ -527,6 +632,12 @@ class RequestHandlers:
 
     # --- OffsetForLeaderEpoch (followers) ---------------------------------------------------
 
+    def _offset_for_leader_epoch_allowed(self, topic: str, replica_id: int) -> bool:
+        """A follower needs CLUSTER_ACTION on the cluster, anyone else DESCRIBE on the topic."""
+        if replica_id >= 0:
+            return self._allowed(AclOperation.CLUSTER_ACTION, CLUSTER)
+        return self._topic_allowed(AclOperation.DESCRIBE, topic)
+
     async def offset_for_leader_epoch(self, request: DecodedRequest) -> Response:
         """OffsetForLeaderEpoch v3 (KIP-101/279): the end offset of a leader epoch, for a
         follower deciding where to truncate."""
@@ -538,6 +649,13 @@ class RequestHandlers:
                 tp = TopicPartition(topic.topic, int(item.partition))
                 entry: dict[str, Any] = {"partition": item.partition, "leader_epoch": -1,
                                          "end_offset": -1}
+                if not self._offset_for_leader_epoch_allowed(
+                        topic.topic, int(getattr(request.body, "replica_id", -1))):
+                    entry["error_code"] = (TOPIC_AUTHORIZATION_FAILED
+                                           if int(getattr(request.body, "replica_id", -1)) < 0
+                                           else request_acls.CLUSTER_AUTHORIZATION_FAILED)
+                    partitions.append(entry)
+                    continue
                 error, partition_log = replicas.leader_log(tp)
                 if partition_log is None:
                     entry["error_code"] = error
@@ -571,6 +689,10 @@ class RequestHandlers:
         results: list[dict[str, Any]] = []
         created: list[str] = []
         for topic in body.topics:
+            if not self._create_allowed(topic.name):
+                results.append({"name": topic.name, "error_code": TOPIC_AUTHORIZATION_FAILED,
+                                "error_message": "CREATE is not authorized"})
+                continue
             code, message = await self._create_one(topic, names, bool(body.validate_only))
             if code == NONE and not body.validate_only:
                 created.append(topic.name)
@@ -673,6 +795,9 @@ class RequestHandlers:
         results: list[dict[str, Any]] = []
         deleted: list[str] = []
         for name in body.topic_names:
+            if not self._topic_allowed(AclOperation.DELETE, name):
+                results.append({"name": name, "error_code": TOPIC_AUTHORIZATION_FAILED})
+                continue
             if topic_name_error(name) is not None or not self.context.metadata.has_topic(name):
                 results.append({"name": name, "error_code": UNKNOWN_TOPIC_OR_PARTITION})
                 continue

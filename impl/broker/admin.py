@@ -13,13 +13,25 @@ reached or answers garbage raises :class:`AdminClientError`.
 from __future__ import annotations
 
 import itertools
-import socket
 import struct
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
+
+from impl.security.authorizer import (
+    AccessControlEntry,
+    AclBinding,
+    AclBindingFilter,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from impl.security.client import AuthenticationError, open_socket
+from impl.security.config import ClientSecurity
 
 from . import api_versions
 from ._codec import (
@@ -43,6 +55,9 @@ _CLIENT_RANGES: Final[Mapping[int, tuple[int, int]]] = {
     api_versions.INCREMENTAL_ALTER_CONFIGS: (0, 1),
     api_versions.ALTER_PARTITION_REASSIGNMENTS: (0, 0),
     api_versions.LIST_PARTITION_REASSIGNMENTS: (0, 0),
+    api_versions.CREATE_ACLS: (1, 3),
+    api_versions.DESCRIBE_ACLS: (1, 3),
+    api_versions.DELETE_ACLS: (1, 3),
 }
 #: DescribeConfigs and IncrementalAlterConfigs resource types.
 TOPIC_RESOURCE: Final = 2
@@ -164,12 +179,15 @@ def parse_bootstrap_servers(value: str) -> list[tuple[str, int]]:
 
 
 class _Connection:
-    def __init__(self, host: str, port: int, timeout_seconds: float) -> None:
+    def __init__(self, host: str, port: int, timeout_seconds: float,
+                 security: ClientSecurity | None = None) -> None:
         self.address = f"{host}:{port}"
         try:
-            self.sock = socket.create_connection((host, port), timeout=timeout_seconds)
+            self.sock = open_socket(host, port, security, timeout_seconds)
         except OSError as error:
             raise AdminClientError(f"cannot connect to {self.address}: {error}") from None
+        except AuthenticationError as error:
+            raise AdminClientError(f"{self.address}: {error}") from None
         self.correlation = itertools.count(1)
         self.ranges: dict[int, tuple[int, int]] = {}
 
@@ -236,9 +254,12 @@ class AdminClient:
     Args:
         bootstrap_servers: ``host:port[,host:port]``.
         timeout_seconds: per socket operation.
+        security: TLS and SASL settings (None: PLAINTEXT).
     """
 
-    def __init__(self, bootstrap_servers: str, *, timeout_seconds: float = 30.0) -> None:
+    def __init__(self, bootstrap_servers: str, *, timeout_seconds: float = 30.0,
+                 security: ClientSecurity | None = None) -> None:
+        self._security = security
         self._bootstrap = parse_bootstrap_servers(bootstrap_servers)
         self._timeout_seconds = timeout_seconds
         self._connections: dict[tuple[str, int], _Connection] = {}
@@ -259,7 +280,8 @@ class AdminClient:
     def _connect(self, address: tuple[str, int]) -> _Connection:
         connection = self._connections.get(address)
         if connection is None:
-            connection = _Connection(address[0], address[1], self._timeout_seconds)
+            connection = _Connection(address[0], address[1], self._timeout_seconds,
+                                     self._security)
             try:
                 connection.negotiate()
             except AdminClientError:
@@ -376,6 +398,47 @@ class AdminClient:
             {"topic_names": list(names), "timeout": timeout_ms},
         )
         return {item.name: int(item.error_code) for item in response.responses}
+
+    # --- ACLs (KIP-140, KIP-290) -----------------------------------------------------------
+
+    def create_acls(self, bindings: Sequence[AclBinding]) -> list[tuple[int, str | None]]:
+        """CreateAcls: (error code, message) per binding, in order."""
+        response = self._call(self._any(), api_versions.CREATE_ACLS, {"creations": [
+            {"resource_type": int(b.pattern.resource_type), "resource_name": b.pattern.name,
+             "resource_pattern_type": int(b.pattern.pattern_type),
+             "principal": b.entry.principal, "host": b.entry.host,
+             "operation": int(b.entry.operation), "permission_type": int(b.entry.permission)}
+            for b in bindings]})
+        return [(int(item.error_code), item.error_message) for item in response.results]
+
+    def describe_acls(self, query: AclBindingFilter) -> tuple[int, str | None, list[AclBinding]]:
+        """DescribeAcls: (error code, message, the matching bindings)."""
+        response = self._call(self._any(), api_versions.DESCRIBE_ACLS, _filter_fields(query))
+        found = [
+            AclBinding(
+                ResourcePattern(ResourceType(int(resource.resource_type)),
+                                resource.resource_name, PatternType(int(resource.pattern_type))),
+                AccessControlEntry(acl.principal, acl.host, AclOperation(int(acl.operation)),
+                                   AclPermissionType(int(acl.permission_type))))
+            for resource in response.resources for acl in resource.acls
+        ]
+        return int(response.error_code), response.error_message, found
+
+    def delete_acls(self, queries: Sequence[AclBindingFilter]
+                    ) -> list[tuple[int, str | None, list[AclBinding]]]:
+        """DeleteAcls: per filter, (error code, message, the bindings deleted)."""
+        response = self._call(self._any(), api_versions.DELETE_ACLS, {
+            "filters": [{**_filter_fields(query)} for query in queries]})
+        return [
+            (int(result.error_code), result.error_message, [
+                AclBinding(
+                    ResourcePattern(ResourceType(int(acl.resource_type)), acl.resource_name,
+                                    PatternType(int(acl.pattern_type))),
+                    AccessControlEntry(acl.principal, acl.host, AclOperation(int(acl.operation)),
+                                       AclPermissionType(int(acl.permission_type))))
+                for acl in result.matching_acls])
+            for result in response.filter_results
+        ]
 
     # --- KIP-113 ---------------------------------------------------------------------------
 
@@ -599,3 +662,15 @@ class AdminClient:
             for topic in response.topics
             for p in topic.partitions
         }
+
+
+def _filter_fields(query: AclBindingFilter) -> dict[str, Any]:
+    return {
+        "resource_type_filter": int(query.resource_type),
+        "resource_name_filter": query.name,
+        "pattern_type_filter": int(query.pattern_type),
+        "principal_filter": query.principal,
+        "host_filter": query.host,
+        "operation": int(query.operation),
+        "permission_type": int(query.permission),
+    }

@@ -44,6 +44,11 @@ CREATE_PARTITIONS: Final = 37
 DESCRIBE_CLUSTER: Final = 60
 ALTER_PARTITION_REASSIGNMENTS: Final = 45
 LIST_PARTITION_REASSIGNMENTS: Final = 46
+SASL_HANDSHAKE: Final = 17
+SASL_AUTHENTICATE: Final = 36
+DESCRIBE_ACLS: Final = 29
+CREATE_ACLS: Final = 30
+DELETE_ACLS: Final = 31
 #: KIP-879's CreateReplicaPlacement, at the key the controller's codec uses (flexible v0).
 CREATE_REPLICA_PLACEMENT: Final = 10879
 
@@ -67,6 +72,11 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         DESCRIBE_CLUSTER: (0, 1),
         ALTER_PARTITION_REASSIGNMENTS: (0, 0),
         LIST_PARTITION_REASSIGNMENTS: (0, 0),
+        SASL_HANDSHAKE: (0, 1),
+        SASL_AUTHENTICATE: (0, 2),
+        DESCRIBE_ACLS: (0, 3),
+        CREATE_ACLS: (0, 3),
+        DELETE_ACLS: (0, 3),
         CREATE_REPLICA_PLACEMENT: (0, 0),
     }
 )

@@ -13,6 +13,7 @@ its checkpoints.
 
 from __future__ import annotations
 
+import functools
 import logging
 import random
 from collections.abc import Callable
@@ -44,6 +45,19 @@ from impl.controller.znodes import (
     topic_path,
 )
 from impl.ports import SeededRng
+from impl.security.acl_apis import AclApis
+from impl.security.acl_store import AclStore
+from impl.security.authorizer import CLUSTER, AclOperation, Authorizer
+from impl.security.client import AuthenticationError, open_stream
+from impl.security.config import ClientSecurity, inter_broker_client
+from impl.security.enforcement import RequestAuthorizer
+from impl.security.listener import ServerSecurity
+from impl.security.sasl import (
+    CredentialError,
+    ScramCredential,
+    decode_user_config,
+    user_config_path,
+)
 from impl.storage import Disk, LogManager, StorageConfig, TopicPartition
 from impl.trace import NullTraceSink, TraceSink
 
@@ -58,7 +72,7 @@ from .producer_ids import ProducerIdAllocator
 from .replica_fetcher import ReplicaFetcher
 from .replica_manager import ReplicaManager
 from .replication import ReplicaState
-from .server import ConnectionLimits, Server
+from .server import ConnectionLimits, RawHandler, Response, Server
 
 log = logging.getLogger(__name__)
 
@@ -317,7 +331,12 @@ class Broker:
         self.server: Server | None = None
         self.coordinator: KazooCoordinator | None = None
         self.controller_coordinator: KazooCoordinator | None = None
-        self.inter_broker = InterBrokerClient(f"controller-{config.broker_id}", self._endpoint_of)
+        security = config.security
+        #: how this broker connects to the others (None: PLAINTEXT)
+        self.client_security: ClientSecurity | None = (
+            inter_broker_client(security) if security is not None and security.secured else None)
+        self.inter_broker = InterBrokerClient(f"controller-{config.broker_id}", self._endpoint_of,
+                                              self._connect)
         self.broker_epoch = -1
         self.port = config.port
         self._stop = trio.Event()
@@ -329,6 +348,14 @@ class Broker:
         self.quotas: ReplicationQuotas | None = None
         #: endpoints of registered brokers not yet in the metadata cache (the controller's view)
         self._live_brokers: dict[int, tuple[str, int]] = {}
+        #: the ACLs (``authorizer.class.name`` set) kept current from ZooKeeper, else None
+        self.acls: AclStore | None = None
+        self.authorization: RequestAuthorizer | None = None
+        if security is not None and security.authorizer_enabled:
+            authorizer = Authorizer(security.super_users,
+                                    security.allow_everyone_if_no_acl_found)
+            self.acls = AclStore(None, authorizer)
+            self.authorization = RequestAuthorizer(authorizer)
 
     @property
     def bootstrap(self) -> str:
@@ -350,6 +377,31 @@ class Broker:
         if broker is not None:
             return broker.host, broker.port
         return self._live_brokers.get(broker_id)
+
+    async def _connect(self, host: str, port: int) -> trio.abc.Stream:
+        """A connection to another broker over the inter-broker listener's protocol.
+
+        Raises:
+            ConnectionError: TLS or SASL refused (an OSError, as a refused connection).
+        """
+        try:
+            return await open_stream(host, port, self.client_security)
+        except AuthenticationError as error:
+            raise ConnectionError(f"authenticating to {host}:{port}: {error}") from error
+
+    async def _read_credential(self, mechanism: str, user: str) -> ScramCredential | None:
+        """The SCRAM credential of ``user`` in ``/config/users/<user>`` (None: none)."""
+        if self.coordinator is None or not user or "/" in user:
+            return None
+        try:
+            data, _ = await self.coordinator.get(user_config_path(user))
+            text = decode_user_config(data).get(mechanism)
+            return ScramCredential.from_text(text) if text is not None else None
+        except NoNodeError:
+            return None
+        except (CoordinatorError, CredentialError, ValueError) as error:
+            log.warning("reading the credentials of %s: %s", user, error)
+            return None
 
     def _on_controller_request(self, request: ControllerRequest) -> None:
         if isinstance(request, LeaderAndIsrRequest):
@@ -451,6 +503,18 @@ class Broker:
         except CoordinatorError as error:
             log.warning("reading /config: %r", error)
 
+    async def _load_acls(self, changed_root: str | None) -> None:
+        """Reload the ACLs: every pattern (None) or those a change notification names."""
+        if self.acls is None:
+            return
+        try:
+            if changed_root is None:
+                await self.acls.load()
+            else:
+                await self.acls.on_watch(changed_root)
+        except CoordinatorError as error:
+            log.warning("reading the ACLs: %r", error)
+
     async def _watch_session(self) -> None:
         coordinator = self.coordinator
         assert coordinator is not None
@@ -468,6 +532,8 @@ class Broker:
                         await store.on_watch(coordinator, event.path)
                     except CoordinatorError as error:
                         log.warning("reading /config after a change: %r", error)
+                elif self.acls is not None and self.acls.owns(event.path):
+                    await self._load_acls(event.path)
                 continue
             if event.state is SessionState.EXPIRED:
                 expired = True
@@ -481,6 +547,7 @@ class Broker:
                     except (CoordinatorError, zk_admin.AdminError) as error:
                         log.error("re-registration failed: %r", error)
                 await self._load_configs()  # watches were dropped with the connection
+                await self._load_acls(None)
             elif event.state is SessionState.CLOSED:
                 return
 
@@ -513,7 +580,8 @@ class Broker:
                                         self.quotas, replicas.notify)
         fetcher = ReplicaFetcher(config.broker_id, logs.get, self._endpoint_of, replicas.notify,
                                  trace=self.trace, policy=config.replica_truncation_policy,
-                                 fetch_backoff_ms=config.replica_fetch_backoff_ms)
+                                 fetch_backoff_ms=config.replica_fetch_backoff_ms,
+                                 connect=self._connect)
         replicas.fetcher = fetcher
         fetcher.quotas = self.quotas
         replicas.isr_updater = self._schedule_isr_update
@@ -530,12 +598,16 @@ class Broker:
                 registry=_ZooKeeperRegistry(self),
                 config_backend=_ZooKeeperConfigs(self),
                 quotas=self.quotas,
+                authorization=self.authorization,
+                acl_apis=AclApis(self.acls),
             )
         )
         server = Server(
             handlers,
             config.socket_request_max_bytes,
-            raw_handlers={api_versions.CREATE_REPLICA_PLACEMENT: handlers.create_replica_placement},
+            raw_handlers={api_versions.CREATE_REPLICA_PLACEMENT: self._placement_handler(handlers)},
+            security=(ServerSecurity(config.security, self._read_credential)
+                      if config.security is not None and config.security.secured else None),
             limits=ConnectionLimits(
                 max_connections=config.max_connections,
                 max_connections_per_ip=config.max_connections_per_ip,
@@ -548,9 +620,15 @@ class Broker:
         try:
             async with trio.open_nursery() as nursery:
                 ports = await nursery.start(
-                    server.serve, [(listener.host, listener.port) for listener in config.listeners]
+                    functools.partial(server.serve,
+                                      [(listener.host, listener.port)
+                                       for listener in config.listeners],
+                                      names=[listener.name for listener in config.listeners]),
                 )
                 self.port = config.port or ports[0]
+                handlers.context.listener_ports.update(
+                    (listener.name, port) for listener, port in zip(config.listeners, ports,
+                                                                    strict=True))
                 self.metadata.add_brokers(
                     [BrokerEndpoint(config.broker_id, config.host, self.port, config.rack)]
                 )
@@ -567,6 +645,9 @@ class Broker:
                 self._producer_ids = ProducerIdAllocator(self.coordinator, config.broker_id)
                 await self._register()
                 await self._load_configs()
+                if self.acls is not None:
+                    self.acls.coordinator = self.coordinator
+                    await self.acls.load()
                 nursery.start_soon(self._watch_session)
                 nursery.start_soon(self._report_dir_failures)
                 if self.run_controller:
@@ -584,6 +665,17 @@ class Broker:
                 await self._shutdown(nursery)
         finally:
             self._stopped.set()
+
+    def _placement_handler(self, handlers: RequestHandlers) -> RawHandler:
+        """CreateReplicaPlacement (a raw API) behind its ACL: DESCRIBE on the cluster (a
+        denial closes the connection: the raw codec has no error answer)."""
+        async def handle(frame: bytes) -> Response | None:
+            if self.authorization is not None and not self.authorization.allowed(
+                    AclOperation.DESCRIBE, CLUSTER):
+                raise ValueError("CreateReplicaPlacement: DESCRIBE on the cluster is not "
+                                 "authorized")
+            return await handlers.create_replica_placement(frame)
+        return handle
 
     async def _run_controller(
         self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED

@@ -14,6 +14,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Final
 
+from impl.security import config as security_config
+
 from . import configs
 from .replication import TruncationPolicy
 
@@ -33,7 +35,8 @@ class ConfigError(ValueError):
 
 @dataclass(frozen=True, slots=True)
 class Listener:
-    """One ``listeners`` entry: ``PLAINTEXT://host:port``."""
+    """One ``listeners`` entry: ``NAME://host:port`` (the name's security protocol comes from
+    ``listener.security.protocol.map``, :mod:`impl.security.config`)."""
 
     name: str
     host: str
@@ -46,7 +49,7 @@ class BrokerConfig:
 
     Attributes:
         broker_id: ``broker.id``.
-        listeners: ``listeners`` (PLAINTEXT only).
+        listeners: ``listeners``; the first one is the advertised endpoint.
         advertised_host: ``advertised.host.name``; default the first listener's host.
         log_dirs: ``log.dirs`` (comma-separated absolute paths; ``log.dir`` accepted too).
         zookeeper_connect: ``zookeeper.connect`` (``host:port[,host:port][/chroot]``).
@@ -127,6 +130,8 @@ class BrokerConfig:
     replica_placer: str = "rack-aware"
     replica_truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH
     extra: Mapping[str, str] = field(default_factory=dict)
+    #: listeners' protocols, TLS, SASL and ACL settings (None: every listener PLAINTEXT)
+    security: security_config.SecurityConfig | None = None
     #: every property as given (file plus overrides): the static layer of config resolution
     #: (``STATIC_BROKER_CONFIG`` in DescribeConfigs, see :mod:`impl.broker.configs`)
     properties: Mapping[str, str] = field(default_factory=dict)
@@ -216,8 +221,7 @@ def parse_listeners(value: str) -> tuple[Listener, ...]:
     """Parse ``listeners`` (``PLAINTEXT://host:port[,…]``).
 
     Raises:
-        ConfigError: an entry that is not ``NAME://host:port`` or a security protocol other than
-            PLAINTEXT.
+        ConfigError: an entry that is not ``NAME://host:port``, or a name used twice.
     """
     listeners: list[Listener] = []
     for entry in (item.strip() for item in value.split(",")):
@@ -227,8 +231,10 @@ def parse_listeners(value: str) -> tuple[Listener, ...]:
         host, colon, port_text = address.rpartition(":")
         if not sep or not colon:
             raise ConfigError(f"listeners: expected NAME://host:port, got {entry!r}")
-        if name.upper() != "PLAINTEXT":
-            raise ConfigError(f"listeners: only PLAINTEXT is supported, got {name!r}")
+        if not name.replace("_", "").isalnum() or not name[0].isalpha():
+            raise ConfigError(f"listeners: bad listener name {name!r}")
+        if any(listener.name == name.upper() for listener in listeners):
+            raise ConfigError(f"listeners: listener {name.upper()} is listed twice")
         port = _int("listeners", port_text, 0, 65535)
         listeners.append(Listener(name.upper(), host.strip("[]") or "0.0.0.0", port))
     if not listeners:
@@ -397,6 +403,8 @@ def build_config(properties: Mapping[str, str]) -> BrokerConfig:
         if key in _ACCEPTED_IGNORED:
             extra[key] = text
             continue
+        if security_config.is_security_key(key):
+            continue
         if key not in _PARSERS:
             definition = configs.BROKER_CONFIGS.get(key)
             if definition is None or not definition.dynamic:
@@ -418,7 +426,13 @@ def build_config(properties: Mapping[str, str]) -> BrokerConfig:
             raise ConfigError(f"missing required config key {required!r}")
     if not str(values["zookeeper_connect"]).strip():
         raise ConfigError("zookeeper.connect: must not be empty")
-    return BrokerConfig(extra=extra, properties=dict(properties),
+    listeners = values["listeners"]
+    assert isinstance(listeners, tuple)
+    try:
+        security = security_config.parse(properties, [item.name for item in listeners])
+    except security_config.SecurityConfigError as error:
+        raise ConfigError(str(error)) from None
+    return BrokerConfig(extra=extra, properties=dict(properties), security=security,
                         **values)  # type: ignore[arg-type]
 
 

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Final
 
 import trio
@@ -30,15 +30,20 @@ REQUEST_TIMEOUT_SECONDS: Final = 30.0
 CONNECT_TIMEOUT_SECONDS: Final = 5.0
 
 
+#: Opens a connection to a broker (TLS and SASL on a secured inter-broker listener).
+Connector = Callable[[str, int], Awaitable[trio.abc.Stream]]
+
+
 class BrokerUnreachableError(Exception):
     """The broker could not be reached or answered garbage (the peer's fault)."""
 
 
 class _BrokerConnection:
-    def __init__(self, host: str, port: int) -> None:
+    def __init__(self, host: str, port: int, connect: Connector) -> None:
         self.host = host
         self.port = port
-        self.stream: trio.SocketStream | None = None
+        self.connect = connect
+        self.stream: trio.abc.Stream | None = None
         self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
         self.lock = trio.Lock()
 
@@ -51,7 +56,7 @@ class _BrokerConnection:
     async def roundtrip(self, frame: bytes, correlation_id: int) -> bytes | memoryview:
         if self.stream is None:
             with trio.fail_after(CONNECT_TIMEOUT_SECONDS):
-                self.stream = await trio.open_tcp_stream(self.host, self.port)
+                self.stream = await self.connect(self.host, self.port)
             self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
         stream = self.stream
         with trio.fail_after(REQUEST_TIMEOUT_SECONDS):
@@ -63,7 +68,7 @@ class _BrokerConnection:
                 data = await stream.receive_some(65536)
                 if not data:
                     raise trio.BrokenResourceError("connection closed by the broker")
-                self.decoder.feed(data)
+                self.decoder.feed(data if isinstance(data, bytes) else bytes(data))
         if len(payload) < 4 or int.from_bytes(payload[:4], "big", signed=True) != correlation_id:
             raise MalformedRequestError("response with an unexpected correlation id")
         return payload
@@ -75,12 +80,16 @@ class InterBrokerClient:
     Args:
         client_id: the request header's client id (e.g. ``controller-1``).
         endpoint_of: broker id → (host, port), or None if unknown.
+        connect: opens a connection (default plain TCP; the broker passes its inter-broker
+            listener's TLS and SASL client).
     """
 
     def __init__(
-        self, client_id: str, endpoint_of: Callable[[int], tuple[str, int] | None]
+        self, client_id: str, endpoint_of: Callable[[int], tuple[str, int] | None],
+        connect: Connector = trio.open_tcp_stream,
     ) -> None:
         self._client_id = client_id
+        self._connect = connect
         self._endpoint_of = endpoint_of
         self._connections: dict[int, _BrokerConnection] = {}
         self._correlation = itertools.count(1)
@@ -126,7 +135,7 @@ class InterBrokerClient:
             await connection.close()
             connection = None
         if connection is None:
-            connection = _BrokerConnection(*endpoint)
+            connection = _BrokerConnection(endpoint[0], endpoint[1], self._connect)
             self._connections[broker_id] = connection
         return connection
 

@@ -45,7 +45,7 @@ from __future__ import annotations
 
 import itertools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -126,12 +126,18 @@ class _LeaderLoop:
     endpoint: tuple[str, int] | None = None
 
 
+#: Opens the connection to a leader (TLS and SASL on a secured inter-broker listener).
+Connector = Callable[[str, int], Awaitable[trio.abc.Stream]]
+
+
 class _Connection:
-    def __init__(self, host: str, port: int, client_id: str) -> None:
+    def __init__(self, host: str, port: int, client_id: str,
+                 connect: Connector = trio.open_tcp_stream) -> None:
         self.host = host
         self.port = port
         self.client_id = client_id
-        self.stream: trio.SocketStream | None = None
+        self.connect = connect
+        self.stream: trio.abc.Stream | None = None
         self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
         self.correlation = itertools.count(1)
 
@@ -143,7 +149,7 @@ class _Connection:
 
     async def call(self, api_key: int, version: int, data: dict[str, Any]) -> Any:
         if self.stream is None:
-            self.stream = await trio.open_tcp_stream(self.host, self.port)
+            self.stream = await self.connect(self.host, self.port)
             self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
         correlation_id = next(self.correlation) & 0x7FFFFFFF
         request_class: type[Any] = load_request_schema(api_key, version)
@@ -155,8 +161,10 @@ class _Connection:
                 payload = self.decoder.next_frame()
                 if payload is not None:
                     break
-                direct = self.decoder.direct_buffer()
+                direct = (self.decoder.direct_buffer()
+                          if isinstance(self.stream, trio.SocketStream) else None)
                 if direct is not None:
+                    assert isinstance(self.stream, trio.SocketStream)
                     count = await self.stream.socket.recv_into(direct)
                     if count == 0:
                         raise trio.BrokenResourceError("leader closed the connection")
@@ -165,7 +173,7 @@ class _Connection:
                 data_in = await self.stream.receive_some(1 << 20)
                 if not data_in:
                     raise trio.BrokenResourceError("leader closed the connection")
-                self.decoder.feed(data_in)
+                self.decoder.feed(data_in if isinstance(data_in, bytes) else bytes(data_in))
         received_id, response = decode_response(api_key, version, payload)
         if received_id != correlation_id:
             raise MalformedRequestError("response to another request")
@@ -184,6 +192,8 @@ class ReplicaFetcher:
         policy: ``replica.truncation.policy``.
         fetch_backoff_ms: ``replica.fetch.backoff.ms``: how long a partition answered with a
             retriable error waits before it is asked or fetched again.
+        connect: opens a connection to a leader (default: plain TCP; the broker passes its
+            inter-broker listener's TLS and SASL client, :func:`impl.security.client.open_stream`).
     """
 
     def __init__(
@@ -196,8 +206,10 @@ class ReplicaFetcher:
         *,
         policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH,
         fetch_backoff_ms: int = FETCH_BACKOFF_MS_DEFAULT,
+        connect: Connector = trio.open_tcp_stream,
     ) -> None:
         self.broker_id = broker_id
+        self.connect = connect
         self.policy = policy
         self.fetch_backoff_seconds = fetch_backoff_ms / 1000
         self._trace: TraceSink = trace if trace is not None else NullTraceSink()
@@ -333,7 +345,8 @@ class ReplicaFetcher:
                         if connection is not None:
                             await connection.close()
                         connection = _Connection(endpoint[0], endpoint[1],
-                                                 f"replica-fetcher-{self.broker_id}")
+                                                 f"replica-fetcher-{self.broker_id}",
+                                                 self.connect)
                     loop.endpoint = endpoint
                     try:
                         await self._truncate(connection, partitions)

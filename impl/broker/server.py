@@ -36,6 +36,9 @@ from typing import Any, Final, Protocol
 
 import trio
 
+from impl.security.listener import ConnectionGuard, ServerSecurity, Verdict
+from impl.security.session import ANONYMOUS, Session, set_session
+
 from . import api_versions
 from ._codec import (
     DecodedRequest,
@@ -184,15 +187,28 @@ def _close_slices(pieces: Sequence[bytes | Any]) -> None:
 
 
 class _Connection:
-    def __init__(self, server: Server, stream: trio.SocketStream, info: ConnectionInfo) -> None:
+    def __init__(self, server: Server, stream: trio.SocketStream, info: ConnectionInfo,
+                 guard: ConnectionGuard | None = None) -> None:
         self.server = server
-        self.stream = stream
+        self.stream: trio.abc.Stream = stream
+        #: the plain socket stream, for zero-copy sends and direct receives (None under TLS)
+        self.socket_stream: trio.SocketStream | None = stream
         self.info = info
         self.read_scope: trio.CancelScope | None = None
         #: bytes of :attr:`Server.pool` this connection holds (received, not yet handled)
         self.reserved = 0
+        self.guard = guard
 
     async def run(self) -> None:
+        if self.guard is not None and self.guard.uses_tls:
+            assert self.socket_stream is not None
+            wrapped = await self.guard.wrap(self.socket_stream)
+            if wrapped is None:
+                with trio.CancelScope(shield=True):
+                    await self.socket_stream.aclose()
+                return
+            self.stream, self.socket_stream = wrapped, None
+            set_session(self.guard.session)
         send_channel, receive_channel = trio.open_memory_channel[Response](OUTGOING_QUEUE_MAX)
         try:
             async with trio.open_nursery() as nursery:
@@ -234,20 +250,21 @@ class _Connection:
                         )
                     deadline = frame_deadline
                     why = "socket.request.read.timeout.ms"
-                direct = decoder.direct_buffer()
+                direct = decoder.direct_buffer() if self.socket_stream is not None else None
                 want = len(direct) if direct is not None else RECEIVE_BYTES
                 missing = decoder.missing_bytes
                 if direct is None and missing is not None and missing > 0:
                     want = min(want, missing)
                 received = 0
-                data = b""
+                data: bytes | bytearray = b""
                 with trio.CancelScope(deadline=deadline) as scope:
                     self.read_scope = scope
                     await self.server.pool.acquire(want)
                     self.reserved += want
                     try:
                         if direct is not None:
-                            received = await self.stream.socket.recv_into(direct)
+                            assert self.socket_stream is not None
+                            received = await self.socket_stream.socket.recv_into(direct)
                         else:
                             data = await self.stream.receive_some(want)
                     except (trio.BrokenResourceError, trio.ClosedResourceError, OSError):
@@ -267,7 +284,7 @@ class _Connection:
                 if direct is not None:
                     decoder.direct_filled(received)
                 else:
-                    decoder.feed(data)
+                    decoder.feed(data if isinstance(data, bytes) else bytes(data))
                 continue
             frame_deadline = math.inf
             size = len(frame) + 4
@@ -278,12 +295,37 @@ class _Connection:
             self.reserved -= held
             if response is _CLOSE:
                 return
+            if isinstance(response, Verdict):
+                if response.response is not None:
+                    await send_channel.send(response.response)
+                if response.close:
+                    return
+                continue
             if response is not None:
                 assert isinstance(response, bytes | PiecesResponse)
                 await send_channel.send(response)
 
+    def _refresh_session(self) -> None:
+        """After a SASL step: the handlers see the authenticated principal from now on."""
+        if self.guard is not None and self.guard.authenticated:
+            set_session(self.guard.session)
+
     async def _handle_frame(self, frame: bytes | memoryview) -> Response | object | None:
+        guard = self.guard
+        if guard is not None and not guard.authenticated:
+            if guard.too_large(len(frame)):
+                log.info("closing %s: a %d-byte frame before authentication", self.info.peer,
+                         len(frame))
+                return _CLOSE
+            if guard.raw_token_expected():
+                verdict = await guard.raw_token(bytes(frame))
+                self._refresh_session()
+                return verdict
         if len(frame) >= 8:
+            if guard is not None and not guard.admits(peek_head(frame).api_key):
+                log.info("closing %s: api key %d before SASL authentication", self.info.peer,
+                         peek_head(frame).api_key)
+                return _CLOSE
             raw_handler = self.server.raw_handlers.get(peek_head(frame).api_key)
             if raw_handler is not None:
                 try:
@@ -306,6 +348,10 @@ class _Connection:
         except MalformedRequestError as error:
             log.info("closing %s: %s", self.info.peer, error)
             return _CLOSE
+        if guard is not None and guard.intercepts(request.api_key):
+            verdict = await guard.answer(request)
+            self._refresh_session()
+            return verdict
         try:
             return await self.server.handler(request, self.info)
         except CloseConnectionError as error:
@@ -364,6 +410,8 @@ class _Connection:
         if piece.size == 0:
             return
         try:
+            if self.socket_stream is None:
+                raise NotImplementedError("sendfile cannot encrypt: TLS reads the slice")
             fd = piece.fileno()
         except (OSError, ValueError, NotImplementedError):
             data = piece.read_all()
@@ -371,7 +419,8 @@ class _Connection:
                 raise ShortSliceError(f"slice read {len(data)} of {piece.size} bytes") from None
             await self.stream.send_all(data)
             return
-        await sendfile_all(self.stream.socket, fd, piece.position, piece.size)
+        assert self.socket_stream is not None
+        await sendfile_all(self.socket_stream.socket, fd, piece.position, piece.size)
 
 
 _CLOSE: Final = object()
@@ -385,6 +434,7 @@ class Server:
         max_request_bytes: ``socket.request.max.bytes``.
         raw_handlers: api key → handler of whole frames, for APIs kio has no schema for.
         limits: connection counts, timeouts and the shared request memory.
+        security: the listeners' TLS and SASL settings (None: every listener PLAINTEXT).
     """
 
     def __init__(
@@ -393,8 +443,10 @@ class Server:
         max_request_bytes: int,
         raw_handlers: dict[int, RawHandler] | None = None,
         limits: ConnectionLimits | None = None,
+        security: ServerSecurity | None = None,
     ) -> None:
         self.handler = handler
+        self.security = security
         self.raw_handlers: dict[int, RawHandler] = dict(raw_handlers or {})
         self.max_request_bytes = max_request_bytes
         self.limits = limits or ConnectionLimits()
@@ -406,7 +458,7 @@ class Server:
         self.draining = False
         self.internal_errors = 0
         self.ports: list[int] = []
-        self._listeners: list[trio.SocketListener] = []
+        self._listeners: list[tuple[str, trio.SocketListener]] = []
         self._connections: set[_Connection] = set()
         self._connection_nursery: trio.Nursery | None = None
         self._idle = trio.Event()
@@ -421,25 +473,31 @@ class Server:
         self,
         listeners: Sequence[tuple[str, int]],
         *,
+        names: Sequence[str] | None = None,
         task_status: trio.TaskStatus[list[int]] = trio.TASK_STATUS_IGNORED,
     ) -> None:
         """Bind every (host, port), report the bound ports, and serve until :meth:`drain`.
 
+        Args:
+            listeners: (host, port) of each listener.
+            names: each listener's name (default PLAINTEXT), which selects its security.
+
         Raises:
             OSError: a listener cannot bind (e.g. ``EADDRINUSE``).
         """
-        for host, port in listeners:
+        for index, (host, port) in enumerate(listeners):
+            name = names[index] if names is not None else "PLAINTEXT"
             bound = await trio.open_tcp_listeners(port, host=host, backlog=128)
-            self._listeners.extend(bound)
-            for listener in bound:
-                self.ports.append(listener.socket.getsockname()[1])
+            self._listeners.extend((name, listener) for listener in bound)
+            if bound:
+                self.ports.append(bound[0].socket.getsockname()[1])
         async with trio.open_nursery() as nursery:
             self._connection_nursery = nursery
-            for listener in self._listeners:
-                nursery.start_soon(self._accept_loop, listener)
+            for name, listener in self._listeners:
+                nursery.start_soon(self._accept_loop, listener, name)
             task_status.started(list(self.ports))
 
-    async def _accept_loop(self, listener: trio.SocketListener) -> None:
+    async def _accept_loop(self, listener: trio.SocketListener, name: str) -> None:
         async with listener:
             while not self.draining:
                 try:
@@ -453,12 +511,12 @@ class Server:
                         continue
                     raise
                 assert self._connection_nursery is not None
-                self._connection_nursery.start_soon(self._run_connection, stream)
+                self._connection_nursery.start_soon(self._run_connection, stream, name)
 
-    async def _run_connection(self, stream: trio.SocketStream) -> None:
+    async def _run_connection(self, stream: trio.SocketStream, name: str = "PLAINTEXT") -> None:
         try:
             peer = stream.socket.getpeername()
-            info = ConnectionInfo(f"{peer[0]}:{peer[1]}", "PLAINTEXT")
+            info = ConnectionInfo(f"{peer[0]}:{peer[1]}", name)
         except OSError:
             await stream.aclose()
             return
@@ -472,7 +530,12 @@ class Server:
             await stream.aclose()
             return
         self._per_ip[ip] = self._per_ip.get(ip, 0) + 1
-        connection = _Connection(self, stream, info)
+        guard = None
+        if self.security is not None:
+            guard = self.security.guard(name, str(peer[0]))
+        set_session(guard.session if guard is not None else Session(ANONYMOUS, str(peer[0]),
+                                                                    name))
+        connection = _Connection(self, stream, info, guard)
         self._connections.add(connection)
         self._idle = trio.Event() if self._idle.is_set() else self._idle
         try:
@@ -498,7 +561,7 @@ class Server:
             timeout_seconds: after this, remaining connections are cancelled.
         """
         self.draining = True
-        for listener in self._listeners:
+        for _, listener in self._listeners:
             await listener.aclose()
         for connection in list(self._connections):
             if connection.read_scope is not None:

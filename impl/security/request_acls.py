@@ -152,7 +152,7 @@ REQUIRED_ACLS: Final[Mapping[int, Requirement]] = MappingProxyType({
     CREATE_TOPICS: _topic(_OP.CREATE, "CREATE on the cluster covers every topic"),
     DELETE_TOPICS: _topic(_OP.DELETE),
     DELETE_RECORDS: _topic(_OP.DELETE),
-    CREATE_PARTITIONS: _topic(_OP.ALTER),
+    CREATE_PARTITIONS: _topic(_OP.ALTER, "checked by the dispatcher (DISPATCH_CHECKED)"),
     INIT_PRODUCER_ID: _request(_OP.IDEMPOTENT_WRITE,
                                "without a transactional id; WRITE on any topic also suffices"),
     LEADER_AND_ISR: _request(_OP.CLUSTER_ACTION),
@@ -225,7 +225,60 @@ def refusal_data(api_key: int, body: object, code: int, message: str) -> dict[st
                            for _ in getattr(body, "creations", ())]
     elif api_key == DESCRIBE_ACLS:
         data["resources"] = []
+    elif api_key == ALTER_PARTITION_REASSIGNMENTS:
+        data["responses"] = []
+    elif api_key == LIST_PARTITION_REASSIGNMENTS:
+        data["topics"] = []
     elif api_key == DELETE_ACLS:
         data["filter_results"] = [{"error_code": code, "error_message": message,
                                    "matching_acls": []} for _ in getattr(body, "filters", ())]
     return data
+
+
+#: APIs whose named resources the dispatcher checks one by one before the handler runs (their
+#: handlers do not check): the config APIs (a topic, or the cluster for a broker resource) and
+#: CreatePartitions. When any named resource is denied the whole request is refused: each
+#: denied resource gets its ``*_AUTHORIZATION_FAILED`` code and the others INVALID_REQUEST ("not
+#: processed"), which is stricter than Kafka (it serves the allowed ones).
+DISPATCH_CHECKED: Final = frozenset({DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
+                                     CREATE_PARTITIONS})
+INVALID_REQUEST: Final = 42
+#: DescribeConfigs/AlterConfigs resource types: topic and broker.
+_CONFIG_TOPIC: Final = 2
+_CONFIG_BROKER: Final = 4
+
+
+def named_resources(api_key: int, body: object) -> list[tuple[ResourceType, str]]:
+    """The resources a :data:`DISPATCH_CHECKED` request names, in order (a broker resource is
+    the cluster; other config resource types, e.g. broker loggers, are the cluster too)."""
+    if api_key == CREATE_PARTITIONS:
+        return [(ResourceType.TOPIC, str(topic.name)) for topic in getattr(body, "topics", ())]
+    found: list[tuple[ResourceType, str]] = []
+    for resource in getattr(body, "resources", ()):
+        if int(resource.resource_type) == _CONFIG_TOPIC:
+            found.append((ResourceType.TOPIC, str(resource.resource_name)))
+        else:
+            found.append((ResourceType.CLUSTER, "kafka-cluster"))
+    return found
+
+
+def resources_refusal_data(api_key: int, body: object, denied: list[bool],
+                           operation: AclOperation) -> dict[str, object]:
+    """The response refusing a :data:`DISPATCH_CHECKED` request in which ``denied`` marks the
+    named resources the principal may not act on."""
+    items: list[dict[str, object]] = []
+    resources = (list(getattr(body, "topics", ())) if api_key == CREATE_PARTITIONS
+                 else list(getattr(body, "resources", ())))
+    for (resource_type, _), refused, resource in zip(named_resources(api_key, body), denied,
+                                                     resources, strict=True):
+        code = DENIAL_CODES[resource_type] if refused else INVALID_REQUEST
+        message = (f"{operation.name} is not authorized" if refused
+                   else "not processed: the request names a resource that is not authorized")
+        if api_key == CREATE_PARTITIONS:
+            items.append({"name": resource.name, "error_code": code, "error_message": message})
+        else:
+            items.append({"error_code": code, "error_message": message,
+                          "resource_type": int(resource.resource_type),
+                          "resource_name": resource.resource_name, "configs": []})
+    key = "responses" if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS) else "results"
+    return {"throttle_time": 0, key: items}
