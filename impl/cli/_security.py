@@ -1,0 +1,50 @@
+"""``--command-config FILE``: the client security settings of the administration commands.
+
+The file holds Kafka client properties (``security.protocol``, ``sasl.mechanism``,
+``sasl.jaas.config`` or ``sasl.username``/``sasl.password``, ``ssl.truststore.location``, …),
+as ``kafka-acls.sh --command-config`` and ``kafka-configs.sh --command-config`` read them.
+"""
+
+from __future__ import annotations
+
+import argparse
+from pathlib import Path
+from typing import Any
+
+from impl.broker.admin import AdminClient
+from impl.broker.config import ConfigError, parse_properties
+from impl.security.config import ClientSecurity, SecurityConfigError, parse_client_properties
+
+from ._errors import CliError
+
+
+def add_security_arguments(parser: argparse.ArgumentParser) -> None:
+    """Add ``--command-config``."""
+    parser.add_argument("--command-config", default=None, metavar="FILE",
+                        help="client properties: security.protocol, sasl.mechanism, "
+                             "sasl.jaas.config, ssl.truststore.location, ...")
+
+
+def client_security(arguments: argparse.Namespace) -> ClientSecurity | None:
+    """The settings of ``--command-config`` (None: PLAINTEXT).
+
+    Raises:
+        CliError: the file cannot be read or holds a bad setting.
+    """
+    path = getattr(arguments, "command_config", None)
+    if path is None:
+        return None
+    try:
+        text = Path(path).read_text(encoding="utf-8")
+    except OSError as error:
+        raise CliError(f"--command-config: cannot read {path}: {error.strerror}") from None
+    try:
+        return parse_client_properties(parse_properties(text))
+    except (SecurityConfigError, ConfigError) as error:
+        raise CliError(f"--command-config {path}: {error}") from None
+
+
+def admin_client(arguments: argparse.Namespace) -> Any:
+    """An :class:`AdminClient` for ``--bootstrap-server`` with ``--command-config``."""
+    return AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout,
+                       security=client_security(arguments))
