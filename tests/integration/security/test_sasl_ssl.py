@@ -299,7 +299,7 @@ def _controller_requests(secure: SecureBroker) -> list[tuple[int, int, object]]:
     )
 
     broker = secure.running.broker
-    requests = [
+    requests: list[LeaderAndIsrRequest | StopReplicaRequest | UpdateMetadataRequest] = [
         LeaderAndIsrRequest(1, 99, broker.broker_epoch, (LeaderAndIsrPartitionState(
             "stolen", 0, 99, 1, 5, (1,), 0, (1,), is_new=True),),
             (BrokerEndpoint(1, "127.0.0.1", secure.sasl_port),)),
