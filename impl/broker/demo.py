@@ -5,7 +5,9 @@ registers, wins the controller election and leads the topic it creates), produce
 confluent-kafka (acks=all) and reads everything back with kafka-python, then moves the partition
 to the other log dir while a kafka-python producer keeps producing, printing the move's progress
 from DescribeLogDirs, and finally checks that every acknowledged record is in the log exactly
-once, in order. Every stage prints what it did; the first failure stops the demo.
+once, in order. Every stage prints what it did; the first failure stops the demo. The last stage
+(:mod:`impl.security.demo`) shows a client denied and a client allowed on a SASL_SSL listener
+with ACLs.
 """
 
 from __future__ import annotations
@@ -22,6 +24,7 @@ from typing import Any
 import trio
 
 from impl.controller import EmbeddedZooKeeper, ZooKeeperUnavailableError
+from impl.security import demo as security_demo
 
 from .admin import AdminClient, AdminClientError, TopicPartitionReplica
 from .broker import Broker
@@ -203,17 +206,22 @@ def run_demo() -> int:
             path.mkdir()
         try:
             with EmbeddedZooKeeper() as zookeeper:
+                secure, tls = security_demo.secure_settings(root)
                 config = load_config(
-                    "broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:0\n"
+                    "broker.id=1\n"
+                    "listeners=PLAINTEXT://127.0.0.1:0,SASL_SSL://127.0.0.1:0\n"
                     f"log.dirs={','.join(str(d) for d in dirs)}\n"
                     f"zookeeper.connect={zookeeper.connect_string}\n"
-                    f"intra.broker.throttled.rate={THROTTLE_BYTES_PER_SECOND}\n"
+                    f"intra.broker.throttled.rate={THROTTLE_BYTES_PER_SECOND}\n" + secure
                 )
                 broker = Broker(config)
                 runner = _BrokerThread(broker)
                 runner.start()
                 try:
-                    return _stages(broker)
+                    status = _stages(broker)
+                    if status == 0:
+                        status = _security_stage(broker, zookeeper.connect_string, tls)
+                    return status
                 finally:
                     runner.stop()
         except ZooKeeperUnavailableError as error:
@@ -238,5 +246,16 @@ def _stages(broker: Broker) -> int:
         _move_while_producing(bootstrap)
     except (DemoError, AdminClientError) as error:
         _say("broker", f"FAILED: {error}")
+        return 1
+    return 0
+
+
+def _security_stage(broker: Broker, zookeeper: str, tls: security_demo.DemoTls) -> int:
+    assert broker.server is not None
+    sasl_bootstrap = f"127.0.0.1:{broker.server.ports[1]}"
+    try:
+        security_demo.run_stage(zookeeper, sasl_bootstrap, TOPIC, tls, _say)
+    except (security_demo.SecurityDemoError, AdminClientError) as error:
+        _say("security", f"FAILED: {error}")
         return 1
     return 0

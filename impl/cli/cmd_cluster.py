@@ -10,6 +10,13 @@ wait, then SIGKILL) and ZooKeeper.
 config dir and log dirs owned by the user: a broker run as root ignores file permissions, so this
 is how a permission change (``chmod 000`` on a log dir) can fail the broker's I/O as a dead disk
 would.
+
+``--security sasl_ssl`` makes the cluster secure in one command: a self-signed CA and a
+certificate per broker (``<data-dir>/tls``), an ``admin`` user with a random password stored as
+SCRAM-SHA-256/512 credentials in ZooKeeper, brokers listening on SASL_SSL only (clients and
+inter-broker traffic, SCRAM-SHA-512 between brokers), ACLs on with ``User:admin`` the super user,
+and ``<data-dir>/admin.properties``: the client settings for ``logproof acls|topics
+--command-config`` and Kafka's own tools.
 """
 
 from __future__ import annotations
@@ -17,6 +24,7 @@ from __future__ import annotations
 import argparse
 import os
 import pwd
+import secrets
 import select
 import shutil
 import signal
@@ -52,6 +60,9 @@ def register(subparsers: Any) -> None:
                     help="broker i listens on base+i-1 (default: free ports)")
     up.add_argument("--override", action="append", default=[], metavar="KEY=VALUE",
                     help="a broker setting for every broker (repeatable)")
+    up.add_argument("--security", default="plaintext", choices=["plaintext", "sasl_ssl"],
+                    help="sasl_ssl: TLS with a self-signed CA, SCRAM users, ACLs, an admin "
+                         "user (default plaintext)")
     up.add_argument("--run-as", default=None, metavar="USER",
                     help="run the brokers as this user (setpriv; needs root); the data dir "
                          "must be reachable by that user")
@@ -69,8 +80,12 @@ class Cluster:
 
     def __init__(self, data_dir: Path, brokers: int, log_dirs_per_broker: int, *,
                  zookeeper: str | None, base_port: int | None, overrides: list[str],
-                 run_as: str | None = None) -> None:
+                 run_as: str | None = None, security: str = "plaintext") -> None:
         self.data_dir = data_dir
+        self.security = security
+        #: the admin's client settings (``--security sasl_ssl``)
+        self.admin_properties: Path | None = None
+        self._secure_settings = ""
         self.brokers = brokers
         self.log_dirs_per_broker = log_dirs_per_broker
         self.zookeeper_connect = zookeeper
@@ -91,6 +106,8 @@ class Cluster:
             self.embedded = EmbeddedZooKeeper(data_dir=self.data_dir / "zookeeper")
             self.embedded.start()
             self.zookeeper_connect = self.embedded.connect_string
+        if self.security == "sasl_ssl":
+            self._secure()
         for broker_id in range(1, self.brokers + 1):
             port = (self.base_port + broker_id - 1 if self.base_port is not None
                     else find_free_loopback_port())
@@ -100,6 +117,55 @@ class Cluster:
         for broker_id, process in self.processes.items():
             self._wait_ready(broker_id, process, deadline)
         return self.bootstrap_servers
+
+    def _secure(self) -> None:
+        """The CA, the broker certificates, the admin user and its client settings."""
+        import trio  # noqa: PLC0415
+
+        from impl.controller._kazoo import KazooCoordinator  # noqa: PLC0415
+        from impl.controller.coordinator import CoordinatorError  # noqa: PLC0415
+        from impl.security.certificates import create_authority, issue  # noqa: PLC0415
+        from impl.security.sasl import make_credential  # noqa: PLC0415
+
+        from .cmd_users import alter_user  # noqa: PLC0415
+
+        tls = self.data_dir / "tls"
+        authority = create_authority(tls)
+        for broker_id in range(1, self.brokers + 1):
+            issue(authority, tls, f"broker-{broker_id}")
+        password = secrets.token_urlsafe(18)
+        credentials = {mechanism: make_credential(mechanism, password).to_text()
+                       for mechanism in ("SCRAM-SHA-256", "SCRAM-SHA-512")}
+        assert self.zookeeper_connect is not None
+        zookeeper = self.zookeeper_connect
+
+        async def add_admin() -> None:
+            coordinator = await KazooCoordinator.connect(zookeeper)
+            try:
+                await alter_user(coordinator, "admin", credentials, [])
+            finally:
+                await coordinator.close()
+
+        try:
+            trio.run(add_admin)
+        except CoordinatorError as error:
+            raise CliError(f"cannot store the admin credentials: {error}") from None
+        jaas = ("org.apache.kafka.common.security.scram.ScramLoginModule required "
+                f'username="admin" password="{password}";')
+        self.admin_properties = self.data_dir / "admin.properties"
+        self.admin_properties.touch(mode=0o600)
+        self.admin_properties.write_text(
+            "security.protocol=SASL_SSL\nsasl.mechanism=SCRAM-SHA-512\n"
+            f"sasl.jaas.config={jaas}\nssl.truststore.location={authority.path}\n")
+        self._secure_settings = (
+            f"ssl.truststore.location={authority.path}\n"
+            "sasl.enabled.mechanisms=SCRAM-SHA-512,SCRAM-SHA-256\n"
+            "sasl.mechanism.inter.broker.protocol=SCRAM-SHA-512\n"
+            f"sasl.jaas.config={jaas}\n"
+            "inter.broker.listener.name=SASL_SSL\n"
+            "authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n"
+            "super.users=User:admin\n"
+        )
 
     @property
     def bootstrap_servers(self) -> str:
@@ -140,11 +206,17 @@ class Cluster:
             log_dir.mkdir(parents=True, exist_ok=True)
         self._give([home, *log_dirs])
         config = home / "server.properties"
+        protocol = "SASL_SSL" if self.security == "sasl_ssl" else "PLAINTEXT"
+        secure = ""
+        if self.security == "sasl_ssl":
+            keystore = (self.data_dir / "tls" / f"broker-{broker_id}.pem").resolve()
+            secure = f"ssl.keystore.location={keystore}\n{self._secure_settings}"
+        config.touch(mode=0o600)
         config.write_text(
             f"broker.id={broker_id}\n"
-            f"listeners=PLAINTEXT://127.0.0.1:{port}\n"
+            f"listeners={protocol}://127.0.0.1:{port}\n"
             f"log.dirs={','.join(str(d.resolve()) for d in log_dirs)}\n"
-            f"zookeeper.connect={self.zookeeper_connect}\n"
+            f"zookeeper.connect={self.zookeeper_connect}\n" + secure
         )
         command = [*launcher, sys.executable, "-m", "impl.cli", "broker", "--config",
                    str(config.resolve())]
@@ -232,7 +304,8 @@ def run(arguments: argparse.Namespace) -> int:
         data_dir.chmod(0o755)  # mkdtemp's 0700 would keep the brokers' user out
     cluster = Cluster(data_dir.resolve(), arguments.brokers, arguments.log_dirs_per_broker,
                       zookeeper=arguments.zookeeper, base_port=arguments.base_port,
-                      overrides=arguments.override, run_as=arguments.run_as)
+                      overrides=arguments.override, run_as=arguments.run_as,
+                      security=arguments.security)
     stop = threading.Event()
     previous = signal.signal(signal.SIGTERM, lambda *_: stop.set())
     try:
@@ -242,6 +315,9 @@ def run(arguments: argparse.Namespace) -> int:
             raise CliError(str(error)) from None
         print(f"zookeeper: {cluster.zookeeper_connect}")
         print(f"bootstrap servers: {bootstrap}", flush=True)
+        if cluster.admin_properties is not None:
+            print(f"security: SASL_SSL, SCRAM-SHA-512; admin client settings: "
+                  f"{cluster.admin_properties}", flush=True)
         try:
             while not stop.wait(0.5):
                 for broker_id, process in cluster.processes.items():

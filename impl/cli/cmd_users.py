@@ -94,14 +94,58 @@ def parse_add_config(text: str) -> dict[str, tuple[str, int]]:
     return found
 
 
-def _run(arguments: argparse.Namespace) -> int:
-    from impl.controller._kazoo import KazooCoordinator  # noqa: PLC0415
+async def alter_user(coordinator: Any, user: str, credentials: dict[str, str],
+                     deletions: list[str]) -> None:
+    """Set ``credentials`` (mechanism → Kafka's credential text) and remove ``deletions`` in
+    ``/config/users/<user>`` with a compare-and-set, then notify ``/config/changes``.
+
+    Raises:
+        CliError: a deleted mechanism is absent, or too many concurrent writers.
+    """
     from impl.controller.coordinator import (  # noqa: PLC0415
         BadVersionError,
-        CoordinatorError,
         NodeExistsError,
         NoNodeError,
     )
+
+    async def ensure(path: str) -> None:
+        current = ""
+        for part in (part for part in path.split("/") if part):
+            current = f"{current}/{part}"
+            with contextlib.suppress(NodeExistsError):
+                await coordinator.create(current)
+
+    path = user_config_path(user)
+    await ensure(USERS_CONFIG_ROOT)
+    await ensure(CONFIG_CHANGES_ROOT)
+    for _ in range(ATTEMPTS_MAX):
+        try:
+            data, stat = await coordinator.get(path)
+            config, version = decode_user_config(data), stat.version
+        except NoNodeError:
+            config, version = {}, -1
+        missing = [mechanism for mechanism in deletions if mechanism not in config]
+        if missing:
+            raise CliError(f"--delete-config: {user} has no {missing[0]} credential")
+        for mechanism in deletions:
+            config.pop(mechanism)
+        config.update(credentials)
+        try:
+            if version < 0:
+                await coordinator.create(path, encode_user_config(config))
+            else:
+                await coordinator.set(path, encode_user_config(config), version=version)
+        except (BadVersionError, NodeExistsError, NoNodeError):
+            continue
+        await coordinator.create(f"{CONFIG_CHANGES_ROOT}/{CONFIG_CHANGE_PREFIX}",
+                                 encode_user_change(user), sequential=True)
+        return
+    raise CliError(f"could not update {path}: too many concurrent writers")
+
+
+def _run(arguments: argparse.Namespace) -> int:
+    from impl.controller._kazoo import KazooCoordinator  # noqa: PLC0415
+    from impl.controller.coordinator import CoordinatorError, NoNodeError  # noqa: PLC0415
 
     if arguments.alter:
         if not arguments.entity_name:
@@ -122,42 +166,9 @@ def _run(arguments: argparse.Namespace) -> int:
     except CredentialError as error:
         raise CliError(f"--add-config: {error}") from None
 
-    async def ensure(coordinator: Any, path: str) -> None:
-        current = ""
-        for part in (part for part in path.split("/") if part):
-            current = f"{current}/{part}"
-            with contextlib.suppress(NodeExistsError):
-                await coordinator.create(current)
-
     async def alter(coordinator: Any) -> None:
-        path = user_config_path(arguments.entity_name)
-        await ensure(coordinator, USERS_CONFIG_ROOT)
-        await ensure(coordinator, CONFIG_CHANGES_ROOT)
-        for _ in range(ATTEMPTS_MAX):
-            try:
-                data, stat = await coordinator.get(path)
-                config, version = decode_user_config(data), stat.version
-            except NoNodeError:
-                config, version = {}, -1
-            missing = [mechanism for mechanism in deletions if mechanism not in config]
-            if missing:
-                raise CliError(f"--delete-config: {arguments.entity_name} has no {missing[0]} "
-                               "credential")
-            for mechanism in deletions:
-                config.pop(mechanism)
-            config.update(credentials)
-            try:
-                if version < 0:
-                    await coordinator.create(path, encode_user_config(config))
-                else:
-                    await coordinator.set(path, encode_user_config(config), version=version)
-            except (BadVersionError, NodeExistsError, NoNodeError):
-                continue
-            await coordinator.create(f"{CONFIG_CHANGES_ROOT}/{CONFIG_CHANGE_PREFIX}",
-                                     encode_user_change(arguments.entity_name), sequential=True)
-            print(f"Completed updating config for user {arguments.entity_name}.")
-            return
-        raise CliError(f"could not update {path}: too many concurrent writers")
+        await alter_user(coordinator, arguments.entity_name, credentials, deletions)
+        print(f"Completed updating config for user {arguments.entity_name}.")
 
     async def describe(coordinator: Any) -> None:
         try:

@@ -231,7 +231,7 @@ class ConnectionGuard:
         assert self.sasl is not None
         assert self.sasl.principal is not None
         self.principal = self.sasl.principal
-        log.info("%s authenticated as %s on %s with %s", self.peer_host, self.principal,
+        log.debug("%s authenticated as %s on %s with %s", self.peer_host, self.principal,
                  self.listener.name, self.sasl.mechanism)
 
     def _failed(self, message: str | None) -> None:
