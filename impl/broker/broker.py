@@ -59,6 +59,7 @@ from impl.security.sasl import (
     user_config_path,
 )
 from impl.storage import Disk, LogManager, StorageConfig, TopicPartition
+from impl.storage.cleaner_runner import CleanerConfig, LogCleanerRunner
 from impl.trace import NullTraceSink, TraceSink
 
 from . import api_versions, configs
@@ -100,6 +101,17 @@ def storage_config(config: BrokerConfig) -> StorageConfig:
         checkpoint_interval_ms=config.checkpoint_interval_ms,
         intra_broker_throttled_rate=config.intra_broker_throttled_rate_bytes_per_second,
         num_replica_alter_log_dirs_threads=config.num_replica_alter_log_dirs_threads or None,
+    )
+
+
+def cleaner_config(config: BrokerConfig) -> CleanerConfig:
+    """The log cleaner's settings from the broker's (``log.cleaner.*``)."""
+    return CleanerConfig(
+        enable=config.log_cleaner_enable,
+        threads=config.log_cleaner_threads,
+        io_max_bytes_per_second=config.log_cleaner_io_max_bytes_per_second,
+        dedupe_buffer_bytes=config.log_cleaner_dedupe_buffer_size,
+        backoff_ms=config.log_cleaner_backoff_ms,
     )
 
 
@@ -326,6 +338,8 @@ class Broker:
         self.controller: ControllerService | None = None
         self.metadata = MetadataCache()
         self.logs: LogManager | None = None
+        #: the log cleaner (compacted topics), once serving
+        self.cleaner: LogCleanerRunner | None = None
         self.replicas: ReplicaManager | None = None
         self.config_store: ConfigStore | None = None
         self.server: Server | None = None
@@ -633,6 +647,8 @@ class Broker:
                     [BrokerEndpoint(config.broker_id, config.host, self.port, config.rack)]
                 )
                 logs.run(nursery)
+                self.cleaner = LogCleanerRunner(logs, cleaner_config(config))
+                nursery.start_soon(self.cleaner.run)
                 await self._ensure_chroot()
                 self._nursery = nursery
                 await nursery.start(fetcher.run)
@@ -705,6 +721,8 @@ class Broker:
                         await coordinator.close()
                     except CoordinatorError as error:
                         log.warning("closing ZooKeeper session: %r", error)
+            if self.cleaner is not None:
+                self.cleaner.close()
             if self.logs is not None:
                 self.logs.close()
         nursery.cancel_scope.cancel()

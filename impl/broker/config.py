@@ -72,6 +72,11 @@ class BrokerConfig:
         index_interval_bytes: ``log.index.interval.bytes``.
         checkpoint_interval_ms: ``replica.high.watermark.checkpoint.interval.ms``: every dir's
             HW checkpoint is rewritten this often (which also finds a dir that failed idle).
+        log_cleaner_enable: ``log.cleaner.enable``: compact ``cleanup.policy=compact`` topics.
+        log_cleaner_threads: ``log.cleaner.threads``: partitions cleaned at once.
+        log_cleaner_io_max_bytes_per_second: ``log.cleaner.io.max.bytes.per.second``.
+        log_cleaner_dedupe_buffer_size: ``log.cleaner.dedupe.buffer.size``: offset-map memory.
+        log_cleaner_backoff_ms: ``log.cleaner.backoff.ms``: pause when nothing is dirty enough.
         rack: ``broker.rack``.
         socket_request_max_bytes: ``socket.request.max.bytes``.
         queued_max_request_bytes: ``queued.max.request.bytes``: memory all requests being
@@ -114,6 +119,11 @@ class BrokerConfig:
     retention_check_interval_ms: int = 300_000
     index_interval_bytes: int = 4096
     checkpoint_interval_ms: int = 5000
+    log_cleaner_enable: bool = True
+    log_cleaner_threads: int = 1
+    log_cleaner_io_max_bytes_per_second: int = (1 << 63) - 1
+    log_cleaner_dedupe_buffer_size: int = 128 << 20
+    log_cleaner_backoff_ms: int = 15_000
     rack: str | None = None
     socket_request_max_bytes: int = SOCKET_REQUEST_MAX_BYTES_DEFAULT
     queued_max_request_bytes: int = -1
@@ -316,6 +326,17 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
         lambda k, v: _int(k, v, 1, 2**63 - 1),
     ),
     "log.index.interval.bytes": ("index_interval_bytes", lambda k, v: _int(k, v, 0, 2**31 - 1)),
+    "log.cleaner.enable": ("log_cleaner_enable", _bool),
+    "log.cleaner.threads": ("log_cleaner_threads", lambda k, v: _int(k, v, 1, 1024)),
+    "log.cleaner.io.max.bytes.per.second": (
+        "log_cleaner_io_max_bytes_per_second",
+        lambda k, v: _int(k, v, 1, 2**63 - 1),
+    ),
+    "log.cleaner.dedupe.buffer.size": (
+        "log_cleaner_dedupe_buffer_size",
+        lambda k, v: _int(k, v, 1 << 10, 2**63 - 1),
+    ),
+    "log.cleaner.backoff.ms": ("log_cleaner_backoff_ms", lambda k, v: _int(k, v, 0, 2**63 - 1)),
     "replica.high.watermark.checkpoint.interval.ms": (
         "checkpoint_interval_ms",
         lambda k, v: _int(k, v, 1, 2**31 - 1),

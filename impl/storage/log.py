@@ -27,6 +27,7 @@ import struct
 from dataclasses import dataclass, field
 
 from impl.ports import Clock
+from impl.storage import log_cleaner as lc
 from impl.storage import record_batch as rb
 from impl.storage import records as rec
 from impl.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, read_checkpoint, write_atomically
@@ -246,6 +247,9 @@ class Log:
         disk = env.disk
         log = cls(env, log_dir, tp, kind)
         names = disk.list_dir(log.path)
+        if any(name.endswith(lc.CLEANER_FILE_SUFFIXES) for name in names):
+            log._recover_cleaner_files(names)
+            names = disk.list_dir(log.path)
         bases = sorted(
             parsed[0]
             for name in names
@@ -303,6 +307,29 @@ class Log:
         for segment in log.segments:
             segment.durable_size = segment.size
         return log
+
+    def _recover_cleaner_files(self, names: list[str]) -> None:
+        """Finish or undo a segment replace the cleaner was making (``lc.recovery_plan``)."""
+        swaps: dict[int, int] = {}
+        for name in names:
+            if name.endswith(".log" + lc.SWAP_SUFFIX):
+                path = f"{self.path}/{name}"
+                data = self.disk.read(path, 0, self.disk.size(path))
+                prefix = rb.valid_prefix(data)
+                base = int(name[:20])
+                swaps[base] = prefix.headers[-1].next_offset if prefix.headers else base
+        plan = lc.recovery_plan(names, swaps)
+        for name in plan.remove:
+            self.disk.remove(f"{self.path}/{name}")
+        for base in plan.replaced:
+            self._delete_segment_files(base)
+        for swap, final in plan.complete:
+            base = int(final[:20])
+            for stale in (segment_index_name(base), segment_timeindex_name(base)):
+                if self.disk.exists(f"{self.path}/{stale}"):
+                    self.disk.remove(f"{self.path}/{stale}")
+            self.disk.rename(f"{self.path}/{swap}", f"{self.path}/{final}")
+        self.disk.fsync_dir(self.path)
 
     def _load_segment(
         self, base: int, *, trusted: bool, expected_offset: int | None
@@ -820,6 +847,85 @@ class Log:
                 segment.index_path,
                 b"".join(_INDEX_ENTRY.pack(o - segment.base_offset, p) for o, p in entries),
             )
+
+    # --- the log cleaner's segment replace ----------------------------------------------------
+
+    def sealed_segments(self) -> list[Segment]:
+        """Every segment but the active one (the only ones the cleaner may replace)."""
+        return self.segments[:-1]
+
+    def segment_bytes(self, segment: Segment) -> bytes:
+        """The whole of a sealed segment's file."""
+        return self.disk.read(segment.log_path, 0, segment.size)
+
+    def write_cleaned(self, base_offset: int, data: bytes) -> str:
+        """Write and fsync ``<base>.log.cleaned`` (step 1 of the replace); returns its path."""
+        path = f"{self.path}/{segment_log_name(base_offset)}{lc.CLEANED_SUFFIX}"
+        self.disk.create(path)
+        if data:
+            self.disk.append(path, data)
+        self.disk.fsync(path)
+        return path
+
+    def discard_cleaned(self, path: str) -> None:
+        """Remove a ``.cleaned`` file whose replace was aborted."""
+        if self.disk.exists(path):
+            self.disk.remove(path)
+
+    def replace_segments(
+        self, old: list[Segment], cleaned_path: str, headers: tuple[rb.BatchHeader, ...]
+    ) -> Segment:
+        """Install a cleaned segment in place of the consecutive sealed segments ``old``.
+
+        Kafka's order, each step recoverable on start-up (:func:`lc.recovery_plan`): the
+        durable ``.cleaned`` file is renamed ``.swap`` (from here it is the truth), the old
+        segments' files are renamed ``.deleted``, the swap gets the final name, the dir is
+        fsynced, and the ``.deleted`` files are removed. Offsets do not change: the new segment
+        has the first old segment's base. Readers holding a slice of an old file keep reading it.
+        """
+        first = self.segments.index(old[0])
+        assert self.segments[first : first + len(old)] == old, "the group is not consecutive"
+        assert first + len(old) < len(self.segments), "COMPACTION_OFFSETS_STABLE: active segment"
+        base = old[0].base_offset
+        final = f"{self.path}/{segment_log_name(base)}"
+        swap = final + lc.SWAP_SUFFIX
+        self.disk.rename(cleaned_path, swap)
+        self.disk.fsync_dir(self.path)
+        deleted: list[str] = []
+        for segment in old:
+            for path in (segment.log_path, segment.index_path, segment.timeindex_path):
+                if self.disk.exists(path):
+                    self.disk.rename(path, path + lc.DELETED_SUFFIX)
+                    deleted.append(path + lc.DELETED_SUFFIX)
+        self.disk.rename(swap, final)
+        self.disk.fsync_dir(self.path)
+        segment = Segment(
+            base,
+            final,
+            f"{self.path}/{segment_index_name(base)}",
+            created_ms=old[-1].created_ms,
+            max_timestamp=-1,
+        )
+        segment.next_offset = base
+        for header in headers:
+            if segment.bytes_since_index_entry >= self.config.index_interval_bytes:
+                segment.index.append((header.base_offset, header.position))
+                segment.bytes_since_index_entry = 0
+                due = segment.time_entry_due()
+                if due is not None:
+                    segment.time_index.append((due[0], header.base_offset))
+            segment.bytes_since_index_entry += header.size_in_bytes
+            segment.max_timestamp = max(segment.max_timestamp or -1, header.max_timestamp)
+            segment.next_offset = header.next_offset
+            segment.size = header.position + header.size_in_bytes
+        segment.durable_size = segment.size
+        self._rewrite_index(segment)
+        self.disk.fsync(segment.index_path)
+        self.disk.fsync(segment.timeindex_path)
+        self.segments[first : first + len(old)] = [segment]
+        for path in deleted:
+            self.disk.remove(path)
+        return segment
 
     def write_epoch_checkpoint(self) -> None:
         """Persist the leader-epoch cache atomically."""

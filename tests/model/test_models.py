@@ -16,7 +16,7 @@ from model.registry import find
 
 from ._golden import ModelGolden
 
-MODELS = ("replica_move", "move_recovery", "log_dir_failure", "throttle")
+MODELS = ("replica_move", "move_recovery", "log_dir_failure", "throttle", "log_cleaner")
 GOLDS = {name: ModelGolden(find(name)) for name in MODELS}
 
 

@@ -49,6 +49,8 @@ ENUMS: dict[str, tuple[str, str | None, str]] = {
     "CoordinatorState": ("impl.broker.group_coordinator", "model.group_coordinator",
                          "group_coordinator.md"),
     "GroupEvent": ("impl.broker.group_coordinator", None, "group_coordinator.md"),
+    "CleanerState": ("impl.storage.log_cleaner", "model.log_cleaner", "log_cleaner.md"),
+    "CleanerEvent": ("impl.storage.log_cleaner", None, "log_cleaner.md"),
 }
 EVENT_ENUMS = (
     "MoveEvent",
@@ -59,6 +61,7 @@ EVENT_ENUMS = (
     "PlacementEvent",
     "AclEvent",
     "GroupEvent",
+    "CleanerEvent",
 )
 
 

@@ -1,0 +1,316 @@
+"""The log cleaner: the core's keep rules, ranges and state machine, and the runner against a
+simulated disk (latest value per key, offsets unchanged, tombstones until their horizon, the
+active segment untouched, races with truncation and moves, recovery of an interrupted replace)."""
+
+from __future__ import annotations
+
+import random
+
+import pytest
+import trio
+
+from conformance.disk import SimDisk
+from impl.storage import LogConfig, LogManager
+from impl.storage import log_cleaner as lc
+from impl.storage import record_batch as rb
+from impl.storage import records as rec
+from impl.storage.checkpoint import parse_offsets, read_checkpoint
+from impl.storage.cleaner_runner import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleanerRunner
+from impl.storage.names import DirKind, dir_name
+
+from ._support import DIR_A, DIR_B, TP, ManualClock, config, run
+
+COMPACT = LogConfig(segment_bytes=1500, cleanup_policy=frozenset({"compact"}),
+                    min_cleanable_dirty_ratio=0.01, delete_retention_ms=60_000)
+
+
+def _keyed(pairs: list[tuple[bytes | None, bytes | None]], timestamp_ms: int = 1_000) -> bytes:
+    records = [rec.Record(i, timestamp_ms, k, v, ()) for i, (k, v) in enumerate(pairs)]
+    return rec.encode_batch(records, base_offset=0)
+
+
+def _contents(partition_log: object) -> list[tuple[int, bytes | None, bytes | None]]:
+    from impl.storage import PartitionLog
+
+    assert isinstance(partition_log, PartitionLog)
+    log = partition_log.log
+    out: list[tuple[int, bytes | None, bytes | None]] = []
+    for segment in log.segments:
+        data = log.disk.read(segment.log_path, 0, segment.size)
+        for header in rb.iter_batches(data):
+            raw = data[header.position : header.position + header.size_in_bytes]
+            out.extend((r.offset, r.key, r.value) for r in rec.iter_records(raw))
+    return out
+
+
+def _open(disk: SimDisk, clock: ManualClock) -> LogManager:
+    manager = LogManager.open(config(), disk=disk, clock=clock)
+    manager.set_log_config(TP.topic, COMPACT)
+    return manager
+
+
+# --- the core ------------------------------------------------------------------------------
+
+
+def test_state_machine_counts_pauses_and_refuses_unknown_events() -> None:
+    state = lc.step(lc.Cleaning(), lc.CleanerEvent.CLEANING_STARTED)
+    assert state.state is lc.CleanerState.CLEANING
+    state = lc.step(state, lc.CleanerEvent.CLEANING_ABORTED)
+    state = lc.step(state, lc.CleanerEvent.CLEANING_PAUSED)
+    state = lc.step(state, lc.CleanerEvent.CLEANING_PAUSED)
+    assert state == lc.Cleaning(lc.CleanerState.PAUSED, 2)
+    state = lc.step(state, lc.CleanerEvent.CLEANING_RESUMED)
+    assert state.state is lc.CleanerState.PAUSED
+    assert lc.step(state, lc.CleanerEvent.CLEANING_RESUMED) == lc.Cleaning()
+    with pytest.raises(lc.CleanerError):
+        lc.step(lc.Cleaning(), lc.CleanerEvent.SEGMENTS_REPLACED)
+
+
+def test_cleanable_range_stops_at_the_active_segment_and_the_hw() -> None:
+    segments = [lc.SegmentInfo(0, 10, 100), lc.SegmentInfo(10, 20, 100),
+                lc.SegmentInfo(20, 30, 100), lc.SegmentInfo(30, 35, 50)]
+    whole = lc.cleanable_range(segments, 0, high_watermark=35)
+    assert (whole.first_dirty, whole.first_uncleanable) == (0, 30)  # never the active one
+    assert whole.dirty_bytes == 300
+    assert lc.cleanable_range(segments, 0, high_watermark=15).first_uncleanable == 10
+    again = lc.cleanable_range(segments, 20, high_watermark=35)
+    assert (again.clean_bytes, again.dirty_bytes) == (200, 100)
+    assert lc.cleanable_range(segments, 99, high_watermark=35).first_dirty == 0  # KAFKA-6266
+    low = lc.Candidate("a", again, 0.5)
+    high = lc.Candidate("b", whole, 0.5)
+    assert lc.choose([low, high]) is high
+    assert lc.choose([low]) is None  # 1/3 is below the ratio
+
+
+def test_keep_rules_latest_keyless_and_tombstone_horizon() -> None:
+    pairs = [(b"a", b"1"), (b"b", b"1"), (None, b"x"), (b"a", b"2"), (b"c", None), (b"b", b"2")]
+    batch = _keyed(pairs)
+    offset_map, complete = lc.build_offset_map([(batch, rb.parse_header(batch))], 100, 0)
+    assert complete
+    assert offset_map.end_offset == 6
+    cleaned = lc.clean_batches(batch, offset_map, now_ms=5_000, delete_retention_ms=1_000)
+    (header,) = cleaned.headers
+    assert (header.base_offset, header.last_offset) == (0, 5)  # offsets never change
+    kept = list(rec.iter_records(cleaned.data))
+    assert [(r.offset, r.key, r.value) for r in kept] == [
+        (3, b"a", b"2"), (4, b"c", None), (5, b"b", b"2"),
+    ]
+    assert rec.delete_horizon_ms(header) == 6_000  # the tombstone's horizon is stamped
+    before = lc.clean_batches(cleaned.data, offset_map, now_ms=5_999, delete_retention_ms=1_000)
+    assert [r.key for r in rec.iter_records(before.data)] == [b"a", b"c", b"b"]
+    after = lc.clean_batches(cleaned.data, offset_map, now_ms=6_000, delete_retention_ms=1_000)
+    assert [r.key for r in rec.iter_records(after.data)] == [b"a", b"b"]
+
+
+def test_a_full_offset_map_ends_the_range_and_keeps_what_lies_beyond() -> None:
+    first = _keyed([(b"a", b"1"), (b"b", b"1")])
+    second = rec.encode_batch([rec.Record(2, 0, b"c", b"1", ()), rec.Record(3, 0, b"a", b"2", ())],
+                              base_offset=2)
+    batches = [(first, rb.parse_header(first)), (second, rb.parse_header(second))]
+    offset_map, complete = lc.build_offset_map(batches, capacity=2, start_offset=0)
+    assert not complete
+    assert offset_map.end_offset == 2
+    cleaned = lc.clean_batches(second, offset_map, 0, 0)
+    assert cleaned.data == second  # beyond the map: kept whole, same bytes
+
+
+def test_recovery_plan_follows_kafka() -> None:
+    names = ["00000000000000000000.log.swap", "00000000000000000000.log.deleted",
+             "00000000000000000010.log", "00000000000000000010.index",
+             "00000000000000000020.log", "00000000000000000030.log.cleaned"]
+    plan = lc.recovery_plan(names, {0: 17})
+    assert set(plan.remove) == {"00000000000000000000.log.deleted",
+                                "00000000000000000030.log.cleaned"}
+    assert plan.replaced == (10,)
+    assert plan.complete == (("00000000000000000000.log.swap", "00000000000000000000.log"),)
+
+
+# --- the runner ------------------------------------------------------------------------------
+
+
+async def _fill(partition: object, rng: random.Random, count: int, keys: int,
+                latest: dict[bytes, bytes | None]) -> None:
+    from impl.storage import PartitionLog
+
+    assert isinstance(partition, PartitionLog)
+    for _ in range(count):
+        key = b"k%d" % rng.randrange(keys)
+        value = None if rng.random() < 0.05 else b"v%d" % rng.randrange(1 << 30)
+        await partition.append_as_leader(_keyed([(key, value)]), 1)
+        latest[key] = value
+    partition.high_watermark = partition.log_end_offset
+
+
+def _latest_in(contents: list[tuple[int, bytes | None, bytes | None]]) -> dict[bytes, bytes | None]:
+    found: dict[bytes, bytes | None] = {}
+    for _, key, value in contents:
+        assert key is not None
+        found[key] = value
+    return found
+
+
+def test_runner_keeps_latest_per_key_offsets_and_the_active_segment() -> None:
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        clock = ManualClock()
+        manager = _open(disk, clock)
+        partition = manager.create(TP, is_new=True)
+        latest: dict[bytes, bytes | None] = {}
+        await _fill(partition, random.Random(7), 400, 20, latest)
+        before = _contents(partition)
+        active_before = partition.log.active
+        leo = partition.log_end_offset
+        runner = LogCleanerRunner(manager, CleanerConfig(threads=2))
+        assert await runner.clean_once()
+        after = _contents(partition)
+        assert partition.log_end_offset == leo
+        assert partition.log.active is active_before
+        assert len(after) < len(before) / 4
+        assert _latest_in(after) == latest  # COMPACTION_KEEPS_LATEST (tombstones kept)
+        positions = {offset: (key, value) for offset, key, value in before}
+        assert all(positions[o] == (k, v) for o, k, v in after)  # COMPACTION_OFFSETS_STABLE
+        point = parse_offsets(read_checkpoint(disk, DIR_A, CLEANER_OFFSET_CHECKPOINT) or "")
+        assert point[TP] == active_before.base_offset
+        for offset in (0, after[0][0], after[-1][0]):  # reads from any offset still work
+            pieces = partition.read(offset, 1 << 20)
+            assert pieces
+            for piece in pieces:
+                piece.close()
+        # reopen: the cleaned segments load, the checkpoint gives the same point
+        partition.flush()
+        manager.checkpoint()
+        reopened = _open(disk, clock)
+        assert _contents(reopened.get(TP)) == after
+        assert LogCleanerRunner(reopened).points[TP] == active_before.base_offset
+
+    run(main)
+
+
+def test_tombstones_go_after_delete_retention() -> None:
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        clock = ManualClock()
+        manager = _open(disk, clock)
+        partition = manager.create(TP, is_new=True)
+        for round_ in range(40):
+            await partition.append_as_leader(_keyed([(b"gone", b"v%d" % round_)]), 1)
+        await partition.append_as_leader(_keyed([(b"gone", None)]), 1)
+        for round_ in range(40):
+            await partition.append_as_leader(_keyed([(b"other-%d" % round_, b"x" * 30)]), 1)
+        partition.high_watermark = partition.log_end_offset
+        runner = LogCleanerRunner(manager)
+        assert await runner.clean_once()
+        assert (b"gone", None) in [(k, v) for _, k, v in _contents(partition)]
+        for round_ in range(60):  # more dirt, so that the next cleaning happens
+            await partition.append_as_leader(_keyed([(b"other-%d" % (round_ % 5), b"y")]), 1)
+        partition.high_watermark = partition.log_end_offset
+        assert await runner.clean_once()
+        assert (b"gone", None) in [(k, v) for _, k, v in _contents(partition)]  # not yet
+        clock.advance_ms(COMPACT.delete_retention_ms)
+        runner.points.pop(TP)  # clean the whole log again
+        assert await runner.clean_once()
+        assert b"gone" not in {k for _, k, _ in _contents(partition)}
+
+    run(main)
+
+
+@pytest.mark.timeout(120)
+def test_truncation_during_cleaning_aborts_the_replace() -> None:
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        clock = ManualClock()
+        manager = _open(disk, clock)
+        partition = manager.create(TP, is_new=True)
+        latest: dict[bytes, bytes | None] = {}
+        await _fill(partition, random.Random(3), 300, 10, latest)
+        before = _contents(partition)
+        # throttled: after its first segment the cleaner waits for the bucket (the manual clock
+        # stands still) while the partition is truncated under it
+        runner = LogCleanerRunner(manager, CleanerConfig(io_max_bytes_per_second=1000))
+        candidate = lc.choose(runner.candidates())
+        assert candidate is not None
+        results: list[bool] = []
+
+        async def clean() -> None:
+            results.append(await runner.clean(TP, candidate.cleanable))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(clean)
+            for _ in range(1000):
+                if runner.stats.bytes_read:
+                    break
+                await trio.sleep(0)
+            assert runner.cleanings[TP].state is lc.CleanerState.CLEANING
+            partition.truncate_to(partition.log.segments[1].base_offset + 1)
+            for _ in range(10_000):  # let the throttled cleaner go on, bounded
+                if results:
+                    break
+                clock.advance_ms(1_000)
+                await trio.sleep(0)
+        assert results == [False]
+        assert runner.stats.aborted == 1
+        assert runner.cleanings[TP].state is lc.CleanerState.IDLE
+        survivors = _contents(partition)
+        assert survivors == [c for c in before if c[0] < len(survivors)]
+        assert not [n for n in disk.list_dir(f"{DIR_A}/{dir_name(TP)}") if "cleaned" in n]
+
+    run(main)
+
+
+def test_no_cleaning_while_a_move_runs() -> None:
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        clock = ManualClock()
+        manager = _open(disk, clock)
+        partition = manager.create(TP, is_new=True)
+        await _fill(partition, random.Random(5), 200, 10, {})
+        manager.alter_replica_log_dir(TP, DIR_B)
+        runner = LogCleanerRunner(manager)
+        assert partition.future is not None
+        assert runner.candidates() == []
+        assert not await runner.clean_once()
+
+    run(main)
+
+
+@pytest.mark.parametrize("crash_after", ["cleaned", "swap", "deleted"])
+def test_interrupted_replace_is_recovered(crash_after: str) -> None:
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        clock = ManualClock()
+        manager = _open(disk, clock)
+        partition = manager.create(TP, is_new=True)
+        latest: dict[bytes, bytes | None] = {}
+        await _fill(partition, random.Random(11), 200, 10, latest)
+        partition.flush()
+        manager.checkpoint()
+        before = _contents(partition)
+        log = partition.log
+        old = log.sealed_segments()[:2]
+        data = b"".join(log.segment_bytes(s) for s in old)
+        slices = [bytes(data[h.position:h.position + h.size_in_bytes])
+                  for h in rb.iter_batches(data)]
+        offset_map, _ = lc.build_offset_map(
+            ((piece, rb.parse_header(piece)) for piece in slices), 1000, 0)
+        cleaned = lc.clean_batches(data, offset_map, 0, 0)
+        path = log.write_cleaned(old[0].base_offset, cleaned.data)
+        if crash_after != "cleaned":
+            swap = path.replace(".cleaned", ".swap")
+            disk.rename(path, swap)
+            if crash_after == "deleted":
+                for segment in old:
+                    disk.rename(segment.log_path, segment.log_path + ".deleted")
+        reopened = _open(disk, clock).get(TP)
+        assert reopened is not None
+        names = disk.list_dir(f"{DIR_A}/{dir_name(TP, DirKind.LIVE)}")
+        assert not [n for n in names if n.endswith((".cleaned", ".swap", ".deleted"))]
+        after = _contents(reopened)
+        if crash_after == "cleaned":
+            assert after == before
+        else:
+            cut = old[-1].next_offset
+            assert [c for c in after if c[0] >= cut] == [c for c in before if c[0] >= cut]
+            assert len(after) < len(before)
+        assert _latest_in(after) == latest
+
+    run(main)
