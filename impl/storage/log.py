@@ -829,8 +829,10 @@ class Log:
         return segment if segment.base_offset == base_offset else None
 
     def start_segment(self, base_offset: int) -> Segment:
-        """Close the active segment (fsync) and start one at ``base_offset`` (== the LEO)."""
-        assert base_offset == self.log_end_offset, (base_offset, self.log_end_offset)
+        """Close the active segment (fsync) and start one at ``base_offset``: the LEO, or past it
+        when the source segment being mirrored ends in a gap (the log cleaner dropped its last
+        batches: offsets are never reused, so the next segment's base stays where it was)."""
+        assert base_offset >= self.log_end_offset, (base_offset, self.log_end_offset)
         old = self.active
         self.disk.fsync(old.log_path)
         self.disk.fsync(old.index_path)

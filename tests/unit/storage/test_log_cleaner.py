@@ -4,6 +4,7 @@ active segment untouched, races with truncation and moves, recovery of an interr
 
 from __future__ import annotations
 
+import itertools
 import random
 
 import pytest
@@ -18,7 +19,7 @@ from impl.storage.checkpoint import parse_offsets, read_checkpoint
 from impl.storage.cleaner_runner import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleanerRunner
 from impl.storage.names import DirKind, dir_name
 
-from ._support import DIR_A, DIR_B, TP, ManualClock, config, run
+from ._support import DIR_A, DIR_B, TP, ManualClock, config, drive_move, run
 
 COMPACT = LogConfig(segment_bytes=1500, cleanup_policy=frozenset({"compact"}),
                     min_cleanable_dirty_ratio=0.01, delete_retention_ms=60_000)
@@ -312,5 +313,29 @@ def test_interrupted_replace_is_recovered(crash_after: str) -> None:
             assert [c for c in after if c[0] >= cut] == [c for c in before if c[0] >= cut]
             assert len(after) < len(before)
         assert _latest_in(after) == latest
+
+    run(main)
+
+
+def test_a_cleaned_log_moves_to_another_dir() -> None:
+    """Cleaned segments may end in a gap (their last batches dropped): the mover starts the next
+    segment at its own base, past the copied LEO (it asserted they were equal)."""
+
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        clock = ManualClock()
+        manager = _open(disk, clock)
+        partition = manager.create(TP, is_new=True)
+        latest: dict[bytes, bytes | None] = {}
+        await _fill(partition, random.Random(13), 300, 5, latest)
+        assert await LogCleanerRunner(manager).clean_once()
+        cleaned = partition.log.sealed_segments()
+        assert any(s.next_offset < n.base_offset for s, n in itertools.pairwise(cleaned))
+        before = _contents(partition)
+        assert manager.alter_replica_log_dir(TP, DIR_B) == 0
+        await drive_move(manager, TP)
+        assert partition.log_dir == DIR_B
+        assert _contents(partition) == before
+        assert _latest_in(before) == latest
 
     run(main)
