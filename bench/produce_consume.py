@@ -5,9 +5,14 @@ topic with one partition. A confluent-kafka producer writes ``--records`` record
 ``--record-bytes`` bytes with acks=1, then again with acks=all; a consumer with manual assignment
 then reads everything back from offset 0 (Fetch served with ``os.sendfile``). Two more phases
 measure the broker alone with a pipelining raw-wire client (1000-record batches, 16 MiB
-fetches), so the client library's own cost is visible. Prints MB/s and records/s per phase, the
-ratio to the targets for this 2-core machine (produce 100 MB/s, consume 300 MB/s), and ends
-with one JSON line.
+fetches), so the client library's own cost is visible. Then the SASL_SSL phases: the same broker
+has a second listener, SASL_SSL (TLS with a self-signed CA, SCRAM-SHA-512, ACLs checked on every
+request: the client's principal holds WRITE and READ on its topic through ACLs, while the
+PLAINTEXT listener's anonymous principal is a super user), and confluent-kafka produces with
+acks=1 and consumes over it (Fetch falls back from ``os.sendfile`` to reads under TLS). Prints
+MB/s and records/s per phase, the ratio to the targets for this 2-core machine (produce
+100 MB/s, consume 300 MB/s), MB per broker CPU-second, the SASL_SSL phases as a ratio to their
+PLAINTEXT twins, and ends with one JSON line.
 
 Run: ``python -m bench.produce_consume [--records N] [--record-bytes B]``.
 """
@@ -37,12 +42,28 @@ CONSUME_BATCH_MESSAGES = 1_000
 MB = 1_000_000
 
 
-def _start_broker(root: Path, zookeeper: str) -> tuple[subprocess.Popen[bytes], str]:
+SASL_USER = "bench"
+SASL_PASSWORD = "bench-secret"
+
+
+def _start_broker(root: Path, zookeeper: str) -> tuple[subprocess.Popen[bytes], str, str, Path]:
+    """The broker with a PLAINTEXT and a SASL_SSL listener; (process, plaintext bootstrap,
+    SASL_SSL bootstrap, CA file)."""
+    from impl.security.certificates import create_authority, issue
+
     port = find_free_loopback_port()
+    sasl_port = find_free_loopback_port()
+    authority = create_authority(root / "tls")
+    keystore = issue(authority, root / "tls", "broker-1")
     config = root / "server.properties"
     config.write_text(
-        f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={root / 'logs'}\n"
+        f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port}\n"
+        f"log.dirs={root / 'logs'}\n"
         f"zookeeper.connect={zookeeper}\nlog.segment.bytes=1073741824\n"
+        f"ssl.keystore.location={keystore}\nssl.truststore.location={authority.path}\n"
+        "sasl.enabled.mechanisms=SCRAM-SHA-512\ninter.broker.listener.name=PLAINTEXT\n"
+        "authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n"
+        "super.users=User:ANONYMOUS\n"
     )
     log = (root / "broker.log").open("wb")
     process = subprocess.Popen(
@@ -63,7 +84,39 @@ def _start_broker(root: Path, zookeeper: str) -> tuple[subprocess.Popen[bytes], 
             if not chunk:
                 raise SystemExit("broker exited at start-up (see broker.log)")
             line += chunk
-    return process, f"127.0.0.1:{port}"
+    return process, f"127.0.0.1:{port}", f"127.0.0.1:{sasl_port}", authority.path
+
+
+def _sasl_user_and_acls(zookeeper: str, bootstrap: str, topic: str) -> None:
+    """SCRAM credentials for the bench user and its WRITE and READ on ``topic``."""
+    from impl.broker.admin import AdminClient
+    from impl.cli import main as cli_main
+    from impl.security.authorizer import (
+        AccessControlEntry,
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+
+    if cli_main(["users", "--zookeeper", zookeeper, "--entity-name", SASL_USER, "--alter",
+                 "--add-config", f"SCRAM-SHA-512=[password={SASL_PASSWORD}]"]) != 0:
+        raise SystemExit("cannot store the bench user's credentials")
+    bindings = [AclBinding(ResourcePattern(ResourceType.TOPIC, topic, PatternType.LITERAL),
+                           AccessControlEntry(f"User:{SASL_USER}", "*", operation,
+                                              AclPermissionType.ALLOW))
+                for operation in (AclOperation.WRITE, AclOperation.READ)]
+    with AdminClient(bootstrap) as admin:
+        if any(code for code, _ in admin.create_acls(bindings)):
+            raise SystemExit("cannot create the bench user's ACLs")
+
+
+def _sasl_settings(ca: Path) -> dict[str, Any]:
+    return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
+            "sasl.username": SASL_USER, "sasl.password": SASL_PASSWORD,
+            "ssl.ca.location": str(ca)}
 
 
 def _cpu_seconds(pid: int) -> float:
@@ -82,10 +135,12 @@ def _create_topic(bootstrap: str, topic: str) -> None:
         raise SystemExit(f"cannot create {topic}: {code} {message}")
 
 
-def _produce(bootstrap: str, topic: str, acks: str, records: int, value: bytes) -> float:
+def _produce(bootstrap: str, topic: str, acks: str, records: int, value: bytes, *,
+             settings: dict[str, Any] | None = None) -> float:
     from confluent_kafka import Producer
 
     producer = Producer({
+        **(settings or {}),
         "bootstrap.servers": bootstrap,
         "acks": acks,
         "linger.ms": 5,
@@ -116,10 +171,12 @@ def _produce(bootstrap: str, topic: str, acks: str, records: int, value: bytes) 
     return elapsed
 
 
-def _consume(bootstrap: str, topic: str, expected: int) -> tuple[float, int]:
+def _consume(bootstrap: str, topic: str, expected: int, *,
+             settings: dict[str, Any] | None = None) -> tuple[float, int]:
     from confluent_kafka import Consumer, TopicPartition
 
     consumer = Consumer({
+        **(settings or {}),
         "bootstrap.servers": bootstrap,
         "group.id": "bench",
         "enable.auto.commit": False,
@@ -232,6 +289,50 @@ def _raw_fetch(bootstrap: str, topic: str, end_offset: int) -> tuple[float, int]
     return elapsed, total
 
 
+def _sasl_phases(pid: int, zookeeper: str, bootstraps: tuple[str, str], ca: Path, *,
+                 records: int, value: bytes, results: dict[str, Any]) -> None:
+    """Produce (acks=1) and consume over SASL_SSL; figures and ratios to PLAINTEXT."""
+    bootstrap, sasl_bootstrap = bootstraps
+    _create_topic(bootstrap, "secure")
+    _sasl_user_and_acls(zookeeper, bootstrap, "secure")
+    settings = _sasl_settings(ca)
+    payload_mb = records * len(value) / MB
+    cpu = _cpu_seconds(pid)
+    elapsed = _produce(sasl_bootstrap, "secure", "1", records, value, settings=settings)
+    cpu = _cpu_seconds(pid) - cpu
+    rate = payload_mb / elapsed
+    results["sasl_ssl_produce_acks_1_mb_per_s"] = round(rate, 1)
+    results["sasl_ssl_produce_broker_cpu_s"] = round(cpu, 2)
+    results["sasl_ssl_produce_mb_per_cpu_s"] = round(payload_mb / max(cpu, 1e-9), 1)
+    plain_rate = results["produce_acks_1_mb_per_s"]
+    plain_per_cpu = payload_mb / max(results["produce_acks_1_broker_cpu_s"], 1e-9)
+    results["sasl_ssl_produce_ratio_to_plaintext"] = round(rate / plain_rate, 2)
+    results["sasl_ssl_produce_cpu_efficiency_ratio_to_plaintext"] = round(
+        payload_mb / max(cpu, 1e-9) / plain_per_cpu, 2)
+    print(f"SASL_SSL produce: {rate:8.1f} MB/s {records / elapsed:10.0f} records/s "
+          f"({rate / plain_rate:.2f} x PLAINTEXT acks=1); broker CPU {cpu:.2f} s = "
+          f"{payload_mb / max(cpu, 1e-9):.0f} MB per CPU-second "
+          f"({payload_mb / max(cpu, 1e-9) / plain_per_cpu:.2f} x PLAINTEXT)")
+    cpu = _cpu_seconds(pid)
+    elapsed, received_bytes = _consume(sasl_bootstrap, "secure", records, settings=settings)
+    cpu = _cpu_seconds(pid) - cpu
+    consume_mb = received_bytes / MB
+    rate = consume_mb / elapsed
+    plain_rate = results["consume_mb_per_s"]
+    # the PLAINTEXT consume phase read both produce phases' records (2 x records)
+    plain_per_cpu = 2 * payload_mb / max(results["consume_broker_cpu_s"], 1e-9)
+    results["sasl_ssl_consume_mb_per_s"] = round(rate, 1)
+    results["sasl_ssl_consume_broker_cpu_s"] = round(cpu, 2)
+    results["sasl_ssl_consume_mb_per_cpu_s"] = round(consume_mb / max(cpu, 1e-9), 1)
+    results["sasl_ssl_consume_ratio_to_plaintext"] = round(rate / plain_rate, 2)
+    results["sasl_ssl_consume_cpu_efficiency_ratio_to_plaintext"] = round(
+        consume_mb / max(cpu, 1e-9) / plain_per_cpu, 2)
+    print(f"SASL_SSL consume: {rate:8.1f} MB/s {records / elapsed:10.0f} records/s "
+          f"({rate / plain_rate:.2f} x PLAINTEXT); broker CPU {cpu:.2f} s = "
+          f"{consume_mb / max(cpu, 1e-9):.0f} MB per CPU-second "
+          f"({consume_mb / max(cpu, 1e-9) / plain_per_cpu:.2f} x PLAINTEXT, which uses sendfile)")
+
+
 def main(argv: list[str] | None = None) -> int:
     """Run the three phases and print figures; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
@@ -245,7 +346,7 @@ def main(argv: list[str] | None = None) -> int:
     with tempfile.TemporaryDirectory(prefix="logproof-bench-") as temporary, \
             EmbeddedZooKeeper() as zookeeper:
         root = Path(temporary)
-        process, bootstrap = _start_broker(root, zookeeper.connect_string)
+        process, bootstrap, sasl_bootstrap, ca = _start_broker(root, zookeeper.connect_string)
         try:
             _create_topic(bootstrap, "bench")
             for acks in ("1", "all"):
@@ -291,6 +392,8 @@ def main(argv: list[str] | None = None) -> int:
             print(f"raw fetch       : {fetched / MB / elapsed:8.1f} MB/s (sendfile, wire client); "
                   f"broker CPU {cpu:.2f} s = {fetched / MB / max(cpu, 1e-9):.0f} MB per "
                   "CPU-second")
+            _sasl_phases(process.pid, zookeeper.connect_string, (bootstrap, sasl_bootstrap), ca,
+                         records=records, value=value, results=results)
             results["load_average_1m"] = round(os.getloadavg()[0], 2)
         finally:
             process.send_signal(signal.SIGTERM)
