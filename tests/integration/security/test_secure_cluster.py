@@ -1,0 +1,121 @@
+"""``logproof cluster up --security sasl_ssl``: two brokers replicating over SASL_SSL, and an
+ACL created through one broker enforced by the other (ZooKeeper change notifications).
+
+The brokers are child processes configured as the command configures them (CA, certificates,
+SCRAM admin, SASL_SSL only, ACLs on). A topic with replication factor 2 takes acks=all writes
+from kafka-python authenticated as admin: they are acknowledged only once the follower has
+fetched them over SASL_SSL, and both replicas are in the ISR. Then alice, who has no ACL, is
+refused; admin grants her READ and DESCRIBE through broker 1, and broker 2 lets her read.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+
+import pytest
+
+from impl.broker.admin import AdminClient
+from impl.broker.config import parse_properties
+from impl.cli import main as cli_main
+from impl.cli.cmd_cluster import Cluster
+from impl.security.authorizer import (
+    AccessControlEntry,
+    AclBinding,
+    AclOperation,
+    AclPermissionType,
+    PatternType,
+    ResourcePattern,
+    ResourceType,
+)
+from impl.security.config import ClientSecurity, SecurityProtocol, parse_client_properties
+
+pytestmark = [pytest.mark.integration,
+              pytest.mark.filterwarnings("ignore::DeprecationWarning")]
+
+WAIT_SECONDS = 30.0
+RECORDS = 40
+
+
+def _wait(condition: Callable[[], bool], what: str) -> None:
+    deadline = time.monotonic() + WAIT_SECONDS
+    while time.monotonic() < deadline:
+        if condition():
+            return
+        time.sleep(0.2)
+    raise AssertionError(f"timed out waiting for {what}")
+
+
+@pytest.fixture
+def cluster(zk_chroot: str, tmp_path: Path) -> Iterator[Cluster]:
+    running = Cluster(tmp_path, 2, 1, zookeeper=zk_chroot, base_port=None, overrides=[],
+                      security="sasl_ssl")
+    try:
+        running.start()
+        yield running
+    finally:
+        running.stop()
+
+
+def test_replication_and_acl_propagation_over_sasl_ssl(cluster: Cluster, zk_chroot: str) -> None:
+    from kafka import KafkaConsumer, KafkaProducer, TopicPartition
+
+    assert cluster.admin_properties is not None
+    text = cluster.admin_properties.read_text()
+    admin_security = parse_client_properties(parse_properties(text))
+    match = re.search(r'password="([^"]+)"', text)
+    assert match is not None
+    ca = str(cluster.data_dir / "tls" / "ca.pem")
+    first, second = (f"127.0.0.1:{cluster.ports[b]}" for b in sorted(cluster.ports))
+
+    def both_registered() -> bool:
+        with AdminClient(first, security=admin_security) as admin:
+            return len(admin.metadata().brokers) == 2
+
+    _wait(both_registered, "both brokers in the metadata")
+    with AdminClient(first, security=admin_security) as admin:
+        assert admin.create_topics([("replicated", 1, 2)], timeout_ms=30_000) == {
+            "replicated": (0, None)}
+    common = {"bootstrap_servers": cluster.bootstrap_servers, "security_protocol": "SASL_SSL",
+              "sasl_mechanism": "SCRAM-SHA-512", "ssl_cafile": ca}
+    producer = KafkaProducer(**common, sasl_plain_username="admin",
+                             sasl_plain_password=match.group(1), acks="all")
+    offsets = [producer.send("replicated", b"r%d" % i, partition=0).get(timeout=30).offset
+               for i in range(RECORDS)]
+    producer.close()
+    assert offsets == list(range(RECORDS))
+
+    def fully_replicated() -> bool:
+        with AdminClient(second, security=admin_security) as admin:
+            [partition] = admin.metadata(["replicated"]).topics["replicated"][1]
+            return sorted(partition.isr) == [1, 2]
+
+    _wait(fully_replicated, "both replicas in the ISR")
+
+    assert cli_main(["users", "--zookeeper", zk_chroot, "--entity-name", "alice", "--alter",
+                     "--add-config", "SCRAM-SHA-512=[password=alice-secret]"]) == 0
+    alice = ClientSecurity(SecurityProtocol.SASL_SSL, "SCRAM-SHA-512", "alice", "alice-secret",
+                           cafile=ca)
+    with AdminClient(second, security=alice) as admin:
+        assert "replicated" not in admin.metadata().topics
+    grant = [AclBinding(ResourcePattern(ResourceType.TOPIC, "replicated", PatternType.LITERAL),
+                        AccessControlEntry("User:alice", "*", AclOperation.READ,
+                                           AclPermissionType.ALLOW))]
+    with AdminClient(first, security=admin_security) as admin:
+        assert admin.create_acls(grant) == [(0, None)]
+
+    def visible_on_second() -> bool:
+        with AdminClient(second, security=alice) as admin:
+            return "replicated" in admin.metadata().topics
+
+    _wait(visible_on_second, "broker 2 to learn alice's ACL")
+    consumer = KafkaConsumer(**common, sasl_plain_username="alice",
+                             sasl_plain_password="alice-secret", enable_auto_commit=False,
+                             consumer_timeout_ms=10_000)
+    consumer.assign([TopicPartition("replicated", 0)])
+    consumer.seek_to_beginning()
+    values = [m.value for _, m in zip(range(RECORDS), consumer, strict=False)]
+    consumer.close()
+    assert values == [b"r%d" % i for i in range(RECORDS)]
