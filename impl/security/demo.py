@@ -5,7 +5,7 @@ with ACLs on. Its first listener stays the local, trusted PLAINTEXT one the othe
 use (``User:ANONYMOUS`` is a super user there, as a laptop setup would have it). The stage
 stores SCRAM credentials for ``alice`` in ZooKeeper, lets ``admin`` grant her READ on the demo
 topic with CreateAcls, then shows: a wrong password refused; alice reading the topic; alice's
-produce refused with TOPIC_AUTHORIZATION_FAILED; the topics alice may not DESCRIBE hidden.
+produce refused (topic authorization failed, error 29); the topics alice may not DESCRIBE hidden.
 """
 
 from __future__ import annotations
@@ -128,7 +128,8 @@ def run_stage(zookeeper: str, sasl_bootstrap: str, topic: str, tls: DemoTls,
         producer.send(topic, value=b"forbidden", partition=0).get(timeout=30)
         raise SecurityDemoError("alice wrote to a topic she may only read")
     except TopicAuthorizationFailedError:
-        say("security", "alice (denied) producing to it: TOPIC_AUTHORIZATION_FAILED")
+        say("security", "alice (denied) producing to it: refused, topic authorization "
+                        "failed (error 29)")
     finally:
         producer.close()
     with AdminClient(sasl_bootstrap, security=client("alice", tls.alice_password)) as admin:
