@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
 from impl.controller.coordinator import CoordinatorError
+from impl.storage import StorageError, TopicPartition
 
 from . import admin_zk, api_versions, configs
 from ._codec import DecodedRequest
@@ -38,7 +39,11 @@ NONE: Final = 0
 UNKNOWN_SERVER_ERROR: Final = -1
 UNKNOWN_TOPIC_OR_PARTITION: Final = 3
 INVALID_TOPIC_EXCEPTION: Final = 17
+OFFSET_OUT_OF_RANGE: Final = 1
 REQUEST_TIMED_OUT: Final = 7
+KAFKA_STORAGE_ERROR: Final = 56
+#: DeleteRecords' offset meaning "up to the high watermark"
+DELETE_TO_HIGH_WATERMARK: Final = -1
 INVALID_PARTITIONS: Final = 37
 INVALID_CONFIG: Final = 40
 INVALID_REQUEST: Final = 42
@@ -118,6 +123,7 @@ class AdminHandlers:
             api_versions.CREATE_PARTITIONS: self.create_partitions,
             api_versions.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
             api_versions.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
+            api_versions.DELETE_RECORDS: self.delete_records,
         }
 
     @property
@@ -426,3 +432,42 @@ class AdminHandlers:
             "topics": [{"name": name, "partitions": partitions}
                        for name, partitions in by_topic.items()],
         })
+
+    # --- DeleteRecords ------------------------------------------------------------------------
+
+    async def delete_records(self, request: DecodedRequest) -> Response:
+        """DeleteRecords v0-v2: move each partition's log start offset up (on its leader;
+        ``-1`` means the HW), durably; followers follow through their fetches. Resource:
+        each Topic."""
+        replicas = self._handlers.context.replicas
+        topics: list[dict[str, Any]] = []
+        for topic in request.body.topics:
+            results: list[dict[str, Any]] = []
+            for item in topic.partitions:
+                partition = int(item.partition_index)
+                code, low_watermark = NONE, -1
+                if topic_name_error(topic.name) is not None:
+                    code = UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    error, partition_log = replicas.leader_log(
+                        TopicPartition(topic.name, partition))
+                    if partition_log is None:
+                        code = error
+                    else:
+                        offset = int(item.offset)
+                        if offset == DELETE_TO_HIGH_WATERMARK:
+                            offset = partition_log.high_watermark
+                        if offset < 0:
+                            code = OFFSET_OUT_OF_RANGE
+                        else:
+                            try:
+                                low_watermark = partition_log.delete_records(offset)
+                            except StorageError as storage_error:
+                                code = int(storage_error.error_code)
+                            except OSError:
+                                code = KAFKA_STORAGE_ERROR
+                results.append({"partition_index": partition, "low_watermark": low_watermark,
+                                "error_code": code})
+            topics.append({"name": topic.name, "partitions": results})
+        replicas.notify()
+        return self._answer(request, {"throttle_time": 0, "topics": topics})

@@ -92,7 +92,8 @@ class BrokerConfig:
         replica_lag_time_max_ms: ``replica.lag.time.max.ms``.
         replica_fetch_backoff_ms: ``replica.fetch.backoff.ms``: how long a follower waits
             before it asks or fetches again a partition its leader answered with an error.
-        auto_create_topics_enable: ``auto.create.topics.enable``.
+        auto_create_topics_enable: ``auto.create.topics.enable`` (true, as in Kafka: a Metadata
+            request that allows it creates an unknown topic with the broker defaults).
         cluster_id: reported in Metadata.
         replica_placer: ``broker.replica.placer`` (KIP-879): the placer CreateTopics uses.
         replica_truncation_policy: ``replica.truncation.policy``: ``leader_epoch`` (default,
@@ -135,7 +136,7 @@ class BrokerConfig:
     message_timestamp_difference_max_ms: int = 2**63 - 1
     replica_lag_time_max_ms: int = 30_000
     replica_fetch_backoff_ms: int = 1000
-    auto_create_topics_enable: bool = False
+    auto_create_topics_enable: bool = True
     cluster_id: str = "logproof"
     replica_placer: str = "rack-aware"
     replica_truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH

@@ -543,6 +543,10 @@ class ReplicaFetcher:
                         if high_watermark > partition_log.high_watermark:
                             partition_log.high_watermark = high_watermark
                             progressed = True
+                        # DeleteRecords reaches followers through the leader's log start
+                        # offset in every answer (Kafka's maybeIncrementLogStartOffset)
+                        partition_log.maybe_increment_log_start_offset(
+                            int(getattr(result, "log_start_offset", -1)))
                     except StorageError as error:
                         log.warning("follower append to %s failed: %s; waiting for "
                                     "LeaderAndIsr", tp, error)

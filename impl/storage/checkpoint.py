@@ -20,6 +20,8 @@ __sans_io__ = True
 
 REPLICATION_OFFSET_CHECKPOINT = "replication-offset-checkpoint"
 RECOVERY_POINT_CHECKPOINT = "recovery-point-offset-checkpoint"
+#: DeleteRecords' log start offsets that lie inside a segment (Kafka's file of that name)
+LOG_START_OFFSET_CHECKPOINT = "log-start-offset-checkpoint"
 LEADER_EPOCH_CHECKPOINT = "leader-epoch-checkpoint"
 META_PROPERTIES = "meta.properties"
 TEMP_SUFFIX = ".tmp"

@@ -30,6 +30,7 @@ from impl.storage import record_batch as rb
 from impl.storage import replica_move as rm
 from impl.storage.checkpoint import (
     DIRECTORY_ID,
+    LOG_START_OFFSET_CHECKPOINT,
     META_PROPERTIES,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
@@ -43,7 +44,7 @@ from impl.storage.checkpoint import (
 )
 from impl.storage.config import StorageConfig
 from impl.storage.disk import Disk, FileSlice
-from impl.storage.errors import ErrorCode, LogDirOffline
+from impl.storage.errors import ErrorCode, LogDirOffline, OffsetOutOfRange
 from impl.storage.log import Log, StorageEnv, default_log_config
 from impl.storage.log_config import LogConfig, TopicLogConfigs
 from impl.storage.move_recovery import PartitionDirs, RecoveryDecision, classify_all
@@ -121,6 +122,9 @@ class PartitionLog:
         #: held by appends, truncation and a mover's final catch-up and swap (KIP-113 step 4)
         self.lock = trio.Lock()
         self.offline = False
+        #: DeleteRecords' log start offset (may lie inside the first segment); it belongs to
+        #: the partition, not to one copy, so a move's swap keeps it
+        self.log_start_offset_floor = 0
 
     # --- state --------------------------------------------------------------------------------
 
@@ -136,8 +140,46 @@ class PartitionLog:
 
     @property
     def log_start_offset(self) -> int:
-        """First offset still in the log."""
-        return self._log.log_start_offset
+        """First offset still readable: the oldest segment's base, or DeleteRecords' offset."""
+        return max(self._log.log_start_offset, self.log_start_offset_floor)
+
+    def delete_records(self, offset: int) -> int:
+        """DeleteRecords: make ``offset`` the log start offset (durably), as a leader does.
+
+        Segments wholly below it are deleted; the offset itself is kept in the dir's
+        ``log-start-offset-checkpoint`` before this returns.
+
+        Returns:
+            The new log start offset (Kafka's ``low_watermark``).
+
+        Raises:
+            OffsetOutOfRange: ``offset`` is above the HW.
+            LogDirOffline.
+        """
+        self._check_online()
+        if offset > self._log.high_watermark:
+            raise OffsetOutOfRange(
+                f"{self.tp}: cannot delete records below {offset}, above the high watermark "
+                f"{self._log.high_watermark}"
+            )
+        self._raise_log_start_offset(offset)
+        return self.log_start_offset
+
+    def maybe_increment_log_start_offset(self, leader_log_start_offset: int) -> None:
+        """A follower follows its leader's log start offset (carried by every fetch answer)."""
+        if self.offline:
+            return
+        self._raise_log_start_offset(min(leader_log_start_offset, self._log.high_watermark))
+
+    def _raise_log_start_offset(self, offset: int) -> None:
+        if offset <= self.log_start_offset:
+            return
+        self.log_start_offset_floor = offset
+        with self._manager.io(self._log.log_dir):
+            self._manager.write_dir_checkpoints(self._log.log_dir)
+            self._log.delete_segments_below(offset)
+            if self.future is not None:
+                self.future.delete_segments_below(offset)
 
     @property
     def log_end_offset(self) -> int:
@@ -275,6 +317,11 @@ class PartitionLog:
             OffsetOutOfRange, LogDirOffline.
         """
         self._check_online()
+        if fetch_offset < self.log_start_offset_floor:
+            raise OffsetOutOfRange(
+                f"{self.tp}: offset {fetch_offset} is below the log start offset "
+                f"{self.log_start_offset_floor}"
+            )
         with self._manager.io(self._log.log_dir):
             return self._log.read(fetch_offset, max_bytes, max_offset)
 
@@ -297,7 +344,10 @@ class PartitionLog:
         if timestamp_ms == -2:
             return self.log_start_offset, -1
         with self._manager.io(self._log.log_dir):
-            return self._log.offset_for_timestamp(timestamp_ms)
+            found = self._log.offset_for_timestamp(timestamp_ms)
+        if found is not None and found[0] < self.log_start_offset_floor:
+            return self.log_start_offset_floor, found[1]
+        return found
 
 
 DirFailureCallback = Callable[[str], None]
@@ -358,6 +408,8 @@ class LogManager:
         self._cancel_scope: trio.CancelScope | None = None
         #: the text last written per (dir, checkpoint): unchanged checkpoints are not rewritten
         self._checkpoints_written: dict[tuple[str, str], str] = {}
+        #: ``log-start-offset-checkpoint`` per dir as read at start-up
+        self._log_start_checkpoints: dict[str, dict[TopicPartition, int]] = {}
         self.recovery_decisions: list[RecoveryDecision] = []
         #: test hook: called before each move effect is carried out
         self.effect_hook: Callable[[TopicPartition, rm.MoveEffect], None] | None = None
@@ -402,6 +454,8 @@ class LogManager:
                     self._read_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT),
                     self._read_offsets(log_dir, RECOVERY_POINT_CHECKPOINT),
                 )
+                self._log_start_checkpoints[log_dir] = self._read_offsets(
+                    log_dir, LOG_START_OFFSET_CHECKPOINT)
             except (OSError, ValueError):
                 self._fail_dir(log_dir, ldf.LogDirEvent.UNREADABLE_AT_STARTUP)
                 continue
@@ -566,6 +620,8 @@ class LogManager:
             self._lost.add(tp)
             return
         partition = PartitionLog(self, log)
+        floor = self._log_start_checkpoints.get(live_dir, {}).get(tp, 0)
+        partition.log_start_offset_floor = min(floor, log.high_watermark)
         self._partitions[tp] = partition
         if decision.resume_dest_dir is not None:
             self._step(tp, rm.MoveInput(rm.MoveEvent.REQUESTED, decision.resume_dest_dir,
@@ -1082,7 +1138,14 @@ class LogManager:
         }
         if extra is not None:
             live[extra.tp] = extra
+        floors = {
+            tp: partition.log_start_offset_floor
+            for tp in live
+            if (partition := self._partitions.get(tp)) is not None
+            and partition.log_start_offset_floor > 0
+        }
         for name, text in (
+            (LOG_START_OFFSET_CHECKPOINT, format_offsets(floors)),
             (REPLICATION_OFFSET_CHECKPOINT,
              format_offsets({tp: log.high_watermark for tp, log in live.items()})),
             (RECOVERY_POINT_CHECKPOINT,
@@ -1092,6 +1155,10 @@ class LogManager:
             if rewrite or self._checkpoints_written.get((log_dir, name)) != text:
                 write_atomically(self.disk, log_dir, name, text)
                 self._checkpoints_written[(log_dir, name)] = text
+
+    def write_dir_checkpoints(self, log_dir: str) -> None:
+        """Write ``log_dir``'s checkpoints now (those whose text changed)."""
+        self._write_dir_checkpoints(log_dir)
 
     def checkpoint_high_watermarks(self) -> None:
         """Write every online dir's HW checkpoint, changed or not, as Kafka does each
@@ -1121,7 +1188,8 @@ class LogManager:
             if partition.offline:
                 continue
             with self._io_nowait(partition.log_dir):
-                target = partition.log.retention_target(now_ms)
+                target = max(partition.log.retention_target(now_ms),
+                             min(partition.log_start_offset_floor, partition.log.high_watermark))
                 deleted += partition.log.delete_segments_below(target)
                 if partition.future is not None:
                     partition.future.delete_segments_below(target)

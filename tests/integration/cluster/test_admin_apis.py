@@ -540,3 +540,110 @@ def test_reassign_cli_without_zookeeper_and_cancel(cluster: Cluster, zk: KazooCl
         wait_until(lambda: ours.describe_replica_log_dirs([replica])[replica].future_log_dir
                    is None, "the move to be cancelled", pause)
         assert ours.describe_replica_log_dirs([replica])[replica].current_log_dir == current
+
+
+def test_delete_records_with_every_client(cluster: Cluster) -> None:
+    """DeleteRecords moves the log start offset on the leader (Fetch and ListOffsets honour it)
+    and on the followers, which learn it from the leader's fetch answers."""
+    from aiokafka.admin import AIOKafkaAdminClient, RecordsToDelete
+    from aiokafka.structs import TopicPartition as AioTopicPartition
+    from confluent_kafka import Consumer, KafkaError, Producer
+    from confluent_kafka import TopicPartition as ConfluentTopicPartition
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+    from confluent_kafka.admin._listoffsets import OffsetSpec
+    from kafka.admin import KafkaAdminClient
+    from kafka.structs import TopicPartition as KafkaTopicPartition
+
+    bootstrap = cluster.bootstrap_servers
+    with AdminClient(bootstrap) as ours:
+        assert ours.create_topics([("dr", {0: [1, 2, 3]})])["dr"][0] == 0
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for index in range(100):
+        producer.produce("dr", value=b"%d" % index, partition=0)
+    assert producer.flush(30) == 0
+
+    confluent = ConfluentAdmin({"bootstrap.servers": bootstrap})
+
+    def earliest() -> int:
+        spec = OffsetSpec.earliest()  # type: ignore[no-untyped-call]
+        result = confluent.list_offsets({ConfluentTopicPartition("dr", 0): spec})
+        return int(next(iter(result.values())).result(30).offset)
+
+    deleted = confluent.delete_records([ConfluentTopicPartition("dr", 0, 10)])
+    assert next(iter(deleted.values())).result(30).low_watermark == 10
+    assert earliest() == 10
+
+    admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+    try:
+        result = admin.delete_records({KafkaTopicPartition("dr", 0): 20})
+        assert [item["low_watermark"] for item in result.values()] == [20]
+    finally:
+        admin.close()
+    assert earliest() == 20
+
+    async def main() -> None:
+        client = AIOKafkaAdminClient(bootstrap_servers=bootstrap)
+        await client.start()
+        try:
+            low = await client.delete_records(
+                {AioTopicPartition("dr", 0): RecordsToDelete(before_offset=30)})
+            assert list(low.values()) == [30]
+        finally:
+            await client.close()
+
+    asyncio.run(main())
+    assert earliest() == 30
+
+    # Fetch below the log start offset is out of range; a consumer resetting to earliest
+    # starts at 30
+    consumer = Consumer({"bootstrap.servers": bootstrap, "group.id": "dr",
+                         "auto.offset.reset": "earliest", "enable.auto.commit": False})
+    try:
+        consumer.assign([ConfluentTopicPartition("dr", 0, 5)])
+        first = None
+        deadline = time.monotonic() + 30
+        while first is None and time.monotonic() < deadline:
+            message = consumer.poll(0.5)
+            if message is None:
+                continue
+            error = message.error()
+            if error is None:
+                first = message.offset()
+            else:
+                assert error.code() != KafkaError.UNKNOWN_TOPIC_OR_PART
+        assert first == 30
+    finally:
+        consumer.close()
+
+    # the followers learn the log start offset from the leader's fetch answers
+    with AdminClient(bootstrap) as ours:
+        leader = ours.metadata(["dr"]).topics["dr"][1][0].leader
+        followers = [b for b in (1, 2, 3) if b != leader]
+
+        def followers_follow() -> bool:
+            return all(_follower_log_start(cluster, broker_id) == 30 for broker_id in followers)
+
+        wait_until(followers_follow, "the followers' log start offset", pause)
+
+
+def _follower_log_start(cluster: Cluster, broker_id: int) -> int:
+    """The follower's log start offset as written in its ``log-start-offset-checkpoint``."""
+    for log_dir in cluster.log_dirs(broker_id):
+        path = log_dir / "log-start-offset-checkpoint"
+        if not path.exists():
+            continue
+        for line in path.read_text().splitlines()[2:]:
+            topic, partition, offset = line.split()
+            if (topic, partition) == ("dr", "0"):
+                return int(offset)
+    return -1
+
+
+def test_auto_create_topics_is_on_by_default(cluster: Cluster) -> None:
+    from confluent_kafka import Producer
+
+    producer = Producer({"bootstrap.servers": cluster.bootstrap_servers})
+    producer.produce("auto-created", value=b"x")
+    assert producer.flush(30) == 0
+    with AdminClient(cluster.bootstrap_servers) as ours:
+        assert ours.metadata(["auto-created"]).topics["auto-created"][0] == 0

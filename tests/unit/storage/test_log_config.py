@@ -5,10 +5,10 @@ from __future__ import annotations
 import pytest
 
 from conformance.disk import SimDisk
-from impl.storage import LogConfig, LogManager, MessageTooLarge
+from impl.storage import LogConfig, LogManager, MessageTooLarge, OffsetOutOfRange
 from impl.storage import record_batch as rb
 
-from ._support import DIR_A, DIR_B, TP, ManualClock, config, run
+from ._support import DIR_A, DIR_B, TP, ManualClock, batch, config, run
 
 
 def _open(clock: ManualClock, **overrides: int) -> LogManager:
@@ -53,5 +53,38 @@ def test_topic_max_message_bytes_applies_to_produce() -> None:
         manager.set_log_config(TP.topic, LogConfig(max_message_bytes=300))
         with pytest.raises(MessageTooLarge):
             await partition.append_as_leader(big, 1)
+
+    run(main)
+
+
+def test_delete_records_moves_the_log_start_offset_durably() -> None:
+    async def main() -> None:
+        disk = SimDisk([DIR_A, DIR_B])
+        manager = LogManager.open(config(), disk=disk, clock=ManualClock())
+        partition = manager.create(TP, is_new=True)
+        for i in range(40):
+            await partition.append_as_leader(batch(i), 1)
+        assert len(partition.log.segments) > 2
+        first_segment_base = partition.log.segments[1].base_offset
+        partition.high_watermark = first_segment_base + 4
+        with pytest.raises(OffsetOutOfRange):
+            partition.delete_records(first_segment_base + 5)  # above the HW
+        assert partition.delete_records(first_segment_base + 3) == first_segment_base + 3
+        assert partition.log_start_offset == first_segment_base + 3
+        assert partition.log.segments[0].base_offset == first_segment_base  # whole ones only
+        assert partition.offset_for_timestamp(-2) == (first_segment_base + 3, -1)
+        with pytest.raises(OffsetOutOfRange):
+            partition.read(first_segment_base + 2, 1000)
+        for piece in partition.read(first_segment_base + 3, 1000):
+            piece.close()
+        assert partition.delete_records(5) == first_segment_base + 3  # never backwards
+        manager.close()
+        reopened = LogManager.open(config(), disk=disk, clock=ManualClock()).get(TP)
+        assert reopened is not None
+        assert reopened.log_start_offset == first_segment_base + 3
+        # a follower follows its leader's log start offset, bounded by its own HW
+        reopened.high_watermark = first_segment_base + 4
+        reopened.maybe_increment_log_start_offset(first_segment_base + 8)
+        assert reopened.log_start_offset == first_segment_base + 4
 
     run(main)
