@@ -42,6 +42,11 @@ INVALID_TOPIC_EXCEPTION: Final = 17
 OFFSET_OUT_OF_RANGE: Final = 1
 REQUEST_TIMED_OUT: Final = 7
 KAFKA_STORAGE_ERROR: Final = 56
+PREFERRED_LEADER_NOT_AVAILABLE: Final = 80
+ELIGIBLE_LEADERS_NOT_AVAILABLE: Final = 83
+ELECTION_NOT_NEEDED: Final = 84
+ELECTION_PREFERRED: Final = 0
+ELECTION_UNCLEAN: Final = 1
 #: DeleteRecords' offset meaning "up to the high watermark"
 DELETE_TO_HIGH_WATERMARK: Final = -1
 INVALID_PARTITIONS: Final = 37
@@ -124,6 +129,7 @@ class AdminHandlers:
             api_versions.ALTER_PARTITION_REASSIGNMENTS: self.alter_partition_reassignments,
             api_versions.LIST_PARTITION_REASSIGNMENTS: self.list_partition_reassignments,
             api_versions.DELETE_RECORDS: self.delete_records,
+            api_versions.ELECT_LEADERS: self.elect_leaders,
         }
 
     @property
@@ -471,3 +477,85 @@ class AdminHandlers:
             topics.append({"name": topic.name, "partitions": results})
         replicas.notify()
         return self._answer(request, {"throttle_time": 0, "topics": topics})
+
+    # --- ElectLeaders -------------------------------------------------------------------------
+
+    async def elect_leaders(self, request: DecodedRequest) -> Response:
+        """ElectLeaders v0-v2 (KIP-460). Resource: Cluster.
+
+        A preferred election is asked of the controller through
+        ``/admin/preferred_replica_election`` (ZooKeeper-era Kafka's znode); the answer waits,
+        bounded by the request's timeout, until the metadata shows each partition led by its
+        preferred replica. An unclean election needs a partition without a leader; the
+        controller elects one outside the ISR when ``unclean.leader.election.enable`` allows it.
+        """
+        body = request.body
+        election_type = int(getattr(body, "election_type", ELECTION_PREFERRED))
+        timeout_seconds = max(body.timeout.total_seconds(), 0.0)
+        cache = self._handlers.context.metadata
+        if body.topic_partitions is None:
+            wanted = [(name, state.partition) for name in cache.topics
+                      for state in cache.partitions(name)]
+        else:
+            wanted = [(item.topic, int(p)) for item in body.topic_partitions
+                      for p in item.partitions]
+        outcome: dict[tuple[str, int], tuple[int, str | None]] = {}
+        to_elect: list[tuple[str, int]] = []
+        for topic, partition in dict.fromkeys(wanted):
+            state = cache.partition(topic, partition)
+            if state is None:
+                outcome[(topic, partition)] = (UNKNOWN_TOPIC_OR_PARTITION, None)
+            elif election_type == ELECTION_UNCLEAN:
+                if state.leader >= 0:
+                    outcome[(topic, partition)] = (ELECTION_NOT_NEEDED, None)
+                else:
+                    outcome[(topic, partition)] = (
+                        ELIGIBLE_LEADERS_NOT_AVAILABLE,
+                        "no live replica in the ISR; the controller elects one outside it when "
+                        "unclean.leader.election.enable is true")
+            elif election_type != ELECTION_PREFERRED:
+                outcome[(topic, partition)] = (INVALID_REQUEST,
+                                               f"unknown election type {election_type}")
+            elif state.replicas and state.leader == state.replicas[0]:
+                outcome[(topic, partition)] = (ELECTION_NOT_NEEDED, None)
+            elif not state.replicas or state.replicas[0] not in state.isr:
+                outcome[(topic, partition)] = (
+                    PREFERRED_LEADER_NOT_AVAILABLE,
+                    f"the preferred replica of {topic}-{partition} is not in the ISR")
+            else:
+                to_elect.append((topic, partition))
+        top_code = NONE
+        if to_elect:
+            try:
+                await admin_zk.request_preferred_election(
+                    self.backend.coordinator(), to_elect, timeout_seconds)
+            except (BackendError, CoordinatorError, admin_zk.ElectionBusyError) as error:
+                top_code = UNKNOWN_SERVER_ERROR
+                for tp in to_elect:
+                    outcome[tp] = (UNKNOWN_SERVER_ERROR, str(error))
+            else:
+                def elected() -> bool:
+                    for topic, partition in to_elect:
+                        state = cache.partition(topic, partition)
+                        if state is None or not state.replicas or (
+                                state.leader != state.replicas[0]):
+                            return False
+                    return True
+
+                await self._handlers._wait_metadata(elected, timeout_seconds)
+                for topic, partition in to_elect:
+                    state = cache.partition(topic, partition)
+                    if state is not None and state.replicas and state.leader == state.replicas[0]:
+                        outcome[(topic, partition)] = (NONE, None)
+                    else:
+                        outcome[(topic, partition)] = (
+                            REQUEST_TIMED_OUT, "the election did not complete in time")
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), (code, message) in sorted(outcome.items()):
+            by_topic.setdefault(topic, []).append(
+                {"partition_id": partition, "error_code": code, "error_message": message})
+        return self._answer(request, {
+            "throttle_time": 0, "error_code": top_code,
+            "replica_election_results": [{"topic": topic, "partition_result": results}
+                                         for topic, results in by_topic.items()],
+        })

@@ -1,4 +1,5 @@
-"""ZooKeeper writes and reads behind the admin APIs (CreatePartitions, KIP-455 reassignments).
+"""ZooKeeper writes and reads behind the admin APIs (CreatePartitions, KIP-455 reassignments,
+ElectLeaders).
 
 As ZooKeeper-era Kafka, the broker answering an admin request never decides placement or
 leadership itself: it writes the znodes the controller watches and reads back what the
@@ -11,6 +12,8 @@ controller wrote.
   or merging into the one in progress, conditionally); ListPartitionReassignments reports the
   partitions whose ``/brokers/topics/<t>`` carries adding/removing replicas, and those still
   waiting in ``/admin/reassign_partitions``.
+* ElectLeaders (preferred) creates ``/admin/preferred_replica_election``; the controller elects
+  each partition's first replica where it is alive and in the ISR, then deletes the node.
 
 This module is a shell: it carries bytes between the port and the cores' decoders.
 """
@@ -21,6 +24,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Final
 
+import trio
+
 from impl.controller import admin as zk_admin
 from impl.controller.coordinator import (
     BadVersionError,
@@ -30,6 +35,7 @@ from impl.controller.coordinator import (
 )
 from impl.controller.placement import PlacementError, ReplicaPlacer
 from impl.controller.znodes import (
+    PREFERRED_REPLICA_ELECTION_PATH,
     REASSIGN_PARTITIONS_PATH,
     TOPICS_PATH,
     ReassignmentTarget,
@@ -37,6 +43,7 @@ from impl.controller.znodes import (
     ZnodeFormatError,
     decode_reassignment,
     decode_topic,
+    encode_preferred_election,
     encode_reassignment,
     topic_path,
 )
@@ -50,6 +57,7 @@ INVALID_REQUEST: Final = 42
 REASSIGNMENT_IN_PROGRESS: Final = 60
 NO_REASSIGNMENT_IN_PROGRESS: Final = 85
 _WRITE_ATTEMPTS: Final = 50
+_ELECTION_RETRY_SECONDS: Final = 0.05
 
 
 @dataclass(frozen=True, slots=True)
@@ -264,3 +272,30 @@ async def alter_reassignments(
         results[tp] = (INVALID_REQUEST, "too many concurrent writers of "
                        f"{REASSIGN_PARTITIONS_PATH}; retry")
     return results
+
+
+class ElectionBusyError(Exception):
+    """``/admin/preferred_replica_election`` stayed occupied for the whole timeout."""
+
+
+async def request_preferred_election(
+    coordinator: Coordinator, partitions: Iterable[tuple[str, int]], timeout_seconds: float
+) -> None:
+    """Create ``/admin/preferred_replica_election`` for ``partitions``; the controller elects
+    and deletes it. An election already pending is waited out (bounded), as Kafka's tool does.
+
+    Raises:
+        ElectionBusyError: the node did not go away within ``timeout_seconds``.
+    """
+    data = encode_preferred_election(list(partitions))
+    deadline = trio.current_time() + max(timeout_seconds, 1.0)
+    while True:
+        try:
+            await zk_admin.ensure_cluster_paths(coordinator)
+            await coordinator.create(PREFERRED_REPLICA_ELECTION_PATH, data)
+            return
+        except NodeExistsError:
+            if trio.current_time() >= deadline:
+                raise ElectionBusyError(
+                    "a preferred replica election is already in progress") from None
+            await trio.sleep(_ELECTION_RETRY_SECONDS)  # a retry pace while another finishes

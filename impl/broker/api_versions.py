@@ -50,6 +50,7 @@ DESCRIBE_ACLS: Final = 29
 CREATE_ACLS: Final = 30
 DELETE_ACLS: Final = 31
 DELETE_RECORDS: Final = 21
+ELECT_LEADERS: Final = 43
 #: KIP-879's CreateReplicaPlacement, at the key the controller's codec uses (flexible v0).
 CREATE_REPLICA_PLACEMENT: Final = 10879
 
@@ -79,6 +80,7 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         CREATE_ACLS: (0, 3),
         DELETE_ACLS: (0, 3),
         DELETE_RECORDS: (0, 2),
+        ELECT_LEADERS: (0, 2),
         CREATE_REPLICA_PLACEMENT: (0, 0),
     }
 )

@@ -45,6 +45,7 @@ from .controller import (
     IsrChangesRead,
     LogDirEventsRead,
     PartitionStatesRead,
+    PreferredElectionRead,
     ReadPartitionStates,
     ReassignmentRead,
     Resign,
@@ -81,6 +82,7 @@ from .znodes import (
     DELETE_TOPICS_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
     LOG_DIR_EVENT_NOTIFICATION_PATH,
+    PREFERRED_REPLICA_ELECTION_PATH,
     REASSIGN_PARTITIONS_PATH,
     TOPICS_PATH,
     BrokerRegistration,
@@ -94,6 +96,7 @@ from .znodes import (
     decode_isr_change,
     decode_log_dir_event,
     decode_partition_state,
+    decode_preferred_election,
     decode_reassignment,
     decode_topic,
     encode_controller,
@@ -322,6 +325,8 @@ class ControllerService:
         suspended = False
         try:
             await self._run_core(Elected(epoch, epoch_zk_version, snapshot))
+            # a preferred election requested while no controller was active
+            await self._run_core(PreferredElectionRead(await self._read_preferred_election()))
         except (ConnectionLossError, SessionExpiredError):
             suspended = True  # the session event that follows decides
         self._notify()
@@ -473,6 +478,8 @@ class ControllerService:
             await self._run_core(DeleteTopicsRead(tuple(topics)))
         elif path == REASSIGN_PARTITIONS_PATH:
             await self._run_core(ReassignmentRead(await self._read_reassignment()))
+        elif path == PREFERRED_REPLICA_ELECTION_PATH:
+            await self._run_core(PreferredElectionRead(await self._read_preferred_election()))
         elif path == ISR_CHANGE_NOTIFICATION_PATH:
             await self._run_core(await self._read_isr_changes())
         elif path == LOG_DIR_EVENT_NOTIFICATION_PATH:
@@ -576,6 +583,22 @@ class ControllerService:
         states = await self._read_states([(topic, p) for p in added])
         return TopicsRead(frozenset(self.core.topics) | {topic}, assignments,
                           {tp: s for tp, s in states.items() if s is not None})
+
+    async def _read_preferred_election(self) -> tuple[tuple[str, int], ...]:
+        """``/admin/preferred_replica_election`` (arming its watch); empty when absent."""
+        coordinator = self._coordinator
+        if await coordinator.exists(PREFERRED_REPLICA_ELECTION_PATH, watch=True) is None:
+            return ()
+        try:
+            data, _stat = await coordinator.get(PREFERRED_REPLICA_ELECTION_PATH)
+            return decode_preferred_election(data)
+        except NoNodeError:
+            return ()
+        except ZnodeFormatError as error:
+            _logger.error("ignoring %s: %s", PREFERRED_REPLICA_ELECTION_PATH, error)
+            with contextlib.suppress(NoNodeError):
+                await coordinator.delete(PREFERRED_REPLICA_ELECTION_PATH)
+            return ()
 
     async def _read_reassignment(self) -> tuple[ReassignmentTarget, ...]:
         coordinator = self._coordinator

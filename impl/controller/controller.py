@@ -98,6 +98,7 @@ from .znodes import (
     CONTROLLER_EPOCH_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
     LOG_DIR_EVENT_NOTIFICATION_PATH,
+    PREFERRED_REPLICA_ELECTION_PATH,
     REASSIGN_PARTITIONS_PATH,
     BrokerRegistration,
     LeaderIsr,
@@ -317,6 +318,14 @@ class ReassignmentRead:
 
 
 @dataclass(frozen=True, slots=True)
+class PreferredElectionRead:
+    """``/admin/preferred_replica_election``: move leadership back to each partition's
+    preferred replica (the first assigned) where it is alive and in the ISR."""
+
+    partitions: tuple[TP, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class IsrChangesRead:
     """``/isr_change_notification`` children and the fresh states of the partitions named."""
 
@@ -371,6 +380,7 @@ ControllerInput = (
     | TopicsRead
     | DeleteTopicsRead
     | ReassignmentRead
+    | PreferredElectionRead
     | IsrChangesRead
     | LogDirEventsRead
     | PartitionStatesRead
@@ -518,6 +528,8 @@ class Controller:
         self._stale_causes: dict[TP, ControllerEvent] = {}
         self._deferred: dict[TP, ControllerEvent] = {}
         self._isr_removals: dict[TP, set[int]] = {}
+        #: partitions whose next plan moves leadership to the preferred replica
+        self._preferred: set[TP] = set()
         self._reassign_node_writing = False
         self._reassign_node_dirty = False
         self._effects: list[ControllerEffect] = []
@@ -555,6 +567,8 @@ class Controller:
             self._on_topics(event)
         elif isinstance(event, DeleteTopicsRead):
             self._on_delete_topics(event.topics)
+        elif isinstance(event, PreferredElectionRead):
+            self._on_preferred_election(event.partitions)
         elif isinstance(event, ReassignmentRead):
             self._on_reassignment(event.targets)
         elif isinstance(event, IsrChangesRead):
@@ -734,6 +748,15 @@ class Controller:
             removed = frozenset(removals)
             eligible = [r for r in eligible if r not in removed]
         isr_usable = tuple(r for r in current.isr if r in eligible)
+        preferred = replicas[0]
+        if (tp in self._preferred and current.leader != preferred and preferred in isr_usable
+                and current.leader in current.isr):
+            # a preferred replica election (Kafka's PreferredReplicaPartitionLeaderElection)
+            self._preferred.discard(tp)
+            new = LeaderIsr(preferred, current.leader_epoch + 1, isr_usable, self.epoch,
+                            current.zk_version)
+            return _StateChange(tp, new, ControllerEvent.LEADER_ELECTED, removed)
+        self._preferred.discard(tp)
         if current.leader in eligible and current.leader in current.isr:
             if isr_usable == current.isr:
                 return None
@@ -1357,6 +1380,18 @@ class Controller:
         self._reconcile(failed, ControllerEvent.LOG_DIR_FAILED)
 
     # --- reassignment (§F) -------------------------------------------------------------------
+
+    def _on_preferred_election(self, partitions: Sequence[TP]) -> None:
+        """Elect each known partition's preferred replica, then delete the request's znode
+        (Kafka's controller does both; a partition already led by it is left alone)."""
+        if not partitions:
+            return
+        wanted = sorted({tp for tp in partitions
+                         if self._assigned(tp) and tp[0] not in self.topics_deleting})
+        self._preferred.update(wanted)
+        self._write(_Deletes((PREFERRED_REPLICA_ELECTION_PATH,)),
+                    [DeleteOp(PREFERRED_REPLICA_ELECTION_PATH)])
+        self._reconcile(wanted, ControllerEvent.LEADER_ELECTED)
 
     def _on_reassignment(self, targets: Sequence[ReassignmentTarget]) -> None:
         wanted: dict[TP, ReassignmentTarget] = {}

@@ -25,6 +25,7 @@ TOPICS_PATH = "/brokers/topics"
 ADMIN_PATH = "/admin"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
+PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
@@ -360,6 +361,40 @@ def decode_partition_state(topic: str, partition: int, data: bytes, zk_version: 
         zk_version,
         mzxid,
     )
+
+
+# --- /admin/preferred_replica_election ---------------------------------------------------------
+
+
+def encode_preferred_election(partitions: Sequence[tuple[str, int]]) -> bytes:
+    """Kafka's ``/admin/preferred_replica_election`` JSON."""
+    return json.dumps({"version": 1, "partitions": [
+        {"topic": topic, "partition": partition} for topic, partition in sorted(partitions)
+    ]}).encode()
+
+
+def decode_preferred_election(data: bytes) -> tuple[tuple[str, int], ...]:
+    """The partitions of ``/admin/preferred_replica_election``.
+
+    Raises:
+        ZnodeFormatError: not Kafka's JSON.
+    """
+    what = PREFERRED_REPLICA_ELECTION_PATH
+    try:
+        value = json.loads(data.decode())
+    except (UnicodeDecodeError, json.JSONDecodeError) as error:
+        raise ZnodeFormatError(f"{what}: not JSON: {error}") from None
+    items = value.get("partitions") if isinstance(value, dict) else None
+    if not isinstance(items, list):
+        raise ZnodeFormatError(f"{what}: no 'partitions' list")
+    found: list[tuple[str, int]] = []
+    for item in items:
+        if (not isinstance(item, dict) or not isinstance(item.get("topic"), str)
+                or not isinstance(item.get("partition"), int)
+                or isinstance(item.get("partition"), bool)):
+            raise ZnodeFormatError(f"{what}: bad entry {item!r}")
+        found.append((item["topic"], item["partition"]))
+    return tuple(found)
 
 
 # --- /admin/reassign_partitions ---------------------------------------------------------------

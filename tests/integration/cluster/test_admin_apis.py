@@ -647,3 +647,63 @@ def test_auto_create_topics_is_on_by_default(cluster: Cluster) -> None:
     assert producer.flush(30) == 0
     with AdminClient(cluster.bootstrap_servers) as ours:
         assert ours.metadata(["auto-created"]).topics["auto-created"][0] == 0
+
+
+def test_elect_preferred_leaders(cluster: Cluster, zk: KazooClient) -> None:
+    """Runs last: it restarts broker 1. Its partitions' leadership moves away and, once it is
+    back in the ISR, ElectLeaders (PREFERRED) moves it back through
+    /admin/preferred_replica_election."""
+    import signal
+
+    from confluent_kafka import TopicPartition as ConfluentTopicPartition
+    from confluent_kafka._model import ElectionType
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+    from kafka.admin import KafkaAdminClient
+
+    bootstrap = cluster.bootstrap_servers
+    with AdminClient(bootstrap) as ours:
+        created = ours.create_topics([("el", {0: [1, 2]}), ("el2", {0: [1, 3]})])
+        assert created["el"][0] == 0
+        assert created["el2"][0] == 0
+
+        def leader(topic: str) -> int:
+            return ours.metadata([topic]).topics[topic][1][0].leader
+
+        def isr(topic: str) -> tuple[int, ...]:
+            return ours.metadata([topic]).topics[topic][1][0].isr
+
+        wait_until(lambda: leader("el") == 1 and leader("el2") == 1, "broker 1 to lead", pause)
+        process = cluster.processes[1]
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+        ours.close()
+        survivors = ",".join(f"127.0.0.1:{cluster.ports[b]}" for b in (2, 3))
+        with AdminClient(survivors) as others:
+            wait_until(lambda: others.metadata(["el"]).topics["el"][1][0].leader == 2
+                       and others.metadata(["el2"]).topics["el2"][1][0].leader == 3,
+                       "leadership to move away from broker 1", pause)
+        cluster.restart(1)
+        wait_until(lambda: 1 in isr("el") and 1 in isr("el2"), "broker 1 back in the ISR",
+                   pause)
+        assert leader("el") == 2
+
+        admin = KafkaAdminClient(bootstrap_servers=bootstrap)
+        try:
+            response = admin.elect_leaders(0, {"el": [0]})
+            assert [p.error_code for r in response.replica_election_results
+                    for p in r.partition_result] == [0]
+        finally:
+            admin.close()
+        # the answering broker saw the new leader; the others follow its UpdateMetadata
+        wait_until(lambda: leader("el") == 1, "the metadata to show the new leader", pause)
+        assert not zk.exists("/admin/preferred_replica_election")
+
+        confluent = ConfluentAdmin({"bootstrap.servers": bootstrap})
+        results = confluent.elect_leaders(
+            ElectionType.PREFERRED, [ConfluentTopicPartition("el2", 0)]).result(60)
+        assert list(results.values()) == [None]
+        wait_until(lambda: leader("el2") == 1, "the metadata to show the new leader", pause)
+        # already led by its preferred replica: ELECTION_NOT_NEEDED
+        again = confluent.elect_leaders(
+            ElectionType.PREFERRED, [ConfluentTopicPartition("el2", 0)]).result(60)
+        assert [error.code() for error in again.values() if error is not None] == [84]
