@@ -216,11 +216,22 @@ class RequestHandlers:
         return self._answer(request, request_acls.resources_refusal_data(
             request.api_key, request.body, denied, requirement.operation))
 
+    def _group_refusal(self, request: DecodedRequest) -> bytes | None:
+        """Check the groups (or transactional ids) a group API names (None: all allowed)."""
+        for kind, name in request_acls.checked_resources(request.api_key, request.body):
+            operation = request_acls.group_operation(request.api_key, kind)
+            if not self._allowed(operation, Resource(kind, name)):
+                return self._answer(request, request_acls.group_refusal_data(
+                    request.api_key, request.body, request_acls.DENIAL_CODES[kind]))
+        return None
+
     def _refusal(self, request: DecodedRequest) -> bytes | None:
         """The error answer of a request whose request-wide ACL is denied (None: go on)."""
         if self.context.authorization is None:
             return None
         requirement = request_acls.requirement(request.api_key)
+        if request.api_key in request_acls.GROUP_CHECKED:
+            return self._group_refusal(request)
         if request.api_key in request_acls.DISPATCH_CHECKED:
             return self._resources_refusal(request, requirement)
         if requirement.scope is not request_acls.Scope.REQUEST:

@@ -282,3 +282,88 @@ def resources_refusal_data(api_key: int, body: object, denied: list[bool],
                           "resource_name": resource.resource_name, "configs": []})
     key = "responses" if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS) else "results"
     return {"throttle_time": 0, key: items}
+
+
+# -------------------------------------------------------------------------------------------
+# Groups: checked by the dispatcher, so the group APIs are protected whatever their handlers do.
+# A request naming several groups (DescribeGroups, DeleteGroups, OffsetFetch v8+) of which one is
+# denied is refused as a whole. ListGroups needs DESCRIBE on the cluster (Kafka would list the
+# groups the principal may DESCRIBE instead). OffsetCommit's READ and OffsetFetch's DESCRIBE on
+# each topic are the handlers' (Kafka checks both).
+
+GROUP_CHECKED: Final = frozenset({JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT,
+                                  OFFSET_FETCH, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE,
+                                  FIND_COORDINATOR, LIST_GROUPS})
+#: FindCoordinator's key types.
+_GROUP_KEY: Final = 0
+_TRANSACTION_KEY: Final = 1
+
+
+def checked_resources(api_key: int, body: object) -> list[tuple[ResourceType, str]]:
+    """The groups (or transactional ids, or the cluster) a :data:`GROUP_CHECKED` request acts
+    on, as the dispatcher checks them."""
+    if api_key == LIST_GROUPS:
+        return [(ResourceType.CLUSTER, "kafka-cluster")]
+    if api_key == FIND_COORDINATOR:
+        key_type = int(getattr(body, "key_type", _GROUP_KEY))
+        kind = ResourceType.TRANSACTIONAL_ID if key_type == _TRANSACTION_KEY else (
+            ResourceType.GROUP)
+        keys = getattr(body, "coordinator_keys", None)
+        names = list(keys) if keys else [getattr(body, "key", "")]
+        return [(kind, str(name)) for name in names]
+    if api_key == DESCRIBE_GROUPS:
+        return [(ResourceType.GROUP, str(name)) for name in getattr(body, "groups", ())]
+    if api_key == DELETE_GROUPS:
+        return [(ResourceType.GROUP, str(name)) for name in getattr(body, "groups_names", ())]
+    if api_key == OFFSET_FETCH and getattr(body, "groups", None):
+        groups: list[object] = list(getattr(body, "groups", ()))
+        return [(ResourceType.GROUP, str(getattr(group, "group_id", ""))) for group in groups]
+    return [(ResourceType.GROUP, str(getattr(body, "group_id", "")))]
+
+
+def group_operation(api_key: int, resource_type: ResourceType) -> AclOperation:
+    """The operation a :data:`GROUP_CHECKED` request needs on one of its resources."""
+    if api_key in (LIST_GROUPS, FIND_COORDINATOR):
+        return AclOperation.DESCRIBE
+    requirement = REQUIRED_ACLS[api_key]
+    assert requirement.operation is not None
+    return requirement.operation
+
+
+def group_refusal_data(api_key: int, body: object, code: int) -> dict[str, object]:
+    """The response refusing a :data:`GROUP_CHECKED` request with ``code``."""
+    message = "the principal is not authorized for this group"
+    data: dict[str, object] = {"throttle_time": 0, "error_code": code, "error_message": message}
+    if api_key == JOIN_GROUP:
+        data.update(generation_id=-1, protocol_type=None, protocol_name=None, leader="",
+                    skip_assignment=False, member_id="", members=[])
+    elif api_key == SYNC_GROUP:
+        data.update(protocol_type=None, protocol_name=None, assignment=b"")
+    elif api_key == LEAVE_GROUP:
+        data["members"] = []
+    elif api_key == OFFSET_COMMIT:
+        data["topics"] = [{"name": topic.name, "partitions": [
+            {"partition_index": partition.partition_index, "error_code": code}
+            for partition in topic.partitions]} for topic in getattr(body, "topics", ())]
+    elif api_key == OFFSET_FETCH:
+        data["topics"] = []
+        data["groups"] = [{"group_id": group.group_id, "topics": [], "error_code": code}
+                          for group in (getattr(body, "groups", None) or ())]
+    elif api_key == DESCRIBE_GROUPS:
+        data["groups"] = [{"error_code": code, "group_id": name, "group_state": "",
+                           "protocol_type": "", "protocol_data": "", "members": [],
+                           "authorized_operations": -(2**31)}
+                          for name in getattr(body, "groups", ())]
+    elif api_key == DELETE_GROUPS:
+        data["results"] = [{"group_id": name, "error_code": code}
+                           for name in getattr(body, "groups_names", ())]
+    elif api_key == OFFSET_DELETE:
+        data["topics"] = []
+    elif api_key == FIND_COORDINATOR:
+        data.update(node_id=-1, host="", port=-1)
+        data["coordinators"] = [{"key": key, "node_id": -1, "host": "", "port": -1,
+                                 "error_code": code, "error_message": message}
+                                for key in (getattr(body, "coordinator_keys", None) or ())]
+    elif api_key == LIST_GROUPS:
+        data["groups"] = []
+    return data

@@ -195,3 +195,37 @@ def test_every_accepted_api_declares_its_acl() -> None:
     for requirement in request_acls.REQUIRED_ACLS.values():
         if requirement.scope is not request_acls.Scope.NONE:
             assert requirement.denial_code in (29, 30, 31, 53)
+
+
+@pytest.mark.parametrize("api_key", sorted(request_acls.GROUP_CHECKED))
+def test_group_refusals_build_every_version(api_key: int) -> None:
+    """The dispatcher's refusal of each group API builds a response of every version kio has,
+    so the group handlers are protected as soon as they are added."""
+    from types import SimpleNamespace
+
+    from kio.index import load_response_schema
+
+    from impl.broker._kio_build import build
+
+    partition = SimpleNamespace(partition_index=0)
+    body = SimpleNamespace(
+        group_id="g", groups=["g"], groups_names=["g"], key="g", key_type=0,
+        coordinator_keys=["g"], topics=[SimpleNamespace(name="t", partitions=[partition])])
+    if api_key == request_acls.OFFSET_FETCH:
+        body.groups = None  # v0-7 name one group in group_id
+    resources = request_acls.checked_resources(api_key, body)
+    assert resources
+    data = request_acls.group_refusal_data(api_key, body, 30)
+    version = 0
+    while True:
+        try:
+            response_class = load_response_schema(api_key, version)
+        except Exception:
+            break
+        if api_key == request_acls.OFFSET_FETCH and version >= 8:
+            body.groups = [SimpleNamespace(group_id="g")]
+            data = request_acls.group_refusal_data(api_key, body, 30)
+        built = build(response_class, data)
+        assert built is not None
+        version += 1
+    assert version > 0
