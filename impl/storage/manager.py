@@ -213,8 +213,9 @@ class PartitionLog:
         """Validate a produce request's records, assign offsets from the LEO, append.
 
         Returns:
-            ``(base_offset, last_offset, append_time_ms)``; ``append_time_ms`` is -1
-            (CREATE_TIME).
+            ``(base_offset, last_offset, append_time_ms)``; ``append_time_ms`` is -1 for a
+            ``CreateTime`` topic, else the broker's time stamped on the batches
+            (``message.timestamp.type=LogAppendTime``).
 
         Raises:
             CorruptBatch, InvalidRecord, MessageTooLarge: nothing appended.
@@ -233,6 +234,10 @@ class PartitionLog:
             log = self._log
             buffer = bytearray(records)
             base = log.log_end_offset
+            append_time_ms = -1
+            if log_config.log_append_time:
+                append_time_ms = self._manager.clock.wall_ms()
+                headers = rb.stamp_log_append_time(buffer, headers, append_time_ms)
             last = rb.assign_offsets(buffer, headers, base, leader_epoch)
             assigned: list[rb.BatchHeader] = []
             offset = base
@@ -245,7 +250,7 @@ class PartitionLog:
                 if log.epochs.assign(leader_epoch, base):
                     log.write_epoch_checkpoint()
                 log.append(buffer, assigned)
-        return AppendInfo(base, last, -1)
+        return AppendInfo(base, last, append_time_ms)
 
     async def append_as_follower(self, records: bytes) -> AppendInfo:
         """Append batches fetched from the leader (offsets and epochs already assigned).

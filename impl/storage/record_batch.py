@@ -574,6 +574,33 @@ def assign_offsets(
     return offset - 1
 
 
+_ATTRIBUTES = struct.Struct(">h")
+_CRC = struct.Struct(">I")
+
+
+def stamp_log_append_time(
+    records: bytearray, headers: Sequence[BatchHeader], now_ms: int
+) -> list[BatchHeader]:
+    """``message.timestamp.type=LogAppendTime``: the broker's clock becomes each batch's
+    timestamp (attribute bit 3 set, ``maxTimestamp`` := ``now_ms``), in place, CRC rewritten.
+
+    Returns:
+        The headers as they now are.
+    """
+    stamped: list[BatchHeader] = []
+    for header in headers:
+        attributes = header.attributes | _ATTR_TIMESTAMP_TYPE
+        _ATTRIBUTES.pack_into(records, header.position + ATTRIBUTES_OFFSET, attributes)
+        _MAX_TIMESTAMP_CRC.pack_into(records, header.position + MAX_TIMESTAMP_OFFSET, now_ms)
+        end = header.position + header.size_in_bytes
+        crc = crc32c(memoryview(records)[header.position + ATTRIBUTES_OFFSET:end])
+        _CRC.pack_into(records, header.position + CRC_OFFSET, crc)
+        updated = parse_header(records, header.position)
+        check_crc(records, updated)
+        stamped.append(updated)
+    return stamped
+
+
 # --- building batches (tests, benchmarks, clients in-process) ----------------------------------
 
 

@@ -88,3 +88,24 @@ def test_delete_records_moves_the_log_start_offset_durably() -> None:
         assert reopened.log_start_offset == first_segment_base + 4
 
     run(main)
+
+
+def test_log_append_time_restamps_batches() -> None:
+    async def main() -> None:
+        clock = ManualClock()
+        disk = SimDisk([DIR_A, DIR_B])
+        manager = LogManager.open(config(), disk=disk, clock=clock)
+        partition = manager.create(TP, is_new=True)
+        info = await partition.append_as_leader(batch(0), 1)
+        assert info.append_time_ms == -1
+        manager.set_log_config(TP.topic, LogConfig(message_timestamp_type="LogAppendTime"))
+        info = await partition.append_as_leader(batch(1), 1)
+        assert info.append_time_ms == clock.wall_ms()
+        stored = partition.log.segments[-1]
+        raw = disk.read(stored.log_path, 0, stored.size)
+        headers = list(rb.iter_batches(raw))  # checks every CRC
+        assert not headers[0].is_log_append_time
+        assert headers[1].is_log_append_time
+        assert headers[1].max_timestamp == clock.wall_ms()
+
+    run(main)
