@@ -672,7 +672,12 @@ class Broker:
                         session_timeout_ms=config.zookeeper_session_timeout_ms,
                         connect_timeout_s=config.zookeeper_connect_timeout_s,
                     )
-                    self.controller = ControllerService(trace_sink=self.trace)
+                    self.controller = ControllerService(
+                        trace_sink=self.trace,
+                        unclean_leader_election=configs.log_config_of(
+                            {}, configs.BrokerLayers(static=static_layer(config))
+                        ).unclean_leader_election_enable,
+                    )
                     await nursery.start(self._run_controller)
                 log.info("broker %d serving on %s (epoch %d)", config.broker_id, self.bootstrap,
                          self.broker_epoch)

@@ -29,7 +29,7 @@ import trio
 from impl.ports import Clock, SystemClock
 from impl.trace import NullTraceSink, TraceSink
 
-from .admin import ensure_cluster_paths
+from .admin import ensure_cluster_paths, ensure_path
 from .controller import (
     TP,
     BrokersRead,
@@ -52,6 +52,7 @@ from .controller import (
     ResponseReceived,
     SendRequest,
     SessionExpired,
+    TopicConfigsRead,
     TopicsRead,
     WriteCompleted,
     ZkWrite,
@@ -106,6 +107,11 @@ from .znodes import (
 )
 
 _logger = logging.getLogger(__name__)
+
+#: Kafka's config change notices and topic configs (read for unclean.leader.election.enable)
+CONFIG_CHANGES_PATH = "/config/changes"
+CONFIG_TOPICS_PATH = "/config/topics"
+UNCLEAN_KEY = "unclean.leader.election.enable"
 
 T = TypeVar("T")
 
@@ -327,6 +333,7 @@ class ControllerService:
             await self._run_core(Elected(epoch, epoch_zk_version, snapshot))
             # a preferred election requested while no controller was active
             await self._run_core(PreferredElectionRead(await self._read_preferred_election()))
+            await self._run_core(await self._read_topic_configs())
         except (ConnectionLossError, SessionExpiredError):
             suspended = True  # the session event that follows decides
         self._notify()
@@ -478,6 +485,8 @@ class ControllerService:
             await self._run_core(DeleteTopicsRead(tuple(topics)))
         elif path == REASSIGN_PARTITIONS_PATH:
             await self._run_core(ReassignmentRead(await self._read_reassignment()))
+        elif path == CONFIG_CHANGES_PATH:
+            await self._run_core(await self._read_topic_configs())
         elif path == PREFERRED_REPLICA_ELECTION_PATH:
             await self._run_core(PreferredElectionRead(await self._read_preferred_election()))
         elif path == ISR_CHANGE_NOTIFICATION_PATH:
@@ -583,6 +592,29 @@ class ControllerService:
         states = await self._read_states([(topic, p) for p in added])
         return TopicsRead(frozenset(self.core.topics) | {topic}, assignments,
                           {tp: s for tp, s in states.items() if s is not None})
+
+    async def _read_topic_configs(self) -> TopicConfigsRead:
+        """Every topic's ``unclean.leader.election.enable`` override, arming the watch on
+        ``/config/changes`` (a notice re-reads them all: the controller needs one key)."""
+        from impl.broker import configs  # noqa: PLC0415 (the config core's decoder)
+
+        coordinator = self._coordinator
+        await ensure_path(coordinator, CONFIG_CHANGES_PATH)
+        await coordinator.children(CONFIG_CHANGES_PATH, watch=True)
+        unclean: dict[str, bool] = {}
+        try:
+            names = await coordinator.children(CONFIG_TOPICS_PATH)
+        except NoNodeError:
+            names = []
+        for name in names:
+            try:
+                data, _stat = await coordinator.get(f"{CONFIG_TOPICS_PATH}/{name}")
+                value = configs.decode_entity(data).get(UNCLEAN_KEY)
+            except (NoNodeError, configs.InvalidConfigError):
+                continue
+            if value is not None and value.strip().lower() in ("true", "false"):
+                unclean[name] = value.strip().lower() == "true"
+        return TopicConfigsRead(unclean)
 
     async def _read_preferred_election(self) -> tuple[tuple[str, int], ...]:
         """``/admin/preferred_replica_election`` (arming its watch); empty when absent."""

@@ -326,6 +326,14 @@ class PreferredElectionRead:
 
 
 @dataclass(frozen=True, slots=True)
+class TopicConfigsRead:
+    """The topics whose ``/config/topics/<t>`` sets ``unclean.leader.election.enable`` (their
+    value overrides the broker's, as in Kafka)."""
+
+    unclean_leader_election: Mapping[str, bool]
+
+
+@dataclass(frozen=True, slots=True)
 class IsrChangesRead:
     """``/isr_change_notification`` children and the fresh states of the partitions named."""
 
@@ -381,6 +389,7 @@ ControllerInput = (
     | DeleteTopicsRead
     | ReassignmentRead
     | PreferredElectionRead
+    | TopicConfigsRead
     | IsrChangesRead
     | LogDirEventsRead
     | PartitionStatesRead
@@ -530,6 +539,8 @@ class Controller:
         self._isr_removals: dict[TP, set[int]] = {}
         #: partitions whose next plan moves leadership to the preferred replica
         self._preferred: set[TP] = set()
+        #: per-topic ``unclean.leader.election.enable`` overrides
+        self._unclean_topics: dict[str, bool] = {}
         self._reassign_node_writing = False
         self._reassign_node_dirty = False
         self._effects: list[ControllerEffect] = []
@@ -567,6 +578,8 @@ class Controller:
             self._on_topics(event)
         elif isinstance(event, DeleteTopicsRead):
             self._on_delete_topics(event.topics)
+        elif isinstance(event, TopicConfigsRead):
+            self._on_topic_configs(event.unclean_leader_election)
         elif isinstance(event, PreferredElectionRead):
             self._on_preferred_election(event.partitions)
         elif isinstance(event, ReassignmentRead):
@@ -766,7 +779,7 @@ class Controller:
         candidates = [r for r in replicas if r in isr_usable]
         if candidates:
             leader, isr = candidates[0], isr_usable
-        elif self.config.unclean_leader_election and eligible:
+        elif self._unclean_topics.get(tp[0], self.config.unclean_leader_election) and eligible:
             leader, isr = eligible[0], (eligible[0],)
         else:
             isr = isr_usable or current.isr
@@ -1380,6 +1393,22 @@ class Controller:
         self._reconcile(failed, ControllerEvent.LOG_DIR_FAILED)
 
     # --- reassignment (§F) -------------------------------------------------------------------
+
+    def _on_topic_configs(self, unclean: Mapping[str, bool]) -> None:
+        """New per-topic ``unclean.leader.election.enable`` values; a topic that now allows
+        unclean elections gets one for its leaderless partitions at once (Kafka's
+        ``enableTopicUncleanLeaderElection``)."""
+        before = self._unclean_topics
+        self._unclean_topics = dict(unclean)
+        enabled = {
+            topic for topic in self.topics
+            if self._unclean_topics.get(topic, self.config.unclean_leader_election)
+            and not before.get(topic, self.config.unclean_leader_election)
+        }
+        leaderless = [tp for tp, state in sorted(self.leader_isr.items())
+                      if tp[0] in enabled and state.leader == NO_LEADER]
+        if leaderless:
+            self._reconcile(leaderless, ControllerEvent.LEADER_ELECTED)
 
     def _on_preferred_election(self, partitions: Sequence[TP]) -> None:
         """Elect each known partition's preferred replica, then delete the request's znode
