@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import base64
 import dataclasses
+import errno
 import hashlib
 import logging
 from collections.abc import Callable
@@ -402,6 +403,8 @@ class LogManager:
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._offline_partitions: set[TopicPartition] = set()
         self._lost: set[TopicPartition] = set()
+        #: dirs a move found full (ENOSPC); the move was cancelled, the dir kept online
+        self.disk_full_dirs: set[str] = set()
         self._pending_deletes: list[_DeleteRequest] = []
         self._mover_count = config.mover_count
         self._bucket = TokenBucket(
@@ -856,6 +859,22 @@ class LogManager:
 
     def _move_failed(self, tp: TopicPartition, error: OSError, default_dir: str) -> None:
         failed = self._dir_of(error, default_dir)
+        move = self._moves.get(tp)
+        if (
+            error.errno == errno.ENOSPC
+            and move is not None
+            and failed == move.dest_dir
+            and move.state in (MoveState.COPYING, MoveState.CAUGHT_UP)
+        ):
+            # the destination is full: the copy stops and its tp.move is removed (freeing what
+            # it took); the dir stays online, so nothing keeps it offline across a restart
+            _LOG.warning(
+                "log dir %s is full (disk full: %s): the move of %s to it is cancelled and "
+                "its %s removed", failed, error.strerror, tp, dir_name(tp, DirKind.MOVE),
+            )
+            self.disk_full_dirs.add(failed)
+            self._step(tp, rm.MoveInput(rm.MoveEvent.CANCEL_REQUESTED))
+            return
         self._fail_dir(failed, ldf.LogDirEvent.IO_ERROR)
         move = self._moves.get(tp)
         if move is not None and failed in (move.source_dir, move.dest_dir) and move.state in (
