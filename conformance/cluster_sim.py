@@ -43,6 +43,8 @@ Fault model
 * ``reassign``: ``/admin/reassign_partitions`` is written with a new replica order (or a new
   replica set when there are more brokers than replicas); the controller carries it out.
 * the network's per-run mix: loss, duplication, reordering (``network`` stream).
+* the storage broker's faults (broker id ``brokers``; :class:`StorageBroker`): the single-broker
+  simulator's whole disk fault model, planned from the ``storage-broker`` stream.
 
 What is checked (names of ``spec/VOCABULARY.md``)
 -------------------------------------------------

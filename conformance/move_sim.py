@@ -18,7 +18,9 @@ One seed decides everything, through named streams of :class:`conformance.rng.Si
 * ``faults`` plans the fault schedule up front (:func:`plan_faults`): crashes at a step boundary,
   in the middle of an operation (before its n-th disk mutation) or just before a given effect of
   a swap, a crash right after an unflushed append (a torn tail), a failed dir (EIO), a dir
-  unreadable at the next start;
+  unreadable at the next start; from a stream of its own (``disk-faults``), the partial disk
+  faults: a dir whose writes alone or reads alone fail, one failing file, a full disk, and a
+  crash that tears an unflushed write in the middle of a segment;
 * ``broker-<b>/…`` streams decide the crash's losses and the interleavings.
 
 Concurrency: a producer may arrive at any effect point of a move in the locked window

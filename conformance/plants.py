@@ -1,0 +1,336 @@
+"""Planted bugs: the mutation test of the default conformance run.
+
+Each :class:`Plant` is a realistic bug in one decision of the replication, controller or storage
+path, written as a source edit of the module that owns the decision: an ``anchor`` (a fragment
+that must occur exactly once in the module) and its ``replacement``. :func:`run_plant` starts a
+fresh Python process that imports the module with the edit applied (an import hook installed
+before anything else is imported, so every importer sees the planted code) and runs seeds of the
+default cluster configuration (the one ``logproof conformance run``, the demo and ``logproof
+fuzz`` use) until one fails; ``seeds`` is the budget the default run catches the plant within
+(measured; the first failing seed is recorded next to it).
+
+:data:`GAPS` holds the plants the default run does not catch within the seeds measured: the
+decisions its workload and faults do not yet reach (run them with ``--only NAME``).
+
+Anchors make a refactor fail loudly: when the decision moves, its anchor no longer occurs once and
+:func:`planted_source` raises :class:`PlantStale` naming the plant, so the list is updated with the
+code rather than silently planting nothing (``tests/conformance/test_plants.py`` checks every
+anchor in the default test run).
+
+Run: ``python -m conformance.plants [--only NAME ...] [--seeds N]`` prints, per plant, the seed
+that caught it and the invariant, and ends with one JSON line.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import subprocess
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+#: The repository root (the parent of the packages).
+ROOT = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True, slots=True)
+class Plant:
+    """One planted bug.
+
+    Attributes:
+        name: a short slug.
+        area: ``replication``, ``controller`` or ``storage``.
+        module: the module holding the decision (``impl.broker.replication``).
+        anchor: the fragment replaced (must occur exactly once).
+        replacement: what replaces it.
+        bug: what the planted code gets wrong, and whose bug it is.
+        seeds: the budget: one of seeds ``0 .. seeds - 1`` of the default run fails.
+        caught_at: the first failing seed measured, and its invariant.
+    """
+
+    name: str
+    area: str
+    module: str
+    anchor: str
+    replacement: str
+    bug: str
+    seeds: int
+    caught_at: tuple[int, str]
+
+
+class PlantStale(Exception):  # noqa: N818 (a verdict on the list, not an error of a run)
+    """A plant's anchor does not occur exactly once: the code it targets moved."""
+
+
+PLANTS: tuple[Plant, ...] = (
+    Plant(
+        "isr_expansion_before_epoch_start", "replication", "impl.broker.replication",
+        "elif follower_log_end_offsets.get(replica, -1) >= max(\n"
+        "            high_watermark, leader_epoch_start_offset\n        ):",
+        "elif follower_log_end_offsets.get(replica, -1) >= high_watermark:",
+        "ISR expansion once the follower reaches the HW, before the start of the leader's epoch "
+        "(KIP-320 rule 4)", 34, (15, "NOT_ENABLED"),
+    ),
+    Plant(
+        "hw_from_the_leader_alone", "replication", "impl.broker.replication",
+        "    return max(current_high_watermark, min(offsets))",
+        "    return max(current_high_watermark, leader_log_end_offset)",
+        "the leader's HW ignores its followers' fetch offsets (commits what only it holds)",
+        4, (0, "NOT_ENABLED"),
+    ),
+    Plant(
+        "fetch_from_an_older_epoch_served", "replication", "impl.broker.node",
+        "        if epoch is not None and epoch >= 0 and epoch != state.leader_epoch:",
+        "        if epoch is not None and epoch >= 0 and epoch < state.leader_epoch:",
+        "a leader of an older epoch answers a follower that already follows a newer one (the "
+        "fetch epoch fence only rejects older requests, KIP-320)", 20, (8, "COMMITTED_DURABLE"),
+    ),
+    Plant(
+        "isr_expansion_on_first_fetch", "replication", "impl.broker.replication",
+        "elif follower_log_end_offsets.get(replica, -1) >= max(\n"
+        "            high_watermark, leader_epoch_start_offset\n        ):",
+        "elif follower_log_end_offsets.get(replica, -1) >= 0:",
+        "a follower joins the ISR as soon as it fetches, before it holds everything below the HW",
+        4, (0, "LOG_MATCHING"),
+    ),
+    Plant(
+        "truncation_to_the_hw", "replication", "impl.broker.replication",
+        "    if policy is TruncationPolicy.HIGH_WATERMARK:\n"
+        "        return TruncationStep(clamp(high_watermark))",
+        "    if True:\n        return TruncationStep(clamp(high_watermark))",
+        "a new follower truncates to its own HW instead of asking the leader (KIP-101 scenario 1: "
+        "it drops acknowledged records a later leader needs)", 4, (0, "STATE_MISMATCH"),
+    ),
+    Plant(
+        "election_keeps_the_epoch", "controller", "impl.controller.controller",
+        "        new = LeaderIsr(leader, current.leader_epoch + 1, isr, self.epoch, "
+        "current.zk_version)",
+        "        new = LeaderIsr(leader, current.leader_epoch, isr, self.epoch, "
+        "current.zk_version)",
+        "an election writes the new leader under the old leader epoch",
+        4, (0, "IMPLEMENTATION_ERROR"),
+    ),
+    Plant(
+        "controller_writes_unfenced", "controller", "impl.controller.controller",
+        "        if not self.config.fence_writes:\n"
+        "            return CheckOp(CONTROLLER_EPOCH_PATH, ANY_VERSION)\n"
+        "        return CheckOp(CONTROLLER_EPOCH_PATH, self.epoch_zk_version)",
+        "        return CheckOp(CONTROLLER_EPOCH_PATH, ANY_VERSION)",
+        "controller writes do not check /controller_epoch's version: a zombie controller's write "
+        "lands (KAFKA-6082)", 4, (0, "CONTROLLER_FENCED"),
+    ),
+    Plant(
+        "recovery_without_crc", "storage", "impl.storage.log",
+        "self._scan(segment, 0, size, check_crc=not trusted, build_index=True)",
+        "self._scan(segment, 0, size, check_crc=False, build_index=True)",
+        "log recovery does not check the CRC of unflushed batches (a torn write in the middle of "
+        "a segment is served)", 8, (2, "READ_CONSISTENT"),
+    ),
+    Plant(
+        "lost_replica_recreated_while_a_dir_is_offline", "storage", "impl.storage.manager",
+        "        if not is_new and (tp in self._lost or self.offline_dirs):",
+        "        if not is_new and tp in self._lost:",
+        "a replica not known lost is created empty without isNew while a dir is offline (it may "
+        "be on that dir: KAFKA-10314)", 8, (2, "DIR_FAILURE_ISOLATION"),
+    ),
+    Plant(
+        "swap_without_final_catch_up", "storage", "impl.storage.manager",
+        "                    copied = mover.copy_all(partition.log, future)",
+        "                    copied = 0",
+        "the swap skips the final catch-up under the lock: records appended since the last "
+        "chunk are not in the new log", 4, (0, "IMPLEMENTATION_ERROR"),
+    ),
+    Plant(
+        "swap_before_the_destination_is_durable", "storage", "impl.storage.manager",
+        "                    future.make_durable()\n"
+        "                    self.disk.fsync_dir(future.log_dir)",
+        "                    pass",
+        "the swap renames before tp.move's data and entry are durable (Apache Kafka's order): a "
+        "crash after the renames loses the copy", 10, (3, "MOVE_NO_LOSS"),
+    ),
+)
+
+#: Plants the default run does not catch within their budget (seeds run, no failure): gaps
+#: of the run's reach, kept so that a harsher run can be measured against them.
+GAPS: tuple[Plant, ...] = (
+    Plant(
+        "deposed_leader_acknowledges", "replication", "impl.broker.node",
+        "            if (state is None or state.role is not ReplicaRole.LEADER "
+        "or partition is None\n"
+        "                    or state.leader_epoch != appending.leader_epoch):",
+        "            if state is None or partition is None:",
+        "a leader deposed by a newer LeaderAndIsr while it appended still acknowledges the produce",
+        40, (-1, ""),
+    ),
+    Plant(
+        "election_outside_the_isr", "controller", "impl.controller.controller",
+        "        candidates = [r for r in replicas if r in isr_usable]",
+        "        candidates = [r for r in replicas if r in eligible]",
+        "the controller elects the first live replica, in the ISR or not (an unclean election "
+        "with unclean.leader.election.enable off)", 40, (-1, ""),
+    ),
+    Plant(
+        "failed_broker_kept_in_the_isr", "controller", "impl.controller.controller",
+        "            eligible = [r for r in eligible if r not in removed]",
+        "            pass",
+        "a pending ISR removal of a failed (bounced) broker is dropped: the controller plans from "
+        "its cached ISR and keeps the broker in it", 40, (-1, ""),
+    ),
+    Plant(
+        "queued_delete_unguarded", "storage", "impl.storage.manager",
+        "        if not request.guarded:\n            return None\n"
+        "        partition = self._partitions.get(request.tp)",
+        "        return None\n        partition = self._partitions.get(request.tp)",
+        "a queued tp.delete is removed while no online dir serves a copy at least as long (the "
+        "swap's other copy may be lost or not yet durable)", 40, (-1, ""),
+    ),
+    Plant(
+        "redirect_off_a_failed_dir", "storage", "impl.storage.manager",
+        "                if swallow.failed and move.state in "
+        "(MoveState.COPYING, MoveState.CAUGHT_UP):",
+        "                if False:",
+        "a redirect whose old tp.move could not be retired creates the new one anyway (seed 954)",
+        40, (-1, ""),
+    ),
+    Plant(
+        "recovery_loads_from_a_failed_dir", "storage", "impl.storage.manager",
+        "        if live_dir in self.offline_dirs:\n            # the dir failed earlier",
+        "        if False:\n            # the dir failed earlier",
+        "startup recovery loads partitions from a dir that failed earlier in the same recovery "
+        "(seed 170)", 40, (-1, ""),
+    ),
+)
+
+
+def source_path(module: str) -> Path:
+    """The file of ``module`` under the repository root (without importing anything)."""
+    base = ROOT.joinpath(*module.split("."))
+    path = base.with_suffix(".py")
+    return path if path.exists() else base / "__init__.py"
+
+
+def planted_source(plant: Plant) -> str:
+    """The module's source with the plant applied.
+
+    Raises:
+        PlantStale: the anchor does not occur exactly once.
+    """
+    source = source_path(plant.module).read_text()
+    found = source.count(plant.anchor)
+    if found != 1:
+        raise PlantStale(
+            f"plant {plant.name}: its anchor occurs {found} times in {plant.module} (the code "
+            f"it plants a bug in moved; update the plant): {plant.anchor!r}"
+        )
+    return source.replace(plant.anchor, plant.replacement)
+
+
+#: Run in the child: the import hook first, then the seeds (argv[1]: JSON arguments).
+_CHILD = """
+import importlib.abc, importlib.machinery, importlib.util, json, sys
+args = json.loads(sys.argv[1])
+sys.path.insert(0, args["root"])
+
+class Loader(importlib.abc.Loader):
+    def create_module(self, spec):
+        return None
+    def exec_module(self, module):
+        exec(compile(args["source"], args["path"], "exec"), module.__dict__)
+
+class Finder(importlib.abc.MetaPathFinder):
+    def find_spec(self, name, path, target=None):
+        if name != args["module"]:
+            return None
+        return importlib.util.spec_from_file_location(name, args["path"], loader=Loader())
+
+sys.meta_path.insert(0, Finder())
+import logging
+logging.disable(logging.CRITICAL)
+from conformance.cluster_sim import ClusterConfig
+from conformance.runner import run_seed
+config = ClusterConfig()
+for seed in range(args["first"], args["first"] + args["seeds"]):
+    result = run_seed(seed, config)
+    if result.failed:
+        print(json.dumps({"seed": seed, "invariant": result.violated_invariant,
+                          "replay": result.replay_command}))
+        break
+else:
+    print(json.dumps({"seed": -1, "invariant": ""}))
+"""
+
+
+@dataclass(frozen=True, slots=True)
+class PlantResult:
+    """What the default run did to one plant."""
+
+    plant: str
+    area: str
+    seeds_run: int
+    caught_seed: int
+    invariant: str
+    seconds: float
+
+    @property
+    def caught(self) -> bool:
+        """Whether a seed failed within the budget."""
+        return self.caught_seed >= 0
+
+
+def run_plant(plant: Plant, seeds: int | None = None, first_seed: int = 0,
+              timeout_seconds: float = 3600.0) -> PlantResult:
+    """Run the default configuration with ``plant`` applied, from ``first_seed`` until a seed
+    fails or ``seeds`` (the plant's budget by default) ran, in a fresh process.
+
+    Raises:
+        PlantStale: the plant's anchor moved.
+        RuntimeError: the child process failed (its stderr).
+    """
+    budget = plant.seeds if seeds is None else seeds
+    arguments = {
+        "root": str(ROOT), "module": plant.module, "path": str(source_path(plant.module)),
+        "source": planted_source(plant), "first": first_seed, "seeds": budget,
+    }
+    started = time.perf_counter()
+    done = subprocess.run(
+        [sys.executable, "-c", _CHILD, json.dumps(arguments)], capture_output=True, text=True,
+        timeout=timeout_seconds, check=False, cwd=str(ROOT),
+    )
+    if done.returncode != 0:
+        raise RuntimeError(f"plant {plant.name}: the run failed:\n{done.stderr[-4000:]}")
+    answer = json.loads(done.stdout.strip().splitlines()[-1])
+    caught = int(answer["seed"])
+    return PlantResult(plant.name, plant.area, budget if caught < 0 else caught - first_seed + 1,
+                       caught, str(answer["invariant"]), time.perf_counter() - started)
+
+
+def main(argv: list[str] | None = None) -> int:
+    """Run every plant (or ``--only`` some) and print what caught each."""
+    parser = argparse.ArgumentParser(prog="python -m conformance.plants")
+    parser.add_argument("--only", nargs="*", default=None,
+                        help="plant names (of PLANTS or GAPS; default: every plant of PLANTS)")
+    parser.add_argument("--seeds", type=int, default=None,
+                        help="seeds per plant (default: each plant's budget)")
+    arguments = parser.parse_args(argv)
+    chosen = [p for p in (*PLANTS, *GAPS)
+              if (p.name in arguments.only if arguments.only is not None else p in PLANTS)]
+    results = []
+    for plant in chosen:
+        result = run_plant(plant, arguments.seeds)
+        results.append(result)
+        verdict = (f"caught at seed {result.caught_seed} ({result.invariant})" if result.caught
+                   else f"NOT caught in {result.seeds_run} seeds")
+        print(f"{plant.area:12} {plant.name:48} budget {plant.seeds:3}  {verdict}  "
+              f"{result.seconds:.0f} s", flush=True)
+    caught = sum(r.caught for r in results)
+    print(f"caught {caught} of {len(results)}")
+    print(json.dumps({"plants": len(results), "caught": caught, "results": [
+        {"plant": r.plant, "area": r.area, "caught_seed": r.caught_seed,
+         "invariant": r.invariant, "seeds_run": r.seeds_run} for r in results]}))
+    return 0 if caught == len(results) else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
