@@ -26,6 +26,7 @@ from impl.storage.names import TopicPartition
 from . import api_versions, configs, controller_wire
 from ._codec import DecodedRequest, encode_response
 from ._handlers_admin import AdminHandlers, ConfigBackend
+from ._handlers_groups import GroupHandlers
 from ._kio_build import build
 from .config import BrokerConfig
 from .config_store import ReplicationQuotas
@@ -185,14 +186,20 @@ class RequestHandlers:
             api_versions.DESCRIBE_ACLS: acl_apis.describe_acls,
             api_versions.DELETE_ACLS: acl_apis.delete_acls,
         })
+        #: the group APIs and the group coordinator's pump (``run`` them with the broker)
+        self.groups = GroupHandlers(context)
+        self._group_handlers = self.groups.handlers()
 
     async def __call__(self, request: DecodedRequest, info: ConnectionInfo) -> Response | None:
         """Answer one request (None: no response is sent), after the request-wide ACL check of
         :mod:`impl.security.request_acls` (per-topic checks are the handlers' own)."""
-        handler = self._handlers[request.api_key]
         refusal = self._refusal(request)
         if refusal is not None:
             return refusal
+        group_handler = self._group_handlers.get(request.api_key)
+        if group_handler is not None:
+            return await group_handler(request, info)
+        handler = self._handlers[request.api_key]
         return await handler(request)
 
     # --- authorization (impl.security.request_acls) ----------------------------------------

@@ -1,7 +1,9 @@
 """The API keys and versions this broker implements, and the ones it advertises.
 
 The advertised table keeps every minimum at or below aiokafka's maxima (Produce 7, Fetch 11,
-ListOffsets 3, Metadata 5, CreateTopics 3, InitProducerId 0) and every maximum at a version whose
+ListOffsets 3, Metadata 5, CreateTopics 3, InitProducerId 0, FindCoordinator 1, JoinGroup 5,
+SyncGroup 3, Heartbeat 1, LeaveGroup 1, OffsetCommit 3, OffsetFetch 3; OffsetCommit starts at
+v2, kafka-python's lowest) and every maximum at a version whose
 semantics the handlers implement: Fetch stops at 11 (v12 is flexible and v13 switches to topic
 ids), Produce at 8. The admin APIs go to the newest version kio 0.6.2 has a schema for
 (DescribeConfigs 4, AlterConfigs 2, IncrementalAlterConfigs 1 ...); kio encodes the tagged
@@ -51,6 +53,18 @@ CREATE_ACLS: Final = 30
 DELETE_ACLS: Final = 31
 DELETE_RECORDS: Final = 21
 ELECT_LEADERS: Final = 43
+#: The group APIs (``impl.broker._handlers_groups``).
+OFFSET_COMMIT: Final = 8
+OFFSET_FETCH: Final = 9
+FIND_COORDINATOR: Final = 10
+JOIN_GROUP: Final = 11
+HEARTBEAT: Final = 12
+LEAVE_GROUP: Final = 13
+SYNC_GROUP: Final = 14
+DESCRIBE_GROUPS: Final = 15
+LIST_GROUPS: Final = 16
+DELETE_GROUPS: Final = 42
+OFFSET_DELETE: Final = 47
 #: KIP-879's CreateReplicaPlacement, at the key the controller's codec uses (flexible v0).
 CREATE_REPLICA_PLACEMENT: Final = 10879
 
@@ -82,6 +96,17 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         DELETE_RECORDS: (0, 2),
         ELECT_LEADERS: (0, 2),
         CREATE_REPLICA_PLACEMENT: (0, 0),
+        OFFSET_COMMIT: (2, 8),
+        OFFSET_FETCH: (1, 7),
+        FIND_COORDINATOR: (0, 4),
+        JOIN_GROUP: (0, 7),
+        HEARTBEAT: (0, 4),
+        LEAVE_GROUP: (0, 5),
+        SYNC_GROUP: (0, 5),
+        DESCRIBE_GROUPS: (0, 5),
+        LIST_GROUPS: (0, 4),
+        DELETE_GROUPS: (0, 2),
+        OFFSET_DELETE: (0, 0),
     }
 )
 

@@ -653,6 +653,7 @@ class Broker:
                 self._nursery = nursery
                 await nursery.start(fetcher.run)
                 nursery.start_soon(self._check_isr_periodically)
+                await nursery.start(handlers.groups.service.run)
                 self.coordinator = await KazooCoordinator.connect(
                     config.zookeeper_connect,
                     session_timeout_ms=config.zookeeper_session_timeout_ms,

@@ -99,6 +99,18 @@ class BrokerConfig:
         replica_truncation_policy: ``replica.truncation.policy``: ``leader_epoch`` (default,
             KIP-101/279) or ``high_watermark`` (the design V3 text, which KIP-101 shows to lose
             acknowledged records).
+        offsets_topic_num_partitions: ``offsets.topic.num.partitions``.
+        offsets_topic_replication_factor: ``offsets.topic.replication.factor`` (capped at the
+            number of live brokers when the topic is created).
+        offsets_commit_timeout_ms: ``offsets.commit.timeout.ms``: how long a group or offset
+            append waits for acks=all.
+        offsets_retention_ms: ``offsets.retention.minutes`` (in milliseconds).
+        offsets_retention_check_interval_ms: ``offsets.retention.check.interval.ms``.
+        offset_metadata_max_bytes: ``offset.metadata.max.bytes``.
+        group_initial_rebalance_delay_ms: ``group.initial.rebalance.delay.ms``.
+        group_min_session_timeout_ms: ``group.min.session.timeout.ms``.
+        group_max_session_timeout_ms: ``group.max.session.timeout.ms``.
+        group_max_size: ``group.max.size``.
     """
 
     broker_id: int
@@ -140,6 +152,16 @@ class BrokerConfig:
     cluster_id: str = "logproof"
     replica_placer: str = "rack-aware"
     replica_truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH
+    offsets_topic_num_partitions: int = 50
+    offsets_topic_replication_factor: int = 3
+    offsets_commit_timeout_ms: int = 5000
+    offsets_retention_ms: int = 7 * 24 * 3_600_000
+    offsets_retention_check_interval_ms: int = 600_000
+    offset_metadata_max_bytes: int = 4096
+    group_initial_rebalance_delay_ms: int = 3000
+    group_min_session_timeout_ms: int = 6000
+    group_max_session_timeout_ms: int = 1_800_000
+    group_max_size: int = 2**31 - 1
     extra: Mapping[str, str] = field(default_factory=dict)
     #: listeners' protocols, TLS, SASL and ACL settings (None: every listener PLAINTEXT)
     security: security_config.SecurityConfig | None = None
@@ -376,11 +398,30 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
     "cluster.id": ("cluster_id", lambda k, v: v),
     "broker.replica.placer": ("replica_placer", lambda k, v: v),
     "replica.truncation.policy": ("replica_truncation_policy", _truncation_policy),
+    "offsets.topic.num.partitions": (
+        "offsets_topic_num_partitions", lambda k, v: _int(k, v, 1, 100_000)),
+    "offsets.topic.replication.factor": (
+        "offsets_topic_replication_factor", lambda k, v: _int(k, v, 1, 2**15 - 1)),
+    "offsets.commit.timeout.ms": (
+        "offsets_commit_timeout_ms", lambda k, v: _int(k, v, 1, 2**31 - 1)),
+    "offsets.retention.minutes": (
+        "offsets_retention_ms", lambda k, v: _int(k, v, 1, 2**31 - 1) * _MINUTES_MS),
+    "offsets.retention.check.interval.ms": (
+        "offsets_retention_check_interval_ms", lambda k, v: _int(k, v, 1, 2**63 - 1)),
+    "offset.metadata.max.bytes": (
+        "offset_metadata_max_bytes", lambda k, v: _int(k, v, 0, 2**31 - 1)),
+    "group.initial.rebalance.delay.ms": (
+        "group_initial_rebalance_delay_ms", lambda k, v: _int(k, v, 0, 2**31 - 1)),
+    "group.min.session.timeout.ms": (
+        "group_min_session_timeout_ms", lambda k, v: _int(k, v, 0, 2**31 - 1)),
+    "group.max.session.timeout.ms": (
+        "group_max_session_timeout_ms", lambda k, v: _int(k, v, 0, 2**31 - 1)),
+    "group.max.size": ("group_max_size", lambda k, v: _int(k, v, 1, 2**31 - 1)),
 }
 
 #: Keys Kafka users commonly set that this broker accepts and ignores (kept in ``extra``):
-#: thread-pool and buffer sizes that have no meaning on trio, the settings of internal topics
-#: (no consumer groups or transactions yet), ``controlled.shutdown.enable`` (a stopping broker
+#: thread-pool and buffer sizes that have no meaning on trio, the settings of the transaction state
+#: topic (no transactions yet), ``controlled.shutdown.enable`` (a stopping broker
 #: leaves leadership to the controller's broker-failure handling), and
 #: ``log.flush.interval.messages`` (the storage engine flushes on its own schedule).
 _ACCEPTED_IGNORED: Final = frozenset(
@@ -392,10 +433,8 @@ _ACCEPTED_IGNORED: Final = frozenset(
         "socket.send.buffer.bytes",
         "socket.receive.buffer.bytes",
         "num.recovery.threads.per.data.dir",
-        "offsets.topic.replication.factor",
         "transaction.state.log.replication.factor",
         "transaction.state.log.min.isr",
-        "group.initial.rebalance.delay.ms",
     }
 )
 

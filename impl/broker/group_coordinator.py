@@ -77,6 +77,8 @@ STATE_NAMES: Final[Mapping[str, str]] = {
     "EMPTY": "Empty", "PREPARING_REBALANCE": "PreparingRebalance",
     "COMPLETING_REBALANCE": "CompletingRebalance", "STABLE": "Stable", "DEAD": "Dead",
 }
+#: How long a load waits before it reads again after a failed read.
+LOAD_RETRY_BACKOFF_MS: Final = 500
 #: A new member's parked JoinGroup expires after this long (KAFKA-7610).
 NEW_MEMBER_JOIN_TIMEOUT_MS: Final = 300_000
 
@@ -356,6 +358,8 @@ class ReadPartition:
     leader_epoch: int
     offset: int
     max_bytes: int
+    #: wait this long first (a retry after a failed read)
+    backoff_ms: int = 0
 
 
 Effect = Respond | Append | ReadPartition
@@ -639,6 +643,10 @@ class GroupCoordinator:
         if state is None or state.state is not CoordinatorState.LOADING or \
                 state.leader_epoch != event.leader_epoch:
             return  # a stale load (KAFKA-10614)
+        if event.error is not None:
+            out.append(ReadPartition(event.partition, event.leader_epoch, event.next_offset,
+                                     self.config.load_buffer_bytes, LOAD_RETRY_BACKOFF_MS))
+            return
         for batch in event.batches:
             try:
                 for _, key, value in gr.iter_records(batch):
