@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import itertools
 import struct
+import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Final
@@ -58,7 +59,16 @@ _CLIENT_RANGES: Final[Mapping[int, tuple[int, int]]] = {
     api_versions.CREATE_ACLS: (1, 3),
     api_versions.DESCRIBE_ACLS: (1, 3),
     api_versions.DELETE_ACLS: (1, 3),
+    api_versions.FIND_COORDINATOR: (1, 3),
+    api_versions.LIST_GROUPS: (0, 4),
+    api_versions.DESCRIBE_GROUPS: (0, 5),
+    api_versions.OFFSET_FETCH: (2, 7),
+    api_versions.OFFSET_COMMIT: (2, 8),
+    api_versions.DELETE_GROUPS: (0, 2),
+    api_versions.LIST_OFFSETS: (1, 5),
 }
+#: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: ask again.
+_COORDINATOR_RETRIABLE: Final = frozenset({14, 15, 16})
 #: DescribeConfigs and IncrementalAlterConfigs resource types.
 TOPIC_RESOURCE: Final = 2
 BROKER_RESOURCE: Final = 4
@@ -157,6 +167,38 @@ class ClusterMetadata:
     brokers: Mapping[int, tuple[str, int, str | None]]
     controller_id: int
     topics: Mapping[str, tuple[int, tuple[PartitionInfo, ...]]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class GroupListing:
+    """A group as ListGroups reports it."""
+
+    group_id: str
+    protocol_type: str
+    state: str
+
+
+@dataclass(frozen=True, slots=True)
+class GroupMember:
+    """A member as DescribeGroups reports it."""
+
+    member_id: str
+    group_instance_id: str | None
+    client_id: str
+    client_host: str
+    metadata: bytes
+    assignment: bytes
+
+
+@dataclass(frozen=True, slots=True)
+class GroupDescription:
+    """A group as DescribeGroups reports it (``state`` in Kafka's words, e.g. ``Stable``)."""
+
+    group_id: str
+    state: str
+    protocol_type: str
+    protocol: str
+    members: tuple[GroupMember, ...]
 
 
 def parse_bootstrap_servers(value: str) -> list[tuple[str, int]]:
@@ -662,6 +704,136 @@ class AdminClient:
             for topic in response.topics
             for p in topic.partitions
         }
+    # --- consumer groups ---------------------------------------------------------------------
+
+    def find_coordinator(self, group: str, *, wait_seconds: float = 30.0) -> int:
+        """The broker coordinating ``group`` (waits while the offsets topic is being created or
+        its partition loads)."""
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            response = self._call(self._any(), api_versions.FIND_COORDINATOR,
+                                  {"key": group, "key_type": 0})
+            code = int(response.error_code)
+            if code == 0:
+                return int(response.node_id)
+            if code not in _COORDINATOR_RETRIABLE or time.monotonic() >= deadline:
+                raise AdminClientError(f"no coordinator for group {group!r}: {error_name(code)}")
+            time.sleep(0.2)
+
+    def _group_call(self, group: str, api_key: int, data: Mapping[str, Any],
+                    error_of: Any, *, wait_seconds: float = 30.0) -> Any:
+        """Call the group's coordinator, again while it moves or loads."""
+        deadline = time.monotonic() + wait_seconds
+        while True:
+            coordinator = self.find_coordinator(group, wait_seconds=wait_seconds)
+            response = self._call(self._broker(coordinator), api_key, data)
+            code = int(error_of(response))
+            if code not in _COORDINATOR_RETRIABLE or time.monotonic() >= deadline:
+                return response
+            self._metadata = None
+            time.sleep(0.2)
+
+    def list_groups(self) -> list[GroupListing]:
+        """Every group of the cluster (ListGroups on every broker), sorted by id."""
+        metadata = self.metadata()
+        found: dict[str, GroupListing] = {}
+        for broker_id in sorted(metadata.brokers):
+            response = self._call(self._broker(broker_id), api_versions.LIST_GROUPS,
+                                  {"states_filter": []})
+            code = int(response.error_code)
+            if code != 0:
+                raise AdminClientError(f"broker {broker_id} cannot list groups: "
+                                       f"{error_name(code)}")
+            for group in response.groups:
+                found[group.group_id] = GroupListing(
+                    group.group_id, group.protocol_type, getattr(group, "group_state", ""))
+        return [found[name] for name in sorted(found)]
+
+    def describe_group(self, group: str) -> GroupDescription:
+        """The group's state, protocol and members (DescribeGroups at its coordinator)."""
+        response = self._group_call(group, api_versions.DESCRIBE_GROUPS,
+                                    {"groups": [group],
+                                     "include_authorized_operations": False},
+                                    lambda r: r.groups[0].error_code)
+        described = response.groups[0]
+        code = int(described.error_code)
+        if code != 0:
+            raise AdminClientError(f"cannot describe group {group!r}: {error_name(code)}")
+        members = tuple(
+            GroupMember(m.member_id, getattr(m, "group_instance_id", None), m.client_id,
+                        m.client_host, bytes(m.member_metadata), bytes(m.member_assignment))
+            for m in described.members)
+        return GroupDescription(group, described.group_state, described.protocol_type,
+                                described.protocol_data, members)
+
+    def group_offsets(self, group: str) -> dict[tuple[str, int], int]:
+        """The group's committed offsets (OffsetFetch of every partition)."""
+        response = self._group_call(group, api_versions.OFFSET_FETCH,
+                                    {"group_id": group, "topics": None,
+                                     "require_stable": False},
+                                    lambda r: r.error_code)
+        code = int(response.error_code)
+        if code != 0:
+            raise AdminClientError(f"cannot read the offsets of {group!r}: {error_name(code)}")
+        return {(topic.name, int(p.partition_index)): int(p.committed_offset)
+                for topic in response.topics for p in topic.partitions
+                if int(p.committed_offset) >= 0}
+
+    def commit_offsets(self, group: str, offsets: Mapping[tuple[str, int], int]
+                       ) -> dict[tuple[str, int], int]:
+        """Commit offsets outside the group protocol (generation -1, as Kafka's tools do; the
+        group must have no members); (topic, partition) → error code."""
+        by_topic: dict[str, list[dict[str, Any]]] = {}
+        for (topic, partition), offset in sorted(offsets.items()):
+            by_topic.setdefault(topic, []).append({
+                "partition_index": partition, "committed_offset": offset,
+                "committed_leader_epoch": -1, "committed_metadata": "", "commit_timestamp": -1})
+        response = self._group_call(
+            group, api_versions.OFFSET_COMMIT,
+            {"group_id": group, "generation_id_or_member_epoch": -1, "member_id": "",
+             "group_instance_id": None, "retention_time": -1,
+             "topics": [{"name": name, "partitions": rows} for name, rows in by_topic.items()]},
+            lambda r: r.topics[0].partitions[0].error_code if r.topics else 0)
+        return {(topic.name, int(p.partition_index)): int(p.error_code)
+                for topic in response.topics for p in topic.partitions}
+
+    def delete_groups(self, groups: Iterable[str]) -> dict[str, int]:
+        """Delete groups (each must have no members); group → error code."""
+        results: dict[str, int] = {}
+        for group in groups:
+            response = self._group_call(group, api_versions.DELETE_GROUPS,
+                                        {"groups_names": [group]},
+                                        lambda r: r.results[0].error_code)
+            results[group] = int(response.results[0].error_code)
+        return results
+
+    def list_offsets(self, partitions: Iterable[tuple[str, int]], *, latest: bool = True
+                     ) -> dict[tuple[str, int], int]:
+        """The log end (``latest``) or log start offset of each partition, from its leader;
+        -1 where the leader cannot answer."""
+        metadata = self.metadata()
+        by_leader: dict[int, list[tuple[str, int]]] = {}
+        answer: dict[tuple[str, int], int] = {}
+        for topic, partition in partitions:
+            infos = metadata.topics.get(topic, (0, ()))[1]
+            leader = next((p.leader for p in infos if p.partition == partition), -1)
+            answer[(topic, partition)] = -1
+            if leader >= 0:
+                by_leader.setdefault(leader, []).append((topic, partition))
+        for leader, wanted in by_leader.items():
+            by_topic: dict[str, list[dict[str, Any]]] = {}
+            for topic, partition in wanted:
+                by_topic.setdefault(topic, []).append({
+                    "partition_index": partition, "current_leader_epoch": -1,
+                    "timestamp": -1 if latest else -2, "max_num_offsets": 1})
+            response = self._call(self._broker(leader), api_versions.LIST_OFFSETS, {
+                "replica_id": -1, "isolation_level": 0,
+                "topics": [{"name": name, "partitions": rows} for name, rows in by_topic.items()]})
+            for topic in response.topics:
+                for p in topic.partitions:
+                    if int(p.error_code) == 0:
+                        answer[(topic.name, int(p.partition_index))] = int(p.offset)
+        return answer
 
 
 def _filter_fields(query: AclBindingFilter) -> dict[str, Any]:

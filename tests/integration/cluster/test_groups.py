@@ -325,3 +325,55 @@ def test_admin_apis_of_kafka_python_and_confluent_kafka(cluster: Cluster) -> Non
             == RECORDS
     finally:
         python_admin.close()
+
+
+# --- the command line ----------------------------------------------------------------
+
+
+def test_groups_command_lists_describes_resets_and_deletes(
+        cluster: Cluster, capsys: pytest.CaptureFixture[str]) -> None:
+    from impl.cli import main as cli_main
+
+    topic = _topic_with_records(cluster)
+    group = f"{topic}-cli"
+    assert len(_confluent(cluster.bootstrap_servers, topic, group, 30)) == 30
+    server = ["--bootstrap-server", cluster.bootstrap_servers]
+
+    def run(*words: str) -> tuple[int, str, str]:
+        capsys.readouterr()
+        code = cli_main(["groups", *words, *server])
+        captured = capsys.readouterr()
+        return code, captured.out, captured.err
+
+    code, out, _ = run("list")
+    assert code == 0
+    assert any(line.split()[:2] == [group, "Empty"] for line in out.splitlines())
+    code, out, _ = run("describe", "--group", group)
+    assert code == 0
+    rows = [line.split() for line in out.splitlines() if line.startswith(group)]
+    assert len(rows) == PARTITIONS
+    # GROUP TOPIC PARTITION CURRENT-OFFSET LOG-END-OFFSET LAG ...
+    assert sum(int(row[3]) for row in rows) == 30
+    assert all(row[4] == "10" for row in rows)
+    assert sum(int(row[5]) for row in rows) == RECORDS - 30
+    code, out, _ = run("reset-offsets", "--group", group, "--topic", f"{topic}:0,1",
+                       "--to-latest")
+    assert code == 0
+    assert "dry run" in out
+    code, out, _ = run("reset-offsets", "--group", group, "--topic", f"{topic}:0,1",
+                       "--to-latest", "--execute")
+    assert code == 0
+    code, out, _ = run("describe", "--group", group)
+    rows = [line.split() for line in out.splitlines() if line.startswith(group)]
+    assert {row[2]: row[5] for row in rows if row[2] in ("0", "1")} == {"0": "0", "1": "0"}
+    code, _, err = run("reset-offsets", "--group", group, "--topic", "no-such-topic",
+                       "--to-earliest")
+    assert code == 1
+    assert err.strip().count("\n") == 0
+    assert "does not exist" in err
+    code, out, _ = run("delete", "--group", group)
+    assert code == 0
+    assert "succeeded" in out
+    code, _, err = run("delete", "--group", group)
+    assert code == 1
+    assert "GROUP_ID_NOT_FOUND" in err
