@@ -47,6 +47,10 @@ TOPIC_ALREADY_EXISTS: Final = 36
 #: FindCoordinator key types.
 KEY_TYPE_GROUP: Final = 0
 KEY_TYPE_TRANSACTION: Final = 1
+#: ``__consumer_offsets``'s topic configs, as Kafka creates it.
+OFFSETS_TOPIC_CONFIGS: Final[Mapping[str, str]] = {
+    "cleanup.policy": "compact", "segment.bytes": "104857600",
+}
 #: How often the pump ticks the coordinator and looks at the offsets partitions' leadership.
 TICK_SECONDS: Final = 0.1
 
@@ -277,8 +281,11 @@ class GroupHandlers:
             if registered is not None:
                 live = max(live, len(registered))
         factor = max(1, min(config.offsets_topic_replication_factor, live))
+        # Compacted, never deleted by retention: an idle group's offsets must outlive
+        # log.retention.ms (they expire by offsets.retention.minutes instead).
         code, message = await self.context.topic_admin.create_topic(
-            gc.OFFSETS_TOPIC, config.offsets_topic_num_partitions, factor, None, False)
+            gc.OFFSETS_TOPIC, config.offsets_topic_num_partitions, factor, None, False,
+            topic_configs=dict(OFFSETS_TOPIC_CONFIGS))
         if code not in (NONE, TOPIC_ALREADY_EXISTS):
             log.warning("creating %s failed: %s %s", gc.OFFSETS_TOPIC, code, message)
 

@@ -1173,9 +1173,10 @@ class GroupCoordinator:
         """A member was removed: a rebalance (or the join under way may now complete)."""
         if group.state in (GroupState.STABLE, GroupState.COMPLETING_REBALANCE):
             self._prepare_rebalance(group, out, event, **fields)
-            return
-        self._emit(event, group.group_id, group.state.name, group.state.name,
-                   generation=group.generation, **fields)
+        else:
+            self._emit(event, group.group_id, group.state.name, group.state.name,
+                       generation=group.generation, **fields)
+        # The remaining members may all have rejoined already (or none is left).
         self._try_complete_join(group, out)
 
     # --- offsets -------------------------------------------------------------------------

@@ -317,6 +317,11 @@ def test_admin_apis_of_kafka_python_and_confluent_kafka(cluster: Cluster) -> Non
         assert sum(tp.offset for tp in committed if tp.offset >= 0) == 12
         assert python_admin.delete_groups([groups[0]]) == {groups[0]: "OK"}
         confluent_admin.delete_consumer_groups([groups[1]])[groups[1]].result(timeout=30)
+        from confluent_kafka.admin._config import ConfigResource
+
+        resource = ConfigResource("topic", "__consumer_offsets")
+        configs = confluent_admin.describe_configs([resource])[resource].result(timeout=30)
+        assert configs["cleanup.policy"].value == "compact"
         remaining = {g.group_id for g in
                      confluent_admin.list_consumer_groups().result(timeout=30).valid}
         assert not set(groups) & remaining
@@ -347,7 +352,7 @@ def test_groups_command_lists_describes_resets_and_deletes(
 
     code, out, _ = run("list")
     assert code == 0
-    assert any(line.split()[:2] == [group, "Empty"] for line in out.splitlines())
+    assert any(line.split()[:2] == [group, "Empty"] for line in out.splitlines()), out
     code, out, _ = run("describe", "--group", group)
     assert code == 0
     rows = [line.split() for line in out.splitlines() if line.startswith(group)]
