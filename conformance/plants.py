@@ -46,8 +46,9 @@ class Plant:
         anchor: the fragment replaced (must occur exactly once).
         replacement: what replaces it.
         bug: what the planted code gets wrong, and whose bug it is.
-        seeds: the budget: one of seeds ``0 .. seeds - 1`` of the default run fails.
-        caught_at: the first failing seed measured, and its invariant.
+        seeds: the budget: one of seeds ``0 .. seeds - 1`` of the default run fails (for a
+            gap: the seeds measured without a failure).
+        caught_at: the first failing seed measured, and its invariant (``(-1, "")``: a gap).
     """
 
     name: str
@@ -150,6 +151,20 @@ PLANTS: tuple[Plant, ...] = (
         "the swap renames before tp.move's data and entry are durable (Apache Kafka's order): a "
         "crash after the renames loses the copy", 10, (3, "MOVE_NO_LOSS"),
     ),
+    Plant(
+        "election_outside_the_isr", "controller", "impl.controller.controller",
+        "        candidates = [r for r in replicas if r in isr_usable]",
+        "        candidates = [r for r in replicas if r in eligible]",
+        "the controller elects the first live replica, in the ISR or not (an unclean election "
+        "with unclean.leader.election.enable off)", 30, (20, "NO_COMMITTED_LOSS"),
+    ),
+    Plant(
+        "failed_broker_kept_in_the_isr", "controller", "impl.controller.controller",
+        "            eligible = [r for r in eligible if r not in removed]",
+        "            pass",
+        "a pending ISR removal of a failed (bounced) broker is dropped: the controller plans from "
+        "its cached ISR and keeps the broker in it", 80, (64, "NO_COMMITTED_LOSS"),
+    ),
 )
 
 #: Plants the default run does not catch within their budget (seeds run, no failure): gaps
@@ -162,21 +177,7 @@ GAPS: tuple[Plant, ...] = (
         "                    or state.leader_epoch != appending.leader_epoch):",
         "            if state is None or partition is None:",
         "a leader deposed by a newer LeaderAndIsr while it appended still acknowledges the produce",
-        40, (-1, ""),
-    ),
-    Plant(
-        "election_outside_the_isr", "controller", "impl.controller.controller",
-        "        candidates = [r for r in replicas if r in isr_usable]",
-        "        candidates = [r for r in replicas if r in eligible]",
-        "the controller elects the first live replica, in the ISR or not (an unclean election "
-        "with unclean.leader.election.enable off)", 40, (-1, ""),
-    ),
-    Plant(
-        "failed_broker_kept_in_the_isr", "controller", "impl.controller.controller",
-        "            eligible = [r for r in eligible if r not in removed]",
-        "            pass",
-        "a pending ISR removal of a failed (bounced) broker is dropped: the controller plans from "
-        "its cached ISR and keeps the broker in it", 40, (-1, ""),
+        72, (-1, ""),
     ),
     Plant(
         "queued_delete_unguarded", "storage", "impl.storage.manager",
@@ -184,7 +185,7 @@ GAPS: tuple[Plant, ...] = (
         "        partition = self._partitions.get(request.tp)",
         "        return None\n        partition = self._partitions.get(request.tp)",
         "a queued tp.delete is removed while no online dir serves a copy at least as long (the "
-        "swap's other copy may be lost or not yet durable)", 40, (-1, ""),
+        "swap's other copy may be lost or not yet durable)", 72, (-1, ""),
     ),
     Plant(
         "redirect_off_a_failed_dir", "storage", "impl.storage.manager",
@@ -192,14 +193,14 @@ GAPS: tuple[Plant, ...] = (
         "(MoveState.COPYING, MoveState.CAUGHT_UP):",
         "                if False:",
         "a redirect whose old tp.move could not be retired creates the new one anyway (seed 954)",
-        40, (-1, ""),
+        72, (-1, ""),
     ),
     Plant(
         "recovery_loads_from_a_failed_dir", "storage", "impl.storage.manager",
         "        if live_dir in self.offline_dirs:\n            # the dir failed earlier",
         "        if False:\n            # the dir failed earlier",
         "startup recovery loads partitions from a dir that failed earlier in the same recovery "
-        "(seed 170)", 40, (-1, ""),
+        "(seed 170)", 72, (-1, ""),
     ),
 )
 
