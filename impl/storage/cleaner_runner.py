@@ -82,6 +82,8 @@ class CleaningStats:
     cleanings: int = 0
     aborted: int = 0
     bytes_read: int = 0
+    #: bytes of the segments replaced by cleaned ones (the log cleaned)
+    bytes_cleaned: int = 0
     bytes_written: int = 0
     records_read: int = 0
     records_kept: int = 0
@@ -280,6 +282,7 @@ class LogCleanerRunner:
         by_base = {s.base_offset: s for s in sealed}
         for group in lc.group_segments(infos, end_offset, log_config.segment_bytes):
             old = [by_base[info.base_offset] for info in group]
+            group_sizes = [segment.size for segment in old]
             parts: list[lc.CleanedBatches] = []
             for segment in old:
                 data = await self._read(partition, log, segment, snapshot)
@@ -305,6 +308,7 @@ class LogCleanerRunner:
             snapshot.sources = [(s, size) for s, size in snapshot.sources if s not in old]
             snapshot.sources.append((new, new.size))
             self.stats.bytes_written += len(joined)
+            self.stats.bytes_cleaned += sum(group_sizes)
             for part in parts:
                 self.stats.records_read += part.records_read
                 self.stats.records_kept += part.records_kept
