@@ -28,6 +28,7 @@ import functools
 import logging
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import TypeVar
 
 import trio
 
@@ -43,6 +44,7 @@ from impl.storage.throttle import TokenBucket
 from impl.trace import TraceEvent
 
 _LOG = logging.getLogger(__name__)
+T = TypeVar("T")
 
 CLEANER_OFFSET_CHECKPOINT = "cleaner-offset-checkpoint"
 MACHINE = "log_cleaner"
@@ -55,7 +57,8 @@ class CleanerConfig:
 
     Attributes:
         enable: ``log.cleaner.enable``.
-        threads: ``log.cleaner.threads``: partitions cleaned at once, each on a worker thread.
+        threads: ``log.cleaner.threads``: partitions cleaned at once, each on a worker thread
+            (0: the CPU work runs inline on the event loop, for deterministic simulations).
         io_max_bytes_per_second: ``log.cleaner.io.max.bytes.per.second``: bytes read and
             written by all cleaners together.
         dedupe_buffer_bytes: ``log.cleaner.dedupe.buffer.size``: offset-map memory, shared by
@@ -72,7 +75,8 @@ class CleanerConfig:
     @property
     def map_capacity(self) -> int:
         """Keys one cleaning's offset map may hold."""
-        return max(1, self.dedupe_buffer_bytes // self.threads // lc.OFFSET_MAP_ENTRY_BYTES)
+        threads = max(1, self.threads)
+        return max(1, self.dedupe_buffer_bytes // threads // lc.OFFSET_MAP_ENTRY_BYTES)
 
 
 @dataclass
@@ -121,6 +125,10 @@ class LogCleanerRunner:
         self.stats = CleaningStats()
         self.cleanings: dict[TopicPartition, lc.Cleaning] = {}
         self.points: dict[TopicPartition, int] = {}
+        #: the map end of a running cleaning once it installed a group: the groups are replaced
+        #: one by one and the point moves at the end, so in between the records below this
+        #: offset are the cleaned ones (the model's replace is one step)
+        self.installing: dict[TopicPartition, int] = {}
         #: partitions whose cleaning failed (KIP-346): left alone until the broker restarts
         self.uncleanable: set[TopicPartition] = set()
         self._bucket = TokenBucket(self.config.io_max_bytes_per_second,
@@ -212,6 +220,8 @@ class LogCleanerRunner:
     # --- cleaning ----------------------------------------------------------------------------
 
     async def _charge(self, byte_count: int) -> None:
+        # a yield between segments, throttled or not: appends and fetches run in between
+        await trio.lowlevel.checkpoint()
         while not self._closed:
             wait_ns = self._bucket.wait_ns(self.manager.clock.monotonic_ns())
             if wait_ns <= 0:
@@ -219,7 +229,9 @@ class LogCleanerRunner:
             await trio.sleep(wait_ns / 1e9)
         self._bucket.admit(byte_count, self.manager.clock.monotonic_ns())
 
-    async def _in_thread(self, function: Callable[[], lc.CleanedBatches]) -> lc.CleanedBatches:
+    async def _in_thread(self, function: Callable[[], T]) -> T:
+        if self.config.threads == 0:
+            return function()
         return await trio.to_thread.run_sync(function, limiter=self._limiter)
 
     async def clean_once(self) -> bool:
@@ -268,9 +280,7 @@ class LogCleanerRunner:
             data = await self._read(partition, log, segment, snapshot)
             if data is None:
                 return self._abort(tp)
-            complete = await trio.to_thread.run_sync(
-                _add_segment, offset_map, data, limiter=self._limiter
-            )
+            complete = await self._in_thread(functools.partial(_add_segment, offset_map, data))
             if not complete:
                 break
         end_offset = offset_map.end_offset
@@ -305,6 +315,7 @@ class LogCleanerRunner:
                 return self._abort(tp)
             with self.manager.io(log.log_dir):
                 new = log.replace_segments(old, cleaned_path, headers)
+            self.installing[tp] = end_offset
             snapshot.sources = [(s, size) for s, size in snapshot.sources if s not in old]
             snapshot.sources.append((new, new.size))
             self.stats.bytes_written += len(joined)
@@ -313,6 +324,7 @@ class LogCleanerRunner:
                 self.stats.records_read += part.records_read
                 self.stats.records_kept += part.records_kept
         self.points[tp] = end_offset
+        self.installing.pop(tp, None)
         self.stats.cleanings += 1
         self._step(tp, lc.CleanerEvent.SEGMENTS_REPLACED, cleaner_point=end_offset)
         self.write_points()
@@ -323,7 +335,19 @@ class LogCleanerRunner:
             return False
         return snapshot.still_valid(self.manager.get(tp)) and self._movable(tp, partition)
 
+    def cleaned_below(self, tp: TopicPartition) -> int:
+        """The offset below which ``tp``'s records are cleaned: the cleaner point, or the map
+        end of a running cleaning that already installed a group."""
+        return max(self.points.get(tp, 0), self.installing.get(tp, 0))
+
     def _abort(self, tp: TopicPartition) -> bool:
+        installed_end = self.installing.pop(tp, None)
+        if installed_end is not None:
+            # groups already replaced were cleaned with a map reaching its end: the point moves
+            # there as after a whole cleaning (the groups not replaced are only less compacted;
+            # every record at or past the map end is untouched)
+            self.points[tp] = max(self.points.get(tp, 0), installed_end)
+            self.write_points()
         state = self.cleanings.get(tp, lc.Cleaning()).state
         if state is lc.CleanerState.CLEANING:
             self._step(tp, lc.CleanerEvent.CLEANING_ABORTED)

@@ -339,3 +339,112 @@ def test_a_cleaned_log_moves_to_another_dir() -> None:
         assert _latest_in(before) == latest
 
     run(main)
+
+
+RACE_SEEDS = range(12)
+RACE_STEPS = 150
+RETENTION_MS = COMPACT.delete_retention_ms
+
+
+@pytest.mark.parametrize("seed", RACE_SEEDS)
+def test_invariants_hold_while_the_cleaner_races_appends_truncation_and_moves(seed: int) -> None:
+    """Seeded interleavings (replay: ``pytest -k 'races and [SEED]'``): a throttled cleaner runs
+    as its own task, so a cleaning spans many awaits, while appends (tombstones included),
+    truncations (never below the HW, as KIP-101's: the cleaner stays below the HW), HW moves,
+    clock ticks and KIP-113 moves step by step go on. After every step the concrete log
+    satisfies the model's named invariants against a reference of what was appended:
+
+    * COMPACTION_OFFSETS_STABLE: every readable offset holds the record appended there; every
+      record at or past the cleaner point is readable (the active segment's records among them:
+      a truncation may make a cleaned segment the active one, whose removed records stay gone);
+    * COMPACTION_KEEPS_LATEST: for every key, its record with the highest offset below the cleaner
+      point is readable, unless it is a tombstone at least ``delete.retention.ms`` old (a removed
+      tombstone's horizon lies at least that far after its append).
+    """
+
+    async def main() -> None:
+        rng = random.Random(seed)
+        trio_scheduler = getattr(trio._core._run, "_r", None)  # trio's batch-order coin
+        if trio_scheduler is not None:
+            trio_scheduler.seed(seed)
+        disk = SimDisk([DIR_A, DIR_B])
+        clock = ManualClock()
+        manager = LogManager.open(config(segment_bytes=600), disk=disk, clock=clock)
+        manager.set_log_config(TP.topic, LogConfig(
+            segment_bytes=600, cleanup_policy=frozenset({"compact"}),
+            min_cleanable_dirty_ratio=0.01, delete_retention_ms=RETENTION_MS,
+        ))
+        partition = manager.create(TP, is_new=True)
+        runner = LogCleanerRunner(manager, CleanerConfig(threads=0, backoff_ms=0))
+        reference: dict[int, tuple[bytes, bytes | None, int]] = {}
+
+        def check(step: int) -> None:
+            point = runner.cleaned_below(TP)
+            contents = _contents(partition)
+            readable = {offset: (key, value) for offset, key, value in contents}
+            where = f"seed {seed} step {step}"
+            for offset, (key, value) in readable.items():  # OFFSETS_STABLE: never rewritten
+                assert reference[offset][:2] == (key, value), where
+            for offset in reference:  # the dirty part (and so the active segment) untouched
+                if offset >= point:
+                    assert offset in readable, (where, "dirty record gone", offset, point)
+            latest: dict[bytes, int] = {}
+            for offset in sorted(reference):
+                if offset < point:
+                    latest[reference[offset][0]] = offset
+            for key, offset in latest.items():  # KEEPS_LATEST
+                _, value, appended_ms = reference[offset]
+                if offset not in readable:
+                    assert value is None, (where, "latest record of", key, "gone", offset)
+                    assert clock.wall_ms() >= appended_ms + RETENTION_MS, (where, "tombstone")
+
+        async def cleaner() -> None:
+            while True:
+                if not await runner.clean_once():
+                    await trio.sleep(0)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(cleaner)
+            for step in range(RACE_STEPS):
+                choice = rng.random()
+                move = manager.move_state(TP).state.name
+                if choice < 0.55:
+                    key = b"k%d" % rng.randrange(6)
+                    value = None if rng.random() < 0.15 else b"v%d" % step
+                    info = await partition.append_as_leader(_keyed([(key, value)]), 1)
+                    reference[info.base_offset] = (key, value, clock.wall_ms())
+                    if rng.random() < 0.5:  # the follower fetched: the HW follows
+                        partition.high_watermark = partition.log_end_offset
+                elif choice < 0.65:
+                    partition.high_watermark = partition.log_end_offset
+                elif choice < 0.72 and partition.log_end_offset > partition.high_watermark:
+                    floor = partition.high_watermark  # KIP-101: never below the HW
+                    cut = rng.randrange(floor, partition.log_end_offset)
+                    partition.truncate_to(cut)
+                    reference = {o: r for o, r in reference.items()
+                                 if o < partition.log_end_offset}
+                elif choice < 0.8:
+                    clock.advance_ms(rng.choice((100, 2_000, RETENTION_MS)))
+                elif choice < 0.83 and move in ("NONE", "DONE", "CANCELLED", "FAILED"):
+                    other = DIR_B if partition.log_dir == DIR_A else DIR_A
+                    manager.alter_replica_log_dir(TP, other)
+                elif move == "COPYING":
+                    manager.copy_step_nowait(TP, 300)
+                elif move == "CAUGHT_UP":
+                    await manager.swap_when_caught_up(TP)
+                    manager.delete_pending_nowait()
+                for _ in range(rng.randrange(1, 6)):  # let the cleaner go on
+                    await trio.lowlevel.checkpoint()
+                check(step)
+            nursery.cancel_scope.cancel()
+        # a last, quiet round: the move (if any) finishes, everything is committed and sealed
+        await drive_move(manager, TP)
+        await partition.append_as_leader(_keyed([(b"k0", b"last")]), 1)
+        reference[partition.log_end_offset - 1] = (b"k0", b"last", clock.wall_ms())
+        partition.high_watermark = partition.log_end_offset
+        partition.log.roll()
+        assert await runner.clean_once()
+        check(RACE_STEPS)
+        assert runner.stats.cleanings > 0, runner.stats
+
+    run(main)
