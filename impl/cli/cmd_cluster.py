@@ -218,6 +218,12 @@ class Cluster:
             f"log.dirs={','.join(str(d.resolve()) for d in log_dirs)}\n"
             f"zookeeper.connect={self.zookeeper_connect}\n" + secure
         )
+        # the config holds the inter-broker password under --security sasl_ssl: readable by the
+        # broker's user only
+        given = [config]
+        if self.security == "sasl_ssl":
+            given.append(self.data_dir / "tls" / f"broker-{broker_id}.pem")
+        self._give(given)
         command = [*launcher, sys.executable, "-m", "impl.cli", "broker", "--config",
                    str(config.resolve())]
         for override in self.overrides:
