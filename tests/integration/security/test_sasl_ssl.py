@@ -354,3 +354,24 @@ def test_cluster_apis_refused_to_ordinary_and_unauthenticated_clients(
     with AdminClient(secure.sasl_bootstrap, security=secure.client("alice")) as admin:
         results = admin.alter_replica_log_dirs({replica: secure.running.log_dirs[1]})
         assert results == {replica: 31}
+
+
+def test_consumer_group_needs_read_on_the_group(secure_broker: SecureBroker) -> None:
+    """FindCoordinator for a group alice may not DESCRIBE is refused at dispatch (the success
+    case, which needs a controller for the offsets topic, is in test_secure_cluster)."""
+    from kafka import KafkaConsumer
+    from kafka.errors import GroupAuthorizationFailedError
+
+    secure = secure_broker
+    topic(secure, "grouped")
+    grant(secure, allow("User:alice", "grouped", AclOperation.READ))
+    consumer = KafkaConsumer("grouped", bootstrap_servers=secure.sasl_bootstrap,
+                             security_protocol="SASL_SSL", sasl_mechanism="SCRAM-SHA-512",
+                             ssl_cafile=str(secure.ca), sasl_plain_username="alice",
+                             sasl_plain_password=PASSWORDS["alice"], group_id="billing",
+                             enable_auto_commit=False, consumer_timeout_ms=15_000)
+    try:
+        with pytest.raises(GroupAuthorizationFailedError):
+            list(consumer)
+    finally:
+        consumer.close()

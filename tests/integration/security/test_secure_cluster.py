@@ -24,6 +24,7 @@ from impl.cli.cmd_cluster import Cluster
 from impl.security.authorizer import (
     AccessControlEntry,
     AclBinding,
+    AclBindingFilter,
     AclOperation,
     AclPermissionType,
     PatternType,
@@ -119,3 +120,34 @@ def test_replication_and_acl_propagation_over_sasl_ssl(cluster: Cluster, zk_chro
     values = [m.value for _, m in zip(range(RECORDS), consumer, strict=False)]
     consumer.close()
     assert values == [b"r%d" % i for i in range(RECORDS)]
+    # A consumer group: refused until alice may READ the group, then it consumes everything.
+    from kafka.errors import GroupAuthorizationFailedError
+
+    def group_consume() -> list[bytes]:
+        consumer = KafkaConsumer("replicated", **common, sasl_plain_username="alice",
+                                 sasl_plain_password="alice-secret", group_id="billing",
+                                 auto_offset_reset="earliest", enable_auto_commit=False,
+                                 consumer_timeout_ms=20_000)
+        try:
+            return [m.value for _, m in zip(range(RECORDS), consumer, strict=False)]
+        finally:
+            consumer.close()
+
+    with pytest.raises(GroupAuthorizationFailedError):
+        group_consume()
+    group = [AclBinding(ResourcePattern(ResourceType.GROUP, "billing", PatternType.LITERAL),
+                        AccessControlEntry("User:alice", "*", AclOperation.READ,
+                                           AclPermissionType.ALLOW))]
+    with AdminClient(first, security=admin_security) as admin:
+        assert admin.create_acls(group) == [(0, None)]
+
+    def known_everywhere() -> bool:
+        for bootstrap in (first, second):
+            with AdminClient(bootstrap, security=admin_security) as admin:
+                found = admin.describe_acls(AclBindingFilter(ResourceType.GROUP, "billing"))[2]
+                if found != group:
+                    return False
+        return True
+
+    _wait(known_everywhere, "both brokers to learn the group ACL")
+    assert group_consume() == [b"r%d" % i for i in range(RECORDS)]
