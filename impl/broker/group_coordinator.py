@@ -1449,6 +1449,8 @@ class GroupCoordinator:
                 if now >= deadline:
                     del group.pending[member_id]
             for member in list(group.members.values()):
+                if group.members.get(member.member_id) is not member:
+                    continue  # removed meanwhile: a join completed without it
                 if member.join_request is None and now >= member.heartbeat_deadline_ms:
                     if member.sync_request is not None:
                         out.append(Respond(member.sync_request,
