@@ -250,7 +250,8 @@ class LogCleanerRunner:
         if partition is None:
             return False
         self._step(tp, lc.CleanerEvent.CLEANING_STARTED, first_dirty=cleanable.first_dirty,
-                   first_uncleanable=cleanable.first_uncleanable)
+                   first_uncleanable=cleanable.first_uncleanable,
+                   active_base=partition.log.active.base_offset)
         try:
             installed = await self._clean(tp, partition, cleanable)
         except (CorruptBatch, StorageError, OSError) as error:
@@ -326,7 +327,9 @@ class LogCleanerRunner:
         self.points[tp] = end_offset
         self.installing.pop(tp, None)
         self.stats.cleanings += 1
-        self._step(tp, lc.CleanerEvent.SEGMENTS_REPLACED, cleaner_point=end_offset)
+        self._step(tp, lc.CleanerEvent.SEGMENTS_REPLACED, cleaner_point=end_offset,
+                   first_dirty=cleanable.first_dirty,
+                   first_uncleanable=cleanable.first_uncleanable)
         self.write_points()
         return True
 

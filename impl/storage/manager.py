@@ -444,7 +444,9 @@ class LogManager:
 
             disk = OsDisk()
         manager = cls(
-            config, disk, clock or SystemClock(), trace or NullTraceSink(), on_dir_failure
+            config, disk, clock or SystemClock(),
+            trace if trace is not None else NullTraceSink(),  # an empty ListTraceSink is falsy
+            on_dir_failure
         )
         manager._recover()
         return manager

@@ -10,7 +10,9 @@ import random
 import pytest
 import trio
 
+from conformance.cleaner_abstraction import CleanerAbstraction
 from conformance.disk import SimDisk
+from conformance.trace_check import TraceChecker
 from impl.storage import LogConfig, LogManager
 from impl.storage import log_cleaner as lc
 from impl.storage import record_batch as rb
@@ -18,6 +20,7 @@ from impl.storage import records as rec
 from impl.storage.checkpoint import parse_offsets, read_checkpoint
 from impl.storage.cleaner_runner import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleanerRunner
 from impl.storage.names import DirKind, dir_name
+from impl.trace import ListTraceSink, TraceEvent
 
 from ._support import DIR_A, DIR_B, TP, ManualClock, config, drive_move, run
 
@@ -369,7 +372,8 @@ def test_invariants_hold_while_the_cleaner_races_appends_truncation_and_moves(se
             trio_scheduler.seed(seed)
         disk = SimDisk([DIR_A, DIR_B])
         clock = ManualClock()
-        manager = LogManager.open(config(segment_bytes=600), disk=disk, clock=clock)
+        trace = ListTraceSink()
+        manager = LogManager.open(config(segment_bytes=600), disk=disk, clock=clock, trace=trace)
         manager.set_log_config(TP.topic, LogConfig(
             segment_bytes=600, cleanup_policy=frozenset({"compact"}),
             min_cleanable_dirty_ratio=0.01, delete_retention_ms=RETENTION_MS,
@@ -446,5 +450,43 @@ def test_invariants_hold_while_the_cleaner_races_appends_truncation_and_moves(se
         assert await runner.clean_once()
         check(RACE_STEPS)
         assert runner.stats.cleanings > 0, runner.stats
+        # the cleaner's trace replays in the model (conformance/cleaner_abstraction.py)
+        checker = TraceChecker([CleanerAbstraction()], f"pytest -k 'races and [{seed}]'")
+        for event in trace.events:
+            checker.feed(event)
+        assert checker.violation is None, checker.violation.describe()
+        assert any(e.machine == "log_cleaner" and e.event == "SEGMENTS_REPLACED"
+                   for e in trace.events)
 
     run(main)
+
+
+def test_trace_check_refuses_a_cleaning_of_the_active_segment_and_a_wrong_point() -> None:
+    """The abstraction can fail: events a broken cleaner would emit are refused."""
+    def started(first_uncleanable: int, active_base: int) -> TraceEvent:
+        return TraceEvent.of("log_cleaner", "CLEANING_STARTED", "t-0", "IDLE", "CLEANING",
+                             first_dirty=0, first_uncleanable=first_uncleanable,
+                             active_base=active_base)
+
+    good = TraceChecker([CleanerAbstraction()])
+    assert good.feed(started(10, 10)) is None
+    assert good.feed(TraceEvent.of("log_cleaner", "SEGMENTS_REPLACED", "t-0", "CLEANING",
+                                   "IDLE", cleaner_point=10, first_dirty=0,
+                                   first_uncleanable=10)) is None
+    active = TraceChecker([CleanerAbstraction()])
+    violation = active.feed(started(12, 10))
+    assert violation is not None
+    assert "active segment" in violation.describe()
+    wrong_point = TraceChecker([CleanerAbstraction()])
+    assert wrong_point.feed(started(10, 10)) is None
+    violation = wrong_point.feed(TraceEvent.of(
+        "log_cleaner", "SEGMENTS_REPLACED", "t-0", "CLEANING", "IDLE", cleaner_point=14,
+        first_dirty=0, first_uncleanable=10))
+    assert violation is not None
+    assert violation.kind == "invariant"  # the point past the active segment's base
+    assert violation.invariant == "CLEANER_SHAPE"
+    skipped = TraceChecker([CleanerAbstraction()])
+    violation = skipped.feed(TraceEvent.of("log_cleaner", "SEGMENTS_REPLACED", "t-0", "IDLE",
+                                           "IDLE", cleaner_point=5, first_dirty=0,
+                                           first_uncleanable=10))
+    assert violation is not None  # a replace without a cleaning is not enabled
