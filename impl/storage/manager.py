@@ -633,7 +633,10 @@ class LogManager:
         floor = self._log_start_checkpoints.get(live_dir, {}).get(tp, 0)
         partition.log_start_offset_floor = min(floor, log.high_watermark)
         self._partitions[tp] = partition
-        if decision.resume_dest_dir is not None:
+        if decision.resume_dest_dir is not None and (
+                decision.resume_dest_dir not in self.offline_dirs):
+            # (a destination that failed earlier in this recovery is not resumed into: its
+            # tp.move stays, untouched, for the next start to decide)
             self._step(tp, rm.MoveInput(rm.MoveEvent.REQUESTED, decision.resume_dest_dir,
                                         source_leo=log.log_end_offset))
 

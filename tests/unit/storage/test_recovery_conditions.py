@@ -358,3 +358,33 @@ def test_a_dir_that_fails_during_recovery_serves_none_of_its_partitions() -> Non
             assert found is None or found.offline
 
     run(main)
+
+
+def test_a_move_is_not_resumed_into_a_dir_that_failed_during_recovery() -> None:
+    """Found by ``logproof fuzz`` (seed 182, the storage broker): a move's destination dir
+    failed during startup recovery (another partition's failing file) after the move had been
+    classified RESUME_MOVE; the move was resumed into the offline dir, swapped, and the
+    partition was served from it. A destination that failed is not resumed into."""
+    async def main() -> None:
+        disk, manager = _three_dirs()
+        first, second = TopicPartition("topic", 0), TopicPartition("topic", 1)
+        assert manager.alter_replica_log_dir(first, DIR_B) == ErrorCode.REPLICA_NOT_AVAILABLE
+        assert manager.alter_replica_log_dir(second, DIR_A) == ErrorCode.REPLICA_NOT_AVAILABLE
+        for tp in (first, second):
+            partition = manager.create(tp, is_new=True)
+            for i in range(20):
+                await partition.append_as_leader(batch(i), 1)
+            partition.flush()
+        assert manager.alter_replica_log_dir(second, DIR_B) == ErrorCode.NONE
+        manager.copy_step_nowait(second, 400)
+        assert dir_name(second, DirKind.MOVE) in disk.list_dir(DIR_B)
+        disk.fail_file(f"{DIR_B}/{dir_name(first)}/00000000000000000000.log")
+        reopened = LogManager.open(config(DIR_A, DIR_B, DIR_C), disk=disk, clock=ManualClock())
+        assert DIR_B in reopened.offline_dirs
+        served = reopened.get(second)
+        assert served is not None
+        assert served.log_dir == DIR_A
+        assert reopened.move_state(second).state is MoveState.NONE
+        assert served.future is None
+
+    run(main)
