@@ -24,6 +24,7 @@ import trio
 
 from bench._storage_support import MIB, fill
 from impl.storage import LogManager, MoveState, StorageConfig, TopicPartition
+from impl.storage.runtime import run_log_manager, wait_moves_done
 
 TARGET_RATIO = 0.8
 
@@ -62,10 +63,10 @@ def main() -> None:
         cp_seconds = _cp_seconds(Path(partition.log.path), root / "b" / "cp-copy")
         shutil.rmtree(root / "b" / "cp-copy")
         async with trio.open_nursery() as nursery:
-            manager.run(nursery)
+            run_log_manager(manager, nursery)
             started = time.perf_counter()
             manager.alter_replica_log_dir(tp, dirs[1])
-            await manager.wait_moves_done(timeout_s=3600)
+            await wait_moves_done(manager, timeout_s=3600)
             move_seconds = time.perf_counter() - started
             manager.close()
         assert manager.move_state(tp).state is MoveState.DONE

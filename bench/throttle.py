@@ -21,6 +21,7 @@ import trio
 
 from bench._storage_support import MIB, fill
 from impl.storage import LogManager, StorageConfig, TopicPartition
+from impl.storage.runtime import run_log_manager, wait_moves_done
 
 WARMUP_SECONDS = 0.5
 
@@ -51,8 +52,8 @@ def main() -> None:
             partitions.append(partition)
         manager.set_throttle_rate(1 << 40)
         async with trio.open_nursery() as nursery:
-            manager.run(nursery)
-            await manager.wait_moves_done(600)
+            run_log_manager(manager, nursery)
+            await wait_moves_done(manager, 600)
             manager.set_throttle_rate(rates[0])
             for tp in tps:
                 manager.alter_replica_log_dir(tp, dirs[1])

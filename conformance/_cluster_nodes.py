@@ -21,10 +21,8 @@ This module is a sans-IO core.
 
 from __future__ import annotations
 
-import collections
 import contextlib
 from collections.abc import Callable, Coroutine
-from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
 
 from conformance.disk import SimDisk
@@ -57,14 +55,6 @@ from impl.broker.node import (
 )
 from impl.broker.node_store import LogManagerStore, read_whole_batches
 from impl.broker.replication import ReplicaRole, ReplicaState, TruncationPolicy
-from impl.controller.controller import (
-    Controller,
-    ControllerConfig,
-    ControllerEffect,
-    ControllerMoved,
-    ResponseReceived,
-    SessionExpired,
-)
 from impl.controller.coordinator import (
     CreateOp,
     CreateResult,
@@ -73,19 +63,16 @@ from impl.controller.coordinator import (
     multi_error,
 )
 from impl.controller.requests import (
-    ControllerRequest,
     ControllerResponse,
     LeaderAndIsrRequest,
     StopReplicaRequest,
 )
 from impl.controller.znodes import (
-    CONTROLLER_EPOCH_PATH,
     ISR_CHANGE_NOTIFICATION_PATH,
     ISR_CHANGE_PREFIX,
     LOG_DIR_EVENT_NOTIFICATION_PATH,
     LOG_DIR_EVENT_PREFIX,
     broker_path,
-    decode_controller_epoch,
     encode_broker,
     encode_isr_change,
     encode_log_dir_event,
@@ -100,7 +87,7 @@ from impl.storage.manager import LogManager, PartitionLog
 from impl.storage.names import TopicPartition
 from impl.trace import TraceEvent
 
-from ._coordinator_driver import ControllerDriver
+from ._coordinator_pump import ControllerCall, ControllerReply, SimController
 
 if TYPE_CHECKING:
     from .cluster_sim import ClusterWorld
@@ -131,22 +118,6 @@ PRODUCE_TIMEOUT_MS: Final = 30
 #
 # Named tuples: immutable (the network may deliver one message twice) and cheap to build (a
 # frozen dataclass sets each field through ``object.__setattr__``; a run builds ~100k messages).
-
-
-class ControllerCall(NamedTuple):
-    """A controller request on channel ``channel`` with sequence number ``seq``."""
-
-    channel: int
-    seq: int
-    request: ControllerRequest
-
-
-class ControllerReply(NamedTuple):
-    """The answer to one :class:`ControllerCall`."""
-
-    channel: int
-    seq: int
-    response: ControllerResponse
 
 
 class ProduceCall(NamedTuple):
@@ -214,7 +185,6 @@ class _SimStore(LogManagerStore):
     def create(self, tp: TopicPartition, is_new: bool) -> None:
         """Create the log, then tell the checkers (DIR_FAILURE_ISOLATION)."""
         super().create(tp, is_new)
-        self._broker.adopt_locks()
         self._broker.world.replica_created(self._broker, tp, is_new)
 
     def delete(self, tp: TopicPartition) -> None:
@@ -268,7 +238,7 @@ class SimBroker:
         self.manager: LogManager | None = None
         self.store: _SimStore | None = None
         self.node: BrokerNode | None = None
-        self.controller: ControllerNode | None = None
+        self.controller: SimController | None = None
         self.restarts = 0
         self.failed_dirs_seen: list[str] = []
         self.channels: dict[int, tuple[int, ControllerResponse]] = {}
@@ -295,8 +265,8 @@ class SimBroker:
         self.channels = {}
         self.manager = LogManager.open(self.storage_config, disk=self.disk, clock=world.clock,
                                        trace=self.storage_sink,
-                                       on_dir_failure=self.failed_dirs_seen.append)
-        self.adopt_locks()
+                                       on_dir_failure=self.failed_dirs_seen.append,
+                                       lock_factory=SimLock)
         self.session = world.zk.open_session(6_000)
         results = world.zk.multi(self.session, [CreateOp(
             broker_path(self.id), encode_broker(f"broker-{self.id}", 9092, None,
@@ -312,10 +282,8 @@ class SimBroker:
                                clock_ms=self.now_ms, wall_ms=world.clock.wall_ms,
                                incarnation=self.incarnation)
         self.node.register(self.broker_epoch)
-        self.controller = ControllerNode(world, self)
+        self.controller = SimController(world, self)
         self.node.started()
-        world.watch_all("brokers")
-        self.controller.watch("controller")
 
     def crash(self, *, lose_unflushed: bool) -> None:
         """The process dies: memory is lost; the disk keeps what its contract says."""
@@ -342,16 +310,6 @@ class SimBroker:
         self.manager = None
         self.store = None
         self.node = None
-        world.watch_all("brokers")
-        world.watch_all("controller")
-
-    def adopt_locks(self) -> None:
-        """Replace each partition's trio lock with a :class:`SimLock`."""
-        assert self.manager is not None
-        for partition in self.manager.partitions().values():
-            current: object = partition.lock
-            if not isinstance(current, SimLock):
-                partition.__dict__["lock"] = SimLock(True)
 
     def log(self, tp: TopicPartition) -> PartitionLog | None:
         """The online log of ``tp`` here, or ``None``."""
@@ -400,7 +358,6 @@ class SimBroker:
                     zk.multi(self.session, [CreateOp(
                         f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}",
                         encode_log_dir_event(self.id), sequential=True)])
-                    self.world.watch_all("log_dir")
 
     def _append(self, node: BrokerNode, effect: Append) -> None:
         tp = effect.tp
@@ -441,7 +398,6 @@ class SimBroker:
         self._carry_out(node, node.step(IsrWritten(tp, effect.isr, version)))
         if version is not None:
             self.world.isr_written(self, tp, effect.previous_isr, effect.isr)
-            self.world.watch_all("isr")
 
     # --- dir failures ----------------------------------------------------------------------
 
@@ -500,182 +456,12 @@ class SimBroker:
             self.after_io()
 
 
-# --- the controller candidate ----------------------------------------------------------------
-
-
-@dataclass
-class _Channel:
-    channel: int
-    queue: collections.deque[ControllerRequest] = field(default_factory=collections.deque)
-    seq: int = 0
-    sent_ms: int = -1
-    attempts: int = 0
-
-
-class ControllerNode(ControllerDriver):
-    """A controller candidate on one broker: the real core over the simulated ZooKeeper, its
-    requests carried over the network, its watch notifications delivered after a delay."""
-
-    def __init__(self, world: ClusterWorld, broker: SimBroker) -> None:
-        super().__init__(world.zk, broker.id,
-                         unclean_leader_election=world.config.unclean_leader_election)
-        self.core = Controller(ControllerConfig(
-            broker.id, world.config.unclean_leader_election,
-            fence_writes=world.config.variant != "no_epoch_check"))
-        self.world = world
-        self.broker = broker
-        self._clock = world.clock
-        self.pending_watches: dict[str, int] = {}
-        self.expiry_notice_ms: int | None = None
-        self.stopped = False
-        self._channels: dict[int, _Channel] = {}
-        self.writes_landed = 0
-
-    def watch(self, kind: str, delay_ms: int = 1) -> None:
-        """A ZooKeeper watch of ``kind`` fired; it is handled after ``delay_ms``."""
-        due = self.broker.now_ms() + delay_ms
-        if kind not in self.pending_watches:
-            self.pending_watches[kind] = due
-
-    def stop(self) -> None:
-        """The broker died: this candidate is gone."""
-        self.stopped = True
-        self._channels.clear()
-        if self.world.zk.session_alive(self.session_id):
-            self.world.zk.expire_session(self.session_id)
-
-    def expire(self, notice_delay_ms: int) -> None:
-        """The controller's session expires; the client re-creates one at once but the core
-        learns of the expiry only after ``notice_delay_ms`` (KAFKA-6082's zombie window)."""
-        self.world.zk.expire_session(self.session_id)
-        self.session_id = self.world.zk.open_session(6_000)
-        self.expiry_notice_ms = self.broker.now_ms() + notice_delay_ms
-        self.world.watch_all("controller")
-
-    def tick(self) -> None:
-        """Handle due watches and notices; retransmit unanswered requests."""
-        if self.stopped:
-            return
-        now_ms = self._clock.monotonic_ns() // 1_000_000
-        if self.expiry_notice_ms is not None and now_ms >= self.expiry_notice_ms:
-            self.expiry_notice_ms = None
-            self.run(SessionExpired())
-            self.pending_watches["controller"] = now_ms
-        pending = self.pending_watches
-        # (no watch due: the loop below would do nothing, and it is most ticks)
-        if pending and min(pending.values()) <= now_ms:
-            for kind in sorted(pending, key=lambda k: (pending[k], k)):
-                if pending.get(kind, now_ms + 1) > now_ms:
-                    continue
-                del pending[kind]
-                self._handle_watch(kind)
-        for channel in self._channels.values():
-            if channel.queue and channel.sent_ms >= 0 and now_ms - channel.sent_ms >= RETRY_MS:
-                break
-        else:
-            return  # nothing to retransmit (most ticks): the loop below would do nothing
-        for broker_id in sorted(self._channels):
-            channel = self._channels[broker_id]
-            if channel.queue and channel.sent_ms >= 0 and now_ms - channel.sent_ms >= RETRY_MS:
-                if channel.attempts >= 40 and broker_id not in self.core.live_brokers:
-                    request = channel.queue.popleft()
-                    channel.sent_ms, channel.attempts = -1, 0
-                    self.run(ResponseReceived(broker_id, request, None))
-                    self._send_head(broker_id)
-                else:
-                    self._transmit(broker_id, channel)
-
-    def _handle_watch(self, kind: str) -> None:
-        if kind == "controller":
-            if not self.core.active and self.expiry_notice_ms is None:
-                if self.elect():
-                    self.world.controller_elected(self)
-            elif self.core.active and self.expiry_notice_ms is None:
-                owner = self.server.exists(self.session_id, "/controller", False)
-                if owner is None or owner.ephemeral_owner != self.session_id:
-                    self.run(ControllerMoved())
-            return
-        if not self.core.active:
-            return
-        if kind == "brokers":
-            self.brokers_changed()
-        elif kind == "topics":
-            self.topics_changed()
-        elif kind == "isr":
-            self.isr_changed()
-        elif kind == "log_dir":
-            self.log_dir_events()
-        elif kind == "reassign":
-            self.reassignment_changed()
-
-    # --- effects over the network ------------------------------------------------------------
-
-    def _send_head(self, broker_id: int) -> None:
-        channel = self._channels[broker_id]
-        if channel.queue:
-            channel.seq += 1
-            channel.attempts = 0
-            self._transmit(broker_id, channel)
-
-    def _transmit(self, broker_id: int, channel: _Channel) -> None:
-        channel.sent_ms = self.broker.now_ms()
-        channel.attempts += 1
-        self.world.network.send(self.broker.id, broker_id,
-                                ControllerCall(channel.channel, channel.seq, channel.queue[0]))
-
-    def _enqueue(self, broker_id: int, request: ControllerRequest) -> None:
-        channel = self._channels.get(broker_id)
-        if channel is None:
-            channel = self._channels[broker_id] = _Channel(next(self.world.channel_ids))
-        channel.queue.append(request)
-        if len(channel.queue) == 1:
-            self._send_head(broker_id)
-
-    def on_reply(self, reply: ControllerReply) -> None:
-        """A broker answered the head of one channel."""
-        if self.stopped:
-            return
-        for broker_id, channel in self._channels.items():
-            if channel.channel == reply.channel:
-                if reply.seq != channel.seq or not channel.queue:
-                    return
-                request = channel.queue.popleft()
-                channel.sent_ms, channel.attempts = -1, 0
-                self._send_head(broker_id)
-                self.run(ResponseReceived(broker_id, request, reply.response))
-                return
-
-    def _emit(self, event: TraceEvent) -> None:
-        self.world.emit(event)
-
-    def _send(self, broker_id: int, request: ControllerRequest) -> list[ControllerEffect]:
-        self._enqueue(broker_id, request)
-        return []
-
-    def _resigned(self) -> None:
-        self._channels.clear()
-        self.pending_watches["controller"] = self.broker.now_ms() + 1
-
-    def _write_landed(self) -> None:
-        """CONTROLLER_FENCED: a controller write lands only under the current epoch."""
-        self.writes_landed += 1
-        found = self._get(CONTROLLER_EPOCH_PATH)
-        current = decode_controller_epoch(found[0]) if found is not None else 0
-        if self.core.epoch != current:
-            self.world.violation(
-                "CONTROLLER_FENCED",
-                f"controller on broker {self.broker.id} (epoch {self.core.epoch}) wrote to "
-                f"ZooKeeper while the controller epoch is {current}",
-            )
-
-
 #: the node's messages, carried by the simulated network (re-exported for the clients)
 read_bytes = read_whole_batches
 
 __all__ = [
     "CONSUMER_NODE",
     "PRODUCER_NODE",
-    "ControllerNode",
     "EpochCall",
     "EpochReply",
     "FetchCall",

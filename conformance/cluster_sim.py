@@ -99,6 +99,7 @@ from impl.storage import record_batch as rb
 from impl.storage import replica_move as rm
 from impl.storage.config import UNLIMITED_RATE
 from impl.storage.errors import StorageError
+from impl.storage.manager import MoverCopy, MoverSwap
 from impl.storage.names import TopicPartition
 from impl.trace import TraceEvent
 
@@ -154,7 +155,6 @@ FAULT_KINDS = (
 STORAGE_FAULT_KINDS = move_sim.FAULT_KINDS
 
 _THROTTLE_RATES = (UNLIMITED_RATE, 1 << 20, 64 << 10, 8 << 10)
-_MOVING = (rm.MoveState.COPYING, rm.MoveState.CAUGHT_UP)
 
 
 @dataclass(frozen=True, slots=True)
@@ -563,7 +563,8 @@ class ClusterWorld:
         self.clock = SimClock()
         self.zk = SimulatedZooKeeperServer()
         self.network = SimNetwork(self.clock, root.stream("network"), network_mix(seed, config))
-        self._watch_rng = root.stream("watches")
+        #: delays of ZooKeeper notifications to the controllers
+        self.watch_rng = root.stream("watches")
         self._crash_rngs = {b: root.stream(f"broker-{b}").stream("crash")
                             for b in range(config.brokers)}
         #: ids of controller-to-broker channels (connections), unique within the run
@@ -602,7 +603,6 @@ class ClusterWorld:
                       for p in range(config.partitions)}
         self.zk.multi(self.admin, [CreateOp(topic_path(TOPIC),
                                             encode_topic(TopicAssignment(assignment)))])
-        self.watch_all("topics")
         self.producer = SimProducer(self)
         self.consumer = SimConsumer(self)
 
@@ -615,12 +615,6 @@ class ClusterWorld:
     def crash_rng(self, broker: int) -> SimRng:
         """The stream deciding what ``broker``'s crashes lose."""
         return self._crash_rngs[broker]
-
-    def watch_all(self, kind: str) -> None:
-        """A ZooKeeper change every controller candidate watches (delivered 1-3 ms later)."""
-        for broker in self.brokers:
-            if broker.alive and broker.controller is not None:
-                broker.controller.watch(kind, 1 + self._watch_rng.randrange(3))
 
     def violation(self, invariant: str, message: str) -> None:
         """Stop the run with a violation."""
@@ -873,7 +867,6 @@ class ClusterWorld:
         results = self.zk.multi(self.admin, [CreateOp(REASSIGN_PARTITIONS_PATH, data)])
         if isinstance(results[0], Exception):
             results = self.zk.multi(self.admin, [SetOp(REASSIGN_PARTITIONS_PATH, data)])
-        self.watch_all("reassign")
 
     def restarts_due(self, step: int) -> None:
         """Restart the brokers whose downtime ended; heal a partition that ended."""
@@ -922,21 +915,15 @@ class ClusterWorld:
             manager = broker.manager
             if not broker.alive or manager is None:
                 continue
-            # (the move table itself: move_state builds a NONE move for every unmoved replica)
-            moves = manager._moves
-            for tp in self.tps:
-                move = moves.get(tp)
-                if move is None or move.state not in _MOVING:
-                    continue
+            for tp in manager.mover_slots():
                 partition = manager.get(tp)
-                if partition is None:
+                action = manager.mover_action(tp, self.clock.monotonic_ns())
+                if partition is None or action is None:
                     continue
                 try:
-                    if move.state is rm.MoveState.COPYING:
-                        wait_ns = manager._bucket.wait_ns(self.clock.monotonic_ns())
-                        if wait_ns == 0:
-                            manager.copy_step_nowait(tp, self.config.chunk_bytes)
-                    else:
+                    if isinstance(action, MoverCopy):
+                        manager.copy_step_nowait(tp, self.config.chunk_bytes)
+                    elif isinstance(action, MoverSwap):
                         lock: Any = partition.lock
                         lock.acquire_nowait()
                         if manager.move_state(tp).state is rm.MoveState.CAUGHT_UP:
@@ -947,7 +934,6 @@ class ClusterWorld:
                             lock.release()
                 except (StorageError, OSError):
                     pass
-                broker.adopt_locks()
                 broker.after_io()
 
     # --- the event loop --------------------------------------------------------------------

@@ -58,7 +58,7 @@ from impl.storage import record_batch as rb
 from impl.storage import replica_move as rm
 from impl.storage.config import UNLIMITED_RATE, StorageConfig
 from impl.storage.errors import StorageError
-from impl.storage.manager import LogManager, PartitionLog
+from impl.storage.manager import LogManager, MoverSwap, MoverWait, PartitionLog
 from impl.storage.names import DirKind, TopicPartition, dir_name, parse_dir_name
 from impl.trace import TraceEvent
 
@@ -463,25 +463,21 @@ class BrokerWorld:
         self.manager = self._open()
         for tp in self.tps:
             self.manager.create(tp, is_new=True)
-        self._adopt_locks()
         self.manager.checkpoint()
 
     # --- life cycle --------------------------------------------------------------------------
 
     def _open(self) -> LogManager:
         manager = LogManager.open(
-            self.storage_config, disk=self.disk, clock=self.clock, trace=self.sink
+            self.storage_config, disk=self.disk, clock=self.clock, trace=self.sink,
+            lock_factory=self._new_lock,
         )
         manager.effect_hook = self._on_effect
         return manager
 
-    def _adopt_locks(self) -> None:
-        excludes = self.config.variant != "unlocked_swap"
-        for partition in self.manager.partitions().values():
-            current: object = partition.lock
-            if not isinstance(current, SimLock):
-                # The trio lock cannot be taken outside trio; PartitionLog has no lock port.
-                partition.__dict__["lock"] = SimLock(excludes)
+    def _new_lock(self) -> SimLock:
+        """Each partition's lock (variant ``unlocked_swap``: one that excludes nothing)."""
+        return SimLock(self.config.variant != "unlocked_swap")
 
     def _lock(self, partition: PartitionLog) -> SimLock:
         lock: object = partition.lock
@@ -505,7 +501,6 @@ class BrokerWorld:
         self.restarts += 1
         views = self._startup_views()
         self.manager = self._open()
-        self._adopt_locks()
         self._check_recovery_decisions(views)
         self._reconcile_after_restart()
 
@@ -672,20 +667,21 @@ class BrokerWorld:
         self.manager.alter_replica_log_dir(tp, target)
 
     def mover_step(self, pick: int) -> None:
-        """What one runnable mover of the trio runtime does next."""
-        moving = [tp for tp in self.tps if self.manager.move_state(tp).state in _MOVING]
-        runnable = moving[: self.manager.config.mover_count]
-        if not runnable:
+        """What one mover of the manager's slots does next (the manager's scheduler, as the
+        trio runtime asks it)."""
+        slots = self.manager.mover_slots()
+        if not slots:
             return
-        tp = runnable[pick % len(runnable)]
+        tp = slots[pick % len(slots)]
         partition = self.manager.get(tp)
-        if partition is None:
+        action = self.manager.mover_action(tp, self.clock.monotonic_ns())
+        if partition is None or action is None:
             return
         state = self.manager.move_state(tp).state
-        if state is rm.MoveState.COPYING:
-            # The runtime's mover waits for the shared bucket, then copies a chunk.
-            wait_ns = self.manager._bucket.wait_ns(self.clock.monotonic_ns())
-            self.clock.advance_ns(wait_ns)
+        if not isinstance(action, MoverSwap):
+            if isinstance(action, MoverWait):
+                # The runtime's mover sleeps until the shared bucket admits a chunk.
+                self.clock.advance_ns(action.wait_ns)
             self.manager.copy_step_nowait(tp, self.config.chunk_bytes)
         else:
             lock = self._lock(partition)
@@ -721,7 +717,6 @@ class BrokerWorld:
             created = self.manager.create(tp, is_new=False)
         except StorageError:
             return
-        self._adopt_locks()
         if created.log_end_offset < book.end_offset:
             raise ViolationFound(
                 "DIR_FAILURE_ISOLATION",

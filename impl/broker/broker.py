@@ -60,6 +60,7 @@ from impl.security.sasl import (
 )
 from impl.storage import Disk, LogManager, StorageConfig, TopicPartition
 from impl.storage.cleaner_runner import CleanerConfig, LogCleanerRunner
+from impl.storage.runtime import run_log_manager
 from impl.trace import NullTraceSink, TraceSink
 
 from . import api_versions, configs
@@ -646,7 +647,7 @@ class Broker:
                 self.metadata.add_brokers(
                     [BrokerEndpoint(config.broker_id, config.host, self.port, config.rack)]
                 )
-                logs.run(nursery)
+                run_log_manager(logs, nursery)
                 self.cleaner = LogCleanerRunner(logs, cleaner_config(config))
                 nursery.start_soon(self.cleaner.run)
                 await self._ensure_chroot()

@@ -4,8 +4,10 @@ The broker uses this facade only:
 
 * :class:`LogManager` — ``LogManager.open(StorageConfig(log_dirs=(...), ...))`` loads every log
   dir, recovers from a crash (KIP-113 §3) and takes unreadable dirs offline (KIP-112). Then
-  ``manager.run(nursery)`` starts movers, ``.delete`` removal, periodic flush/checkpoints and
-  retention; ``manager.close()`` writes checkpoints. Per partition: ``get(tp)``,
+  ``impl.storage.runtime.run_log_manager(manager, nursery)`` starts movers, ``.delete``
+  removal, periodic flush/checkpoints and retention (the manager itself has no event loop: a
+  simulator drives the same ``mover_slots()``/``mover_action()``); ``manager.close()`` writes
+  checkpoints. Per partition: ``get(tp)``,
   ``create(tp, is_new)``, ``delete(tp)``; admin: ``describe()`` (DescribeLogDirs),
   ``alter_replica_log_dir(tp, dir) -> ErrorCode`` (AlterReplicaLogDirs),
   ``replica_dir_info(tp)`` (DescribeReplicaLogDirs, move progress for ``reassign --verify``),

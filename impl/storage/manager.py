@@ -1,14 +1,19 @@
 """The log manager (JBOD over several log dirs) and the broker's per-partition handle.
 
-This is the trio shell around the storage cores: it loads and recovers dirs at startup
-(:mod:`move_recovery`), places new replicas, runs movers (:mod:`replica_move` effects carried out
-through :mod:`mover`), deletes ``.delete`` dirs in the background, writes checkpoints, and turns
-every ``OSError`` into a dir failure (:mod:`log_dir_failure`).
+The storage shell around the storage cores, itself free of any event loop: it loads and
+recovers dirs at startup (:mod:`move_recovery`), places new replicas, carries out the move
+machine's effects (:mod:`replica_move`, through :mod:`mover`; each effect names its completion,
+so :meth:`LogManager._step` is a loop), schedules the movers (:meth:`LogManager.mover_slots`,
+:meth:`LogManager.mover_action`: ``num.replica.alter.log.dirs.threads`` slots and the shared
+throttle), deletes ``.delete`` dirs, writes checkpoints, and turns every ``OSError`` into a dir
+failure (:mod:`log_dir_failure`). A runtime drives it: :mod:`impl.storage.runtime` with trio in
+the broker, the simulators with their clocks; both call the same methods.
 
-Concurrency: everything runs on one trio thread. Disk calls are synchronous; a mover yields to
-the event loop between chunks, and the swap (final catch-up to in-memory swap) runs under the
-partition lock without yielding, so appends, truncations and retention never see a half-swapped
-partition.
+Concurrency: one thread. Disk calls are synchronous; a mover returns to its runtime between
+chunks, and the swap (final catch-up to in-memory swap) runs under the partition lock without
+returning, so appends, truncations and retention never see a half-swapped partition. The lock
+comes from the runtime (``lock_factory``); the default never waits (in one thread nothing holds
+it across a wait).
 """
 
 from __future__ import annotations
@@ -18,11 +23,10 @@ import dataclasses
 import errno
 import hashlib
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import NamedTuple
-
-import trio
+from types import TracebackType
+from typing import Any, NamedTuple, Protocol, TypeVar
 
 from impl.ports import Clock, SystemClock
 from impl.storage import log_dir_failure as ldf
@@ -58,6 +62,10 @@ MoveState = rm.MoveState
 _LOG = logging.getLogger(__name__)
 #: Produce records at least this large, or compressed, are validated in a worker thread.
 VALIDATE_OFF_LOOP_BYTES = 64 * 1024
+
+_T = TypeVar("_T")
+#: ``offload(function, *args)``: runs ``function(*args)`` away from the event loop.
+CpuOffload = Callable[..., Awaitable[Any]]
 
 
 class AppendInfo(NamedTuple):
@@ -107,6 +115,70 @@ class ReplicaDirInfo:
     offline: bool
 
 
+class PartitionLock(Protocol):
+    """The partition lock the move's swap holds (appends and truncations wait for it)."""
+
+    def locked(self) -> bool: ...
+    def release(self) -> None: ...
+    async def acquire(self) -> None: ...
+    async def __aenter__(self) -> object: ...
+    async def __aexit__(self, exc_type: type[BaseException] | None,
+                        exc: BaseException | None, tb: TracebackType | None) -> object: ...
+
+
+class MoveLock:
+    """The default partition lock: a flag that never waits. In one thread the swap takes and
+    releases it without returning to any event loop, so nobody can find it held; finding it
+    held is a bug (an assertion)."""
+
+    def __init__(self) -> None:
+        self._held = False
+
+    def locked(self) -> bool:
+        """Whether the lock is held."""
+        return self._held
+
+    def acquire_nowait(self) -> None:
+        """Take the lock."""
+        assert not self._held, "partition lock contention in a single-threaded runtime"
+        self._held = True
+
+    def release(self) -> None:
+        """Release the lock."""
+        assert self._held, "release of a free partition lock"
+        self._held = False
+
+    async def acquire(self) -> None:
+        """Take the lock (never suspends)."""
+        self.acquire_nowait()
+
+    async def __aenter__(self) -> None:
+        self.acquire_nowait()
+
+    async def __aexit__(self, *exc_info: object) -> None:
+        self.release()
+
+
+@dataclass(frozen=True, slots=True)
+class MoverCopy:
+    """A mover's next step: copy a chunk (:meth:`LogManager.copy_step_nowait`)."""
+
+
+@dataclass(frozen=True, slots=True)
+class MoverWait:
+    """A mover's next step: the throttle admits nothing for ``wait_ns``."""
+
+    wait_ns: int
+
+
+@dataclass(frozen=True, slots=True)
+class MoverSwap:
+    """A mover's next step: take the partition lock, then :meth:`LogManager.swap_locked_nowait`."""
+
+
+MoverAction = MoverCopy | MoverWait | MoverSwap
+
+
 class PartitionLog:
     """The broker's handle on one hosted partition; stays valid across a move's swap.
 
@@ -121,7 +193,7 @@ class PartitionLog:
         #: the ``.move`` destination while a move runs
         self.future: Log | None = None
         #: held by appends, truncation and a mover's final catch-up and swap (KIP-113 step 4)
-        self.lock = trio.Lock()
+        self.lock: PartitionLock = manager.new_lock()
         self.offline = False
         #: DeleteRecords' log start offset (may lie inside the first segment); it belongs to
         #: the partition, not to one copy, so a move's swap keeps it
@@ -224,8 +296,9 @@ class PartitionLog:
         """
         log_config = self._manager.log_config(self.tp.topic)
         if len(records) >= VALIDATE_OFF_LOOP_BYTES or rb.is_compressed(records):
-            # parsing every record (inflating them first) is CPU work: off the event loop
-            headers = await trio.to_thread.run_sync(
+            # parsing every record (inflating them first) is CPU work: off the event loop, if
+            # the runtime has one (impl.storage.runtime lends trio's worker threads)
+            headers = await self._manager.run_cpu_work(
                 rb.validate_client_records, records, log_config.max_message_bytes
             )
         else:
@@ -410,10 +483,13 @@ class LogManager:
         self._bucket = TokenBucket(
             config.intra_broker_throttled_rate, clock.monotonic_ns(), self._burst_bytes()
         )
+        #: the replicas holding a mover slot (num.replica.alter.log.dirs.threads of them)
         self._movers_active: set[TopicPartition] = set()
-        self._wakeup = trio.Event()
-        self._closed = False
-        self._cancel_scope: trio.CancelScope | None = None
+        self._lock_factory: Callable[[], PartitionLock] = MoveLock
+        #: the runtime's wake-up: called when a mover or a delete may have work
+        self._work_listener: Callable[[], None] | None = None
+        self._cpu_offload: CpuOffload | None = None
+        self.closed = False
         #: the text last written per (dir, checkpoint): unchanged checkpoints are not rewritten
         self._checkpoints_written: dict[tuple[str, str], str] = {}
         #: ``log-start-offset-checkpoint`` per dir as read at start-up
@@ -433,11 +509,16 @@ class LogManager:
         clock: Clock | None = None,
         trace: TraceSink | None = None,
         on_dir_failure: DirFailureCallback | None = None,
+        lock_factory: Callable[[], PartitionLock] | None = None,
     ) -> LogManager:
         """Open every configured dir, recover (KIP-113 §3), and load the live logs.
 
         A dir that cannot be read is offline from the start (KIP-112); the broker serves the
-        rest. Moves found half-done are resumed when :meth:`run` starts the movers.
+        rest. Moves found half-done are resumed when a runtime drives the movers
+        (:mod:`impl.storage.runtime`).
+
+        Args:
+            lock_factory: makes each partition's lock (default :class:`MoveLock`).
         """
         if disk is None:
             from impl.storage.os_disk import OsDisk  # noqa: PLC0415 (the shell's default port)
@@ -448,6 +529,8 @@ class LogManager:
             trace if trace is not None else NullTraceSink(),  # an empty ListTraceSink is falsy
             on_dir_failure
         )
+        if lock_factory is not None:
+            manager._lock_factory = lock_factory
         manager._recover()
         return manager
 
@@ -724,19 +807,28 @@ class LogManager:
     # --- the move machine driver ------------------------------------------------------------
 
     def _step(self, tp: TopicPartition, event: rm.MoveInput) -> rm.Move:
-        move = self._moves.get(tp, rm.Move(tp))
-        if event.event is rm.MoveEvent.REQUESTED and tp in self._partitions:
-            move = dataclasses.replace(move, source_dir=self._partitions[tp].log_dir)
-        transition = rm.step(move, event)
-        self._moves[tp] = transition.move
-        self.trace.emit(transition.trace)
-        for effect in transition.effects:
-            if self._moves[tp] is not transition.move:
-                break  # an effect failed and stepped the machine (DIR_FAILED)
-            self._carry_out(tp, effect)
+        """Step the move machine and carry out its effects; each effect that succeeded and names
+        a completion is stepped in turn (the machine knows the sequence, not this loop)."""
+        pending: rm.MoveInput | None = event
+        while pending is not None:
+            event, pending = pending, None
+            move = self._moves.get(tp, rm.Move(tp))
+            if event.event is rm.MoveEvent.REQUESTED and tp in self._partitions:
+                move = dataclasses.replace(move, source_dir=self._partitions[tp].log_dir)
+            transition = rm.step(move, event)
+            self._moves[tp] = transition.move
+            self.trace.emit(transition.trace)
+            for effect in transition.effects:
+                if self._moves[tp] is not transition.move:
+                    break  # an effect failed and stepped the machine (DIR_FAILED)
+                done = self._carry_out(tp, effect)
+                if done is not None and self._moves[tp] is transition.move:
+                    assert pending is None, "two completions from one transition"
+                    pending = done
         return self._moves[tp]
 
-    def _carry_out(self, tp: TopicPartition, effect: rm.MoveEffect) -> None:
+    def _carry_out(self, tp: TopicPartition, effect: rm.MoveEffect) -> rm.MoveInput | None:
+        """Carry out one effect; return its completion (``None``: it has none, or failed)."""
         if self.effect_hook is not None:
             self.effect_hook(tp, effect)
         partition = self._partitions.get(tp)
@@ -759,7 +851,7 @@ class LogManager:
                             first_segment_base=partition.log_start_offset,
                         )
                     partition.future = future
-                    self._wakeup.set()
+                    self._work_available()
             case rm.AbandonMoveDir(dest_dir=dest_dir):
                 assert partition is not None
                 abandoned = partition.future
@@ -775,7 +867,7 @@ class LogManager:
                     # new tp.move is not created, two would be ambiguous at the next start
                     self._step(tp, rm.MoveInput(rm.MoveEvent.DIR_FAILED, dest_dir))
             case rm.CopyChunk() | rm.AcquireLock():
-                self._wakeup.set()  # the mover loop acts on COPYING / CAUGHT_UP
+                self._work_available()  # the mover loop acts on COPYING / CAUGHT_UP
             case rm.CopyRemaining():
                 assert partition is not None
                 assert partition.future is not None
@@ -787,10 +879,8 @@ class LogManager:
                     future.epochs = partition.log.epochs.copy()  # KAFKA-15608
                     future.high_watermark = partition.log.high_watermark
                 if not guard.failed:
-                    self._step(tp, rm.MoveInput(
-                        rm.MoveEvent.FINAL_CATCH_UP,
-                        source_leo=partition.log_end_offset, dest_leo=future.log_end_offset,
-                    ))
+                    return rm.completion(effect, source_leo=partition.log_end_offset,
+                                         dest_leo=future.log_end_offset)
             case rm.SyncDest():
                 assert partition is not None
                 assert partition.future is not None
@@ -801,7 +891,7 @@ class LogManager:
                     # the dest dir's checkpoints learn the HW now: a promotion keeps it
                     self._write_dir_checkpoints(future.log_dir, extra=future)
                 if not guard.failed:
-                    self._step(tp, rm.MoveInput(rm.MoveEvent.DEST_DURABLE))
+                    return rm.completion(effect)
             case rm.RenameSourceToDelete(source_dir=source_dir):
                 assert partition is not None
                 with self._move_io(tp, source_dir) as guard:
@@ -812,7 +902,7 @@ class LogManager:
                     partition.log.renamed(DirKind.DELETE)
                     self.disk.fsync_dir(source_dir)
                 if not guard.failed:
-                    self._step(tp, rm.MoveInput(rm.MoveEvent.SOURCE_RENAMED))
+                    return rm.completion(effect)
             case rm.RenameMoveToLive(dest_dir=dest_dir):
                 assert partition is not None
                 assert partition.future is not None
@@ -822,7 +912,7 @@ class LogManager:
                     future.renamed(DirKind.LIVE)
                     self.disk.fsync_dir(dest_dir)
                 if not guard.failed:
-                    self._step(tp, rm.MoveInput(rm.MoveEvent.DEST_RENAMED))
+                    return rm.completion(effect)
             case rm.SwapLog():
                 assert partition is not None
                 assert partition.future is not None
@@ -838,15 +928,14 @@ class LogManager:
             case rm.ReleaseLock():
                 assert partition is not None
                 partition.lock.release()
-                if move.state is MoveState.SWAPPING and move.dest_renamed:
-                    self._step(tp, rm.MoveInput(rm.MoveEvent.LOG_SWAPPED))
+                return rm.completion(effect)
             case rm.DeleteAsync(log_dir=log_dir):
                 # the old source: swapped under the lock, so as long as the live log right now
                 self._pending_deletes.append(_DeleteRequest(
                     log_dir, tp,
                     log_end_offset=partition.log_end_offset if partition is not None else None,
                 ))
-                self._wakeup.set()
+                self._work_available()
             case rm.RestoreSource(source_dir=source_dir):
                 assert partition is not None
                 with self._io_nowait(source_dir):
@@ -858,6 +947,7 @@ class LogManager:
                     partition.future = None
             case rm.MarkPartitionOffline():
                 self._mark_offline(tp)
+        return None
 
     def _move_io(self, tp: TopicPartition, default_dir: str) -> _MoveIoGuard:
         return _MoveIoGuard(self, tp, default_dir)
@@ -1015,10 +1105,13 @@ class LogManager:
         with self._io_nowait(log_dir):
             self._retire(log_dir, tp, DirKind.LIVE, guarded=False)
             self._write_dir_checkpoints(log_dir)
-        self._wakeup.set()
+        self._work_available()
 
     def alter_replica_log_dir(self, tp: TopicPartition, log_dir: str) -> ErrorCode:
         """AlterReplicaLogDirs for one partition (KIP-113 §1.1). Returns the error code.
+
+        The move core decides (:func:`impl.storage.replica_move.decide_request`); this method
+        steps what it decided and answers:
 
         * a dir that is not exactly one of ``log.dirs``: LOG_DIR_NOT_FOUND (57);
         * an offline destination, or an offline replica: KAFKA_STORAGE_ERROR (56);
@@ -1034,50 +1127,20 @@ class LogManager:
         * else a move starts (NONE); the copy runs in :meth:`run`'s movers.
         """
         partition = self._partitions.get(tp)
-        error = rm.request_error(
-            requested_dir=log_dir,
+        decision = rm.decide_request(
+            self._moves.get(tp, rm.Move(tp)), log_dir,
             configured_dirs=self.config.log_dirs,
             offline_dirs=self.offline_dirs,
-            hosted=partition is not None,
+            current_dir=None if partition is None else partition.log_dir,
             partition_offline=tp in self._offline_partitions,
+            source_leo=0 if partition is None else partition.log_end_offset,
         )
-        if error is not None:
-            return error
-        move = self._moves.get(tp, rm.Move(tp))
-        if partition is None:
-            if tp in self._offline_partitions:
-                return ErrorCode.KAFKA_STORAGE_ERROR
-            if log_dir == "any":
-                if move.state is MoveState.PENDING_PLACEMENT:
-                    self._step(tp, rm.MoveInput(rm.MoveEvent.CANCEL_REQUESTED))
-            else:
-                self._step(tp, rm.MoveInput(rm.MoveEvent.PLACEMENT_RECORDED, log_dir))
-            return ErrorCode.REPLICA_NOT_AVAILABLE
-        moving = move.state in (MoveState.COPYING, MoveState.CAUGHT_UP)
-        assert move.state is not MoveState.SWAPPING, "swaps never yield"
-        cancels = log_dir in ("any", partition.log_dir)
-        new_move_dir = not cancels and not (moving and log_dir == move.dest_dir)
-        if new_move_dir and self.offline_dirs:
-            # an offline dir may hold a tp.move nobody can abandon: no new .move while any dir
-            # is offline (model variant move_while_dir_offline)
-            return ErrorCode.KAFKA_STORAGE_ERROR
         offline_before = self.offline_dirs
-        if moving:
-            if cancels:
-                self._step(tp, rm.MoveInput(rm.MoveEvent.CANCEL_REQUESTED))
-            elif log_dir != move.dest_dir:
-                self._step(tp, rm.MoveInput(rm.MoveEvent.REDIRECTED, log_dir))
-        elif not cancels:
-            self._step(tp, rm.MoveInput(
-                rm.MoveEvent.REQUESTED, log_dir, source_leo=partition.log_end_offset
-            ))
-        if log_dir != "any" and log_dir in self.offline_dirs:
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        if self.offline_dirs - offline_before:
-            # the request's own I/O failed a dir (Kafka: KafkaStorageException): a cancel or
-            # a redirect whose old tp.move could not be retired is not acknowledged
-            return ErrorCode.KAFKA_STORAGE_ERROR
-        return ErrorCode.NONE
+        if decision.input is not None:
+            self._step(tp, decision.input)
+        if decision.error is not None:
+            return decision.error
+        return rm.request_answer(log_dir, offline_before, self.offline_dirs)
 
     def move_state(self, tp: TopicPartition) -> rm.Move:
         """The move machine's state for ``tp`` (``NONE`` if never moved)."""
@@ -1138,7 +1201,7 @@ class LogManager:
     def set_throttle_rate(self, rate_bytes_per_second: int) -> None:
         """``intra.broker.throttled.rate``, changed live (shared by all movers)."""
         self._bucket.set_rate(rate_bytes_per_second, self.clock.monotonic_ns())
-        self._wakeup.set()
+        self._work_available()
 
     @property
     def throttle_rate(self) -> int:
@@ -1150,7 +1213,7 @@ class LogManager:
         assert count >= 1
         self._mover_count = count
         self._bucket.set_burst(self._burst_bytes(), self.clock.monotonic_ns())
-        self._wakeup.set()
+        self._work_available()
 
     def _burst_bytes(self) -> int:
         # THROTTLE_BOUND allows one chunk per mover; the last admitted chunk is one of them
@@ -1279,96 +1342,88 @@ class LogManager:
             )
         return None
 
-    # --- the trio runtime ---------------------------------------------------------------------
+    # --- what the runtime lends ----------------------------------------------------------------
 
-    def run(self, nursery: trio.Nursery) -> None:
-        """Start the background tasks in ``nursery``: movers, ``.delete`` removal, periodic
-        flush and checkpoints, retention. They stop when :meth:`close` is called."""
-        nursery.start_soon(self._background)
+    def set_cpu_offload(self, offload: CpuOffload | None) -> None:
+        """How CPU-heavy work (validating big or compressed batches) leaves the event loop: the
+        trio runtime lends ``trio.to_thread.run_sync``; without one it runs inline."""
+        self._cpu_offload = offload
 
-    async def _background(self) -> None:
-        with trio.CancelScope() as scope:
-            self._cancel_scope = scope
-            if self._closed:
-                return
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(self._scheduler)
-                nursery.start_soon(self._periodic, self.config.flush_interval_ms, self.checkpoint)
-                nursery.start_soon(
-                    self._periodic, self.config.checkpoint_interval_ms,
-                    self.checkpoint_high_watermarks,
-                )
-                nursery.start_soon(
-                    self._periodic, self.config.retention_check_interval_ms,
-                    self.enforce_retention,
-                )
+    async def run_cpu_work(self, function: Callable[..., _T], *args: Any) -> _T:
+        """Run ``function(*args)`` through the runtime's offload (inline without one)."""
+        if self._cpu_offload is None:
+            return function(*args)
+        result: _T = await self._cpu_offload(function, *args)
+        return result
 
-    async def _periodic(self, interval_ms: int, action: Callable[[], object]) -> None:
-        while not self._closed:
-            await trio.sleep(interval_ms / 1000)
-            if not self._closed:
-                action()
+    # --- the one mover scheduler ---------------------------------------------------------------
 
-    async def _scheduler(self) -> None:
-        async with trio.open_nursery() as nursery:
-            while not self._closed:
-                self.delete_pending_nowait()
-                for tp, move in sorted(self._moves.items()):
-                    if len(self._movers_active) >= self._mover_count:
-                        break
-                    if move.state in (MoveState.COPYING, MoveState.CAUGHT_UP) and (
-                        tp not in self._movers_active
-                    ):
-                        self._movers_active.add(tp)
-                        nursery.start_soon(self._run_mover, tp)
-                self._wakeup = trio.Event()
-                with trio.move_on_after(1.0):
-                    await self._wakeup.wait()
+    def new_lock(self) -> PartitionLock:
+        """A partition lock from the runtime's factory."""
+        return self._lock_factory()
 
-    async def _run_mover(self, tp: TopicPartition) -> None:
-        try:
-            await self._mover_loop(tp)
-        finally:
-            self._movers_active.discard(tp)
-            self._wakeup.set()
+    def set_work_listener(self, listener: Callable[[], None] | None) -> None:
+        """The runtime's wake-up, called whenever a mover or a ``.delete`` may have work."""
+        self._work_listener = listener
 
-    async def _mover_loop(self, tp: TopicPartition) -> None:
-        chunk = self.config.move_chunk_bytes
-        while not self._closed:
-            move = self._moves.get(tp)
-            partition = self._partitions.get(tp)
-            if move is None or partition is None:
-                return
-            if move.state is MoveState.COPYING:
-                wait_ns = self._bucket.wait_ns(self.clock.monotonic_ns())
-                if wait_ns > 0:
-                    await trio.sleep(wait_ns / 1e9)
-                    continue
-                self.copy_step_nowait(tp, chunk)
-                await trio.sleep(0)
-            elif move.state is MoveState.CAUGHT_UP:
-                await self.swap_when_caught_up(tp)
-                await trio.sleep(0)
-            else:
-                return
+    def _work_available(self) -> None:
+        if self._work_listener is not None:
+            self._work_listener()
 
-    async def swap_when_caught_up(self, tp: TopicPartition) -> None:
-        """KIP-113 steps 4-9 for a CAUGHT_UP move: take the partition lock, then final catch-up,
-        durability, renames and swap run without yielding; the lock is released by the swap (or
-        by the failure path)."""
-        partition = self._partitions[tp]
-        await partition.lock.acquire()
+    def moves(self) -> dict[TopicPartition, rm.Move]:
+        """Every replica's move that is not NONE (a copy)."""
+        return dict(self._moves)
+
+    def mover_slots(self) -> list[TopicPartition]:
+        """The replicas that hold a mover slot now, in partition order.
+
+        ``num.replica.alter.log.dirs.threads`` slots: a replica keeps its slot from its first
+        chunk until its move is no longer COPYING or CAUGHT_UP (done, cancelled, failed); a free
+        slot goes to the first moving replica (in partition order) without one. Every runtime
+        asks this; none keeps a scheduler of its own.
+        """
+        active = self._movers_active
+        for tp in [tp for tp in active if self._moving(tp) is None]:
+            active.discard(tp)
+        if len(active) < self._mover_count:
+            for tp, move in sorted(self._moves.items()):
+                if len(active) >= self._mover_count:
+                    break
+                if tp not in active and move.state in (MoveState.COPYING, MoveState.CAUGHT_UP) \
+                        and tp in self._partitions:
+                    active.add(tp)
+        return sorted(active)
+
+    def _moving(self, tp: TopicPartition) -> rm.Move | None:
         move = self._moves.get(tp)
-        if move is None or move.state is not MoveState.CAUGHT_UP or (
-            self._partitions.get(tp) is not partition
-        ):
-            partition.lock.release()  # cancelled or redirected while we waited
-            return
-        self.swap_locked_nowait(tp)
+        if move is None or move.state not in (MoveState.COPYING, MoveState.CAUGHT_UP):
+            return None
+        if tp not in self._partitions:
+            return None
+        return move
+
+    def mover_action(self, tp: TopicPartition, now_ns: int) -> MoverAction | None:
+        """What the mover of ``tp`` does next (``None``: nothing, its slot is free).
+
+        COPYING: copy a chunk, or wait while the shared throttle admits nothing
+        (``intra.broker.throttled.rate``, THROTTLE_BOUND); CAUGHT_UP: swap under the lock.
+        """
+        move = self._moving(tp)
+        if move is None:
+            self._movers_active.discard(tp)
+            return None
+        if move.state is MoveState.COPYING:
+            wait_ns = self._bucket.wait_ns(now_ns)
+            return MoverWait(wait_ns) if wait_ns > 0 else MoverCopy()
+        return MoverSwap()
+
+    def throttle_wait_ns(self, now_ns: int) -> int:
+        """How long the shared throttle admits nothing (0: a chunk may go now)."""
+        return self._bucket.wait_ns(now_ns)
 
     def swap_locked_nowait(self, tp: TopicPartition) -> None:
-        """Steps 5-9 for a CAUGHT_UP move whose partition lock the caller holds (a simulator
-        that runs without trio may call it directly); the swap releases the lock."""
+        """Steps 5-9 for a CAUGHT_UP move whose partition lock the caller holds; the swap
+        releases the lock."""
         self._step(tp, rm.MoveInput(rm.MoveEvent.LOCK_ACQUIRED))
         assert not self._moves[tp].lock_held, "the swap returned holding the partition lock"
 
@@ -1388,27 +1443,14 @@ class LogManager:
         move = self._moves[tp]
         if move.state is not MoveState.COPYING or partition.future is not future:
             return copied
-        source_leo, dest_leo = partition.log_end_offset, future.log_end_offset
-        event = rm.MoveEvent.CAUGHT_UP if source_leo == dest_leo else rm.MoveEvent.CHUNK_COPIED
-        self._step(tp, rm.MoveInput(event, source_leo=source_leo, dest_leo=dest_leo))
+        self._step(tp, rm.copy_completion(partition.log_end_offset, future.log_end_offset))
         return copied
-
-    async def wait_moves_done(self, timeout_s: float = 60.0) -> None:
-        """Wait (bounded) until no move is COPYING, CAUGHT_UP or SWAPPING."""
-        with trio.fail_after(timeout_s):
-            while any(
-                m.state in (MoveState.COPYING, MoveState.CAUGHT_UP, MoveState.SWAPPING)
-                for m in self._moves.values()
-            ):
-                await trio.sleep(0.001)
 
     def close(self) -> None:
         """Stop background tasks and write checkpoints (flushing every live log)."""
         self.checkpoint(flush=True)
-        self._closed = True
-        self._wakeup.set()
-        if self._cancel_scope is not None:
-            self._cancel_scope.cancel()
+        self.closed = True
+        self._work_available()
 
 
 class _IoGuard:

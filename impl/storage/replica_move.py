@@ -1,8 +1,12 @@
 """The replica-move machine (KIP-113 §1): states, events, the transition table and ``step``.
 
-Everything that decides how a replica moves between the log dirs of one broker lives here; the
-trio runner (:mod:`impl.storage.mover`) only carries out the effects and reports completions as
-events. ``spec/replica_move.md`` is the prose form of this file and ``model/replica_move.py`` the
+Everything that decides how a replica moves between the log dirs of one broker lives here: the
+transitions, which request is a new move, a redirect or a cancel (:func:`decide_request`), which
+copy result is CAUGHT_UP (:func:`copy_completion`), and, for every effect with one, the event
+that reports its completion (its ``done`` field, h11's rule: the machine, not the caller, knows
+what comes next). The storage shell (:class:`impl.storage.manager.LogManager`) carries out each
+effect and, when it succeeded, steps :func:`completion` of it: it is a loop, not a sequence.
+``spec/replica_move.md`` is the prose form of this file and ``model/replica_move.py`` the
 executable model; the names agree (``spec/VOCABULARY.md``).
 
 The swap order is the KIP's, made crash-safe (DESIGN.md): the destination ``tp.move`` is made
@@ -139,17 +143,24 @@ class CopyChunk:
 
 @dataclass(frozen=True, slots=True)
 class AcquireLock:
-    """Take the partition lock (appends and truncation wait)."""
+    """Take the partition lock (appends and truncation wait); a mover reports ``done``."""
+
+    done: MoveEvent = MoveEvent.LOCK_ACQUIRED
 
 
 @dataclass(frozen=True, slots=True)
 class CopyRemaining:
-    """Copy whatever the source gained since the unlocked check, and the epoch cache."""
+    """Copy whatever the source gained since the unlocked check, and the epoch cache; report
+    ``done`` with both LEOs."""
+
+    done: MoveEvent = MoveEvent.FINAL_CATCH_UP
 
 
 @dataclass(frozen=True, slots=True)
 class SyncDest:
     """Fsync ``tp.move``'s segments, index, leader-epoch checkpoint, the dir and its parent."""
+
+    done: MoveEvent = MoveEvent.DEST_DURABLE
 
 
 @dataclass(frozen=True, slots=True)
@@ -157,6 +168,7 @@ class RenameSourceToDelete:
     """``source/tp`` -> ``source/tp.delete``, fsync the source dir (KIP-113 step 6)."""
 
     source_dir: str
+    done: MoveEvent = MoveEvent.SOURCE_RENAMED
 
 
 @dataclass(frozen=True, slots=True)
@@ -164,6 +176,7 @@ class RenameMoveToLive:
     """``dest/tp.move`` -> ``dest/tp``, fsync the dest dir (KIP-113 step 7)."""
 
     dest_dir: str
+    done: MoveEvent = MoveEvent.DEST_RENAMED
 
 
 @dataclass(frozen=True, slots=True)
@@ -174,14 +187,18 @@ class SwapLog:
 
 @dataclass(frozen=True, slots=True)
 class ReleaseLock:
-    """Release the partition lock."""
+    """Release the partition lock (``done``: LOG_SWAPPED after a swap; nothing after an
+    aborted one)."""
+
+    done: MoveEvent | None = None
 
 
 @dataclass(frozen=True, slots=True)
 class DeleteAsync:
-    """Remove ``log_dir/tp.delete`` in the background."""
+    """Remove ``log_dir/tp.delete`` in the background; report ``done`` once it is gone."""
 
     log_dir: str
+    done: MoveEvent = MoveEvent.DELETE_COMPLETED
 
 
 @dataclass(frozen=True, slots=True)
@@ -341,7 +358,7 @@ def step(move: Move, event: MoveInput) -> Transition:
             _require(move.source_renamed, move, event, "source not renamed")
             _require(not move.dest_renamed, move, event, "destination already renamed")
             new = replace(new, dest_renamed=True)
-            effects = (SwapLog(), ReleaseLock())
+            effects = (SwapLog(), ReleaseLock(done=E.LOG_SWAPPED))
         case E.LOG_SWAPPED:
             _require(move.dest_renamed, move, event, "destination not renamed")
             new = Move(move.tp, after, move.dest_dir, None, new.source_leo, new.dest_leo)
@@ -430,3 +447,113 @@ def request_error(
     if requested_dir in offline_dirs or (hosted and partition_offline):
         return ErrorCode.KAFKA_STORAGE_ERROR
     return None
+
+
+@dataclass(frozen=True, slots=True)
+class RequestDecision:
+    """What one AlterReplicaLogDirs entry does (see :func:`decide_request`).
+
+    Attributes:
+        input: the event to step first (``None``: nothing changes).
+        error: the answer; ``None`` means "answer :func:`request_answer` of the outcome".
+    """
+
+    input: MoveInput | None
+    error: ErrorCode | None
+
+
+def decide_request(
+    move: Move,
+    requested_dir: str,
+    *,
+    configured_dirs: tuple[str, ...],
+    offline_dirs: frozenset[str],
+    current_dir: str | None,
+    partition_offline: bool,
+    source_leo: int,
+) -> RequestDecision:
+    """Decide an AlterReplicaLogDirs entry (KIP-113 §1.1): a new move, a redirect, a cancel, a
+    placement for a replica not hosted yet, or nothing.
+
+    * invalid or offline dirs: :func:`request_error`;
+    * a replica not hosted (``current_dir`` None): its dir is remembered (``"any"`` forgets it),
+      REPLICA_NOT_AVAILABLE; an offline replica is KAFKA_STORAGE_ERROR;
+    * ``"any"`` or the current dir while moving: cancelled; otherwise nothing to do;
+    * the destination being moved to: nothing to do; another dir while moving: redirected;
+    * else a new move.
+
+    A request that would create a ``tp.move`` (a new move or a redirect) while *any* log dir is
+    offline is KAFKA_STORAGE_ERROR and changes nothing (Kafka: "a future log cannot be created
+    while any dir is offline"; model variant ``move_while_dir_offline``): an offline dir may hold
+    a ``tp.move`` nobody can abandon.
+
+    Args:
+        move: the replica's move as it stands (never SWAPPING: a swap does not yield).
+        requested_dir: the dir asked for, or ``"any"``.
+        configured_dirs: ``log.dirs``.
+        offline_dirs: the dirs offline now.
+        current_dir: the live replica's dir (``None``: not hosted).
+        partition_offline: the replica is offline (on a failed dir).
+        source_leo: the live replica's LEO.
+    """
+    error = request_error(requested_dir=requested_dir, configured_dirs=configured_dirs,
+                          offline_dirs=offline_dirs, hosted=current_dir is not None,
+                          partition_offline=partition_offline)
+    if error is not None:
+        return RequestDecision(None, error)
+    if current_dir is None:
+        if partition_offline:
+            return RequestDecision(None, ErrorCode.KAFKA_STORAGE_ERROR)
+        if requested_dir == "any":
+            cancel = (MoveInput(E.CANCEL_REQUESTED) if move.state is S.PENDING_PLACEMENT
+                      else None)
+            return RequestDecision(cancel, ErrorCode.REPLICA_NOT_AVAILABLE)
+        return RequestDecision(MoveInput(E.PLACEMENT_RECORDED, requested_dir),
+                               ErrorCode.REPLICA_NOT_AVAILABLE)
+    assert move.state is not S.SWAPPING, "swaps never yield"
+    moving = move.state in _ACTIVE
+    cancels = requested_dir in ("any", current_dir)
+    if not cancels and not (moving and requested_dir == move.dest_dir) and offline_dirs:
+        return RequestDecision(None, ErrorCode.KAFKA_STORAGE_ERROR)
+    if moving:
+        if cancels:
+            return RequestDecision(MoveInput(E.CANCEL_REQUESTED), None)
+        if requested_dir != move.dest_dir:
+            return RequestDecision(MoveInput(E.REDIRECTED, requested_dir), None)
+        return RequestDecision(None, None)
+    if cancels:
+        return RequestDecision(None, None)
+    return RequestDecision(MoveInput(E.REQUESTED, requested_dir, source_leo=source_leo), None)
+
+
+def request_answer(requested_dir: str, offline_before: frozenset[str],
+                   offline_after: frozenset[str]) -> ErrorCode:
+    """The answer to an accepted request once its step ran: KAFKA_STORAGE_ERROR when the
+    destination is offline or the request's own I/O failed a dir (Kafka's
+    KafkaStorageException: a cancel or a redirect whose old ``tp.move`` could not be retired is
+    not acknowledged), else NONE."""
+    if requested_dir != "any" and requested_dir in offline_after:
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    if offline_after - offline_before:
+        return ErrorCode.KAFKA_STORAGE_ERROR
+    return ErrorCode.NONE
+
+
+def copy_completion(source_leo: int, dest_leo: int) -> MoveInput:
+    """What a chunk copy reports: CAUGHT_UP when ``tp.move`` reached the source's LEO (offsets
+    only, KAFKA-8002), else CHUNK_COPIED."""
+    event = E.CAUGHT_UP if source_leo == dest_leo else E.CHUNK_COPIED
+    return MoveInput(event, source_leo=source_leo, dest_leo=dest_leo)
+
+
+def completion(effect: MoveEffect, *, source_leo: int | None = None,
+               dest_leo: int | None = None) -> MoveInput | None:
+    """The input reporting that ``effect`` was carried out (``None``: it has none). A runtime
+    reports it at once after carrying the effect out, except for :class:`AcquireLock` (the mover
+    reports it once it holds the lock) and :class:`DeleteAsync` (the background deleter, once
+    ``tp.delete`` is gone)."""
+    done = getattr(effect, "done", None)
+    if done is None:
+        return None
+    assert isinstance(done, MoveEvent)
+    return MoveInput(done, source_leo=source_leo, dest_leo=dest_leo)

@@ -228,7 +228,7 @@ class ControllerMachine(RuleBasedStateMachine):
         before = self._states()
         topic_before = self.server.data_of(topic_path(TOPIC))
         # The zombie believes a broker died (a stale view) and moves leaders off it.
-        brokers = zombie.read_brokers()
+        brokers = dict(zombie.core.live_brokers)
         brokers.pop(broker_id, None)
         zombie.run(BrokersRead(brokers))
         zombie.isr_changed()

@@ -139,7 +139,7 @@ class Cluster:
         if not zombies:
             return
         zombie = self.rng.choice(zombies)
-        brokers = zombie.read_brokers()
+        brokers = dict(zombie.core.live_brokers)
         if brokers:
             brokers.pop(self.rng.choice(sorted(brokers)))
         self._run(zombie, zombie.run, BrokersRead(brokers))

@@ -11,6 +11,7 @@ from impl.storage import LogManager, MoveState, StorageConfig, TopicPartition
 from impl.storage.disk import Disk
 from impl.storage.names import DirKind, dir_name
 from impl.storage.record_batch import build_batch
+from impl.storage.runtime import swap_when_caught_up
 
 DIR_A = "/data/a"
 DIR_B = "/data/b"
@@ -103,7 +104,7 @@ async def drive_move(
                 if hasattr(result, "__await__"):
                     await result
         elif move.state is MoveState.CAUGHT_UP:
-            await manager.swap_when_caught_up(tp)
+            await swap_when_caught_up(manager, tp)
         else:
             manager.delete_pending_nowait()
             return

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pytest
 import trio
 import trio.testing
@@ -14,7 +16,9 @@ from impl.storage.checkpoint import (
     REPLICATION_OFFSET_CHECKPOINT,
     parse_offsets,
 )
+from impl.storage.manager import PartitionLock
 from impl.storage.names import DirKind, dir_name
+from impl.storage.runtime import swap_when_caught_up
 
 from ._support import (
     DIR_A,
@@ -36,9 +40,11 @@ def _read_text(disk: SimDisk, path: str) -> str:
 
 
 async def _filled(
-    disk: SimDisk, count: int = 40, dirs: tuple[str, ...] = (DIR_A, DIR_B)
+    disk: SimDisk, count: int = 40, dirs: tuple[str, ...] = (DIR_A, DIR_B),
+    lock_factory: Callable[[], PartitionLock] | None = None,
 ) -> LogManager:
-    manager = LogManager.open(config(*dirs), disk=disk, clock=ManualClock())
+    manager = LogManager.open(config(*dirs), disk=disk, clock=ManualClock(),
+                              lock_factory=lock_factory)
     partition = manager.create(TP, is_new=True)
     assert partition.log_dir == DIR_A
     for i in range(count):
@@ -216,7 +222,7 @@ def test_kafka_6949_9750_requests_racing_the_swap() -> None:
 
     async def main() -> None:
         disk = SimDisk([DIR_A, DIR_B])
-        manager = await _filled(disk)
+        manager = await _filled(disk, lock_factory=trio.Lock)
         partition = manager.get(TP)
         assert partition is not None
         manager.alter_replica_log_dir(TP, DIR_B)
@@ -225,7 +231,7 @@ def test_kafka_6949_9750_requests_racing_the_swap() -> None:
         assert manager.move_state(TP).state is MoveState.CAUGHT_UP
         async with trio.open_nursery() as nursery:
             await partition.lock.acquire()  # an appender holds the lock
-            nursery.start_soon(manager.swap_when_caught_up, TP)
+            nursery.start_soon(swap_when_caught_up, manager, TP)
             await trio.testing.wait_all_tasks_blocked()
             assert manager.alter_replica_log_dir(TP, "any") == ErrorCode.NONE
             partition.lock.release()

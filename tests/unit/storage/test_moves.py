@@ -11,6 +11,7 @@ from impl.storage import ErrorCode, LogManager, MoveState, StorageConfig, TopicP
 from impl.storage import record_batch as rb
 from impl.storage.names import DirKind, dir_name
 from impl.storage.os_disk import OsDisk
+from impl.storage.runtime import run_log_manager, wait_moves_done
 
 from ._support import (
     DIR_A,
@@ -68,12 +69,12 @@ def test_move_under_concurrent_appends_real_disk_and_runner(tmp_path: Path) -> N
             await partition.append_as_leader(batch(i), 1)
         assert manager.alter_replica_log_dir(TP, dirs[1]) == ErrorCode.NONE
         async with trio.open_nursery() as nursery:
-            manager.run(nursery)
+            run_log_manager(manager, nursery)
             for i in range(200, 400):
                 epochs[i] = 2
                 await partition.append_as_leader(batch(i), 2)
                 await trio.sleep(0)
-            await manager.wait_moves_done(30)
+            await wait_moves_done(manager, 30)
             manager.close()
         assert partition.log_dir == dirs[1]
         assert manager.move_state(TP).state is MoveState.DONE
@@ -209,7 +210,7 @@ def test_runner_respects_mover_count_and_live_throttle_changes(tmp_path: Path) -
             else:
                 manager.alter_replica_log_dir(tp, dirs[0])
         async with trio.open_nursery() as nursery:
-            manager.run(nursery)
+            run_log_manager(manager, nursery)
             await trio.sleep(0.05)
             moving = [tp for tp in tps if manager.move_state(tp).state is MoveState.COPYING
                       and manager.get(tp).future is not None  # type: ignore[union-attr]
@@ -217,7 +218,7 @@ def test_runner_respects_mover_count_and_live_throttle_changes(tmp_path: Path) -
             assert len(moving) <= 1
             manager.set_throttle_rate(1 << 40)
             manager.set_mover_count(3)
-            await manager.wait_moves_done(30)
+            await wait_moves_done(manager, 30)
             manager.close()
         assert all(manager.move_state(tp).state is MoveState.DONE for tp in tps)
 

@@ -16,6 +16,7 @@ from impl.storage.disk import Disk
 from impl.storage.move_recovery import RecoveryRule
 from impl.storage.names import DirKind, TopicPartition, dir_name
 from impl.storage.os_disk import OsDisk
+from impl.storage.runtime import swap_when_caught_up
 
 from ._support import (
     DIR_A,
@@ -259,7 +260,7 @@ async def _swapped_not_deleted(disk: SimDisk, manager: LogManager, records: int)
     manager.alter_replica_log_dir(TP, DIR_B)
     while manager.move_state(TP).state is MoveState.COPYING:
         manager.copy_step_nowait(TP, 400)
-    await manager.swap_when_caught_up(TP)
+    await swap_when_caught_up(manager, TP)
     assert manager.move_state(TP).state is MoveState.DONE
     assert partition.log_dir == DIR_B
     assert dir_name(TP, DirKind.DELETE) in disk.list_dir(DIR_A)

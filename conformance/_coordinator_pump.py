@@ -1,0 +1,260 @@
+"""The cluster simulator's controller pump: one broker's controller node over the simulated
+ZooKeeper and network.
+
+Each simulated broker runs the :class:`~impl.controller.node.ControllerNode` the trio process
+runs. This pump carries it: ZooKeeper reads and writes at once against the in-memory server (as
+:class:`~conformance._coordinator_driver.ControllerDriver` does), the session's watch
+notifications and session changes delivered 1-3 simulated ms after ZooKeeper queued them (in
+order), and requests over the simulated network on a channel per broker: in order, exactly once
+(sequence numbers, as TCP gives), retransmitted every ``RETRY_MS`` and reported undelivered after
+``ATTEMPTS_MAX`` transmissions (the node decides whether to send again). It decides nothing about
+the protocol; it checks CONTROLLER_FENCED on every write that lands.
+
+Fault model (what it injects besides the network's and the server's): the controller's session
+expiry with a late notice (:meth:`SimController.expire`): the client re-creates a session at
+once and re-arms on it every watch the node had armed (as Kafka's ZooKeeperClient re-registers
+its handlers) except the one on ``/controller``, but the node hears of the expiry only
+``notice_delay_ms`` later, so meanwhile it acts on its old epoch on every other notification
+(KAFKA-6082's zombie window, at its longest: it does not hear of its successor either); its
+writes are fenced by the ``/controller_epoch`` version check.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+import collections
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Final, NamedTuple
+
+from impl.controller.controller import ZkWrite
+from impl.controller.coordinator import (
+    CheckOp,
+    CoordinatorEvent,
+    NoNodeError,
+    SessionEvent,
+    SessionState,
+    WatchKind,
+)
+from impl.controller.node import (
+    ChildrenOp,
+    NodeInput,
+    ReadResult,
+    RequestCompleted,
+    SendToBroker,
+    SessionChanged,
+    ZkRead,
+)
+from impl.controller.requests import ControllerRequest, ControllerResponse
+from impl.controller.znodes import CONTROLLER_EPOCH_PATH, CONTROLLER_PATH, decode_controller_epoch
+from impl.trace import TraceEvent
+
+from ._coordinator_driver import ControllerDriver
+
+if TYPE_CHECKING:
+    from ._cluster_nodes import SimBroker
+    from .cluster_sim import ClusterWorld
+
+__sans_io__ = True
+
+#: Milliseconds after which an unanswered request is transmitted again.
+RETRY_MS: Final = 4
+#: Transmissions of one request before it is reported undelivered.
+ATTEMPTS_MAX: Final = 40
+#: The session timeout of a controller's session.
+SESSION_TIMEOUT_MS: Final = 6_000
+
+
+class ControllerCall(NamedTuple):
+    """A controller request on channel ``channel`` with sequence number ``seq``."""
+
+    channel: int
+    seq: int
+    request: ControllerRequest
+
+
+class ControllerReply(NamedTuple):
+    """The answer to one :class:`ControllerCall`."""
+
+    channel: int
+    seq: int
+    response: ControllerResponse
+
+
+@dataclass
+class _Channel:
+    """One connection to a broker: at most one request in flight (the node sends one at a
+    time per broker)."""
+
+    channel: int
+    seq: int = 0
+    request_id: int = -1  # -1: nothing in flight
+    request: ControllerRequest | None = None
+    due_ms: int = 0  # next transmission
+    attempts: int = 0
+
+
+class SimController(ControllerDriver):
+    """A controller candidate on one simulated broker (see the module docstring)."""
+
+    def __init__(self, world: ClusterWorld, broker: SimBroker) -> None:
+        super().__init__(world.zk, broker.id,
+                         unclean_leader_election=world.config.unclean_leader_election,
+                         fence_writes=world.config.variant != "no_epoch_check",
+                         session_timeout_ms=SESSION_TIMEOUT_MS)
+        self.world = world
+        self.broker = broker
+        self._clock = world.clock
+        #: notifications popped from the session, each with the ms it is delivered at
+        self._due: collections.deque[tuple[int, CoordinatorEvent]] = collections.deque()
+        self.expiry_notice_ms: int | None = None
+        self.stopped = False
+        self._channels: dict[int, _Channel] = {}
+        self.writes_landed = 0
+        #: the watches the node's reads armed and that have not fired: path -> child watch?
+        self._armed: dict[tuple[str, bool], None] = {}
+
+    def stop(self) -> None:
+        """The broker died: this candidate is gone."""
+        self.stopped = True
+        self._channels.clear()
+        if self.server.session_alive(self.session_id):
+            self.server.expire_session(self.session_id)
+
+    def expire(self, notice_delay_ms: int) -> None:
+        """The controller's session expires; the client re-creates one at once but the node
+        learns of the expiry only after ``notice_delay_ms`` (KAFKA-6082's zombie window)."""
+        server = self.server
+        server.expire_session(self.session_id)
+        self.session_id = server.open_session(SESSION_TIMEOUT_MS)
+        connected = server.pop_event(self.session_id)
+        assert connected == SessionEvent(SessionState.CONNECTED), connected
+        # The client is connected again, on a new session; that the old one expired reaches
+        # the node only with the notice.
+        self.step(SessionChanged(SessionState.CONNECTED, self.session_id, self._clock.wall_ms()))
+        for path, child in list(self._armed):
+            if path == CONTROLLER_PATH:
+                continue
+            try:
+                if child:
+                    server.children(self.session_id, path, True)
+                else:
+                    server.exists(self.session_id, path, True)
+            except NoNodeError:
+                del self._armed[(path, child)]
+        self.expiry_notice_ms = self.broker.now_ms() + notice_delay_ms
+
+    # --- the pump ----------------------------------------------------------------------------
+
+    def tick(self) -> None:
+        """Deliver due notifications; transmit due requests."""
+        if self.stopped:
+            return
+        now_ms = self._clock.monotonic_ns() // 1_000_000
+        if self.expiry_notice_ms is not None and now_ms >= self.expiry_notice_ms:
+            self.expiry_notice_ms = None
+            self.step(SessionChanged(SessionState.EXPIRED, self.session_id))
+        self._collect_due(now_ms)
+        due = self._due
+        while due and due[0][0] <= now_ms:
+            _at, event = due.popleft()
+            if isinstance(event, SessionEvent):
+                self.step(SessionChanged(event.state, self.session_id, self._clock.wall_ms()))
+            else:
+                self._armed.pop((event.path, event.kind is WatchKind.CHILD), None)
+                self.step(event)
+        for broker_id in sorted(self._channels):
+            channel = self._channels[broker_id]
+            if channel.request is not None and channel.due_ms <= now_ms:
+                if channel.attempts >= ATTEMPTS_MAX:
+                    request_id = channel.request_id
+                    channel.request, channel.request_id = None, -1
+                    self.step(RequestCompleted(request_id, None))
+                else:
+                    self._transmit(broker_id, channel, now_ms)
+
+    def _collect_due(self, now_ms: int) -> None:
+        server, session_id, rng = self.server, self.session_id, self.world.watch_rng
+        last = self._due[-1][0] if self._due else 0
+        while (event := server.pop_event(session_id)) is not None:
+            last = max(last, now_ms + 1 + rng.randrange(3))
+            self._due.append((last, event))
+
+    def step(self, event: NodeInput) -> None:
+        """Step the node; count its elections."""
+        was_active = self.node.active
+        super().step(event)
+        if self.node.active and not was_active:
+            self.world.controller_elected(self)
+
+    def _read(self, effect: ZkRead) -> tuple[ReadResult, ...] | None:
+        for op in effect.ops:
+            if op.watch:
+                self._armed[(op.path, isinstance(op, ChildrenOp))] = None
+        return super()._read(effect)
+
+    # --- requests over the network -----------------------------------------------------------
+
+    def _send(self, effect: SendToBroker) -> NodeInput | None:
+        channel = self._channels.get(effect.broker_id)
+        if channel is None or (channel.request is not None
+                               and channel.request_id != effect.request_id):
+            # A new request while another is unanswered: the node dropped that one (a new
+            # term), so the pump opens a new connection for this one.
+            channel = self._channels[effect.broker_id] = _Channel(next(self.world.channel_ids))
+        if channel.request_id != effect.request_id:
+            channel.seq += 1
+        channel.request_id, channel.request = effect.request_id, effect.request
+        channel.attempts = 0
+        now_ms = self.broker.now_ms()
+        if effect.backoff_ms:
+            channel.due_ms = now_ms + effect.backoff_ms
+        else:
+            self._transmit(effect.broker_id, channel, now_ms)
+        return None
+
+    def _transmit(self, broker_id: int, channel: _Channel, now_ms: int) -> None:
+        assert channel.request is not None
+        channel.due_ms = now_ms + RETRY_MS
+        channel.attempts += 1
+        self.world.network.send(self.broker.id, broker_id,
+                                ControllerCall(channel.channel, channel.seq, channel.request))
+
+    def on_reply(self, reply: ControllerReply) -> None:
+        """A broker answered the request in flight on one channel."""
+        if self.stopped:
+            return
+        for channel in self._channels.values():
+            if channel.channel == reply.channel:
+                if reply.seq != channel.seq or channel.request is None:
+                    return
+                request_id = channel.request_id
+                channel.request, channel.request_id = None, -1
+                self.step(RequestCompleted(request_id, reply.response))
+                return
+
+    # --- checks -------------------------------------------------------------------------------
+
+    def _emit(self, event: TraceEvent) -> None:
+        self.world.emit(event)
+
+    def _write_landed(self, effect: ZkWrite) -> None:
+        """CONTROLLER_FENCED: a write of the controller (guarded by the epoch check) lands
+        only under the current epoch."""
+        if not effect.ops or not isinstance(effect.ops[0], CheckOp):
+            return  # the election's own writes
+        self.writes_landed += 1
+        try:
+            data, _stat = self.server.get(self.world.admin, CONTROLLER_EPOCH_PATH, False)
+        except NoNodeError:
+            data = b"0"
+        current = decode_controller_epoch(data)
+        if self.node.epoch != current:
+            self.world.violation(
+                "CONTROLLER_FENCED",
+                f"controller on broker {self.broker.id} (epoch {self.node.epoch}) wrote to "
+                f"ZooKeeper while the controller epoch is {current}",
+            )
+
+
+__all__ = ["ATTEMPTS_MAX", "RETRY_MS", "ControllerCall", "ControllerReply", "SimController"]

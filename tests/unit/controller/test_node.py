@@ -1,0 +1,267 @@
+"""The controller node's own decisions: election, revalidation, watch-to-read mapping, request
+queues and znode decoding (the pumps only carry them).
+
+Most tests run the node under the synchronous pump over the in-memory ZooKeeper (the same node
+object the trio service runs); the request-queue tests step the node by hand to see each effect.
+"""
+
+from __future__ import annotations
+
+from conformance.coordinator import ControllerDriver, SimulatedZooKeeper
+from impl.controller.controller import ControllerConfig, EmitTrace, WriteCompleted, ZkWrite
+from impl.controller.coordinator import (
+    CreateOp,
+    DeleteOp,
+    SessionState,
+    WatchEvent,
+    WatchEventType,
+    WatchKind,
+)
+from impl.controller.node import (
+    REQUEST_RETRY_BACKOFF_MS,
+    ChildrenOp,
+    ControllerNode,
+    ExistsOp,
+    GetOp,
+    LogWarning,
+    NodeEffect,
+    NodeInput,
+    ReadCompleted,
+    RequestCompleted,
+    SendToBroker,
+    SessionChanged,
+    ZkRead,
+)
+from impl.controller.requests import ControllerResponse, LeaderAndIsrRequest
+from impl.controller.znodes import (
+    BROKER_IDS_PATH,
+    CONTROLLER_EPOCH_PATH,
+    CONTROLLER_PATH,
+    PERSISTENT_PATHS,
+    TopicAssignment,
+    broker_path,
+    decode_controller,
+    decode_controller_epoch,
+    encode_broker,
+    encode_topic,
+    topic_path,
+)
+
+
+def _register(server: SimulatedZooKeeper, broker_id: int, data: bytes | None = None) -> int:
+    session = server.open_session(60_000)
+    result = server.multi(session, [CreateOp(
+        broker_path(broker_id),
+        encode_broker("h", 9000 + broker_id, None, 0) if data is None else data,
+        ephemeral=True)])[0]
+    assert not isinstance(result, Exception), result
+    return session
+
+
+def _active(driver: ControllerDriver) -> bool:
+    return driver.node.active
+
+
+def _cluster(brokers: tuple[int, ...] = (0, 1, 2)) -> tuple[SimulatedZooKeeper, dict[int, int]]:
+    server = SimulatedZooKeeper()
+    admin = server.open_session(60_000)
+    for path in PERSISTENT_PATHS:
+        server.multi(admin, [CreateOp(path)])
+    sessions = {b: _register(server, b) for b in brokers}
+    return server, sessions
+
+
+def test_of_two_candidates_one_wins_and_the_other_takes_over_when_it_goes() -> None:
+    server, _sessions = _cluster()
+    first = ControllerDriver(server, 100)
+    second = ControllerDriver(server, 101)
+    assert first.elect()
+    assert not second.elect(), "two controllers in one term"
+    admin = server.open_session(60_000)
+    assert decode_controller(server.get(admin, CONTROLLER_PATH, False)[0]) == 100
+    assert decode_controller_epoch(server.get(admin, CONTROLLER_EPOCH_PATH, False)[0]) == 1
+
+    server.close_session(first.session_id)
+    second.controller_changed()  # the /controller watch its lost election armed
+    assert second.core.active
+    assert second.core.epoch == 2
+    assert decode_controller(server.get(admin, CONTROLLER_PATH, False)[0]) == 101
+
+
+def test_a_failover_reads_every_broker_and_arms_the_brokers_watch() -> None:
+    server, sessions = _cluster()
+    controller = ControllerDriver(server, 100)
+    assert controller.elect()
+    assert set(controller.core.live_brokers) == {0, 1, 2}
+
+    server.close_session(sessions.pop(2))
+    controller.brokers_changed()
+    assert set(controller.core.live_brokers) == {0, 1}
+    _register(server, 2)
+    controller.brokers_changed()  # re-armed by the previous re-read
+    assert set(controller.core.live_brokers) == {0, 1, 2}
+
+
+def test_a_malformed_registration_is_ignored_with_a_warning() -> None:
+    server, _sessions = _cluster((0, 1))
+    _register(server, 7, b"{not json")
+    node = ControllerNode(ControllerConfig(100))
+    driver = ControllerDriver(server, 100)
+    driver.node = node
+    warnings: list[str] = []
+    original = driver._carry
+
+    def carry(effect: NodeEffect) -> NodeInput | None:
+        if isinstance(effect, LogWarning):
+            warnings.append(effect.message)
+        return original(effect)
+
+    driver._carry = carry  # type: ignore[method-assign]
+    assert driver.elect()
+    assert set(driver.core.live_brokers) == {0, 1}
+    assert any("broker 7" in w for w in warnings), warnings
+
+
+def test_a_watch_is_mapped_to_the_re_read_it_calls_for() -> None:
+    server, _sessions = _cluster()
+    controller = ControllerDriver(server, 100)
+    assert controller.elect()
+    node = controller.node
+
+    effects = node.step(WatchEvent(WatchEventType.CHILD, BROKER_IDS_PATH, WatchKind.CHILD))
+    assert len(effects) == 1
+    children = effects[0]
+    assert isinstance(children, ZkRead)
+    assert children.ops == (ChildrenOp(BROKER_IDS_PATH, watch=True),)
+    # While that read is outstanding, another notification waits its turn.
+    assert node.step(WatchEvent(WatchEventType.DELETED, CONTROLLER_PATH, WatchKind.DATA)) == []
+    names = tuple(server.children(controller.session_id, BROKER_IDS_PATH, False))
+    effects = node.step(ReadCompleted(children.read_id, (names,)))
+    assert len(effects) == 1
+    gets = effects[0]
+    assert isinstance(gets, ZkRead)
+    assert gets.ops == tuple(GetOp(broker_path(b)) for b in (0, 1, 2))
+    results = tuple(server.get(controller.session_id, op.path, False)
+                    for op in gets.ops if isinstance(op, GetOp))
+    effects = node.step(ReadCompleted(gets.read_id, results))
+    # the brokers are handed to the core; then the queued /controller notification is re-read
+    last = effects[-1]
+    assert isinstance(last, ZkRead)
+    assert last.ops == (ExistsOp(CONTROLLER_PATH, watch=True),)
+
+
+def test_after_a_reconnection_a_moved_epoch_makes_the_controller_resign() -> None:
+    server, _sessions = _cluster()
+    controller = ControllerDriver(server, 100)
+    assert controller.elect()
+    admin = server.open_session(60_000)
+    controller.step(SessionChanged(SessionState.SUSPENDED, controller.session_id))
+    # Another controller's term began while the connection was down.
+    server.multi(admin, [DeleteOp(CONTROLLER_PATH)])
+    successor = ControllerDriver(server, 101)
+    assert successor.elect()
+    assert _active(controller)
+    controller.step(SessionChanged(SessionState.CONNECTED, controller.session_id))
+    assert not _active(controller), "revalidation missed the new term"
+    assert [t.event for t in controller.traces][-1] == "CONTROLLER_RESIGNED"
+    assert successor.core.active
+
+
+def test_after_a_reconnection_the_same_term_re_reads_everything() -> None:
+    server, _sessions = _cluster()
+    controller = ControllerDriver(server, 100)
+    assert controller.elect()
+    admin = server.open_session(60_000)
+    controller.step(SessionChanged(SessionState.SUSPENDED, controller.session_id))
+    # Created while suspended: no notification reaches the controller.
+    server.multi(admin, [CreateOp(topic_path("t"), encode_topic(TopicAssignment({0: (0, 1)})))])
+    controller.step(SessionChanged(SessionState.CONNECTED, controller.session_id))
+    assert controller.core.active
+    assert controller.core.epoch == 1
+    assert "t" in controller.core.topics
+
+
+def _active_node() -> tuple[ControllerNode, list[NodeEffect]]:
+    """A node stepped by hand through a won election over an empty cluster with brokers 0, 1."""
+    server, _sessions = _cluster((0, 1))
+    driver = ControllerDriver(server, 100)
+    assert driver.elect()
+    server.multi(driver.session_id, [CreateOp(topic_path("t"), encode_topic(
+        TopicAssignment({0: (0, 1)})))])
+    node = driver.node
+    sent: list[NodeEffect] = []
+    original = driver._send
+
+    def send(effect: SendToBroker) -> NodeInput | None:
+        sent.append(effect)
+        return None  # left in flight: the test answers
+
+    driver._send = send  # type: ignore[method-assign]
+    del original
+    driver.topics_changed()
+    return node, sent
+
+
+def test_one_request_in_flight_per_broker_and_an_undelivered_one_is_retried() -> None:
+    node, sent = _active_node()
+    by_broker: dict[int, list[SendToBroker]] = {}
+    for effect in sent:
+        assert isinstance(effect, SendToBroker)
+        by_broker.setdefault(effect.broker_id, []).append(effect)
+    assert sorted(by_broker) == [0, 1]
+    assert all(len(v) == 1 for v in by_broker.values()), "one request in flight per broker"
+    head = by_broker[0][0]
+    queued = node.requests_queued(0)
+    assert queued >= 2, "the UpdateMetadata waits behind the LeaderAndIsr"
+
+    # Broker 0 is live: an undelivered request is sent again after the back-off.
+    retry = node.step(RequestCompleted(head.request_id, None))
+    assert retry == [SendToBroker(head.request_id, 0, head.request, REQUEST_RETRY_BACKOFF_MS)]
+    assert node.requests_queued(0) == queued
+
+    # Answered: the next one goes.
+    after = node.step(RequestCompleted(head.request_id, ControllerResponse(0, {})))
+    nexts = [e for e in after if isinstance(e, SendToBroker)]
+    assert len(nexts) == 1
+    assert nexts[0].broker_id == 0
+    assert nexts[0].request_id != head.request_id
+    assert node.requests_queued(0) == queued - 1
+    # A completion of an unknown (or already completed) request changes nothing.
+    assert node.step(RequestCompleted(head.request_id, ControllerResponse(0, {}))) == []
+
+
+def test_an_undelivered_request_to_a_dead_broker_is_reported_and_the_queue_moves_on() -> None:
+    node, sent = _active_node()
+    head = next(e for e in sent if isinstance(e, SendToBroker) and e.broker_id == 1)
+    assert isinstance(head.request, LeaderAndIsrRequest)
+    node.core.live_brokers.pop(1)  # the core has seen broker 1 fail
+    queued = node.requests_queued(1)
+    effects = node.step(RequestCompleted(head.request_id, None))
+    assert node.requests_queued(1) == queued - 1
+    assert not any(isinstance(e, SendToBroker) and e.request_id == head.request_id
+                   for e in effects), "not retried: its broker is gone"
+
+
+def test_core_writes_are_renumbered_and_their_completions_routed_back() -> None:
+    server, _sessions = _cluster((0, 1))
+    node = ControllerNode(ControllerConfig(100))
+    driver = ControllerDriver(server, 100)
+    driver.node = node
+    seen: list[NodeEffect] = []
+    original = driver._carry
+
+    def carry(effect: NodeEffect) -> NodeInput | None:
+        seen.append(effect)
+        return original(effect)
+
+    driver._carry = carry  # type: ignore[method-assign]
+    assert driver.elect()
+    server.multi(driver.session_id, [CreateOp(topic_path("t"), encode_topic(
+        TopicAssignment({0: (0, 1)})))])
+    driver.topics_changed()
+    writes = [e for e in seen if isinstance(e, ZkWrite)]
+    ids = [w.write_id for w in writes]
+    assert len(ids) == len(set(ids)), "every write of the node and its core has its own id"
+    assert any(e.event.event == "LEADER_ELECTED" for e in seen if isinstance(e, EmitTrace))
+    assert node.idle
+    assert node.step(WriteCompleted(10_000, None)) == [], "an unknown completion is ignored"
