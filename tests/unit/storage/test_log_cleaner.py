@@ -20,6 +20,7 @@ from impl.storage import records as rec
 from impl.storage.checkpoint import parse_offsets, read_checkpoint
 from impl.storage.cleaner_runner import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleanerRunner
 from impl.storage.names import DirKind, dir_name
+from impl.storage.runtime import swap_when_caught_up
 from impl.trace import ListTraceSink, TraceEvent
 
 from ._support import DIR_A, DIR_B, TP, ManualClock, config, drive_move, run
@@ -435,7 +436,7 @@ def test_invariants_hold_while_the_cleaner_races_appends_truncation_and_moves(se
                 elif move == "COPYING":
                     manager.copy_step_nowait(TP, 300)
                 elif move == "CAUGHT_UP":
-                    await manager.swap_when_caught_up(TP)
+                    await swap_when_caught_up(manager, TP)
                     manager.delete_pending_nowait()
                 for _ in range(rng.randrange(1, 6)):  # let the cleaner go on
                     await trio.lowlevel.checkpoint()
