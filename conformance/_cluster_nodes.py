@@ -22,8 +22,8 @@ This module is a sans-IO core.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable, Coroutine
-from typing import TYPE_CHECKING, Any, Final, NamedTuple, TypeVar
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from conformance.disk import SimDisk
 from conformance.move_sim import SimLock
@@ -94,7 +94,6 @@ if TYPE_CHECKING:
 
 __sans_io__ = True
 
-T = TypeVar("T")
 
 NONE: Final = 0
 
@@ -129,17 +128,6 @@ class ProduceCall(NamedTuple):
 
 
 # --- helpers -------------------------------------------------------------------------------
-
-
-def drive(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that must not suspend (a storage call on an uncontended SimLock)."""
-    try:
-        coroutine.send(None)
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
-    coroutine.close()
-    raise AssertionError("a simulated call suspended")
 
 
 #: (base offset, next offset, CRC-32C, producer id, producer epoch, base sequence)
@@ -367,9 +355,9 @@ class SimBroker:
                 raise StorageError(f"{tp} is not online")
             base = partition.log_end_offset
             if effect.leader_epoch is None:
-                info = drive(partition.append_as_follower(effect.records))
+                info = partition.append_as_follower_nowait(effect.records)
             else:
-                info = drive(partition.append_as_leader(effect.records, effect.leader_epoch))
+                info = partition.append_as_leader_nowait(effect.records, effect.leader_epoch)
             self.world.appended(self, tp, partition, base)
             done = Appended(tp, effect.token, NONE, info[0], info[1], info[2])
         except (StorageError, OSError) as error:

@@ -34,9 +34,10 @@ every online partition is read back whole (``MOVE_NO_LOSS``: every acknowledged 
 durable is there; ``READ_CONSISTENT``: batches contiguous, no duplicate, no reordering, CRCs and
 contents as acknowledged). Every trace event also goes to the online trace checker.
 
-``impl.storage.manager`` imports trio for its runtime; the simulator never enters it: it replaces
-each partition's lock with :class:`SimLock` and drives the manager's synchronous entry points
-(``append_as_leader`` is a coroutine that never suspends on an uncontended :class:`SimLock`).
+``impl.storage.manager`` has no event loop: the simulator opens it with :class:`SimLock` as each
+partition's lock and drives the same synchronous entry points a runtime does
+(``append_as_leader_nowait``, ``copy_step_nowait``, ``swap_locked_nowait``, and the mover
+scheduler's ``mover_slots``/``mover_action``).
 
 This module is a sans-IO core: it imports no I/O module itself.
 """
@@ -45,9 +46,9 @@ from __future__ import annotations
 
 import functools
 import hashlib
-from collections.abc import Callable, Coroutine, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
-from typing import Any, TypeVar
+from typing import Any
 
 from conformance.clock import SimClock
 from conformance.disk import SimDisk, SimulatedCrash
@@ -64,7 +65,6 @@ from impl.trace import TraceEvent
 
 __sans_io__ = True
 
-T = TypeVar("T")
 
 #: The implementation variants the simulator can run (see :class:`SimConfig.variant`).
 VARIANTS: dict[str, str] = {
@@ -399,17 +399,6 @@ class _PartitionBook:
         return self.batches[-1][1] if self.batches else 0
 
 
-def _drive(coroutine: Coroutine[Any, Any, T]) -> T:
-    """Run a coroutine that must not suspend (a trio call on an uncontended SimLock)."""
-    try:
-        coroutine.send(None)
-    except StopIteration as stop:
-        result: T = stop.value
-        return result
-    coroutine.close()
-    raise AssertionError("a simulated call suspended")
-
-
 class BrokerWorld:
     """One simulated broker: a real LogManager over a simulated disk, and what it must hold.
 
@@ -628,7 +617,7 @@ class BrokerWorld:
         book = self.books[tp]
         book.in_flight = (record_count, crc)
         try:
-            info = _drive(partition.append_as_leader(batch, leader_epoch=0))
+            info = partition.append_as_leader_nowait(batch, leader_epoch=0)
         except StorageError:
             book.in_flight = None
             return

@@ -119,6 +119,7 @@ class PartitionLock(Protocol):
     """The partition lock the move's swap holds (appends and truncations wait for it)."""
 
     def locked(self) -> bool: ...
+    def acquire_nowait(self) -> None: ...
     def release(self) -> None: ...
     async def acquire(self) -> None: ...
     async def __aenter__(self) -> object: ...
@@ -304,26 +305,46 @@ class PartitionLog:
         else:
             headers = rb.validate_client_records(records, log_config.max_message_bytes)
         async with self.lock:
-            self._check_online()
-            log = self._log
-            buffer = bytearray(records)
-            base = log.log_end_offset
-            append_time_ms = -1
-            if log_config.log_append_time:
-                append_time_ms = self._manager.clock.wall_ms()
-                headers = rb.stamp_log_append_time(buffer, headers, append_time_ms)
-            last = rb.assign_offsets(buffer, headers, base, leader_epoch)
-            assigned: list[rb.BatchHeader] = []
-            offset = base
-            for header in headers:
-                assigned.append(dataclasses.replace(
-                    header, base_offset=offset, partition_leader_epoch=leader_epoch
-                ))
-                offset += header.last_offset_delta + 1
-            with self._manager.io(log.log_dir):
-                if log.epochs.assign(leader_epoch, base):
-                    log.write_epoch_checkpoint()
-                log.append(buffer, assigned)
+            return self._append_as_leader_locked(records, headers, leader_epoch)
+
+    def append_as_leader_nowait(self, records: bytes, leader_epoch: int) -> AppendInfo:
+        """:meth:`append_as_leader` for a runtime that never waits (the simulators): validation
+        inline, the lock taken without waiting (finding it held is the runtime's bug).
+
+        Raises:
+            as :meth:`append_as_leader`.
+        """
+        log_config = self._manager.log_config(self.tp.topic)
+        headers = rb.validate_client_records(records, log_config.max_message_bytes)
+        self.lock.acquire_nowait()
+        try:
+            return self._append_as_leader_locked(records, headers, leader_epoch)
+        finally:
+            self.lock.release()
+
+    def _append_as_leader_locked(self, records: bytes, headers: list[rb.BatchHeader],
+                                 leader_epoch: int) -> AppendInfo:
+        log_config = self._manager.log_config(self.tp.topic)
+        self._check_online()
+        log = self._log
+        buffer = bytearray(records)
+        base = log.log_end_offset
+        append_time_ms = -1
+        if log_config.log_append_time:
+            append_time_ms = self._manager.clock.wall_ms()
+            headers = rb.stamp_log_append_time(buffer, headers, append_time_ms)
+        last = rb.assign_offsets(buffer, headers, base, leader_epoch)
+        assigned: list[rb.BatchHeader] = []
+        offset = base
+        for header in headers:
+            assigned.append(dataclasses.replace(
+                header, base_offset=offset, partition_leader_epoch=leader_epoch
+            ))
+            offset += header.last_offset_delta + 1
+        with self._manager.io(log.log_dir):
+            if log.epochs.assign(leader_epoch, base):
+                log.write_epoch_checkpoint()
+            log.append(buffer, assigned)
         return AppendInfo(base, last, append_time_ms)
 
     async def append_as_follower(self, records: bytes) -> AppendInfo:
@@ -334,18 +355,33 @@ class PartitionLog:
             LogDirOffline: the partition's dir failed.
         """
         async with self.lock:
-            self._check_online()
-            log = self._log
-            headers = rb.validate_replica_records(records, log.log_end_offset)
-            if not headers:
-                return AppendInfo(log.log_end_offset, log.log_end_offset - 1, -1)
-            with self._manager.io(log.log_dir):
-                changed = False
-                for header in headers:
-                    changed |= log.epochs.assign(header.partition_leader_epoch, header.base_offset)
-                if changed:
-                    log.write_epoch_checkpoint()
-                log.append(records, headers)
+            return self._append_as_follower_locked(records)
+
+    def append_as_follower_nowait(self, records: bytes) -> AppendInfo:
+        """:meth:`append_as_follower` for a runtime that never waits (the simulators).
+
+        Raises:
+            as :meth:`append_as_follower`.
+        """
+        self.lock.acquire_nowait()
+        try:
+            return self._append_as_follower_locked(records)
+        finally:
+            self.lock.release()
+
+    def _append_as_follower_locked(self, records: bytes) -> AppendInfo:
+        self._check_online()
+        log = self._log
+        headers = rb.validate_replica_records(records, log.log_end_offset)
+        if not headers:
+            return AppendInfo(log.log_end_offset, log.log_end_offset - 1, -1)
+        with self._manager.io(log.log_dir):
+            changed = False
+            for header in headers:
+                changed |= log.epochs.assign(header.partition_leader_epoch, header.base_offset)
+            if changed:
+                log.write_epoch_checkpoint()
+            log.append(records, headers)
         return AppendInfo(headers[0].base_offset, headers[-1].last_offset, -1)
 
     def truncate_to(self, offset: int) -> None:

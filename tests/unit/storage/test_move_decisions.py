@@ -174,3 +174,23 @@ def test_the_log_manager_imports_no_event_loop() -> None:
         elif isinstance(node, ast.ImportFrom) and node.module is not None:
             imported.add(node.module.split(".")[0])
     assert not imported & {"trio", "asyncio", "anyio"}, imported
+
+
+def test_a_nowait_append_takes_the_lock_and_finding_it_held_is_a_bug() -> None:
+    manager = LogManager.open(config(DIR_A, DIR_B), disk=SimDisk([DIR_A, DIR_B]),
+                              clock=ManualClock())
+    partition = manager.create(T0, is_new=True)
+    assert partition.append_as_leader_nowait(batch(0), 1).base_offset == 0
+    end = partition.log_end_offset
+    assert end > 0
+    assert not partition.lock.locked()
+    partition.lock.acquire_nowait()  # a swap in progress
+    try:
+        partition.append_as_leader_nowait(batch(1), 1)
+    except AssertionError:
+        pass
+    else:
+        raise AssertionError("an append went through a held partition lock")
+    partition.lock.release()
+    assert partition.log_end_offset == end, "nothing appended under the held lock"
+    assert partition.append_as_follower_nowait(b"").base_offset == end
