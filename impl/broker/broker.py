@@ -140,11 +140,11 @@ class _ZooKeeperTopicAdmin:
             await zk_admin.check_topic_collision(coordinator, topic)
             if validate_only:
                 return NONE, None
-            if topic_configs:
-                # Kafka writes /config/topics/<t> before the topic, so no broker ever creates
-                # the topic's logs without its configs.
-                await write_entity(coordinator, configs.ResourceType.TOPIC, topic,
-                                   lambda current: dict(topic_configs))
+            # Kafka writes /config/topics/<t> (even empty) before the topic, so no broker
+            # creates the topic's logs without its configs, and the notice clears whatever a
+            # broker still holds for an earlier topic of the same name.
+            await write_entity(coordinator, configs.ResourceType.TOPIC, topic,
+                               lambda current: dict(topic_configs or {}))
             seed = self._broker.rng.getrandbits(63)
             if assignment is not None:
                 await zk_admin.create_topic(coordinator, topic, assignment=assignment)

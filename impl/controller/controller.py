@@ -111,6 +111,7 @@ from .znodes import (
     partition_path,
     partition_state_path,
     partitions_path,
+    topic_config_path,
     topic_path,
 )
 
@@ -1293,7 +1294,9 @@ class Controller:
         paths: list[str] = []
         for partition in sorted(assignment.partitions):
             paths += [partition_state_path(topic, partition), partition_path(topic, partition)]
-        paths += [partitions_path(topic), topic_path(topic), delete_topic_path(topic)]
+        # Kafka's controller removes the topic's configs with it (a NoNode is dropped)
+        paths += [partitions_path(topic), topic_path(topic), topic_config_path(topic),
+                  delete_topic_path(topic)]
         self._write(_Deletes(tuple(paths), topic), [DeleteOp(path) for path in paths])
 
     def _on_deletes(self, pending: _Deletes, failure: tuple[int, CoordinatorError] | None) -> None:

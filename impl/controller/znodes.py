@@ -26,6 +26,7 @@ ADMIN_PATH = "/admin"
 DELETE_TOPICS_PATH = "/admin/delete_topics"
 REASSIGN_PARTITIONS_PATH = "/admin/reassign_partitions"
 PREFERRED_REPLICA_ELECTION_PATH = "/admin/preferred_replica_election"
+TOPIC_CONFIGS_PATH = "/config/topics"
 ISR_CHANGE_NOTIFICATION_PATH = "/isr_change_notification"
 ISR_CHANGE_PREFIX = "isr_change_"
 LOG_DIR_EVENT_NOTIFICATION_PATH = "/log_dir_event_notification"
@@ -361,6 +362,11 @@ def decode_partition_state(topic: str, partition: int, data: bytes, zk_version: 
         zk_version,
         mzxid,
     )
+
+
+def topic_config_path(topic: str) -> str:
+    """``/config/topics/<t>``: the topic's configs (written at creation, removed with it)."""
+    return f"{TOPIC_CONFIGS_PATH}/{topic}"
 
 
 # --- /admin/preferred_replica_election ---------------------------------------------------------

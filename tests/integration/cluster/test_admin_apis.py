@@ -649,6 +649,25 @@ def test_auto_create_topics_is_on_by_default(cluster: Cluster) -> None:
         assert ours.metadata(["auto-created"]).topics["auto-created"][0] == 0
 
 
+def test_topic_configs_go_with_the_topic(cluster: Cluster, zk: KazooClient) -> None:
+    """Every new topic gets its /config/topics/<t> (empty without configs, as Kafka writes it),
+    and deleting the topic removes it."""
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+    from confluent_kafka.cimpl import NewTopic
+
+    admin = ConfluentAdmin({"bootstrap.servers": cluster.bootstrap_servers})
+    admin.create_topics([NewTopic("gone", 1, 1, config={"retention.ms": "1000"}),
+                         NewTopic("plain", 1, 1)])["gone"].result(30)
+    wait_until(lambda: zk.exists("/config/topics/plain") is not None, "plain's config node",
+               pause)
+    assert _config_of(zk, "/config/topics/plain") == {}
+    assert _config_of(zk, "/config/topics/gone") == {"retention.ms": "1000"}
+    admin.delete_topics(["gone"])["gone"].result(30)
+    wait_until(lambda: not zk.exists("/config/topics/gone")
+               and not zk.exists("/brokers/topics/gone"), "the topic and its configs to go",
+               pause)
+
+
 def test_elect_preferred_leaders(cluster: Cluster, zk: KazooClient) -> None:
     """Runs last: it restarts broker 1. Its partitions' leadership moves away and, once it is
     back in the ISR, ElectLeaders (PREFERRED) moves it back through
