@@ -70,6 +70,7 @@ from .config import BrokerConfig, static_layer
 from .config_store import ConfigStore, ReplicationQuotas, read_entity, write_entity
 from .inter_broker import InterBrokerClient
 from .metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
+from .metrics import BrokerMetrics, BrokerStateView, observed
 from .producer_ids import ProducerIdAllocator
 from .replica_fetcher import ReplicaFetcher
 from .replica_manager import ReplicaManager
@@ -361,6 +362,10 @@ class Broker:
         self._controller_scope = trio.CancelScope()
         self._nursery: trio.Nursery | None = None
         self.quotas: ReplicationQuotas | None = None
+        #: the Prometheus counters and collector; served on ``metrics.port`` when set
+        self.metrics = BrokerMetrics(BrokerStateView(self))
+        #: the port ``/metrics`` is served on once serving (None: ``metrics.port`` unset)
+        self.metrics_port: int | None = None
         #: endpoints of registered brokers not yet in the metadata cache (the controller's view)
         self._live_brokers: dict[int, tuple[str, int]] = {}
         #: the ACLs (``authorizer.class.name`` set) kept current from ZooKeeper, else None
@@ -618,7 +623,7 @@ class Broker:
             )
         )
         server = Server(
-            handlers,
+            observed(handlers, self.metrics),
             config.socket_request_max_bytes,
             raw_handlers={api_versions.CREATE_REPLICA_PLACEMENT: self._placement_handler(handlers)},
             security=(ServerSecurity(config.security, self._read_credential)
@@ -641,6 +646,9 @@ class Broker:
                                       names=[listener.name for listener in config.listeners]),
                 )
                 self.port = config.port or ports[0]
+                if config.metrics_port:
+                    self.metrics_port = self.metrics.start(config.metrics_port,
+                                                           config.listeners[0].host)
                 handlers.context.listener_ports.update(
                     (listener.name, port) for listener, port in zip(config.listeners, ports,
                                                                     strict=True))
@@ -687,6 +695,7 @@ class Broker:
                 await self._stop.wait()
                 await self._shutdown(nursery)
         finally:
+            self.metrics.stop()  # also when start-up failed after the endpoint was up
             self._stopped.set()
 
     def _placement_handler(self, handlers: RequestHandlers) -> RawHandler:
@@ -732,6 +741,7 @@ class Broker:
                 self.cleaner.close()
             if self.logs is not None:
                 self.logs.close()
+            await trio.to_thread.run_sync(self.metrics.stop)
         nursery.cancel_scope.cancel()
 
     def _schedule_isr_update(
@@ -766,6 +776,7 @@ class Broker:
             replicas.isr_updates_in_flight.discard(tp)
             return
         log.info("%s ISR %s -> %s", tp, list(state.isr), list(isr))
+        self.metrics.record_isr_change(state.isr, isr)
         replicas.isr_changed(tp, isr, version)
 
     async def _check_isr_periodically(self) -> None:

@@ -111,6 +111,8 @@ class BrokerConfig:
         group_min_session_timeout_ms: ``group.min.session.timeout.ms``.
         group_max_session_timeout_ms: ``group.max.session.timeout.ms``.
         group_max_size: ``group.max.size``.
+        metrics_port: ``metrics.port`` (not a Kafka key: Kafka exports JMX): the port of the
+            Prometheus ``/metrics`` endpoint on the first listener's host; 0 (default): off.
     """
 
     broker_id: int
@@ -162,6 +164,7 @@ class BrokerConfig:
     group_min_session_timeout_ms: int = 6000
     group_max_session_timeout_ms: int = 1_800_000
     group_max_size: int = 2**31 - 1
+    metrics_port: int = 0
     extra: Mapping[str, str] = field(default_factory=dict)
     #: listeners' protocols, TLS, SASL and ACL settings (None: every listener PLAINTEXT)
     security: security_config.SecurityConfig | None = None
@@ -417,6 +420,7 @@ _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
     "group.max.session.timeout.ms": (
         "group_max_session_timeout_ms", lambda k, v: _int(k, v, 0, 2**31 - 1)),
     "group.max.size": ("group_max_size", lambda k, v: _int(k, v, 1, 2**31 - 1)),
+    "metrics.port": ("metrics_port", lambda k, v: _int(k, v, 0, 65535)),
 }
 
 #: Keys Kafka users commonly set that this broker accepts and ignores (kept in ``extra``):

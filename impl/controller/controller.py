@@ -518,6 +518,9 @@ class Controller:
         self.active = False
         self.epoch = 0
         self.epoch_zk_version = -1
+        #: leader changes this controller wrote to ZooKeeper (a partition's leader became another
+        #: live broker): Kafka's LeaderElectionRateAndTimeMs count, read by the metrics shell
+        self.leader_elections = 0
         self._write_ids = itertools.count(1)
         self._reset()
 
@@ -854,6 +857,8 @@ class Controller:
         tp, new = change.tp, change.new
         old = self.leader_isr.get(tp)
         assert old is None or new.leader_epoch > old.leader_epoch, "EPOCHS_MONOTONIC"
+        if new.leader != NO_LEADER and (old is None or old.leader != new.leader):
+            self.leader_elections += 1
         self.leader_isr[tp] = LeaderIsr(new.leader, new.leader_epoch, new.isr,
                                         new.controller_epoch, zk_version)
         state = self.partition_states.get(tp, PartitionState.NON_EXISTENT)

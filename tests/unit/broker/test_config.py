@@ -38,6 +38,8 @@ def test_parses_kafka_properties_and_overrides() -> None:
         ("no.such.key=1", "unknown config key"),
         ("intra.broker.throttled.rate=0", "at least 1"),
         ("auto.create.topics.enable=maybe", "true or false"),
+        ("metrics.port=65536", "metrics.port"),
+        ("metrics.port=-1", "metrics.port"),
     ],
 )
 def test_bad_values_are_one_line_errors(extra: str, fragment: str) -> None:
@@ -55,3 +57,8 @@ def test_missing_required_key() -> None:
 def test_override_needs_equals() -> None:
     with pytest.raises(ConfigError, match="key=value"):
         load_config(BASE, ["broker.id"])
+
+
+def test_metrics_port_is_off_unless_set() -> None:
+    assert load_config(BASE).metrics_port == 0
+    assert load_config(BASE, ["metrics.port=9404"]).metrics_port == 9404
