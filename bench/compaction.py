@@ -34,14 +34,15 @@ import trio
 
 from impl.controller import EmbeddedZooKeeper, find_free_loopback_port
 from impl.storage import LogConfig, LogManager, StorageConfig, TopicPartition
+from impl.storage import compression as codecs
 from impl.storage import records as rec
 from impl.storage.cleaner_runner import CleanerConfig, LogCleanerRunner
 
 MB = 1_000_000
 MIB = 1 << 20
 START_SECONDS = 60.0
-CODECS = {"none": rec.COMPRESSION_NONE, "gzip": rec.COMPRESSION_GZIP,
-          "lz4": rec.COMPRESSION_LZ4, "zstd": rec.COMPRESSION_ZSTD}
+CODECS = {"none": codecs.CODEC_NONE, "gzip": codecs.CODEC_GZIP,
+          "lz4": codecs.CODEC_LZ4, "zstd": codecs.CODEC_ZSTD}
 
 
 # --- part 1: the cleaner alone ------------------------------------------------------------------

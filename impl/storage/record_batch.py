@@ -27,8 +27,8 @@ Error codes, checked against Apache Kafka (``ProduceRequest.validateRecords``,
 
 Then the records themselves, as Kafka's ``LogValidator`` iterates them
 (:func:`check_batch_records`):
-a compressed batch is inflated with a bounded output buffer (gzip from the standard library,
-snappy, lz4 and zstd with ``cramjam``; at most :data:`MAX_UNCOMPRESSED_BATCH_BYTES`) and every
+a compressed batch is inflated with a bounded output buffer (:mod:`impl.storage.compression`; at
+most :data:`MAX_UNCOMPRESSED_BATCH_BYTES`) and every
 record parsed: a record that does not parse, an unknown codec or a bomb is CORRUPT_MESSAGE; fewer
 or more records than ``recordCount``, offset deltas other than 0, 1, ..., a timestamp overflowing
 int64 or a CREATE_TIME ``maxTimestamp`` other than the newest record's is INVALID_RECORD. The
@@ -44,12 +44,13 @@ This module is a sans-IO core.
 from __future__ import annotations
 
 import struct
-import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 
 import crc32c as _crc32c
 
+from impl.storage import compression as codecs
+from impl.storage.compression import CODEC_NONE, MAX_UNCOMPRESSED_BATCH_BYTES
 from impl.storage.errors import CorruptBatch, InvalidRecord, MessageTooLarge
 
 __sans_io__ = True
@@ -69,20 +70,8 @@ _ATTR_TIMESTAMP_TYPE = 0x08
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
 
-#: Codec ids (attributes bits 0-2): none, gzip, snappy, lz4, zstd; 5-7 are not codecs.
-CODEC_NONE = 0
-CODEC_GZIP = 1
-CODEC_SNAPPY = 2
-CODEC_LZ4 = 3
-CODEC_ZSTD = 4
-#: A compressed batch may inflate to at most this many bytes (a decompression bomb is refused
-#: before more memory than this is spent on it).
-MAX_UNCOMPRESSED_BATCH_BYTES = 64 * 1024 * 1024
 _INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
-#: xerial's framing of snappy (the Java client's SnappyOutputStream): magic, version, compat
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_XERIAL_HEADER = 16
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
 # baseTimestamp, maxTimestamp, producerId, producerEpoch, baseSequence, recordCount
@@ -409,98 +398,6 @@ def _check_records(header: BatchHeader, data: bytes | memoryview) -> int:
     return newest
 
 
-def _inflate_into(decompress: Callable[[bytes, bytearray], int], data: bytes, limit: int) -> bytes:
-    """Decompress with a bounded output buffer, growing it (doubling) up to ``limit``."""
-    import cramjam  # noqa: PLC0415 (only compressed batches need the codecs)
-
-    size = min(limit, max(64 * 1024, 4 * len(data)))
-    while True:
-        out = bytearray(size)
-        try:
-            written = int(decompress(data, out))
-        except cramjam.DecompressionError as error:
-            if size >= limit:
-                raise CorruptBatch(
-                    f"compressed records do not inflate within {limit} bytes: {error}"
-                ) from None
-            size = min(limit, size * 2)
-            continue
-        return bytes(out[:written])
-
-
-def _snappy(data: bytes, limit: int) -> bytes:
-    import cramjam  # noqa: PLC0415 (only compressed batches need the codecs)
-
-    if not data.startswith(_XERIAL_MAGIC):
-        claimed, _ = _read_unsigned(data)
-        if claimed > limit:
-            raise CorruptBatch(f"snappy block inflates to {claimed} bytes, over {limit}")
-        return _inflate_into(cramjam.snappy.decompress_raw_into, data, max(claimed, 1))
-    out = bytearray()
-    position = _XERIAL_HEADER
-    while position < len(data):
-        if position + 4 > len(data):
-            raise CorruptBatch("xerial snappy block length cut short")
-        size = int.from_bytes(data[position : position + 4], "big", signed=True)
-        position += 4
-        if size < 0 or size > len(data) - position:
-            raise CorruptBatch(f"xerial snappy block of {size} bytes runs past the batch")
-        block = data[position : position + size]
-        claimed, _ = _read_unsigned(block)
-        if len(out) + claimed > limit:
-            raise CorruptBatch(f"snappy records inflate past {limit} bytes")
-        out += _inflate_into(cramjam.snappy.decompress_raw_into, block, max(claimed, 1))
-        position += size
-    return bytes(out)
-
-
-def _read_unsigned(data: bytes) -> tuple[int, int]:
-    value = 0
-    for index in range(min(len(data), 10)):
-        value |= (data[index] & 0x7F) << (7 * index)
-        if not data[index] & 0x80:
-            return value, index + 1
-    raise CorruptBatch("snappy length preamble is not a varint")
-
-
-def _gzip(data: bytes, limit: int) -> bytes:
-    inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
-    try:
-        out = inflater.decompress(data, limit + 1)
-    except zlib.error as error:
-        raise CorruptBatch(f"gzip records: {error}") from None
-    if len(out) > limit:
-        raise CorruptBatch(f"gzip records inflate past {limit} bytes")
-    if not inflater.eof:
-        raise CorruptBatch("gzip records cut short")
-    return out
-
-
-def decompress_records(
-    header: BatchHeader, data: bytes, limit: int = MAX_UNCOMPRESSED_BATCH_BYTES
-) -> bytes:
-    """The uncompressed records of a compressed batch, refused past ``limit`` bytes.
-
-    Raises:
-        CorruptBatch: an unknown codec, or bytes the codec cannot inflate within ``limit``.
-    """
-    import cramjam  # noqa: PLC0415 (only compressed batches need the codecs)
-
-    codec = header.compression
-    try:
-        if codec == CODEC_GZIP:
-            return _gzip(data, limit)
-        if codec == CODEC_SNAPPY:
-            return _snappy(data, limit)
-        if codec == CODEC_LZ4:
-            return _inflate_into(cramjam.lz4.decompress_into, data, limit)
-        if codec == CODEC_ZSTD:
-            return _inflate_into(cramjam.zstd.decompress_into, data, limit)
-    except cramjam.DecompressionError as error:
-        raise CorruptBatch(f"compressed records (codec {codec}): {error}") from None
-    raise CorruptBatch(f"unknown compression codec {codec}")
-
-
 def check_batch_records(
     buffer: bytes | bytearray | memoryview,
     header: BatchHeader,
@@ -519,8 +416,7 @@ def check_batch_records(
     """
     start = header.position + HEADER_SIZE
     data = bytes(memoryview(buffer)[start : header.position + header.size_in_bytes])
-    if header.compression != CODEC_NONE:
-        data = decompress_records(header, data, max_uncompressed_bytes)
+    data = codecs.decompress(header.compression, data, max_uncompressed_bytes)
     newest = _check_records(header, data)
     if not header.is_log_append_time and header.max_timestamp != newest:
         raise InvalidRecord(
@@ -633,23 +529,6 @@ def _encode_record(
     return _varint(len(body)) + bytes(body)
 
 
-def compress_records(codec: int, records: bytes) -> bytes:
-    """``records`` compressed as a batch with codec id ``codec`` carries them."""
-    if codec == CODEC_NONE:
-        return records
-    import cramjam  # noqa: PLC0415 (only compressed batches need the codecs)
-
-    if codec == CODEC_GZIP:
-        return bytes(cramjam.gzip.compress(records))
-    if codec == CODEC_SNAPPY:
-        block = bytes(cramjam.snappy.compress_raw(records))
-        return _XERIAL_MAGIC + struct.pack(">ii", 1, 1) + struct.pack(">i", len(block)) + block
-    if codec == CODEC_LZ4:
-        return bytes(cramjam.lz4.compress(records))
-    assert codec == CODEC_ZSTD, codec
-    return bytes(cramjam.zstd.compress(records))
-
-
 def build_batch(
     values: Sequence[bytes | None],
     *,
@@ -668,7 +547,7 @@ def build_batch(
     keys = keys if keys is not None else [None] * len(values)
     pairs = zip(keys, values, strict=True)
     records = b"".join(_encode_record(i, 0, key, value) for i, (key, value) in enumerate(pairs))
-    records = compress_records(compression, records)
+    records = codecs.compress(compression, records)
     body = bytearray(_HEADER.size - ATTRIBUTES_OFFSET) + records
     struct.pack_into(
         ">hiqqqhii",

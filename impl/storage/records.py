@@ -8,41 +8,28 @@ zig-zag varints, ``reference/wire-protocol.md`` §4)::
     length | attributes int8 | timestampDelta | offsetDelta | keyLength | key | valueLength |
     value | headerCount | (headerKeyLength headerKey headerValueLength headerValue)*
 
-Compression codecs (batch attributes bits 0-2): 0 none, 1 gzip (stdlib ``zlib``), 2 snappy
-(Kafka's xerial framing or a raw block), 3 lz4 (frame format), 4 zstd; the last three through
-``cramjam`` when it is installed, else :class:`UnsupportedCompression`.
+Compressed batches are inflated and re-compressed by :mod:`impl.storage.compression`, the one
+owner of the codecs, with the same bound as produce validation: a batch that inflates past
+:data:`~impl.storage.compression.MAX_UNCOMPRESSED_BATCH_BYTES` is a :class:`CorruptBatch`.
 
 This module is a sans-IO core.
 """
 
 from __future__ import annotations
 
-import importlib
 import struct
-import zlib
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
+from impl.storage import compression as codecs
 from impl.storage import record_batch as rb
 from impl.storage.errors import CorruptBatch
 
 __sans_io__ = True
 
-COMPRESSION_NONE = 0
-COMPRESSION_GZIP = 1
-COMPRESSION_SNAPPY = 2
-COMPRESSION_LZ4 = 3
-COMPRESSION_ZSTD = 4
-_XERIAL_MAGIC = b"\x82SNAPPY\x00"
-_BLOCK_LENGTH = struct.Struct(">i")
 #: bytes 21..61 of a header: attributes .. recordCount (the part covered by the CRC)
 _CRC_HEADER = struct.Struct(">hiqqqhii")
 _DELETE_HORIZON_FLAG = 0x40
-
-
-class UnsupportedCompression(CorruptBatch):
-    """A batch compressed with a codec no installed library decodes."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -82,81 +69,6 @@ def _read_bytes(buffer: bytes, position: int) -> tuple[bytes | None, int]:
     return buffer[position:end], end
 
 
-def _cramjam() -> Any:
-    """The ``cramjam`` codec library (snappy, lz4, zstd), or ``None`` if it is not installed."""
-    try:
-        return importlib.import_module("cramjam")
-    except ImportError:  # pragma: no cover - depends on the environment
-        return None
-
-
-def decompress(codec: int, data: bytes) -> bytes:
-    """The records section of a batch compressed with ``codec``, decompressed.
-
-    Raises:
-        UnsupportedCompression: the codec's library is missing, or the codec id is unknown.
-        CorruptBatch: the compressed bytes do not decode.
-    """
-    if codec == COMPRESSION_NONE:
-        return data
-    try:
-        if codec == COMPRESSION_GZIP:
-            return zlib.decompress(data, 47)  # 32 + 15: gzip or zlib header, auto-detected
-        library = _cramjam()
-        if library is None or codec not in (COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD):
-            raise UnsupportedCompression(f"compression codec {codec} is not supported here")
-        if codec == COMPRESSION_SNAPPY:
-            return _snappy(library, data)
-        if codec == COMPRESSION_LZ4:
-            return bytes(library.lz4.decompress(data))
-        return bytes(library.zstd.decompress(data))
-    except UnsupportedCompression:
-        raise
-    except Exception as error:  # every codec library raises its own type
-        raise CorruptBatch(f"codec {codec}: cannot decompress records: {error}") from error
-
-
-def _snappy(library: Any, data: bytes) -> bytes:
-    snappy = library.snappy
-    if not data.startswith(_XERIAL_MAGIC):
-        return bytes(snappy.decompress_raw(data))
-    position = 16  # magic (8), version (4), compatible version (4)
-    out = bytearray()
-    while position < len(data):
-        (length,) = _BLOCK_LENGTH.unpack_from(data, position)
-        position += 4
-        out += bytes(snappy.decompress_raw(data[position : position + length]))
-        position += length
-    return bytes(out)
-
-
-def compress(codec: int, data: bytes) -> bytes:
-    """``data`` compressed with ``codec`` (the cleaner re-compresses what it rewrites).
-
-    Raises:
-        UnsupportedCompression: no library for the codec.
-    """
-    if codec == COMPRESSION_NONE:
-        return data
-    if codec == COMPRESSION_GZIP:
-        compressor = zlib.compressobj(6, zlib.DEFLATED, 31)
-        return compressor.compress(data) + compressor.flush()
-    library = _cramjam()
-    if library is None or codec not in (COMPRESSION_SNAPPY, COMPRESSION_LZ4, COMPRESSION_ZSTD):
-        raise UnsupportedCompression(f"compression codec {codec} is not supported here")
-    if codec == COMPRESSION_SNAPPY:
-        # xerial framing, as Kafka's Java client writes it: magic, version 1, compatible 1,
-        # then length-prefixed raw blocks of at most 32 KiB
-        out = bytearray(_XERIAL_MAGIC + struct.pack(">ii", 1, 1))
-        for start in range(0, max(len(data), 1), 32 * 1024):
-            block = bytes(library.snappy.compress_raw(data[start : start + 32 * 1024]))
-            out += _BLOCK_LENGTH.pack(len(block)) + block
-        return bytes(out)
-    if codec == COMPRESSION_LZ4:
-        return bytes(library.lz4.compress(data))
-    return bytes(library.zstd.compress(data))
-
-
 def iter_records(batch: bytes, header: rb.BatchHeader | None = None) -> Iterator[Record]:
     """Every record of one whole batch (``batch`` starts at its first byte).
 
@@ -164,13 +76,14 @@ def iter_records(batch: bytes, header: rb.BatchHeader | None = None) -> Iterator
     max timestamp, as Kafka's ``DefaultRecord`` does.
 
     Raises:
-        CorruptBatch: malformed records, or a count that disagrees with the header.
-        UnsupportedCompression: see :func:`decompress`.
+        CorruptBatch: malformed records, a count that disagrees with the header, or
+            compressed records that do not inflate within the bound (see
+            :func:`impl.storage.compression.decompress`).
     """
     header = header or rb.parse_header(batch, 0)
     start = header.position + rb.HEADER_SIZE
     end = header.position + header.size_in_bytes
-    body = decompress(header.compression, bytes(batch[start:end]))
+    body = codecs.decompress(header.compression, bytes(batch[start:end]))
     position = 0
     for _ in range(header.record_count):
         length, position = _read_varint(body, position)
@@ -249,7 +162,7 @@ def encode_batch(
     *,
     base_offset: int,
     last_offset_delta: int | None = None,
-    codec: int = COMPRESSION_NONE,
+    codec: int = codecs.CODEC_NONE,
     attributes: int = 0,
     base_timestamp: int | None = None,
     max_timestamp: int | None = None,
@@ -284,7 +197,7 @@ def encode_batch(
             len(records),
         )
     )
-    body += compress(codec, encoded)
+    body += codecs.compress(codec, encoded)
     crc = rb.crc32c(body)
     prefix = struct.pack(
         ">qiibI",

@@ -14,6 +14,7 @@ import pytest
 
 from conformance.disk import SimDisk
 from impl.storage import LogManager, TopicPartition
+from impl.storage import compression as codecs
 from impl.storage import record_batch as rb
 from impl.storage.errors import CorruptBatch, InvalidRecord
 from impl.storage.log import MAX_RELATIVE, Log, StorageEnv
@@ -90,9 +91,9 @@ def test_compressed_batches_are_inflated_and_checked(codec: int) -> None:
 
 @pytest.mark.parametrize("codec", [1, 3, 4])
 def test_a_decompression_bomb_is_refused(codec: int) -> None:
-    inflated = b"\x00" * (rb.MAX_UNCOMPRESSED_BATCH_BYTES + 1)
+    inflated = b"\x00" * (codecs.MAX_UNCOMPRESSED_BATCH_BYTES + 1)
     bomb = _rewrite(rb.build_batch([b"v"], compression=codec),
-                    records=rb.compress_records(codec, inflated))
+                    records=codecs.compress(codec, inflated))
     assert len(bomb) < MAX_BYTES
     with pytest.raises(CorruptBatch, match="inflate"):
         rb.validate_client_records(bomb, MAX_BYTES)

@@ -14,6 +14,7 @@ from impl.storage import (
     OffsetOutOfRange,
     TopicPartition,
 )
+from impl.storage import compression as codecs
 from impl.storage import record_batch as rb
 from impl.storage import records as rec
 from impl.storage.checkpoint import (
@@ -235,7 +236,7 @@ def test_offset_for_timestamp_finds_the_record_inside_a_batch() -> None:
         assert partition.offset_for_timestamp(10_000) == (0, 10_000)
         assert partition.offset_for_timestamp(10_010) is None
         for round_ in range(1, 60):  # many batches: segments roll, the time index fills
-            codec = rec.COMPRESSION_GZIP if round_ % 2 else rec.COMPRESSION_NONE
+            codec = codecs.CODEC_GZIP if round_ % 2 else codecs.CODEC_NONE
             await partition.append_as_leader(_stamped_batch(10_000 + 10 * round_, 10, codec), 1)
         log = partition.log
         assert len(log.segments) > 3

@@ -5,16 +5,17 @@ from __future__ import annotations
 
 import pytest
 
+from impl.storage import compression as codecs
 from impl.storage import record_batch as rb
 from impl.storage import records as rec
 from impl.storage.errors import CorruptBatch
 
 CODECS = [
-    rec.COMPRESSION_NONE,
-    rec.COMPRESSION_GZIP,
-    rec.COMPRESSION_SNAPPY,
-    rec.COMPRESSION_LZ4,
-    rec.COMPRESSION_ZSTD,
+    codecs.CODEC_NONE,
+    codecs.CODEC_GZIP,
+    codecs.CODEC_SNAPPY,
+    codecs.CODEC_LZ4,
+    codecs.CODEC_ZSTD,
 ]
 
 
@@ -33,7 +34,7 @@ def _records(count: int, base_offset: int = 0) -> list[rec.Record]:
 
 @pytest.mark.parametrize("codec", CODECS)
 def test_records_round_trip_through_every_codec(codec: int) -> None:
-    if codec not in (rec.COMPRESSION_NONE, rec.COMPRESSION_GZIP):
+    if codec not in (codecs.CODEC_NONE, codecs.CODEC_GZIP):
         pytest.importorskip("cramjam", reason="cramjam (pyproject) not installed in this env")
     records = _records(10, base_offset=40)
     raw = rec.encode_batch(records, base_offset=40, codec=codec)
@@ -45,7 +46,7 @@ def test_records_round_trip_through_every_codec(codec: int) -> None:
 
 
 def test_first_record_at_or_after_is_a_record_not_the_batch() -> None:
-    raw = rec.encode_batch(_records(10), base_offset=0, codec=rec.COMPRESSION_GZIP)
+    raw = rec.encode_batch(_records(10), base_offset=0, codec=codecs.CODEC_GZIP)
     assert rec.first_record_at_or_after(raw, 1_050) == (5, 1_050)
     assert rec.first_record_at_or_after(raw, 1_051) == (6, 1_060)
     assert rec.first_record_at_or_after(raw, 0) == (0, 1_000)
@@ -55,7 +56,7 @@ def test_first_record_at_or_after_is_a_record_not_the_batch() -> None:
 def test_rebuilt_batch_keeps_offsets_span_and_producer_fields() -> None:
     records = _records(10, base_offset=100)
     raw = rec.encode_batch(
-        records, base_offset=100, codec=rec.COMPRESSION_GZIP, producer_id=7, producer_epoch=2,
+        records, base_offset=100, codec=codecs.CODEC_GZIP, producer_id=7, producer_epoch=2,
         base_sequence=30, partition_leader_epoch=4,
     )
     header = rb.parse_header(raw)
@@ -87,7 +88,18 @@ def test_malformed_records_are_corrupt_batches() -> None:
     raw[rb.HEADER_SIZE] = 0x7F  # first record claims 63 bytes more than there are
     with pytest.raises(CorruptBatch):
         list(rec.iter_records(bytes(raw)))
-    garbage = rec.encode_batch(_records(3), base_offset=0, codec=rec.COMPRESSION_GZIP)
+    garbage = rec.encode_batch(_records(3), base_offset=0, codec=codecs.CODEC_GZIP)
     broken = garbage[: rb.HEADER_SIZE] + b"\x00" * (len(garbage) - rb.HEADER_SIZE)
     with pytest.raises(CorruptBatch):
         list(rec.iter_records(broken))
+
+
+@pytest.mark.parametrize("codec", [codecs.CODEC_GZIP, codecs.CODEC_LZ4, codecs.CODEC_ZSTD])
+def test_a_batch_inflating_past_the_bound_is_corrupt_on_the_read_path(codec: int) -> None:
+    """The cleaner and the time index read records with the same bound as produce validation."""
+    raw = rec.encode_batch(_records(1), base_offset=0, codec=codec)
+    bomb_body = codecs.compress(codec, b"\x00" * (codecs.MAX_UNCOMPRESSED_BATCH_BYTES + 1))
+    bomb = bytearray(raw[: rb.HEADER_SIZE] + bomb_body)  # the header, the records replaced
+    bomb[8:12] = (len(bomb) - rb.LOG_OVERHEAD).to_bytes(4, "big")  # batchLength
+    with pytest.raises(CorruptBatch, match="inflate"):
+        list(rec.iter_records(bytes(bomb)))
