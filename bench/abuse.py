@@ -20,8 +20,6 @@ from __future__ import annotations
 import argparse
 import contextlib
 import json
-import os
-import select
 import socket
 import statistics
 import struct
@@ -34,13 +32,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
+from bench._broker import START_SECONDS, start_broker
 from impl.broker._codec import decode_response, encode_request
 from impl.broker._kio_build import build
 from impl.broker.admin import AdminClient
 from impl.controller import EmbeddedZooKeeper, find_free_loopback_port
 from impl.storage.record_batch import build_batch
 
-START_SECONDS = 60.0
 PROBE_TIMEOUT_SECONDS = 30.0
 PROBE_TOPIC = "probe"
 
@@ -48,30 +46,11 @@ PROBE_TOPIC = "probe"
 def _start_broker(root: Path, zookeeper: str) -> tuple[subprocess.Popen[bytes], str]:
     port = find_free_loopback_port()
     dirs = ",".join(str(root / name) for name in ("d0", "d1"))
-    config = root / "server.properties"
-    config.write_text(
+    process = start_broker(
+        root,
         f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={dirs}\n"
-        f"zookeeper.connect={zookeeper}\n"
+        f"zookeeper.connect={zookeeper}\n",
     )
-    log = (root / "broker.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "impl.cli", "broker", "--config", str(config),
-         "--log-level", "WARNING"],
-        stdout=subprocess.PIPE, stderr=log,
-    )
-    assert process.stdout is not None
-    deadline = time.monotonic() + START_SECONDS
-    line = b""
-    while b"\n" not in line:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise SystemExit("broker did not start (see broker.log)")
-        ready, _, _ = select.select([process.stdout], [], [], remaining)
-        if ready:
-            chunk = os.read(process.stdout.fileno(), 4096)
-            if not chunk:
-                raise SystemExit("broker exited at start-up (see broker.log)")
-            line += chunk
     return process, f"127.0.0.1:{port}"
 
 

@@ -22,9 +22,7 @@ import argparse
 import json
 import os
 import random
-import select
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
@@ -32,6 +30,7 @@ from typing import Any
 
 import trio
 
+from bench._broker import cpu_seconds, start_broker
 from impl.controller import EmbeddedZooKeeper, find_free_loopback_port
 from impl.storage import LogConfig, LogManager, StorageConfig, TopicPartition
 from impl.storage import compression as codecs
@@ -40,7 +39,6 @@ from impl.storage.cleaner_runner import CleanerConfig, LogCleanerRunner
 
 MB = 1_000_000
 MIB = 1 << 20
-START_SECONDS = 60.0
 CODECS = {"none": codecs.CODEC_NONE, "gzip": codecs.CODEC_GZIP,
           "lz4": codecs.CODEC_LZ4, "zstd": codecs.CODEC_ZSTD}
 
@@ -99,37 +97,13 @@ async def _clean_once(root: Path, log_mib: int, keys: int, codec: int) -> dict[s
 def _start_broker(root: Path, zookeeper: str, cleaner: bool) -> tuple[subprocess.Popen[bytes], str]:
     port = find_free_loopback_port()
     (root / "logs").mkdir(parents=True)
-    config = root / "server.properties"
-    config.write_text(
+    process = start_broker(
+        root,
         f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port}\nlog.dirs={root / 'logs'}\n"
         f"zookeeper.connect={zookeeper}\nlog.cleaner.enable={'true' if cleaner else 'false'}\n"
-        "log.cleaner.backoff.ms=50\nlog.cleaner.threads=1\n"
+        "log.cleaner.backoff.ms=50\nlog.cleaner.threads=1\n",
     )
-    log = (root / "broker.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "impl.cli", "broker", "--config", str(config),
-         "--log-level", "WARNING"],
-        stdout=subprocess.PIPE, stderr=log,
-    )
-    assert process.stdout is not None
-    deadline = time.monotonic() + START_SECONDS
-    line = b""
-    while b"\n" not in line:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise SystemExit("broker did not start (see broker.log)")
-        ready, _, _ = select.select([process.stdout], [], [], remaining)
-        if ready:
-            chunk = os.read(process.stdout.fileno(), 4096)
-            if not chunk:
-                raise SystemExit("broker exited at start-up (see broker.log)")
-            line += chunk
     return process, f"127.0.0.1:{port}"
-
-
-def _cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def _produce_run(zookeeper: str, cleaner: bool, records: int) -> dict[str, Any]:
@@ -156,7 +130,7 @@ def _produce_run(zookeeper: str, cleaner: bool, records: int) -> dict[str, Any]:
                 failures += error is not None
 
             value = bytes(100)
-            cpu_start = _cpu_seconds(process.pid)
+            cpu_start = cpu_seconds(process.pid)
             start = time.perf_counter()
             for i in range(records):
                 while True:
@@ -168,7 +142,7 @@ def _produce_run(zookeeper: str, cleaner: bool, records: int) -> dict[str, Any]:
                         producer.poll(0.01)
             remaining = producer.flush(300)
             elapsed = time.perf_counter() - start
-            cpu = _cpu_seconds(process.pid) - cpu_start
+            cpu = cpu_seconds(process.pid) - cpu_start
             if remaining or failures:
                 raise SystemExit(f"produce: {remaining} unflushed, {failures} failed")
             log_dir = Path(directory) / "logs" / f"{topic}-0"

@@ -22,22 +22,20 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import select
 import signal
 import socket
 import struct
 import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 from typing import Any
 
+from bench._broker import cpu_seconds, start_broker
 from impl.controller import EmbeddedZooKeeper, find_free_loopback_port
 
 PRODUCE_TARGET_MB_PER_SECOND = 100.0
 CONSUME_TARGET_MB_PER_SECOND = 300.0
-START_SECONDS = 60.0
 CONSUME_BATCH_MESSAGES = 1_000
 MB = 1_000_000
 
@@ -55,35 +53,16 @@ def _start_broker(root: Path, zookeeper: str) -> tuple[subprocess.Popen[bytes], 
     sasl_port = find_free_loopback_port()
     authority = create_authority(root / "tls")
     keystore = issue(authority, root / "tls", "broker-1")
-    config = root / "server.properties"
-    config.write_text(
+    process = start_broker(
+        root,
         f"broker.id=1\nlisteners=PLAINTEXT://127.0.0.1:{port},SASL_SSL://127.0.0.1:{sasl_port}\n"
         f"log.dirs={root / 'logs'}\n"
         f"zookeeper.connect={zookeeper}\nlog.segment.bytes=1073741824\n"
         f"ssl.keystore.location={keystore}\nssl.truststore.location={authority.path}\n"
         "sasl.enabled.mechanisms=SCRAM-SHA-512\ninter.broker.listener.name=PLAINTEXT\n"
         "authorizer.class.name=kafka.security.authorizer.AclAuthorizer\n"
-        "super.users=User:ANONYMOUS\n"
+        "super.users=User:ANONYMOUS\n",
     )
-    log = (root / "broker.log").open("wb")
-    process = subprocess.Popen(
-        [sys.executable, "-m", "impl.cli", "broker", "--config", str(config),
-         "--log-level", "WARNING"],
-        stdout=subprocess.PIPE, stderr=log,
-    )
-    assert process.stdout is not None
-    deadline = time.monotonic() + START_SECONDS
-    line = b""
-    while b"\n" not in line:
-        remaining = deadline - time.monotonic()
-        if remaining <= 0:
-            raise SystemExit("broker did not start (see broker.log)")
-        ready, _, _ = select.select([process.stdout], [], [], remaining)
-        if ready:
-            chunk = os.read(process.stdout.fileno(), 4096)
-            if not chunk:
-                raise SystemExit("broker exited at start-up (see broker.log)")
-            line += chunk
     return process, f"127.0.0.1:{port}", f"127.0.0.1:{sasl_port}", authority.path
 
 
@@ -117,13 +96,6 @@ def _sasl_settings(ca: Path) -> dict[str, Any]:
     return {"security.protocol": "SASL_SSL", "sasl.mechanism": "SCRAM-SHA-512",
             "sasl.username": SASL_USER, "sasl.password": SASL_PASSWORD,
             "ssl.ca.location": str(ca)}
-
-
-def _cpu_seconds(pid: int) -> float:
-    """User + system CPU seconds the process has used (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
 
 
 def _create_topic(bootstrap: str, topic: str) -> None:
@@ -297,9 +269,9 @@ def _sasl_phases(pid: int, zookeeper: str, bootstraps: tuple[str, str], ca: Path
     _sasl_user_and_acls(zookeeper, bootstrap, "secure")
     settings = _sasl_settings(ca)
     payload_mb = records * len(value) / MB
-    cpu = _cpu_seconds(pid)
+    cpu = cpu_seconds(pid)
     elapsed = _produce(sasl_bootstrap, "secure", "1", records, value, settings=settings)
-    cpu = _cpu_seconds(pid) - cpu
+    cpu = cpu_seconds(pid) - cpu
     rate = payload_mb / elapsed
     results["sasl_ssl_produce_acks_1_mb_per_s"] = round(rate, 1)
     results["sasl_ssl_produce_broker_cpu_s"] = round(cpu, 2)
@@ -313,9 +285,9 @@ def _sasl_phases(pid: int, zookeeper: str, bootstraps: tuple[str, str], ca: Path
           f"({rate / plain_rate:.2f} x PLAINTEXT acks=1); broker CPU {cpu:.2f} s = "
           f"{payload_mb / max(cpu, 1e-9):.0f} MB per CPU-second "
           f"({payload_mb / max(cpu, 1e-9) / plain_per_cpu:.2f} x PLAINTEXT)")
-    cpu = _cpu_seconds(pid)
+    cpu = cpu_seconds(pid)
     elapsed, received_bytes = _consume(sasl_bootstrap, "secure", records, settings=settings)
-    cpu = _cpu_seconds(pid) - cpu
+    cpu = cpu_seconds(pid) - cpu
     consume_mb = received_bytes / MB
     rate = consume_mb / elapsed
     plain_rate = results["consume_mb_per_s"]
@@ -350,9 +322,9 @@ def main(argv: list[str] | None = None) -> int:
         try:
             _create_topic(bootstrap, "bench")
             for acks in ("1", "all"):
-                cpu = _cpu_seconds(process.pid)
+                cpu = cpu_seconds(process.pid)
                 elapsed = _produce(bootstrap, "bench", acks, records, value)
-                cpu = _cpu_seconds(process.pid) - cpu
+                cpu = cpu_seconds(process.pid) - cpu
                 key = "produce_acks_" + acks
                 results[key + "_mb_per_s"] = round(payload_mb / elapsed, 1)
                 results[key + "_records_per_s"] = round(records / elapsed)
@@ -362,9 +334,9 @@ def main(argv: list[str] | None = None) -> int:
                       f"({payload_mb / elapsed / PRODUCE_TARGET_MB_PER_SECOND:.2f} x target); "
                       f"broker CPU {cpu:.2f} s = {payload_mb / max(cpu, 1e-9):.0f} MB per "
                       "CPU-second")
-            cpu = _cpu_seconds(process.pid)
+            cpu = cpu_seconds(process.pid)
             elapsed, received_bytes = _consume(bootstrap, "bench", 2 * records)
-            cpu = _cpu_seconds(process.pid) - cpu
+            cpu = cpu_seconds(process.pid) - cpu
             results["consume_broker_cpu_s"] = round(cpu, 2)
             consume_mb = received_bytes / MB
             results["consume_mb_per_s"] = round(consume_mb / elapsed, 1)
@@ -376,17 +348,17 @@ def main(argv: list[str] | None = None) -> int:
             # the broker alone: a pipelining raw-wire client instead of a client library
             _create_topic(bootstrap, "raw")
             raw_requests = max(records // 1000, 1)
-            cpu = _cpu_seconds(process.pid)
+            cpu = cpu_seconds(process.pid)
             elapsed = _raw_produce(bootstrap, "raw", raw_requests, value)
-            cpu = _cpu_seconds(process.pid) - cpu
+            cpu = cpu_seconds(process.pid) - cpu
             raw_mb = raw_requests * 1000 * arguments.record_bytes / MB
             results["raw_produce_mb_per_s"] = round(raw_mb / elapsed, 1)
             results["raw_produce_broker_cpu_s"] = round(cpu, 2)
             print(f"raw produce     : {raw_mb / elapsed:8.1f} MB/s (pipelined wire client); "
                   f"broker CPU {cpu:.2f} s = {raw_mb / max(cpu, 1e-9):.0f} MB per CPU-second")
-            cpu = _cpu_seconds(process.pid)
+            cpu = cpu_seconds(process.pid)
             elapsed, fetched = _raw_fetch(bootstrap, "raw", raw_requests * 1000)
-            cpu = _cpu_seconds(process.pid) - cpu
+            cpu = cpu_seconds(process.pid) - cpu
             results["raw_fetch_mb_per_s"] = round(fetched / MB / elapsed, 1)
             results["raw_fetch_broker_cpu_s"] = round(cpu, 2)
             print(f"raw fetch       : {fetched / MB / elapsed:8.1f} MB/s (sendfile, wire client); "

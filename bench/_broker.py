@@ -1,0 +1,56 @@
+"""Shared set-up for the benchmarks that measure a real broker process: start one from a
+``server.properties`` and wait until it is serving, and read how much CPU it has used.
+
+The broker prints one line on stdout once its listeners are bound; until then the benchmark
+waits (at most :data:`START_SECONDS`), and a broker that exits or stays silent ends the
+benchmark with one line naming its log, not a traceback.
+"""
+
+from __future__ import annotations
+
+import os
+import select
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+START_SECONDS = 60.0
+
+
+def start_broker(root: Path, properties: str) -> subprocess.Popen[bytes]:
+    """A broker configured by ``properties`` (written to ``root/server.properties``), its
+    stderr in ``root/broker.log``, returned once it reports that it is serving.
+
+    Raises:
+        SystemExit: the broker exited, or did not report within :data:`START_SECONDS`.
+    """
+    config = root / "server.properties"
+    config.write_text(properties)
+    log = (root / "broker.log").open("wb")
+    process = subprocess.Popen(
+        [sys.executable, "-m", "impl.cli", "broker", "--config", str(config),
+         "--log-level", "WARNING"],
+        stdout=subprocess.PIPE, stderr=log,
+    )
+    assert process.stdout is not None
+    deadline = time.monotonic() + START_SECONDS
+    line = b""
+    while b"\n" not in line:
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise SystemExit(f"broker did not start (see {root / 'broker.log'})")
+        ready, _, _ = select.select([process.stdout], [], [], remaining)
+        if ready:
+            chunk = os.read(process.stdout.fileno(), 4096)
+            if not chunk:
+                raise SystemExit(f"broker exited at start-up (see {root / 'broker.log'})")
+            line += chunk
+    return process
+
+
+def cpu_seconds(pid: int) -> float:
+    """User + system CPU seconds process ``pid`` has used (``/proc/<pid>/stat``)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks = int(fields[11]) + int(fields[12])
+    return ticks / os.sysconf("SC_CLK_TCK")
