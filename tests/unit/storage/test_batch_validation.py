@@ -52,6 +52,14 @@ def test_a_batch_claiming_more_records_than_it_holds_is_refused() -> None:
         rb.validate_client_records(lying, MAX_BYTES)
 
 
+def test_a_last_offset_delta_other_than_count_minus_one_is_refused() -> None:
+    """Three records whose header spans 1001 offsets would move the log end offset by 1001."""
+    three = rb.build_batch([b"a", b"b", b"c"], timestamp_ms=5)
+    wide = _rewrite(three, fields={"last_offset_delta": 1000})
+    with pytest.raises(InvalidRecord, match="last offset delta 1000"):
+        rb.validate_client_records(wide, MAX_BYTES)
+
+
 def test_records_must_match_the_header() -> None:
     three = rb.build_batch([b"a", b"b", b"c"], timestamp_ms=5)
     two = rb.build_batch([b"a", b"b"], timestamp_ms=5)
