@@ -153,8 +153,10 @@ def open_socket(host: str, port: int, security: ClientSecurity | None,
         return sock
     try:
         if security.protocol.uses_tls:
+            sock = client_ssl_context(security).wrap_socket(
+                sock, server_hostname=host, do_handshake_on_connect=False)
             try:
-                sock = client_ssl_context(security).wrap_socket(sock, server_hostname=host)
+                sock.do_handshake()
             except ssl.SSLError as error:
                 raise AuthenticationError(
                     f"TLS handshake with {host}:{port} failed: {error}") from None
