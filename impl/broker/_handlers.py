@@ -20,7 +20,6 @@ from impl.security.acl_apis import AclApis
 from impl.security.authorizer import CLUSTER, AclOperation, Resource, ResourceType
 from impl.security.enforcement import RequestAuthorizer
 from impl.security.session import current_session
-from impl.storage.errors import OffsetOutOfRange, StorageError
 from impl.storage.names import TopicPartition
 
 from . import api_versions, configs, controller_wire
@@ -496,58 +495,29 @@ class RequestHandlers:
         budget_bytes: int,
         have_data: bool,
     ) -> FetchPartitionReply:
-        replicas = self.context.replicas
         if topic_name_error(tp.topic) is not None:
             return FetchPartitionReply(tp.partition, UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
-        error, partition_log = replicas.leader_log(tp)
-        if partition_log is None:
-            return FetchPartitionReply(tp.partition, error, -1, -1, -1)
-        state = replicas.states[tp]
-        requested_epoch = int(getattr(item, "current_leader_epoch", -1))
-        if requested_epoch >= 0 and requested_epoch != state.leader_epoch:
-            code = FENCED_LEADER_EPOCH if requested_epoch < state.leader_epoch else (
-                UNKNOWN_LEADER_EPOCH
-            )
-            return FetchPartitionReply(tp.partition, code, -1, -1, -1)
-        fetch_offset = int(item.fetch_offset)
-        if replica_id >= 0:
-            replicas.record_follower_fetch(tp, replica_id, fetch_offset, requested_epoch)
-        high_watermark = partition_log.high_watermark
-        log_start_offset = partition_log.log_start_offset
         limit = min(int(item.partition_max_bytes), budget_bytes)
-        slices: list[Any] = []
+        # (the broker node decides: the epoch fence, the range, the follower's progress,
+        # KIP-73's leader throttle)
+        reply = self.context.replicas.fetch_partition(
+            tp, replica_id, int(item.fetch_offset),
+            int(getattr(item, "current_leader_epoch", -1)),
+            max(limit, 0) if limit > 0 or not have_data else -1,
+        )
+        if reply.error == OFFSET_OUT_OF_RANGE:
+            return FetchPartitionReply(tp.partition, OFFSET_OUT_OF_RANGE, reply.high_watermark,
+                                       reply.high_watermark, reply.log_start_offset)
+        if reply.error != NONE:
+            return FetchPartitionReply(tp.partition, reply.error, -1, -1, -1)
+        answer = FetchPartitionReply(
+            tp.partition, NONE, reply.high_watermark, reply.high_watermark,
+            reply.log_start_offset, tuple(reply.records or ()),
+        )
         quotas = self.context.quotas
-        throttled = (
-            quotas is not None and replica_id >= 0 and replica_id not in state.isr
-            and quotas.leader_throttled(tp.topic, tp.partition)
-        )
-        if throttled and quotas is not None and quotas.leader_exceeded():
-            # KIP-73: a throttled replica outside the ISR gets no data while the leader's
-            # leader.replication.throttled.rate is used up
-            limit = 0
-            have_data = True
-        if limit > 0 or not have_data:
-            try:
-                slices = partition_log.read(
-                    fetch_offset, max(limit, 0), None if replica_id >= 0 else high_watermark
-                )
-            except OffsetOutOfRange:
-                return FetchPartitionReply(
-                    tp.partition, OFFSET_OUT_OF_RANGE, high_watermark, high_watermark,
-                    log_start_offset,
-                )
-            except StorageError as storage_error:
-                return FetchPartitionReply(tp.partition, int(storage_error.error_code), -1, -1,
-                                           -1)
-            except OSError as os_error:
-                log.warning("read of %s failed: %s", tp, os_error)
-                return FetchPartitionReply(tp.partition, KAFKA_STORAGE_ERROR, -1, -1, -1)
-        reply = FetchPartitionReply(
-            tp.partition, NONE, high_watermark, high_watermark, log_start_offset, tuple(slices)
-        )
-        if throttled and quotas is not None:
-            quotas.record_leader(reply.records_size)
-        return reply
+        if reply.throttled and quotas is not None:
+            quotas.record_leader(answer.records_size)
+        return answer
 
     def _fetch_once(self, body: Any) -> tuple[list[tuple[str, list[FetchPartitionReply]]], int,
                                               bool]:
@@ -674,25 +644,11 @@ class RequestHandlers:
                                            else request_acls.CLUSTER_AUTHORIZATION_FAILED)
                     partitions.append(entry)
                     continue
-                error, partition_log = replicas.leader_log(tp)
-                if partition_log is None:
-                    entry["error_code"] = error
-                    partitions.append(entry)
-                    continue
-                state = replicas.states[tp]
-                current = int(item.current_leader_epoch)
-                if current >= 0 and current != state.leader_epoch:
-                    entry["error_code"] = (FENCED_LEADER_EPOCH if current < state.leader_epoch
-                                           else UNKNOWN_LEADER_EPOCH)
-                    partitions.append(entry)
-                    continue
-                try:
-                    epoch, end_offset = partition_log.end_offset_for_epoch(int(item.leader_epoch))
-                except StorageError as storage_error:
-                    entry["error_code"] = int(storage_error.error_code)
-                    partitions.append(entry)
-                    continue
-                entry.update(error_code=NONE, leader_epoch=epoch, end_offset=end_offset)
+                answer = replicas.offset_for_leader_epoch(
+                    tp, int(item.current_leader_epoch), int(item.leader_epoch))
+                entry["error_code"] = answer.error
+                if answer.error == NONE:
+                    entry.update(leader_epoch=answer.leader_epoch, end_offset=answer.end_offset)
                 partitions.append(entry)
             topics.append({"topic": topic.topic, "partitions": partitions})
         return self._answer(request, {**_throttle(), "topics": topics})
@@ -1005,11 +961,9 @@ class RequestHandlers:
             return replicas.leader_and_isr(converted)
         if isinstance(converted, StopReplicaRequest):
             return replicas.stop_replica(converted)
-        code = replicas.fence.check(
-            converted.controller_id, converted.controller_epoch, converted.broker_epoch
-        )
-        if code != NONE:
-            return ControllerResponse(error_code=code)
+        fenced = replicas.other_controller_request(converted)
+        if fenced.error_code != NONE:
+            return fenced
         self.context.on_update_metadata(converted)
         replicas.notify()
         return ControllerResponse()

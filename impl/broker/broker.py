@@ -71,10 +71,10 @@ from .config_store import ConfigStore, ReplicationQuotas, read_entity, write_ent
 from .inter_broker import InterBrokerClient
 from .metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
 from .metrics import BrokerMetrics, BrokerStateView, observed
+from .node import WriteIsr
 from .producer_ids import ProducerIdAllocator
-from .replica_fetcher import ReplicaFetcher
+from .replica_fetcher import IO_TIMEOUT_SECONDS, ReplicaFetcher
 from .replica_manager import ReplicaManager
-from .replication import ReplicaState
 from .server import ConnectionLimits, RawHandler, Response, Server
 
 log = logging.getLogger(__name__)
@@ -448,11 +448,11 @@ class Broker:
 
     def _on_dir_failure(self, log_dir: str) -> None:
         self._failed_dirs.append(log_dir)
-        logs, replicas = self.logs, self.replicas
-        if logs is None or replicas is None:
+        replicas = self.replicas
+        if replicas is None:
+            self._dir_failed.set()
             return
-        replicas.mark_dir_offline(logs.offline_replicas)
-        self._dir_failed.set()
+        replicas.mark_dir_offline()
 
     async def _report_dir_failures(self) -> None:
         while True:
@@ -591,20 +591,22 @@ class Broker:
             message_max_bytes=config.message_max_bytes,
             timestamp_difference_max_ms=config.message_timestamp_difference_max_ms,
             trace=self.trace,
+            replica_lag_time_max_ms=config.replica_lag_time_max_ms,
+            fetch_backoff_ms=config.replica_fetch_backoff_ms,
+            truncation_policy=config.replica_truncation_policy,
+            request_retry_ms=int(IO_TIMEOUT_SECONDS * 1000),
         )
-        replicas.replica_lag_time_max_ms = config.replica_lag_time_max_ms
         replicas.min_insync_of = lambda topic: logs.log_config(topic).min_insync_replicas
         self.replicas = replicas
         self.quotas = ReplicationQuotas(config.broker_id, logs.clock.monotonic_ns)
         self.config_store = ConfigStore(config.broker_id, static_layer(config), logs,
                                         self.quotas, replicas.notify)
-        fetcher = ReplicaFetcher(config.broker_id, logs.get, self._endpoint_of, replicas.notify,
-                                 trace=self.trace, policy=config.replica_truncation_policy,
-                                 fetch_backoff_ms=config.replica_fetch_backoff_ms,
+        fetcher = ReplicaFetcher(config.broker_id, replicas, self._endpoint_of,
                                  connect=self._connect)
         replicas.fetcher = fetcher
-        fetcher.quotas = self.quotas
+        replicas.node.quotas = self.quotas
         replicas.isr_updater = self._schedule_isr_update
+        replicas.dir_failure_reporter = self._dir_failed.set
         handlers = RequestHandlers(
             HandlerContext(
                 config=config,
@@ -744,40 +746,38 @@ class Broker:
             await trio.to_thread.run_sync(self.metrics.stop)
         nursery.cancel_scope.cancel()
 
-    def _schedule_isr_update(
-        self, tp: TopicPartition, state: ReplicaState, isr: tuple[int, ...]
-    ) -> None:
+    def _schedule_isr_update(self, write: WriteIsr) -> None:
         nursery = self._nursery
         replicas = self.replicas
         if nursery is None or replicas is None or self.coordinator is None:
             if replicas is not None:
-                replicas.isr_updates_in_flight.discard(tp)
+                replicas.isr_written(write.tp, write.isr, None)
             return
-        nursery.start_soon(self._update_isr, tp, state, isr)
+        nursery.start_soon(self._update_isr, write)
 
-    async def _update_isr(self, tp: TopicPartition, state: ReplicaState,
-                          isr: tuple[int, ...]) -> None:
+    async def _update_isr(self, write: WriteIsr) -> None:
+        """Carry out the node's ISR write (conditional on the partition's zkVersion) and report
+        its outcome."""
         replicas = self.replicas
         coordinator = self.coordinator
         assert replicas is not None
         assert coordinator is not None
+        tp = write.tp
         try:
-            version = await zk_admin.update_isr(
-                coordinator, tp.topic, tp.partition, leader=state.leader,
-                leader_epoch=state.leader_epoch, isr=isr,
-                controller_epoch=state.controller_epoch, zk_version=state.partition_epoch,
+            version: int | None = await zk_admin.update_isr(
+                coordinator, tp.topic, tp.partition, leader=write.leader,
+                leader_epoch=write.leader_epoch, isr=write.isr,
+                controller_epoch=write.controller_epoch, zk_version=write.partition_epoch,
             )
+            log.info("%s ISR %s -> %s", tp, list(write.previous_isr), list(write.isr))
+            self.metrics.record_isr_change(write.previous_isr, write.isr)
         except zk_admin.IsrUpdateFencedError:
             log.info("ISR update of %s fenced; waiting for the controller", tp)
-            replicas.isr_updates_in_flight.discard(tp)
-            return
+            version = None
         except (CoordinatorError, zk_admin.AdminError) as error:
             log.warning("ISR update of %s failed: %r", tp, error)
-            replicas.isr_updates_in_flight.discard(tp)
-            return
-        log.info("%s ISR %s -> %s", tp, list(state.isr), list(isr))
-        self.metrics.record_isr_change(state.isr, isr)
-        replicas.isr_changed(tp, isr, version)
+            version = None
+        replicas.isr_written(tp, write.isr, version)
 
     async def _check_isr_periodically(self) -> None:
         interval = max(self.config.replica_lag_time_max_ms / 2000.0, 0.05)

@@ -153,12 +153,31 @@ class NodeStore(Protocol):
     def epoch_start_offset(self, tp: TopicPartition, epoch: int) -> int:
         """Where leader epoch ``epoch`` starts in ``tp``'s log (its LEO if absent)."""
 
+    def follow_log_start_offset(self, tp: TopicPartition, leader_log_start_offset: int) -> None:
+        """A follower raises its log start offset to its leader's (DeleteRecords, retention),
+        never above its own HW (Kafka's ``maybeIncrementLogStartOffset``)."""
+
     def read_bytes(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
         """Whole batches of ``tp`` from ``offset`` (producer-state replay)."""
 
     def read_records(self, tp: TopicPartition, offset: int, max_bytes: int,
                      max_offset: int | None) -> object:
         """The records a fetch answers with, in the shell's own form (bytes, file slices)."""
+
+
+class ReplicationThrottle(Protocol):
+    """KIP-73's replication quotas as the node consults them (``ReplicationQuotas``): which
+    replicas are throttled, whether a rate is used up, and the bytes fetched to charge."""
+
+    def leader_throttled(self, topic: str, partition: int) -> bool: ...
+
+    def follower_throttled(self, topic: str, partition: int) -> bool: ...
+
+    def leader_exceeded(self) -> bool: ...
+
+    def follower_exceeded(self) -> bool: ...
+
+    def record_follower(self, byte_count: int) -> None: ...
 
 
 # --- inputs --------------------------------------------------------------------------------
@@ -188,6 +207,7 @@ class FetchCall(NamedTuple):
     tp: TopicPartition
     offset: int
     leader_epoch: int
+    #: the partition's read limit (-1: read nothing, the response is full)
     max_bytes: int = 1 << 20
     #: who the answer goes to when it is not the follower ``replica`` (a consumer)
     client: int = -1
@@ -204,6 +224,8 @@ class FetchReply(NamedTuple):
     high_watermark: int = -1
     log_end_offset: int = -1
     log_start_offset: int = -1
+    #: KIP-73: the bytes sent count against the leader's replication quota
+    throttled: bool = False
 
 
 class EpochCall(NamedTuple):
@@ -490,7 +512,7 @@ class BrokerNode:
         self._queued: dict[TopicPartition, collections.deque[Produce]] = {}
         #: per partition: the follower append in flight (its token) and the leader's HW that
         #: came with its records
-        self._follower_appending: dict[TopicPartition, tuple[int, int]] = {}
+        self._follower_appending: dict[TopicPartition, tuple[int, int, int]] = {}
         self._tokens = 0
         self._request_ids = 0
         #: bumped whenever ``follower_leos`` or ``last_caught_up_ms`` may change
@@ -499,6 +521,12 @@ class BrokerNode:
         #: full ISR to keep (the same inputs give the same answer: nothing to do)
         self._isr_kept: dict[TopicPartition, tuple[ReplicaState, int, int]] = {}
         self._subjects: dict[TopicPartition, str] = {}
+        #: a topic's ``min.insync.replicas`` (the shell wires in the topic's config)
+        self.min_insync_of: Callable[[str], int] = lambda topic: config.min_insync_replicas
+        #: KIP-73 replication throttles (None: never throttle)
+        self.quotas: ReplicationThrottle | None = None
+        #: per followed partition: the leader's HW in its last answer (below it: catching up)
+        self._leader_hw: dict[TopicPartition, int] = {}
 
     # --- the interface ---------------------------------------------------------------------
 
@@ -632,7 +660,7 @@ class BrokerNode:
             out.append(Reply(call.client, ProduceReply(call.request_id, tp, error)))
             return
         state = self.states[tp]
-        if call.acks == -1 and len(state.isr) < self.config.min_insync_replicas:
+        if call.acks == -1 and len(state.isr) < self.min_insync_of(tp.topic):
             out.append(Reply(call.client, ProduceReply(call.request_id, tp,
                                                        NOT_ENOUGH_REPLICAS)))
             return
@@ -748,11 +776,11 @@ class BrokerNode:
             return
         high_watermark = partition.high_watermark
         now_ms = self.now_ms()
+        min_insync = self.min_insync_of(tp.topic)
         kept: list[PendingProduce] = []
         for item in waiting:
             outcome = replication.acks_all_result(high_watermark, item.last_offset,
-                                                  len(state.isr),
-                                                  self.config.min_insync_replicas)
+                                                  len(state.isr), min_insync)
             if outcome is not None:
                 out.append(Reply(item.client, ProduceReply(
                     item.request_id, tp, outcome, item.base_offset if outcome == NONE else -1,
@@ -807,17 +835,27 @@ class BrokerNode:
                                                           KAFKA_STORAGE_ERROR)))
                 return
         limit = partition.high_watermark if consumer else None
+        quotas = self.quotas
+        throttled = quotas is not None and not consumer and (
+            call.replica not in self.states[tp].isr) and quotas.leader_throttled(
+            tp.topic, tp.partition)
+        # KIP-73: a throttled replica outside the ISR gets no data while the leader's
+        # leader.replication.throttled.rate is used up
+        starved = throttled and quotas is not None and quotas.leader_exceeded()
         try:
             records: object = b""
-            if call.offset < (limit if limit is not None else partition.log_end_offset):
+            if call.max_bytes >= 0 and not starved and call.offset < (
+                    limit if limit is not None else partition.log_end_offset):
                 records = self.store.read_records(tp, call.offset, call.max_bytes, limit)
-        except (StorageError, OSError):
-            out.append(Reply(client, FetchReply(call.request_id, tp,
-                                                      KAFKA_STORAGE_ERROR)))
+        except StorageError as error:
+            out.append(Reply(client, FetchReply(call.request_id, tp, int(error.error_code))))
+            return
+        except OSError:
+            out.append(Reply(client, FetchReply(call.request_id, tp, KAFKA_STORAGE_ERROR)))
             return
         out.append(Reply(client, FetchReply(
             call.request_id, tp, NONE, records, partition.high_watermark,
-            partition.log_end_offset, partition.log_start_offset)))
+            partition.log_end_offset, partition.log_start_offset, throttled)))
 
     def _record_follower_fetch(self, tp: TopicPartition, call: FetchCall, partition: NodeLog,
                                out: list[Effect]) -> None:
@@ -963,6 +1001,14 @@ class BrokerNode:
                 except (StorageError, OSError):
                     followed.failed = True
                     continue
+            quotas = self.quotas
+            if quotas is not None and quotas.follower_throttled(tp.topic, tp.partition) and (
+                    partition.log_end_offset < self._leader_hw.get(tp, 0)) and (
+                    quotas.follower_exceeded()):
+                # KIP-73: a throttled replica catching up waits while the follower's
+                # follower.replication.throttled.rate is used up (an in-sync one never does)
+                followed.in_flight = None
+                continue
             out.append(Send(followed.leader, FetchCall(
                 request_id, self.id, self.incarnation, tp, partition.log_end_offset,
                 followed.leader_epoch, self.config.fetch_max_bytes)))
@@ -1062,21 +1108,29 @@ class BrokerNode:
             # epoch (KIP-101), which ends this log at most where the leader's ends.
             followed.in_flight = None
             self._restart_truncation(followed)
+            followed.retry_ms = self.now_ms() + self.config.fetch_backoff_ms
             return
         if reply.error != NONE:
             followed.in_flight = None
             self._refused(followed, reply.error)
             return
         records = reply.records
+        if self.quotas is not None:
+            self._leader_hw[tp] = reply.high_watermark
         if records:
+            quotas = self.quotas
+            if quotas is not None and quotas.follower_throttled(tp.topic, tp.partition):
+                quotas.record_follower(len(records))
             self._tokens += 1
             out.append(Append(tp, self._tokens, records, None))
             # (in flight until Appended: a second answer cannot race this one)
             followed.in_flight = -self._tokens
-            self._follower_appending[tp] = (self._tokens, reply.high_watermark)
+            self._follower_appending[tp] = (self._tokens, reply.high_watermark,
+                                            reply.log_start_offset)
             return
         followed.in_flight = None
-        self._follower_high_watermark(tp, partition, reply.high_watermark, out)
+        self._follower_high_watermark(tp, partition, reply.high_watermark,
+                                      reply.log_start_offset, out)
 
     @staticmethod
     def _restart_truncation(followed: Followed) -> None:
@@ -1087,7 +1141,7 @@ class BrokerNode:
     def _follower_appended(self, done: Appended, out: list[Effect]) -> None:
         """A follower append completed: the HW follows the leader's."""
         tp = done.tp
-        _, high_watermark = self._follower_appending.pop(tp)
+        _, high_watermark, log_start_offset = self._follower_appending.pop(tp)
         followed = self.followed.get(tp)
         if followed is None or followed.in_flight != -done.token:
             return
@@ -1098,14 +1152,20 @@ class BrokerNode:
         self.producers.pop(tp, None)
         partition = self.store.log(tp)
         if partition is not None:
-            self._follower_high_watermark(tp, partition, high_watermark, out)
+            self._follower_high_watermark(tp, partition, high_watermark, log_start_offset, out)
 
     def _follower_high_watermark(self, tp: TopicPartition, partition: NodeLog, leader_hw: int,
-                                 out: list[Effect]) -> None:
+                                 leader_log_start_offset: int, out: list[Effect]) -> None:
+        """The follower's HW is min(leader's HW, own LEO); its log start follows the
+        leader's (DeleteRecords reaches followers this way)."""
         high_watermark = min(leader_hw, partition.log_end_offset)
         if high_watermark > partition.high_watermark:
             partition.high_watermark = high_watermark
             out.append(LogChanged(tp))
+        if leader_log_start_offset > partition.log_start_offset:
+            # (a failed dir: the shell steps DirsFailed)
+            with contextlib.suppress(StorageError, OSError):
+                self.store.follow_log_start_offset(tp, leader_log_start_offset)
 
     def _refused(self, followed: Followed, error: int) -> None:
         """The leader refused a follower request. Kafka marks the partition failed only when
@@ -1172,7 +1232,11 @@ class BrokerNode:
                     continue
             previous = self.states.get(tp)
             state = self.states[tp] = decision.state
-            self.producers.pop(tp, None)
+            if previous is None or previous.role is not state.role or (
+                    previous.leader_epoch != state.leader_epoch):
+                # Kafka reloads the producer state on makeLeader/makeFollower: follower
+                # appends and truncations changed the log under any cached copy.
+                self.producers.pop(tp, None)
             if decision.became_leader:
                 self._isr_inputs += 1
                 self.follower_leos[tp] = {}

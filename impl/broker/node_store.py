@@ -75,6 +75,12 @@ class LogManagerStore:
         assert partition is not None
         partition.truncate_to(offset)
 
+    def follow_log_start_offset(self, tp: TopicPartition, leader_log_start_offset: int) -> None:
+        """Raise ``tp``'s log start offset towards its leader's (at most its own HW)."""
+        partition = self.manager.get(tp)
+        assert partition is not None
+        partition.maybe_increment_log_start_offset(leader_log_start_offset)
+
     def epoch_entries(self, tp: TopicPartition) -> list[tuple[int, int]]:
         """``tp``'s leader-epoch cache as ``(epoch, start offset)``."""
         partition = self.manager.get(tp)

@@ -1,36 +1,20 @@
-"""Followers fetch from their leaders (design V3 §"replica", KIP-101/279 truncation).
+"""Followers fetch from their leaders: the trio carrier of the broker node's follower side.
 
-One task per leader broker fetches, for every partition this broker follows there, from the
-follower's LEO (Fetch v11 with this broker's id as ``replica_id``), appends what it gets with
-``append_as_follower`` and sets the follower's HW to ``min(leader HW, own LEO)``. Before the first
-fetch of a partition (and after every new leader epoch) it truncates as
-``replica.truncation.policy`` says (:func:`~.replication.follower_truncation_offset` decides):
-with ``LEADER_EPOCH`` (the default) it asks the leader for the end offset of its own latest epoch
-(OffsetForLeaderEpoch); while the leader answers an older epoch the follower does not hold
-(KAFKA-6361), it asks again for its own epoch below that one (KIP-279), then truncates once to
-where the two logs stop agreeing (one TRUNCATE event; ``rounds`` says how many answers it took).
-With ``HIGH_WATERMARK`` (the design V3 text, kept to show the loss KIP-101 describes) it
-truncates to its own HW without asking.
+What to ask, when, and what to do with the answer is the node's
+(:class:`~impl.broker.node.BrokerNode`): it owns each followed partition's leader and epoch,
+the KIP-101/279 truncation exchange (``replica.truncation.policy``), the back-off after a
+refusal (``replica.fetch.backoff.ms``), failed partitions (FENCED_LEADER_EPOCH, a storage
+error: they wait for the next LeaderAndIsr, as Kafka's ``markPartitionFailed``), the
+OFFSET_OUT_OF_RANGE reset and the follower HW ``min(leader HW, own LEO)``. This module only
+carries its requests: one task per leader broker steps the node's ``Tick``, batches the
+``EpochCall`` and ``FetchCall`` effects addressed to that leader into one OffsetForLeaderEpoch
+and one Fetch request (v11, this broker's id as ``replica_id``), and steps each partition's
+answer back as an ``EpochReply`` / ``FetchReply``; a follower append the node asks for is
+awaited by :class:`~impl.broker.replica_manager.ReplicaManager`.
 
-A partition whose Fetch or OffsetForLeaderEpoch is answered with an error stays followed, as in
-Kafka's ``AbstractFetcherThread`` (partitions with errors are delayed, not removed):
-
-* NOT_LEADER_OR_FOLLOWER, UNKNOWN_LEADER_EPOCH, UNKNOWN_TOPIC_OR_PARTITION,
-  REPLICA_NOT_AVAILABLE and any other code are retried after ``replica.fetch.backoff.ms``
-  (Kafka's default 1000 ms). The usual cause is a LeaderAndIsr that reached this follower
-  before the leader's own (the controller sends them on independent channels): the leader
-  refuses until it hears of its leadership, and then the retry succeeds without another
-  LeaderAndIsr. The delay is per partition (trio's clock): the other partitions fetched from
-  the same leader go on being fetched. OFFSET_OUT_OF_RANGE is retried too (Kafka instead moves
-  the fetch offset to the leader's log; this fetcher does not).
-* FENCED_LEADER_EPOCH (this follower's epoch is older than the leader's) and a storage error
-  while appending mark the partition failed, as Kafka's ``markPartitionFailed`` does: it stays
-  in :meth:`ReplicaFetcher.followed` but is neither asked nor fetched until a LeaderAndIsr (a
-  newer state, from the controller) calls :meth:`ReplicaFetcher.follow` again. An answer to a
-  request sent under an epoch the partition no longer has is dropped, so only a refusal of the
-  current epoch fails it.
-
-Connection failures close the connection and retry every partition after ``BACKOFF_SECONDS``.
+A request lost with its connection is answered to the node as NETWORK_EXCEPTION (13) for each
+of its partitions (the node backs them off); the connection is closed and opened again after
+``BACKOFF_SECONDS``.
 
 A leader's loop runs in its own cancel scope. It is cancelled — with the request it has in
 flight and its connection — as soon as no partition follows that leader any more, and when a
@@ -51,9 +35,8 @@ from typing import Any, Final
 
 import trio
 
-from impl.storage import PartitionLog, StorageError, TopicPartition
+from impl.storage import TopicPartition
 from impl.storage import record_batch as rb
-from impl.trace import NullTraceSink, TraceEvent, TraceSink
 
 from . import api_versions
 from ._codec import (
@@ -64,15 +47,7 @@ from ._codec import (
 )
 from ._framing import FrameDecoder, FrameError
 from ._kio_build import build
-from .config_store import ReplicationQuotas
-from .replication import (
-    MAX_TRUNCATION_ROUNDS,
-    ReplicaRole,
-    ReplicationEvent,
-    TruncationPolicy,
-    TruncationStep,
-    follower_truncation_offset,
-)
+from .node import EpochCall, EpochReply, FetchCall, FetchReply, Tick
 
 log = logging.getLogger(__name__)
 
@@ -86,36 +61,9 @@ RESPONSE_MAX_BYTES: Final = 64 * 1024 * 1024
 BACKOFF_SECONDS: Final = 0.2
 #: Kafka's ``replica.fetch.backoff.ms`` default.
 FETCH_BACKOFF_MS_DEFAULT: Final = 1000
-#: The refusal a follower does not retry (Kafka's ``markPartitionFailed``).
-FENCED_LEADER_EPOCH: Final = 74
+#: What a request lost with its connection is answered with, to the node.
+NETWORK_EXCEPTION: Final = 13
 IO_TIMEOUT_SECONDS: Final = 30.0
-
-
-@dataclass
-class _Followed:
-    leader_id: int
-    leader_epoch: int
-    truncated: bool = False
-    #: trio time before which the partition is neither asked nor fetched (an error's back-off)
-    retry_at: float = 0.0
-    #: FENCED_LEADER_EPOCH or a storage error: wait for the next LeaderAndIsr (Kafka's
-    #: failed partitions)
-    failed: bool = False
-
-    def ready(self, now: float) -> bool:
-        """Whether the partition may be asked or fetched at ``now``."""
-        return not self.failed and self.retry_at <= now
-
-
-@dataclass
-class _Rounds:
-    """One partition's OffsetForLeaderEpoch exchange (KIP-279): where it would truncate so far,
-    the epoch to ask next (None: done or no answer), the first answer's end offset."""
-
-    offset: int
-    ask_epoch: int | None
-    first_end: int | None = None
-    rounds: int = 0
 
 
 @dataclass
@@ -185,13 +133,8 @@ class ReplicaFetcher:
 
     Args:
         broker_id: this broker (``replica_id`` in Fetch).
-        get_log: the storage engine's partition lookup.
+        replicas: the node's pump (``step`` / ``carry_out`` / ``node.followed``).
         endpoint_of: broker id → (host, port) or None.
-        on_progress: called after appends and HW moves (wakes waiters).
-        trace: where TRUNCATE events go.
-        policy: ``replica.truncation.policy``.
-        fetch_backoff_ms: ``replica.fetch.backoff.ms``: how long a partition answered with a
-            retriable error waits before it is asked or fetched again.
         connect: opens a connection to a leader (default: plain TCP; the broker passes its
             inter-broker listener's TLS and SASL client, :func:`impl.security.client.open_stream`).
     """
@@ -199,33 +142,24 @@ class ReplicaFetcher:
     def __init__(
         self,
         broker_id: int,
-        get_log: Callable[[TopicPartition], PartitionLog | None],
+        replicas: Any,
         endpoint_of: Callable[[int], tuple[str, int] | None],
-        on_progress: Callable[[], None],
-        trace: TraceSink | None = None,
         *,
-        policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH,
-        fetch_backoff_ms: int = FETCH_BACKOFF_MS_DEFAULT,
         connect: Connector = trio.open_tcp_stream,
     ) -> None:
         self.broker_id = broker_id
         self.connect = connect
-        self.policy = policy
-        self.fetch_backoff_seconds = fetch_backoff_ms / 1000
-        self._trace: TraceSink = trace if trace is not None else NullTraceSink()
-        self._get_log = get_log
+        self._replicas = replicas
         self._endpoint_of = endpoint_of
-        self._on_progress = on_progress
-        self._followed: dict[TopicPartition, _Followed] = {}
-        #: leader → the partitions followed there (the same objects as in ``_followed``)
-        self._by_leader: dict[int, dict[TopicPartition, _Followed]] = {}
+        #: leader → the partitions followed there (loop management only; the node owns
+        #: their state)
+        self._by_leader: dict[int, set[TopicPartition]] = {}
+        self._leader_of: dict[TopicPartition, int] = {}
+        #: leader → the node's requests waiting to be sent there
+        self._outbox: dict[int, list[Any]] = {}
         self._loops: dict[int, _LeaderLoop] = {}
         self._nursery: trio.Nursery | None = None
         self._changed = trio.Event()
-        #: KIP-73 follower throttle (None: never throttle); the broker sets it
-        self.quotas: ReplicationQuotas | None = None
-        #: the leader's HW in its last answer: a replica below it is catching up (not in sync)
-        self._leader_high_watermark: dict[TopicPartition, int] = {}
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED) -> None:
         """Own the fetch tasks until cancelled."""
@@ -235,13 +169,13 @@ class ReplicaFetcher:
             await trio.sleep_forever()
 
     def follow(self, tp: TopicPartition, leader_id: int, leader_epoch: int) -> None:
-        """Fetch ``tp`` from ``leader_id`` (a LeaderAndIsr made this broker its follower)."""
-        previous = self._followed.get(tp)
-        if previous is not None and previous.leader_id != leader_id:
+        """The node follows ``tp`` at ``leader_id``: make sure a loop fetches from there."""
+        del leader_epoch
+        previous = self._leader_of.get(tp)
+        if previous is not None and previous != leader_id:
             self._forget(tp)
-        followed = _Followed(leader_id, leader_epoch)
-        self._followed[tp] = followed
-        self._by_leader.setdefault(leader_id, {})[tp] = followed
+        self._leader_of[tp] = leader_id
+        self._by_leader.setdefault(leader_id, set()).add(tp)
         loop = self._loops.get(leader_id)
         endpoint = self._endpoint_of(leader_id)
         if loop is not None and None not in (loop.endpoint, endpoint) and (
@@ -260,9 +194,14 @@ class ReplicaFetcher:
         self._forget(tp)
         self._wake()
 
+    def send(self, leader_id: int, message: Any) -> None:
+        """Queue one of the node's requests for ``leader_id``'s loop."""
+        self._outbox.setdefault(leader_id, []).append(message)
+        self._wake()
+
     def followed(self) -> dict[TopicPartition, int]:
         """Partition → leader, for every followed partition."""
-        return {tp: item.leader_id for tp, item in self._followed.items()}
+        return dict(self._leader_of)
 
     def fetching_from(self) -> set[int]:
         """The leaders a fetch loop runs for."""
@@ -270,22 +209,16 @@ class ReplicaFetcher:
 
     def _forget(self, tp: TopicPartition) -> None:
         """Drop ``tp``; cancel its leader's loop when no partition is left there."""
-        self._leader_high_watermark.pop(tp, None)
-        leader_id = self._drop(tp)
-        if leader_id is not None and leader_id not in self._by_leader:
-            self._stop(leader_id)
-
-    def _drop(self, tp: TopicPartition) -> int | None:
-        """Stop following ``tp``; returns its leader, if followed."""
-        previous = self._followed.pop(tp, None)
-        if previous is None:
-            return None
-        partitions = self._by_leader.get(previous.leader_id)
+        leader_id = self._leader_of.pop(tp, None)
+        if leader_id is None:
+            return
+        partitions = self._by_leader.get(leader_id)
         if partitions is not None:
-            partitions.pop(tp, None)
+            partitions.discard(tp)
             if not partitions:
-                del self._by_leader[previous.leader_id]
-        return previous.leader_id
+                del self._by_leader[leader_id]
+                self._outbox.pop(leader_id, None)
+                self._stop(leader_id)
 
     def _start(self, leader_id: int) -> None:
         if self._nursery is None:
@@ -303,38 +236,33 @@ class ReplicaFetcher:
         self._changed.set()
         self._changed = trio.Event()
 
-    def _partitions_of(self, leader_id: int) -> dict[TopicPartition, _Followed]:
-        return dict(self._by_leader.get(leader_id, {}))
-
-    def _delay(self, tp: TopicPartition, followed: _Followed, what: str, code: int) -> None:
-        """An error answer for ``tp``: retry after the back-off, or wait for a LeaderAndIsr
-        when this follower's epoch is fenced."""
-        if code == FENCED_LEADER_EPOCH:
-            log.info("%s of %s from broker %d: error %d (epoch %d fenced); waiting for "
-                     "LeaderAndIsr", what, tp, followed.leader_id, code, followed.leader_epoch)
-            followed.failed = True
-            return
-        log.info("%s of %s from broker %d: error %d; retrying in %.3f s", what, tp,
-                 followed.leader_id, code, self.fetch_backoff_seconds)
-        followed.retry_at = trio.current_time() + self.fetch_backoff_seconds
-
-    async def _idle(self, partitions: dict[TopicPartition, _Followed]) -> None:
+    async def _idle(self, leader_id: int) -> None:
         """Nothing to send: wait for a change, the end of a back-off, or ``BACKOFF_SECONDS``."""
-        now = trio.current_time()
-        deadline = now + BACKOFF_SECONDS
-        for item in partitions.values():
-            if not item.failed and item.retry_at > now:
-                deadline = min(deadline, item.retry_at)
-        with trio.move_on_at(deadline):
+        now_ms = int(trio.current_time() * 1000)
+        deadline_ms = now_ms + int(BACKOFF_SECONDS * 1000)
+        node = self._replicas.node
+        for tp in self._by_leader.get(leader_id, ()):
+            followed = node.followed.get(tp)
+            if followed is not None and not followed.failed and followed.retry_ms > now_ms:
+                deadline_ms = min(deadline_ms, followed.retry_ms)
+        with trio.move_on_at(deadline_ms / 1000 + 0.001):
             await self._changed.wait()
+
+    def _lost(self, leader_id: int, calls: list[Any], what: str, error: BaseException) -> None:
+        """The connection failed with ``calls`` in flight: tell the node each was refused."""
+        log.info("%s to broker %d failed: %s", what, leader_id, error)
+        for call in calls:
+            reply: Any = (EpochReply(call.request_id, call.tp, NETWORK_EXCEPTION)
+                          if isinstance(call, EpochCall)
+                          else FetchReply(call.request_id, call.tp, NETWORK_EXCEPTION))
+            self._replicas.step(reply)
 
     async def _fetch_loop(self, leader_id: int, loop: _LeaderLoop) -> None:
         connection: _Connection | None = None
         try:
             with loop.scope:
                 while True:
-                    partitions = self._partitions_of(leader_id)
-                    if not partitions:
+                    if not self._by_leader.get(leader_id):
                         return
                     endpoint = self._endpoint_of(leader_id)
                     if endpoint is None:
@@ -348,12 +276,29 @@ class ReplicaFetcher:
                                                  f"replica-fetcher-{self.broker_id}",
                                                  self.connect)
                     loop.endpoint = endpoint
+                    self._replicas.step(Tick(periodic=False))
+                    calls = self._outbox.pop(leader_id, [])
+                    if not calls:
+                        await self._idle(leader_id)
+                        continue
+                    asks = [call for call in calls if isinstance(call, EpochCall)]
+                    fetches = [call for call in calls if isinstance(call, FetchCall)]
                     try:
-                        await self._truncate(connection, partitions)
-                        await self._fetch_once(connection, partitions)
+                        if asks:
+                            await self._ask(connection, leader_id, asks)
+                            asks = []
+                            # the partitions whose truncation just ended fetch at once
+                            self._replicas.step(Tick(periodic=False))
+                            for call in self._outbox.pop(leader_id, []):
+                                if isinstance(call, FetchCall):
+                                    fetches.append(call)
+                                else:  # (another KIP-279 round: the next iteration asks)
+                                    self._outbox.setdefault(leader_id, []).append(call)
+                        if fetches:
+                            await self._fetch_once(connection, fetches)
                     except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
                             trio.TooSlowError, FrameError, MalformedRequestError) as error:
-                        log.info("fetch from broker %d failed: %s", leader_id, error)
+                        self._lost(leader_id, asks + fetches, "fetch", error)
                         await connection.close()
                         await trio.sleep(BACKOFF_SECONDS)
             if loop.scope.cancelled_caught:
@@ -365,145 +310,54 @@ class ReplicaFetcher:
             if connection is not None:
                 await connection.close()
 
-    async def _truncate(self, connection: _Connection,
-                        partitions: dict[TopicPartition, _Followed]) -> None:
-        now = trio.current_time()
-        pending = {tp: item for tp, item in partitions.items()
-                   if not item.truncated and item.ready(now)}
-        if not pending:
-            return
-        if not self.policy.asks_leader:
-            for tp, item in pending.items():
-                partition_log = self._get_log(tp)
-                if partition_log is not None:
-                    self._truncate_one(tp, item, partition_log, follower_truncation_offset(
-                        self.policy, log_end_offset=partition_log.log_end_offset,
-                        log_start_offset=partition_log.log_start_offset,
-                        high_watermark=partition_log.high_watermark,
-                    ))
-            return
-        # KIP-279: ask, step, and ask again for an older epoch while the leader answers one the
-        # follower lacks. The log is truncated once, at the end (an interrupted exchange starts
-        # over with nothing lost).
-        rounds: dict[TopicPartition, _Rounds] = {}
-        for tp in pending:
-            partition_log = self._get_log(tp)
-            if partition_log is not None:
-                rounds[tp] = _Rounds(partition_log.log_end_offset, partition_log.latest_epoch)
-        for _ in range(MAX_TRUNCATION_ROUNDS):
-            asking = {tp: ex for tp, ex in rounds.items() if ex.ask_epoch is not None}
-            if not asking:
-                return
-            requests: dict[str, list[dict[str, Any]]] = {}
-            for tp, exchange in asking.items():
-                requests.setdefault(tp.topic, []).append({
-                    "partition": tp.partition,
-                    "current_leader_epoch": pending[tp].leader_epoch,
-                    "leader_epoch": exchange.ask_epoch,
-                })
-            response = await connection.call(
-                api_versions.OFFSET_FOR_LEADER_EPOCH,
-                api_versions.OFFSET_FOR_LEADER_EPOCH_VERSION,
-                {"replica_id": self.broker_id,
-                 "topics": [{"topic": t, "partitions": p} for t, p in requests.items()]},
-            )
-            for tp in asking:
-                rounds[tp].ask_epoch = None  # unless its answer asks again
-            for topic in response.topics:
-                for result in topic.partitions:
-                    tp = TopicPartition(topic.topic, int(result.partition))
-                    asked = asking.get(tp)
-                    followed = self._followed.get(tp)
-                    partition_log = self._get_log(tp)
-                    if (asked is None or followed is None or partition_log is None
-                            or followed is not pending.get(tp)):
-                        continue  # not asked, or re-assigned while the request was in flight
-                    if int(result.error_code) != 0:
-                        self._delay(tp, followed, "OffsetForLeaderEpoch",
-                                    int(result.error_code))
-                        continue
-                    end_offset, epoch = int(result.end_offset), int(result.leader_epoch)
-                    if asked.first_end is None:
-                        asked.first_end = end_offset
-                    step = follower_truncation_offset(
-                        self.policy, log_end_offset=min(asked.offset,
-                                                        partition_log.log_end_offset),
-                        log_start_offset=partition_log.log_start_offset,
-                        high_watermark=partition_log.high_watermark,
-                        leader_epoch_end_offset=end_offset, leader_epoch=epoch,
-                        epochs=[(e.epoch, e.start_offset)
-                                for e in partition_log.log.epochs.entries],
-                    )
-                    asked.offset, asked.rounds = step.offset, asked.rounds + 1
-                    if step.done:
-                        self._truncate_one(tp, followed, partition_log, step,
-                                           leader_epoch_end=asked.first_end,
-                                           rounds=asked.rounds)
-                    else:
-                        asked.ask_epoch = step.ask_epoch
-        for tp, exchange in rounds.items():
-            followed, partition_log = self._followed.get(tp), self._get_log(tp)
-            if (exchange.ask_epoch is not None and followed is pending[tp]
-                    and partition_log is not None):
-                log.warning("%s: no common epoch with the leader after %d rounds", tp,
-                            exchange.rounds)
-                self._truncate_one(tp, followed, partition_log, TruncationStep(exchange.offset),
-                                   leader_epoch_end=exchange.first_end, rounds=exchange.rounds)
+    def _refusal(self, leader_id: int, what: str, tp: TopicPartition, code: int) -> None:
+        if code != 0:
+            log.info("%s of %s from broker %d: error %d", what, tp, leader_id, code)
 
-    def _truncate_one(self, tp: TopicPartition, followed: _Followed, partition_log: PartitionLog,
-                      step: TruncationStep, *, leader_epoch_end: int | None = None,
-                      rounds: int = 1) -> None:
-        before = partition_log.log_end_offset
-        high_watermark = partition_log.high_watermark
-        target = step.offset
-        if target < before:
-            partition_log.truncate_to(target)
-            log.info("%s truncated to %d (%s)", tp, target, self.policy.value)
-            fields: dict[str, Any] = {"policy": self.policy.value, "log_end_offset": before,
-                                      "truncated_to": target}
-            if leader_epoch_end is not None:
-                fields["leader_epoch_end"] = leader_epoch_end
-                fields["rounds"] = rounds
-            else:
-                fields["high_watermark"] = high_watermark
-            self._trace.emit(TraceEvent.of(
-                "replication", ReplicationEvent.TRUNCATE.value, f"{tp}@{self.broker_id}",
-                ReplicaRole.FOLLOWER.value, ReplicaRole.FOLLOWER.value, **fields,
-            ))
-        partition_log.high_watermark = min(
-            partition_log.high_watermark, partition_log.log_end_offset
-        )
-        followed.truncated = True
-
-    def _follower_throttled(self, tp: TopicPartition, log_end_offset: int) -> bool:
-        """KIP-73: hold back a throttled replica that is catching up while the follower's
-        ``follower.replication.throttled.rate`` is used up (an in-sync one is never held)."""
-        quotas = self.quotas
-        if quotas is None or not quotas.follower_throttled(tp.topic, tp.partition):
-            return False
-        catching_up = log_end_offset < self._leader_high_watermark.get(tp, 0)
-        return catching_up and quotas.follower_exceeded()
-
-    async def _fetch_once(self, connection: _Connection,
-                          partitions: dict[TopicPartition, _Followed]) -> None:
-        topics: dict[str, list[dict[str, Any]]] = {}
-        now = trio.current_time()
-        for tp, item in partitions.items():
-            partition_log = self._get_log(tp)
-            if partition_log is None or not item.truncated or not item.ready(now):
-                continue
-            if self._follower_throttled(tp, partition_log.log_end_offset):
-                continue
-            topics.setdefault(tp.topic, []).append({
-                "partition": tp.partition,
-                "current_leader_epoch": item.leader_epoch,
-                "fetch_offset": partition_log.log_end_offset,
-                "log_start_offset": partition_log.log_start_offset,
-                "partition_max_bytes": PARTITION_MAX_BYTES,
+    async def _ask(self, connection: _Connection, leader_id: int, asks: list[EpochCall]) -> None:
+        """One OffsetForLeaderEpoch for the node's ``EpochCall``s (KIP-279)."""
+        requests: dict[str, list[dict[str, Any]]] = {}
+        by_tp: dict[TopicPartition, EpochCall | None] = {call.tp: call for call in asks}
+        for call in asks:
+            requests.setdefault(call.tp.topic, []).append({
+                "partition": call.tp.partition,
+                "current_leader_epoch": call.current_leader_epoch,
+                "leader_epoch": call.epoch,
             })
-        if not topics:
-            await self._idle(partitions)
+        response = await connection.call(
+            api_versions.OFFSET_FOR_LEADER_EPOCH,
+            api_versions.OFFSET_FOR_LEADER_EPOCH_VERSION,
+            {"replica_id": self.broker_id,
+             "topics": [{"topic": t, "partitions": p} for t, p in requests.items()]},
+        )
+        for topic in response.topics:
+            for result in topic.partitions:
+                tp = TopicPartition(topic.topic, int(result.partition))
+                asked = by_tp.pop(tp, None)
+                if asked is None:
+                    continue
+                code = int(result.error_code)
+                self._refusal(leader_id, "OffsetForLeaderEpoch", tp, code)
+                self._replicas.step(EpochReply(asked.request_id, tp, code,
+                                               int(result.end_offset), int(result.leader_epoch)))
+        for left in by_tp.values():  # not answered: asked again after the back-off
+            if left is not None:
+                self._replicas.step(EpochReply(left.request_id, left.tp, NETWORK_EXCEPTION))
+
+    async def _fetch_once(self, connection: _Connection, fetches: list[FetchCall]) -> None:
+        """One Fetch for the node's ``FetchCall``s; each partition's answer is stepped."""
+        if not fetches:
             return
+        topics: dict[str, list[dict[str, Any]]] = {}
+        by_tp: dict[TopicPartition, FetchCall | None] = {call.tp: call for call in fetches}
+        for call in fetches:
+            topics.setdefault(call.tp.topic, []).append({
+                "partition": call.tp.partition,
+                "current_leader_epoch": call.leader_epoch,
+                "fetch_offset": call.offset,
+                "log_start_offset": -1,
+                "partition_max_bytes": call.max_bytes,
+            })
         response = await connection.call(api_versions.FETCH, FETCH_VERSION, {
             "replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
             "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": 0,
@@ -514,42 +368,20 @@ class ReplicaFetcher:
         # A cancelled loop stops here only after the answer is applied: appends are not
         # abandoned half way.
         with trio.CancelScope(shield=True):
-            progressed = False
             for topic in response.responses:
                 for result in topic.partitions:
                     tp = TopicPartition(topic.topic, int(result.partition_index))
-                    followed = self._followed.get(tp)
-                    if followed is None or followed is not partitions.get(tp):
-                        continue  # re-assigned while the fetch was in flight
-                    partition_log = self._get_log(tp)
-                    if partition_log is None:
+                    fetched = by_tp.pop(tp, None)
+                    if fetched is None:
                         continue
                     code = int(result.error_code)
-                    if code != 0:
-                        self._delay(tp, followed, "Fetch", code)
-                        continue
-                    records = rb.whole_batches(result.records or b"")
-                    self._leader_high_watermark[tp] = int(result.high_watermark)
-                    try:
-                        if records:
-                            await partition_log.append_as_follower(records)
-                            progressed = True
-                            if self.quotas is not None and self.quotas.follower_throttled(
-                                tp.topic, tp.partition
-                            ):
-                                self.quotas.record_follower(len(records))
-                        high_watermark = min(int(result.high_watermark),
-                                             partition_log.log_end_offset)
-                        if high_watermark > partition_log.high_watermark:
-                            partition_log.high_watermark = high_watermark
-                            progressed = True
-                        # DeleteRecords reaches followers through the leader's log start
-                        # offset in every answer (Kafka's maybeIncrementLogStartOffset)
-                        partition_log.maybe_increment_log_start_offset(
-                            int(getattr(result, "log_start_offset", -1)))
-                    except StorageError as error:
-                        log.warning("follower append to %s failed: %s; waiting for "
-                                    "LeaderAndIsr", tp, error)
-                        followed.failed = True
-            if progressed:
-                self._on_progress()
+                    self._refusal(self._leader_of.get(tp, -1), "Fetch", tp, code)
+                    reply = FetchReply(fetched.request_id, tp, code,
+                                       rb.whole_batches(result.records or b""),
+                                       int(result.high_watermark), -1,
+                                       int(result.log_start_offset))
+                    await self._replicas.carry_out(self._replicas.step(reply))
+            for left in by_tp.values():  # not answered: fetched again after the back-off
+                if left is not None:
+                    self._replicas.step(FetchReply(left.request_id, left.tp,
+                                                   NETWORK_EXCEPTION))

@@ -1,10 +1,20 @@
-"""The broker's replicas: partition roles, produce and fetch on the storage engine, HW, waits.
+"""The trio pump of the broker node: requests, timers and disk completions in, effects out.
 
-The trio shell around the replication core (:mod:`impl.broker.replication`) and the
-idempotence core (:mod:`impl.broker.producer_state`). It owns, per partition hosted here, the
-:class:`~impl.broker.replication.ReplicaState` the controller last gave, the producer state, a
-partition lock that makes "check sequence, append, record" atomic, and an event that wakes
-delayed fetches and ``acks=all`` produces when the log or the HW moves.
+Every replication decision of this broker is taken by :class:`~impl.broker.node.BrokerNode`
+(produce and acks, both sides of fetch, HW, ISR changes, truncation, controller requests and
+their fencing, idempotent-producer state). :class:`ReplicaManager` turns the request handlers'
+calls, the follower fetch loops' answers and the periodic ISR scan into node inputs, and carries
+out the node's effects:
+
+* ``Append``: awaited on the storage engine (``PartitionLog.append_as_leader`` /
+  ``append_as_follower``, which wait for the partition lock), its completion stepped as
+  ``Appended``;
+* ``Reply``: wakes the produce waiting for that answer;
+* ``Send``: a follower request, handed to :class:`~impl.broker.replica_fetcher.ReplicaFetcher`;
+* ``WriteIsr``: handed to the broker's ZooKeeper writer, whose result comes back through
+  :meth:`ReplicaManager.isr_written`;
+* ``RoleChanged``, ``HighWatermarkMoved``, ``LogChanged``: start or stop fetch loops, wake
+  delayed fetches and produces.
 
 Storage is reached only through the storage engine's facade (``LogManager`` / ``PartitionLog``):
 this module never touches files.
@@ -12,55 +22,64 @@ this module never touches files.
 
 from __future__ import annotations
 
+import itertools
 import logging
 import time
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
-from typing import Any, Final
+from dataclasses import dataclass, replace
+from typing import Any, Final, cast
 
 import trio
 
 from impl.controller.requests import (
+    ControllerRequest,
     ControllerResponse,
-    LeaderAndIsrPartitionState,
     LeaderAndIsrRequest,
     StopReplicaRequest,
 )
 from impl.storage import LogManager, PartitionLog, TopicPartition
-from impl.storage import record_batch as rb
-from impl.storage.errors import RecordBatchError, StorageError
-from impl.trace import NullTraceSink, TraceEvent, TraceSink
+from impl.storage.errors import StorageError
+from impl.trace import TraceSink
 
 from . import replication
-from .producer_state import PartitionProducerState, SequenceVerdict
-from .replication import (
-    ControllerFence,
-    PartitionAssignment,
-    ReplicaRole,
-    ReplicaState,
-    decide_leader_and_isr,
-    decide_stop_replica,
-    desired_isr,
-    leader_high_watermark,
+from .node import (
+    Append,
+    Appended,
+    BrokerNode,
+    DirsFailed,
+    Effect,
+    EpochCall,
+    EpochReply,
+    FetchCall,
+    FetchReply,
+    HighWatermarkMoved,
+    IsrWritten,
+    LeaderAndIsr,
+    LogChanged,
+    NodeConfig,
+    OtherControllerRequest,
+    Produce,
+    ProduceReply,
+    Reply,
+    ReportDirFailure,
+    RoleChanged,
+    Send,
+    StopReplica,
+    Tick,
+    WriteIsr,
+    append_error,
 )
+from .node_store import LogManagerStore
+from .producer_state import PartitionProducerState
+from .replication import ReplicaState, TruncationPolicy
 
 log = logging.getLogger(__name__)
 
 NONE: Final = 0
-OFFSET_OUT_OF_RANGE: Final = 1
-UNKNOWN_TOPIC_OR_PARTITION: Final = 3
-NOT_LEADER_OR_FOLLOWER: Final = 6
-REQUEST_TIMED_OUT: Final = 7
-NOT_ENOUGH_REPLICAS: Final = 19
-NOT_ENOUGH_REPLICAS_AFTER_APPEND: Final = 20
-INVALID_REQUIRED_ACKS: Final = 21
-KAFKA_STORAGE_ERROR: Final = 56
-FENCED_LEADER_EPOCH: Final = 74
-UNKNOWN_LEADER_EPOCH: Final = 75
-UNKNOWN_SERVER_ERROR: Final = -1
-MAGIC_V2: Final = 2
 #: Bytes per read when the producer state is rebuilt from the log.
 REPLAY_READ_BYTES: Final = 1 << 20
+#: The ``client`` of the requests this process makes of its own node.
+LOCAL: Final = -2
 
 
 @dataclass(frozen=True, slots=True)
@@ -74,16 +93,43 @@ class ProduceResult:
     error_message: str | None = None
 
 
+class _TrioStore(LogManagerStore):
+    """The node's storage port in the trio broker: fetched records stay file slices (sent with
+    ``os.sendfile``)."""
+
+    def read_records(self, tp: TopicPartition, offset: int, max_bytes: int,
+                     max_offset: int | None) -> object:
+        """File slices of whole batches (the caller closes them)."""
+        partition = self.manager.get(tp)
+        assert partition is not None
+        return tuple(partition.read(offset, max_bytes, max_offset))
+
+
+class _Waiter:
+    """A produce waiting for its answer."""
+
+    __slots__ = ("done", "reply")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.reply: ProduceReply | None = None
+
+
 class ReplicaManager:
-    """The replicas of this broker.
+    """The replicas of this broker: the node and its pump.
 
     Args:
         broker_id: this broker.
-        logs: the storage engine's log manager (see :class:`LogManagerPort`).
+        logs: the storage engine's log manager.
         min_insync_replicas: ``min.insync.replicas``.
-        message_max_bytes: ``message.max.bytes``.
+        message_max_bytes: ``message.max.bytes`` (checked by the storage engine).
         timestamp_difference_max_ms: ``message.timestamp.difference.max.ms``.
-        trace: where the replication core's events go.
+        trace: where the node's events go.
+        replica_lag_time_max_ms: ``replica.lag.time.max.ms``.
+        fetch_backoff_ms: ``replica.fetch.backoff.ms``.
+        truncation_policy: ``replica.truncation.policy``.
+        fetch_max_bytes: a follower fetch's per-partition limit.
+        request_retry_ms: a follower request unanswered this long is sent again.
     """
 
     def __init__(
@@ -95,38 +141,108 @@ class ReplicaManager:
         message_max_bytes: int,
         timestamp_difference_max_ms: int = 2**63 - 1,
         trace: TraceSink | None = None,
+        replica_lag_time_max_ms: int = 30_000,
+        fetch_backoff_ms: int = 1_000,
+        truncation_policy: TruncationPolicy = TruncationPolicy.LEADER_EPOCH,
+        fetch_max_bytes: int = 4 * 1024 * 1024,
+        request_retry_ms: int = 30_000,
     ) -> None:
         self.broker_id = broker_id
         self.logs = logs
-        self.fence = ControllerFence(broker_id)
-        self.min_insync_replicas = min_insync_replicas
-        #: a topic's ``min.insync.replicas`` (the broker wires in the topic's config)
-        self.min_insync_of: Callable[[str], int] = lambda topic: self.min_insync_replicas
         self.message_max_bytes = message_max_bytes
-        self.timestamp_difference_max_ms = timestamp_difference_max_ms
-        self.trace: TraceSink = trace if trace is not None else NullTraceSink()
-        self.states: dict[TopicPartition, ReplicaState] = {}
-        self._producers: dict[TopicPartition, PartitionProducerState] = {}
-        self._locks: dict[TopicPartition, trio.Lock] = {}
-        self._changed = trio.Event()
-        self.follower_log_end_offsets: dict[TopicPartition, dict[int, int]] = {}
-        #: per partition and follower: the leader's LEO at that follower's previous fetch, and
-        #: when the follower last fetched from at least that offset (Kafka's lastCaughtUpTime)
-        self._leo_at_previous_fetch: dict[TopicPartition, dict[int, int]] = {}
-        self.last_caught_up_ms: dict[TopicPartition, dict[int, int]] = {}
-        self.replica_lag_time_max_ms = 30_000
-        self.on_state_change: Callable[[], None] | None = None
-        #: follower fetch loops (set by the broker): ``follow(tp, leader, epoch)``/``unfollow``
-        self.fetcher: Any = None
-        #: writes a new ISR through ZooKeeper (set by the broker): ``(tp, state, isr)``
-        self.isr_updater: Callable[[TopicPartition, ReplicaState, tuple[int, ...]], None] | None = (
-            None
+        self.node = BrokerNode(
+            NodeConfig(
+                broker_id,
+                min_insync_replicas=min_insync_replicas,
+                replica_lag_time_max_ms=replica_lag_time_max_ms,
+                fetch_backoff_ms=fetch_backoff_ms,
+                request_retry_ms=request_retry_ms,
+                fetch_max_bytes=fetch_max_bytes,
+                truncation_policy=truncation_policy,
+                timestamp_difference_max_ms=timestamp_difference_max_ms,
+            ),
+            _TrioStore(logs),
+            trace=trace,
+            clock_ms=lambda: int(trio.current_time() * 1000),
+            wall_ms=lambda: int(time.time() * 1000),
         )
-        self.isr_updates_in_flight: set[TopicPartition] = set()
+        self._changed = trio.Event()
+        self._stepping = False
+        self._deferred: list[object] = []
+        self._waiters: dict[int, _Waiter] = {}
+        self._request_ids = itertools.count(1)
+        self.on_state_change: Callable[[], None] | None = None
+        #: follower fetch loops (set by the broker): carries the node's ``Send`` effects
+        self.fetcher: Any = None
+        #: writes a new ISR through ZooKeeper (set by the broker); reports to
+        #: :meth:`isr_written`
+        self.isr_updater: Callable[[WriteIsr], None] | None = None
+        #: tells the controller a log dir failed (set by the broker)
+        self.dir_failure_reporter: Callable[[], None] | None = None
         #: the broker is stopping: delayed fetches answer with what they have at once
         self.stopping = False
-        #: the wall clock (milliseconds since the epoch) timestamps are checked against
-        self.wall_ms: Callable[[], int] = lambda: int(time.time() * 1000)
+
+    # --- the node's state ------------------------------------------------------------------
+
+    @property
+    def states(self) -> dict[TopicPartition, ReplicaState]:
+        """The node's replica states."""
+        return self.node.states
+
+    @property
+    def fence(self) -> replication.ControllerFence:
+        """The node's controller fence."""
+        return self.node.fence
+
+    @property
+    def min_insync_replicas(self) -> int:
+        """``min.insync.replicas``."""
+        return self.node.config.min_insync_replicas
+
+    @property
+    def min_insync_of(self) -> Callable[[str], int]:
+        """A topic's ``min.insync.replicas``."""
+        return self.node.min_insync_of
+
+    @min_insync_of.setter
+    def min_insync_of(self, lookup: Callable[[str], int]) -> None:
+        self.node.min_insync_of = lookup
+
+    @property
+    def replica_lag_time_max_ms(self) -> int:
+        """``replica.lag.time.max.ms``."""
+        return self.node.config.replica_lag_time_max_ms
+
+    @replica_lag_time_max_ms.setter
+    def replica_lag_time_max_ms(self, value: int) -> None:
+        self.node.config = replace(self.node.config, replica_lag_time_max_ms=value)
+
+    @property
+    def timestamp_difference_max_ms(self) -> int:
+        """``message.timestamp.difference.max.ms``."""
+        return self.node.config.timestamp_difference_max_ms
+
+    @timestamp_difference_max_ms.setter
+    def timestamp_difference_max_ms(self, value: int) -> None:
+        self.node.config = replace(self.node.config, timestamp_difference_max_ms=value)
+
+    @property
+    def wall_ms(self) -> Callable[[], int]:
+        """The wall clock timestamps are checked against."""
+        return self.node.wall_ms
+
+    @wall_ms.setter
+    def wall_ms(self, clock: Callable[[], int]) -> None:
+        self.node.wall_ms = clock
+
+    def leader_log(self, tp: TopicPartition) -> tuple[int, PartitionLog | None]:
+        """(error code, live log) for a partition this broker must lead."""
+        code, found = self.node.leader_log(tp)
+        return code, cast("PartitionLog | None", found)
+
+    def producer_state(self, tp: TopicPartition) -> PartitionProducerState:
+        """The idempotence state of ``tp`` (rebuilt from the log on first use)."""
+        return self.node.producer_state(tp)
 
     # --- waiting ---------------------------------------------------------------------------
 
@@ -141,89 +257,100 @@ class ReplicaManager:
         with trio.move_on_at(deadline):
             await event.wait()
 
-    # --- lookups ---------------------------------------------------------------------------
+    # --- the pump --------------------------------------------------------------------------
 
-    def _lock(self, tp: TopicPartition) -> trio.Lock:
-        lock = self._locks.get(tp)
-        if lock is None:
-            lock = self._locks[tp] = trio.Lock()
-        return lock
+    def step(self, event: object) -> list[Effect]:
+        """Step the node and carry out every effect that needs no waiting; returns the
+        appends (for :meth:`carry_out`) and the replies to requests stepped here.
 
-    def leader_log(self, tp: TopicPartition) -> tuple[int, PartitionLog | None]:
-        """(error code, live log) for a partition this broker must lead."""
-        state = self.states.get(tp)
-        if state is None:
-            return UNKNOWN_TOPIC_OR_PARTITION, None
-        if state.role is ReplicaRole.OFFLINE:
-            return KAFKA_STORAGE_ERROR, None
-        if state.role is not ReplicaRole.LEADER:
-            return NOT_LEADER_OR_FOLLOWER, None
-        partition_log = self._get_log(tp)
-        if partition_log is None or partition_log.offline:
-            return KAFKA_STORAGE_ERROR, None
-        return NONE, partition_log
-
-    def _get_log(self, tp: TopicPartition) -> PartitionLog | None:
+        An input arriving while a step runs (a dir failure the storage engine reports from
+        inside a read) is stepped right after it."""
+        if self._stepping:
+            self._deferred.append(event)
+            return []
+        pending: list[Effect] = []
+        self._stepping = True
         try:
-            return self.logs.get(tp)
-        except StorageError:
-            return None
+            self._carry_out_now(self.node.step(event), pending)
+        finally:
+            self._stepping = False
+        while self._deferred:
+            pending.extend(self.step(self._deferred.pop(0)))
+        return pending
 
-    def producer_state(self, tp: TopicPartition) -> PartitionProducerState:
-        """The idempotence state of ``tp`` (rebuilt from the log on first use)."""
-        state = self._producers.get(tp)
-        if state is None:
-            state = PartitionProducerState()
-            partition_log = self._get_log(tp)
-            if partition_log is not None:
-                self._replay_producers(tp, partition_log, state)
-            self._producers[tp] = state
-        return state
+    def _carry_out_now(self, effects: Iterable[Effect], pending: list[Effect]) -> None:
+        changed = False
+        for effect in effects:
+            kind = type(effect)
+            e: Any = effect
+            if kind is Reply:
+                message = e.message
+                waiter = (self._waiters.get(message.request_id)
+                          if type(message) is ProduceReply else None)
+                if waiter is not None:
+                    waiter.reply = message
+                    waiter.done.set()
+                else:
+                    pending.append(effect)
+            elif kind is Append:
+                pending.append(effect)
+            elif kind is Send:
+                if self.fetcher is not None:
+                    self.fetcher.send(e.target, e.message)
+            elif kind is WriteIsr:
+                if self.isr_updater is not None:
+                    self.isr_updater(e)
+                else:
+                    self._carry_out_now(self.node.step(IsrWritten(e.tp, e.isr, None)), pending)
+            elif kind is RoleChanged:
+                changed = True
+                if self.fetcher is not None:
+                    state = e.state
+                    if state is not None and state.role is replication.ReplicaRole.FOLLOWER:
+                        self.fetcher.follow(e.tp, state.leader, state.leader_epoch)
+                    else:
+                        self.fetcher.unfollow(e.tp)
+            elif kind is ReportDirFailure:
+                if self.dir_failure_reporter is not None:
+                    self.dir_failure_reporter()
+            elif kind is HighWatermarkMoved or kind is LogChanged:
+                changed = True
+        if changed:
+            self.notify()
 
-    def _replay_producers(self, tp: TopicPartition, partition_log: PartitionLog,
-                          state: PartitionProducerState) -> None:
-        # A read stops at its size limit, not at a batch boundary (Kafka's read does the same):
-        # its last batch may be cut. Only the whole batches are replayed; the next read starts
-        # at the cut batch.
-        offset = partition_log.log_start_offset
-        end = partition_log.log_end_offset
-        while offset < end:
-            slices = partition_log.read(offset, REPLAY_READ_BYTES, None)
-            if not slices:
-                return
-            try:
-                data = b"".join(piece.read_all() for piece in slices)
-            finally:
-                for piece in slices:
-                    piece.close()
-            whole = rb.valid_prefix(data)
-            if not whole.headers:
-                log.warning("replaying the producers of %s stopped at offset %d: %s",
-                            tp, offset, whole.error)
-                return
-            advanced = False
-            for header in whole.headers:
-                if header.next_offset <= offset:
-                    continue
-                state.replay(
-                    header.producer_id,
-                    header.producer_epoch,
-                    first_sequence=header.base_sequence,
-                    record_count=header.record_count,
-                    first_offset=header.base_offset,
-                    last_offset=header.last_offset,
-                )
-                offset = header.next_offset
-                advanced = True
-            if not advanced:
-                return
+    async def carry_out(self, effects: list[Effect]) -> list[Effect]:
+        """Carry out appends (each completion stepped at once); returns the other replies."""
+        replies: list[Effect] = []
+        queue = list(effects)
+        while queue:
+            effect = queue.pop(0)
+            if type(effect) is not Append:
+                replies.append(effect)
+                continue
+            assert isinstance(effect, Append)
+            done = await self._append(effect)
+            more = self.step(done)
+            queue[:0] = more
+            self.notify()
+        return replies
 
-    def _emit(self, tp: TopicPartition, event: replication.ReplicationEvent, **fields: object
-              ) -> None:
-        state = self.states.get(tp)
-        role = state.role.value if state is not None else "NONE"
-        self.trace.emit(TraceEvent.of(replication.MACHINE, event.value,
-                                      f"{tp}@{self.broker_id}", role, role, **fields))
+    async def _append(self, effect: Append) -> Appended:
+        tp = effect.tp
+        partition = self.logs.get(tp)
+        try:
+            if partition is None:
+                return Appended(tp, effect.token, replication.KAFKA_STORAGE_ERROR,
+                                error_message=f"{tp} is not hosted here")
+            if effect.leader_epoch is None:
+                info = await partition.append_as_follower(effect.records)
+            else:
+                info = await partition.append_as_leader(effect.records, effect.leader_epoch)
+        except (StorageError, OSError) as error:
+            if isinstance(error, OSError):
+                log.warning("append to %s failed: %s", tp, error)
+            code, message = append_error(error)
+            return Appended(tp, effect.token, code, error_message=message)
+        return Appended(tp, effect.token, NONE, info[0], info[1], info[2])
 
     # --- produce ---------------------------------------------------------------------------
 
@@ -236,351 +363,107 @@ class ReplicaManager:
             The partition's result (error codes per Kafka: 3, 6, 19, 20, 21, 56, 2, 10, 87, 45,
             47, 7).
         """
-        if acks not in (0, 1, -1):
-            return ProduceResult(INVALID_REQUIRED_ACKS)
-        error, partition_log = self.leader_log(tp)
-        if partition_log is None:
-            return ProduceResult(error)
-        state = self.states[tp]
-        min_insync_replicas = self.min_insync_of(tp.topic)
-        if acks == -1 and len(state.isr) < min_insync_replicas:
-            return ProduceResult(NOT_ENOUGH_REPLICAS)
-        data = records if records is not None else b""
-        # The storage engine validates the whole batch (CRC included) when appending; the
-        # sequence check only needs the header of a v2 batch, read here without a CRC pass.
-        header: rb.BatchHeader | None = None
-        if len(data) >= rb.HEADER_SIZE and data[rb.MAGIC_OFFSET] == MAGIC_V2:
-            try:
-                header = rb.parse_header(data, 0)
-            except RecordBatchError:
-                header = None
-        if header is not None:
-            code = replication.timestamp_error(
-                header.base_timestamp,
-                header.max_timestamp,
-                log_append_time=header.is_log_append_time,
-                now_ms=self.wall_ms(),
-                difference_max_ms=self.timestamp_difference_max_ms,
-            )
-            if code != NONE:
-                return ProduceResult(code, error_message="timestamp out of range")
-        async with self._lock(tp):
-            producers = (
-                self.producer_state(tp)
-                if header is not None and header.producer_id >= 0 and header.base_sequence >= 0
-                else None
-            )
-            if producers is not None:
-                assert header is not None
-                verdict = producers.check(
-                    header.producer_id,
-                    header.producer_epoch,
-                    header.base_sequence,
-                    header.record_count,
-                )
-                if verdict.verdict is SequenceVerdict.REJECT:
-                    return ProduceResult(verdict.error_code, log_start_offset=-1)
-                if verdict.verdict is SequenceVerdict.DUPLICATE:
-                    assert verdict.duplicate_of is not None
-                    return ProduceResult(
-                        NONE,
-                        verdict.duplicate_of.first_offset,
-                        -1,
-                        partition_log.log_start_offset,
-                    )
-            try:
-                base_offset, last_offset, append_time_ms = await partition_log.append_as_leader(
-                    data, state.leader_epoch
-                )
-            except RecordBatchError as batch_error:
-                return ProduceResult(int(batch_error.error_code), error_message=str(batch_error))
-            except StorageError as storage_error:
-                return ProduceResult(
-                    int(storage_error.error_code), error_message=str(storage_error)
-                )
-            except OSError as os_error:
-                log.warning("append to %s failed: %s", tp, os_error)
-                return ProduceResult(KAFKA_STORAGE_ERROR, error_message=str(os_error))
-            self._emit(tp, replication.ReplicationEvent.LEADER_APPEND, base_offset=base_offset,
-                       last_offset=last_offset, leader_epoch=state.leader_epoch)
-            if producers is not None:
-                assert header is not None
-                producers.record(
-                    header.producer_id,
-                    header.producer_epoch,
-                    first_sequence=header.base_sequence,
-                    record_count=header.record_count,
-                    first_offset=base_offset,
-                    last_offset=last_offset,
-                )
-            self._advance_high_watermark(tp, partition_log)
-        self.notify()
-        if acks == -1:
-            # Kafka's checkEnoughReplicasReachOffset: wait for the HW to pass the batch, then
-            # answer by the ISR at that moment (it may have shrunk below min.insync.replicas
-            # since the append: NOT_ENOUGH_REPLICAS_AFTER_APPEND).
+        request_id = next(self._request_ids)
+        waiter = self._waiters[request_id] = _Waiter()
+        try:
+            await self.carry_out(self.step(Produce(
+                LOCAL, request_id, tp, records if records is not None else b"", acks,
+                timeout_ms)))
             deadline = trio.current_time() + max(timeout_ms, 0) / 1000.0
-            while True:
-                current = self.states.get(tp)
-                outcome = replication.acks_all_result(
-                    partition_log.high_watermark, last_offset,
-                    len((state if current is None else current).isr), min_insync_replicas)
-                if outcome is not None:
-                    if outcome != NONE:
-                        return ProduceResult(outcome)
-                    break
-                if current is None or current.role is not ReplicaRole.LEADER:
-                    return ProduceResult(NOT_LEADER_OR_FOLLOWER)
-                if trio.current_time() >= deadline:
-                    return ProduceResult(REQUEST_TIMED_OUT)
-                await self.wait_changed(deadline)
-        log_append_time = append_time_ms if append_time_ms >= 0 else -1
-        return ProduceResult(NONE, base_offset, log_append_time, partition_log.log_start_offset)
+            while waiter.reply is None:
+                with trio.move_on_at(deadline + 0.001):
+                    await waiter.done.wait()
+                if waiter.reply is None:
+                    # the node times the produce out on a tick past its deadline
+                    self.step(Tick(periodic=True))
+                    deadline = trio.current_time()
+        finally:
+            del self._waiters[request_id]
+        reply = waiter.reply
+        return ProduceResult(reply.error, reply.base_offset, reply.log_append_time_ms,
+                             reply.log_start_offset, reply.error_message)
 
-    def _advance_high_watermark(self, tp: TopicPartition, partition_log: PartitionLog) -> None:
-        state = self.states.get(tp)
-        if state is None or state.role is not ReplicaRole.LEADER:
-            return
-        new_high_watermark = leader_high_watermark(
-            partition_log.high_watermark,
-            partition_log.log_end_offset,
-            self.follower_log_end_offsets.get(tp, {}),
-            state.isr,
-            self.broker_id,
-        )
-        if new_high_watermark != partition_log.high_watermark:
-            partition_log.high_watermark = new_high_watermark
-            self._emit(tp, replication.ReplicationEvent.HW_ADVANCE,
-                       high_watermark=new_high_watermark, isr=state.isr)
+    # --- the leader side of fetch ----------------------------------------------------------
+
+    def fetch_partition(self, tp: TopicPartition, replica_id: int, fetch_offset: int,
+                        leader_epoch: int, max_bytes: int) -> FetchReply:
+        """One partition of a Fetch (a follower's when ``replica_id >= 0``); ``max_bytes``
+        below 0 reads nothing (the response is full)."""
+        replies = self.step(FetchCall(0, replica_id, -1, tp, fetch_offset, leader_epoch,
+                                      max_bytes, LOCAL))
+        for effect in replies:
+            if type(effect) is Reply and type(effect.message) is FetchReply:
+                found: FetchReply = effect.message
+                return found
+        raise AssertionError(f"no fetch answer for {tp}")
+
+    def offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
+                                epoch: int) -> EpochReply:
+        """OffsetForLeaderEpoch for one partition (KIP-279)."""
+        for effect in self.step(EpochCall(0, -1, tp, current_leader_epoch, epoch)):
+            if type(effect) is Reply and type(effect.message) is EpochReply:
+                found: EpochReply = effect.message
+                return found
+        raise AssertionError(f"no OffsetForLeaderEpoch answer for {tp}")
 
     def record_follower_fetch(self, tp: TopicPartition, replica_id: int, fetch_offset: int,
                               current_leader_epoch: int = -1) -> None:
-        """A follower fetched from ``fetch_offset``: its LEO is at least that; maybe move the HW
-        and change the ISR. ``current_leader_epoch`` is the request's (-1: not given), traced."""
-        partition_log = self._get_log(tp)
-        if partition_log is None:
-            return
-        now_ms = int(trio.current_time() * 1000)
-        previous = self._leo_at_previous_fetch.setdefault(tp, {})
-        if fetch_offset >= partition_log.log_end_offset or fetch_offset >= previous.get(
-            replica_id, 2**63
-        ):
-            self.last_caught_up_ms.setdefault(tp, {})[replica_id] = now_ms
-        previous[replica_id] = partition_log.log_end_offset
-        self._emit(tp, replication.ReplicationEvent.FOLLOWER_FETCH, replica=replica_id,
-                   fetch_offset=fetch_offset,
-                   **({"leader_epoch": current_leader_epoch} if current_leader_epoch >= 0
-                      else {}))
-        offsets = self.follower_log_end_offsets.setdefault(tp, {})
-        if offsets.get(replica_id, -1) < fetch_offset:
-            offsets[replica_id] = fetch_offset
-            before = partition_log.high_watermark
-            self._advance_high_watermark(tp, partition_log)
-            if partition_log.high_watermark != before:
-                self.notify()
-        self.maybe_change_isr(tp)
+        """A follower fetched from ``fetch_offset`` (reads nothing; see
+        :meth:`fetch_partition`)."""
+        self.fetch_partition(tp, replica_id, fetch_offset, current_leader_epoch, -1)
 
-    def maybe_change_isr(self, tp: TopicPartition) -> None:
-        """Ask the ISR updater for a new ISR when followers caught up or fell behind."""
-        state = self.states.get(tp)
-        partition_log = self._get_log(tp)
-        if (state is None or state.role is not ReplicaRole.LEADER or partition_log is None
-                or self.isr_updater is None or tp in self.isr_updates_in_flight):
-            return
-        wanted = desired_isr(
-            state,
-            partition_log.high_watermark,
-            follower_log_end_offsets=self.follower_log_end_offsets.get(tp, {}),
-            last_caught_up_ms=self.last_caught_up_ms.get(tp, {}),
-            now_ms=int(trio.current_time() * 1000),
-            lag_time_max_ms=self.replica_lag_time_max_ms,
-            leader_epoch_start_offset=partition_log.log.epochs.start_offset_of(
-                state.leader_epoch, partition_log.log_end_offset),
-        )
-        if set(wanted) != set(state.isr):
-            self.isr_updates_in_flight.add(tp)
-            self.isr_updater(tp, state, wanted)
+    # --- ISR -------------------------------------------------------------------------------
+
+    def isr_written(self, tp: TopicPartition, isr: tuple[int, ...],
+                    partition_epoch: int | None) -> None:
+        """The ISR write the node asked for landed (``partition_epoch``: the new zkVersion)
+        or failed (None)."""
+        self.step(IsrWritten(tp, isr, partition_epoch))
 
     def isr_changed(self, tp: TopicPartition, isr: tuple[int, ...], partition_epoch: int) -> None:
-        """The leader's ISR write succeeded: cache the ISR and zkVersion, maybe move the HW."""
-        self.isr_updates_in_flight.discard(tp)
-        state = self.states.get(tp)
-        if state is None or state.role is not ReplicaRole.LEADER:
-            return
-        self.states[tp] = replication.with_isr(state, isr, partition_epoch)
-        event = (replication.ReplicationEvent.ISR_SHRINK if len(isr) < len(state.isr)
-                 else replication.ReplicationEvent.ISR_EXPAND)
-        self._emit(tp, event, isr=isr, partition_epoch=partition_epoch)
-        partition_log = self._get_log(tp)
-        if partition_log is not None:
-            self._advance_high_watermark(tp, partition_log)
-        self.notify()
+        """The leader's ISR write succeeded."""
+        self.isr_written(tp, isr, partition_epoch)
 
     def check_isr_all(self) -> None:
-        """Re-evaluate the ISR of every led partition (followers that stopped fetching)."""
-        for tp in list(self.states):
-            self.maybe_change_isr(tp)
+        """The periodic scan: followers that stopped fetching, produce timeouts."""
+        self.step(Tick(periodic=True))
 
     # --- controller requests ---------------------------------------------------------------
 
-    def _offline(self, tp: TopicPartition) -> bool:
-        if tp in self.logs.offline_replicas:
-            return True
-        partition_log = self._get_log(tp)
-        return partition_log is not None and bool(partition_log.offline)
-
-    def _any_dir_offline(self) -> bool:
-        return bool(self.logs.offline_dirs)
-
-    def _create_log(self, tp: TopicPartition, is_new: bool) -> PartitionLog:
-        return self.logs.create(tp, is_new)
+    def _controller(self, event: object) -> ControllerResponse:
+        response: ControllerResponse | None = None
+        for effect in self.step(event):
+            if type(effect) is Reply:
+                message: Any = effect.message
+                response = message[1]
+        assert response is not None
+        if self.on_state_change is not None:
+            self.on_state_change()
+        return response
 
     def leader_and_isr(self, request: LeaderAndIsrRequest) -> ControllerResponse:
-        """Apply a LeaderAndIsr request (fencing, per-partition epochs, log creation).
-
-        Returns:
-            The response: a top-level error, or per-partition errors.
-        """
-        top = self.fence.check(request.controller_id, request.controller_epoch,
-                               request.broker_epoch)
-        if top != NONE:
-            return ControllerResponse(error_code=top)
-        errors: dict[tuple[str, int], int] = {}
-        for item in request.partition_states:
-            tp = TopicPartition(item.topic, item.partition)
-            offline = self._offline(tp)
-            existing = None if offline else self._get_log(tp)
-            hosted = existing is not None
-            decision = decide_leader_and_isr(
-                self.broker_id,
-                self.states.get(tp),
-                PartitionAssignment(
-                    topic=item.topic,
-                    partition=item.partition,
-                    controller_epoch=item.controller_epoch,
-                    leader=item.leader,
-                    leader_epoch=item.leader_epoch,
-                    isr=item.isr,
-                    partition_epoch=item.zk_version,
-                    replicas=item.replicas,
-                    is_new=item.is_new,
-                ),
-                hosted=hosted,
-                replica_offline=offline,
-                any_dir_offline=self._any_dir_offline(),
-                trace=self.trace,
-                log_end_offset=None if existing is None else existing.log_end_offset,
-                high_watermark=None if existing is None else existing.high_watermark,
-            )
-            if decision.error_code != NONE:
-                errors[(item.topic, item.partition)] = decision.error_code
-                if decision.error_code == KAFKA_STORAGE_ERROR:
-                    self._mark_offline(tp, item)
-                continue
-            if decision.state is None:
-                continue
-            if decision.create_log:
-                try:
-                    self._create_log(tp, item.is_new)
-                except StorageError as error:
-                    errors[(item.topic, item.partition)] = int(error.error_code)
-                    continue
-                except OSError as error:
-                    log.warning("creating %s failed: %s", tp, error)
-                    errors[(item.topic, item.partition)] = KAFKA_STORAGE_ERROR
-                    continue
-            self.states[tp] = decision.state
-            if decision.became_leader:
-                self.follower_log_end_offsets[tp] = {}
-                self._leo_at_previous_fetch[tp] = {}
-                now_ms = int(trio.current_time() * 1000)
-                self.last_caught_up_ms[tp] = dict.fromkeys(decision.state.isr, now_ms)
-            if self.fetcher is not None:
-                if decision.state.role is ReplicaRole.FOLLOWER:
-                    self.fetcher.follow(tp, decision.state.leader, decision.state.leader_epoch)
-                else:
-                    self.fetcher.unfollow(tp)
-            partition_log = self._get_log(tp)
-            if partition_log is not None and decision.state.role is ReplicaRole.LEADER:
-                self._set_leader_epoch(partition_log, decision.state.leader_epoch)
-                self._advance_high_watermark(tp, partition_log)
-        self.notify()
-        if self.on_state_change is not None:
-            self.on_state_change()
-        return ControllerResponse(partition_errors=errors)
-
-    def _set_leader_epoch(self, partition_log: PartitionLog, leader_epoch: int) -> None:
-        try:
-            partition_log.assign_epoch(leader_epoch, partition_log.log_end_offset)
-        except StorageError as error:
-            log.warning("recording leader epoch %d: %s", leader_epoch, error)
-
-    def _mark_offline(self, tp: TopicPartition, item: LeaderAndIsrPartitionState) -> None:
-        current = self.states.get(tp)
-        self.states[tp] = ReplicaState(
-            topic=tp.topic,
-            partition=tp.partition,
-            role=ReplicaRole.OFFLINE,
-            leader=item.leader,
-            leader_epoch=current.leader_epoch if current is not None else -1,
-            partition_epoch=current.partition_epoch if current is not None else -1,
-            isr=item.isr,
-            replicas=item.replicas,
-        )
+        """Apply a LeaderAndIsr request (the node decides; fetch loops follow)."""
+        return self._controller(LeaderAndIsr(LOCAL, 0, request))
 
     def stop_replica(self, request: StopReplicaRequest) -> ControllerResponse:
-        """Apply a StopReplica request: forget the replica, delete its log when asked."""
-        top = self.fence.check(request.controller_id, request.controller_epoch,
-                               request.broker_epoch)
-        if top != NONE:
-            return ControllerResponse(error_code=top)
-        errors: dict[tuple[str, int], int] = {}
-        for item in request.partitions:
-            tp = TopicPartition(item.topic, item.partition)
-            offline = self._offline(tp)
-            code = decide_stop_replica(
-                self.states.get(tp), item.leader_epoch, replica_offline=offline
-            )
-            if code != NONE:
-                errors[(item.topic, item.partition)] = code
-                continue
-            self.states.pop(tp, None)
-            self.follower_log_end_offsets.pop(tp, None)
-            if self.fetcher is not None:
-                self.fetcher.unfollow(tp)
-            if item.delete_partition:
-                self._producers.pop(tp, None)
-                try:
-                    self.logs.delete(tp)
-                except StorageError as error:
-                    errors[(item.topic, item.partition)] = int(error.error_code)
-                except OSError as error:
-                    log.warning("deleting %s failed: %s", tp, error)
-                    errors[(item.topic, item.partition)] = KAFKA_STORAGE_ERROR
-        self.notify()
-        if self.on_state_change is not None:
-            self.on_state_change()
-        return ControllerResponse(partition_errors=errors)
+        """Apply a StopReplica request."""
+        return self._controller(StopReplica(LOCAL, 0, request))
 
-    def mark_dir_offline(self, partitions: Iterable[TopicPartition]) -> None:
+    def other_controller_request(self, request: ControllerRequest) -> ControllerResponse:
+        """Fence UpdateMetadata (or another controller request); the metadata cache is the
+        caller's."""
+        response: ControllerResponse | None = None
+        for effect in self.step(OtherControllerRequest(LOCAL, 0, request)):
+            if type(effect) is Reply:
+                message: Any = effect.message
+                response = message[1]
+        assert response is not None
+        return response
+
+    def mark_dir_offline(self, partitions: Iterable[TopicPartition] = ()) -> None:
         """A log dir failed: its replicas go OFFLINE (KIP-112) and stop serving."""
-        for tp in partitions:
-            current = self.states.get(tp)
-            if current is None:
-                continue
-            if self.fetcher is not None:
-                self.fetcher.unfollow(tp)
-            self.states[tp] = ReplicaState(
-                topic=current.topic,
-                partition=current.partition,
-                role=ReplicaRole.OFFLINE,
-                leader=current.leader,
-                leader_epoch=current.leader_epoch,
-                partition_epoch=current.partition_epoch,
-                isr=current.isr,
-                replicas=current.replicas,
-            )
-        self.notify()
+        del partitions  # (the node reads the offline replicas from the storage engine)
+        self.step(DirsFailed())
 
 
 __all__ = [

@@ -225,10 +225,10 @@ def test_scenario_1_follower_restart_then_leader_failure(
         assert offsets(follower) == (2, 1)
         assign(follower, endpoints, leader=LEADER, leader_epoch=0, isr=both)
         assert follower.broker.replicas is not None
-        fetcher = follower.broker.replicas.fetcher
+        node = follower.broker.replicas.node
         restarted = follower
         wait_for(lambda: restarted.call_sync(
-            lambda: TP in fetcher._followed and fetcher._followed[TP].truncated
+            lambda: TP in node.followed and node.followed[TP].truncated
         ), "the follower's truncation")
 
         # the leader dies; the follower is elected (it is in the ISR: a clean election)

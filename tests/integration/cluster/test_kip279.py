@@ -79,9 +79,9 @@ def test_follower_asks_again_for_an_epoch_it_shares_with_the_leader(
         assign(a, endpoints, leader=LEADER, leader_epoch=4, isr=(LEADER,))
         assign(follower, endpoints, leader=LEADER, leader_epoch=4, isr=both)
         assert follower.broker.replicas is not None
-        fetcher = follower.broker.replicas.fetcher
+        node = follower.broker.replicas.node
         wait_for(lambda: follower.call_sync(
-            lambda: TP in fetcher._followed and fetcher._followed[TP].truncated
+            lambda: TP in node.followed and node.followed[TP].truncated
         ), "the follower's truncation")
         truncations = [dict(e.fields) for e in sink if e.event == "TRUNCATE"]
         assert truncations == [{"policy": "LEADER_EPOCH", "log_end_offset": 2,

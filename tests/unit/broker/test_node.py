@@ -127,6 +127,11 @@ class MemStore:
     def truncate(self, tp: TopicPartition, offset: int) -> None:
         self.logs[tp].truncate(offset)
 
+    def follow_log_start_offset(self, tp: TopicPartition, leader_log_start_offset: int) -> None:
+        log = self.logs[tp]
+        log.log_start_offset = max(log.log_start_offset,
+                                   min(leader_log_start_offset, log.high_watermark))
+
     def epoch_entries(self, tp: TopicPartition) -> list[tuple[int, int]]:
         return list(self.logs[tp].epochs)
 
@@ -331,6 +336,8 @@ def test_offset_out_of_range_without_the_leaders_leo_truncates_again() -> None:
     fetch = sent(h)
     assert isinstance(fetch, FetchCall)
     h.step(FetchReply(fetch.request_id, TP, 1))  # OFFSET_OUT_OF_RANGE, no LEO (the wire's)
+    assert [e for e in h.step(Tick()) if isinstance(e, Send)] == []  # the back-off
+    h.now += 1_000
     again = sent(h)
     assert isinstance(again, EpochCall)  # Kafka truncates/resets; never a retry loop
 
