@@ -255,6 +255,21 @@ class SimBroker:
                                        trace=self.storage_sink,
                                        on_dir_failure=self.failed_dirs_seen.append,
                                        lock_factory=SimLock)
+        self.alive = True
+        self.incarnation += 1
+        self.store = _SimStore(self.manager, self)
+        self.node = BrokerNode(self.node_config, self.store, trace=self.sink,
+                               clock_ms=self.now_ms, wall_ms=world.clock.wall_ms,
+                               incarnation=self.incarnation)
+        self._register_session()
+        self.controller = SimController(world, self)
+        self.node.started()
+
+    def _register_session(self) -> None:
+        """Open a ZooKeeper session and register ``/brokers/ids/<id>``; its czxid is the new
+        broker epoch (older controller requests are fenced)."""
+        world = self.world
+        assert self.node is not None
         self.session = world.zk.open_session(6_000)
         results = world.zk.multi(self.session, [CreateOp(
             broker_path(self.id), encode_broker(f"broker-{self.id}", 9092, None,
@@ -263,15 +278,18 @@ class SimBroker:
         stat = world.zk.exists(self.session, broker_path(self.id), False)
         assert stat is not None
         self.broker_epoch = stat.czxid
-        self.alive = True
-        self.incarnation += 1
-        self.store = _SimStore(self.manager, self)
-        self.node = BrokerNode(self.node_config, self.store, trace=self.sink,
-                               clock_ms=self.now_ms, wall_ms=world.clock.wall_ms,
-                               incarnation=self.incarnation)
         self.node.register(self.broker_epoch)
-        self.controller = SimController(world, self)
-        self.node.started()
+
+    def expire_session(self) -> None:
+        """The broker's ZooKeeper session expires (its process keeps running, its node keeps
+        its state): the controller sees it leave."""
+        zk = self.world.zk
+        if zk.session_alive(self.session):
+            zk.expire_session(self.session)
+
+    def register(self) -> None:
+        """Register again after a session expiry (Kafka's re-registration), same process."""
+        self._register_session()
 
     def crash(self, *, lose_unflushed: bool) -> None:
         """The process dies: memory is lost; the disk keeps what its contract says."""

@@ -150,6 +150,7 @@ FAULT_KINDS = (
     "controller_expiry",
     "partition",
     "reassign",
+    "session_expiry",
 )
 #: The storage broker's faults (``move_sim.FAULT_KINDS``; its id is ``brokers``).
 STORAGE_FAULT_KINDS = move_sim.FAULT_KINDS
@@ -232,8 +233,8 @@ class ClusterConfig:
 @dataclass(frozen=True, slots=True, order=True)
 class ClusterFault:
     """One planned fault: at ``step``, of ``kind``, on ``broker``, with ``target`` (downtime
-    steps, dir index, notice delay in ms, partition duration in steps, or a reassignment
-    choice)."""
+    steps, dir index, notice delay in ms, partition duration in steps, a reassignment choice,
+    or the steps before a broker whose session expired registers again)."""
 
     step: int
     kind: str
@@ -474,6 +475,16 @@ class SimProducer:
                 reply.base_offset, reply.base_offset + flight.count, flight.crc,
                 self.PRODUCER_ID, flight.epoch, flight.sequence))
             return
+        if reply.error == 45 and flight.sequence > 0 and (
+                not self.world.config.unclean_leader_election):
+            # IDEMPOTENCE_CONTINUOUS: the batch before this one was acknowledged, and with
+            # clean elections an acknowledged batch is in every later leader's log: the leader
+            # must take the next sequence (Kafka rebuilds its producer state from the log on
+            # every change of role; a cache kept across leader -> follower -> leader refuses).
+            self.world.violation("IDEMPOTENCE_CONTINUOUS", (
+                f"{reply.tp}: OUT_OF_ORDER_SEQUENCE_NUMBER for sequence {flight.sequence} "
+                f"(epoch {flight.epoch}) right after the acknowledged sequence "
+                f"{flight.sequence - 1}"))
         if reply.error in (45, 47):
             # OUT_OF_ORDER_SEQUENCE_NUMBER / INVALID_PRODUCER_EPOCH: a new epoch, sequences
             # restart (the batch is re-sent as a new one).
@@ -585,6 +596,8 @@ class ClusterWorld:
         self.lost_with_dir: set[tuple[int, TopicPartition]] = set()
         self.failed_dirs = 0
         self.restart_at: dict[int, int] = {}
+        #: brokers whose ZooKeeper session expired: the step they register again
+        self.reregister_at: dict[int, int] = {}
         self.heal_at: int | None = None
         self.moves_done = 0
         self.leader_elections = 0
@@ -839,6 +852,14 @@ class ClusterWorld:
                     node.expire(max(1, fault.target))
                     return
             self.faults_skipped += 1
+        elif kind == "session_expiry":
+            # the broker's registration vanishes (its process keeps running); it registers
+            # again after ``target`` steps, with a new broker epoch
+            if not broker.alive or broker.id in self.reregister_at:
+                self.faults_skipped += 1
+                return
+            broker.expire_session()
+            self.reregister_at[broker.id] = step + max(1, fault.target)
         elif kind == "partition":
             others = [b.id for b in self.brokers if b.id != broker.id]
             self.network.partition([[broker.id], [*others, PRODUCER_NODE, CONSUMER_NODE]])
@@ -877,6 +898,12 @@ class ClusterWorld:
                 broker.start()
                 for tp in self.tps:
                     self.resync(broker, tp)
+        for broker_id in sorted(self.reregister_at):
+            if self.reregister_at[broker_id] <= step:
+                del self.reregister_at[broker_id]
+                broker = self.brokers[broker_id]
+                if broker.alive:
+                    broker.register()
         if self.heal_at is not None and self.heal_at <= step:
             self.heal_at = None
             self.network.heal()
