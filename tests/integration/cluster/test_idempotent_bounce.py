@@ -36,7 +36,7 @@ pytestmark = [pytest.mark.integration]
 
 TOPIC = "bounced"
 BROKERS = 3
-WAIT_SECONDS = 40.0
+WAIT_SECONDS = 60.0
 SESSION_TIMEOUT_MS = 4000
 PER_PHASE = 150
 
@@ -45,7 +45,7 @@ PER_PHASE = 150
 def cluster(zk_chroot: str, tmp_path: Path) -> Iterator[Cluster]:
     running = Cluster(tmp_path, BROKERS, 1, zookeeper=zk_chroot, base_port=None, overrides=[
         "min.insync.replicas=1", f"zookeeper.session.timeout.ms={SESSION_TIMEOUT_MS}",
-        "replica.lag.time.max.ms=2000",
+        "replica.lag.time.max.ms=10000",
     ])
     try:
         running.start()
