@@ -32,7 +32,9 @@ from impl.cli.cmd_cluster import Cluster
 
 from ._load import pause, wait_until
 
-pytestmark = [pytest.mark.integration]
+#: slow: two session expiries and re-elections on three broker processes; on a loaded machine
+#: an election can take longer than the default run's budget
+pytestmark = [pytest.mark.integration, pytest.mark.slow]
 
 TOPIC = "bounced"
 BROKERS = 3
