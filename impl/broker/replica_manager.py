@@ -190,6 +190,11 @@ class ReplicaManager:
         return self.node.states
 
     @property
+    def trace(self) -> TraceSink:
+        """Where the node's (and this broker's other cores') events go."""
+        return self.node.trace
+
+    @property
     def fence(self) -> replication.ControllerFence:
         """The node's controller fence."""
         return self.node.fence
