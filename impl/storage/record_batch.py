@@ -500,12 +500,9 @@ def stamp_log_append_time(
 # --- building batches (tests, benchmarks, clients in-process) ----------------------------------
 
 
-def _zigzag(value: int) -> int:
-    return (value << 1) ^ (value >> 63)
-
-
-def _varint(value: int) -> bytes:
-    value = _zigzag(value) & 0xFFFFFFFFFFFFFFFF
+def encode_varint(value: int) -> bytes:
+    """``value`` as a record's zig-zag varint (varlong for the same bytes up to 64 bits)."""
+    value = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
     out = bytearray()
     while True:
         byte = value & 0x7F
@@ -521,12 +518,12 @@ def _encode_record(
     offset_delta: int, timestamp_delta: int, key: bytes | None, value: bytes | None
 ) -> bytes:
     body = bytearray(b"\x00")  # record attributes
-    body += _varint(timestamp_delta)
-    body += _varint(offset_delta)
-    body += _varint(-1) if key is None else _varint(len(key)) + key
-    body += _varint(-1) if value is None else _varint(len(value)) + value
-    body += _varint(0)  # no headers
-    return _varint(len(body)) + bytes(body)
+    body += encode_varint(timestamp_delta)
+    body += encode_varint(offset_delta)
+    body += encode_varint(-1) if key is None else encode_varint(len(key)) + key
+    body += encode_varint(-1) if value is None else encode_varint(len(value)) + value
+    body += encode_varint(0)  # no headers
+    return encode_varint(len(body)) + bytes(body)
 
 
 def build_batch(

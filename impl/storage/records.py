@@ -127,34 +127,21 @@ def first_record_at_or_after(batch: bytes, timestamp_ms: int) -> tuple[int, int]
     return None
 
 
-def _zigzag_varint(value: int) -> bytes:
-    raw = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
-    out = bytearray()
-    while True:
-        byte = raw & 0x7F
-        raw >>= 7
-        if raw:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
-
-
 def _encode_bytes(data: bytes | None) -> bytes:
-    return _zigzag_varint(-1) if data is None else _zigzag_varint(len(data)) + data
+    return rb.encode_varint(-1) if data is None else rb.encode_varint(len(data)) + data
 
 
 def encode_record(record: Record, base_offset: int, base_timestamp: int) -> bytes:
     """One record's bytes, its deltas taken against the batch's base offset and timestamp."""
     body = bytearray([record.attributes & 0xFF])
-    body += _zigzag_varint(record.timestamp - base_timestamp)
-    body += _zigzag_varint(record.offset - base_offset)
+    body += rb.encode_varint(record.timestamp - base_timestamp)
+    body += rb.encode_varint(record.offset - base_offset)
     body += _encode_bytes(record.key)
     body += _encode_bytes(record.value)
-    body += _zigzag_varint(len(record.headers))
+    body += rb.encode_varint(len(record.headers))
     for key, value in record.headers:
         body += _encode_bytes(key) + _encode_bytes(value)
-    return _zigzag_varint(len(body)) + bytes(body)
+    return rb.encode_varint(len(body)) + bytes(body)
 
 
 def encode_batch(
