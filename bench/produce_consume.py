@@ -37,6 +37,8 @@ from impl.controller import EmbeddedZooKeeper, find_free_loopback_port
 PRODUCE_TARGET_MB_PER_SECOND = 100.0
 CONSUME_TARGET_MB_PER_SECOND = 300.0
 CONSUME_BATCH_MESSAGES = 1_000
+#: the consumer group of the consume phases (the SASL_SSL user is granted READ on it)
+CONSUMER_GROUP = "bench"
 MB = 1_000_000
 
 
@@ -67,7 +69,7 @@ def _start_broker(root: Path, zookeeper: str) -> tuple[subprocess.Popen[bytes], 
 
 
 def _sasl_user_and_acls(zookeeper: str, bootstrap: str, topic: str) -> None:
-    """SCRAM credentials for the bench user and its WRITE and READ on ``topic``."""
+    """SCRAM credentials for the bench user: WRITE and READ on ``topic``, READ on its group."""
     from impl.broker.admin import AdminClient
     from impl.cli import main as cli_main
     from impl.security.authorizer import (
@@ -87,6 +89,11 @@ def _sasl_user_and_acls(zookeeper: str, bootstrap: str, topic: str) -> None:
                            AccessControlEntry(f"User:{SASL_USER}", "*", operation,
                                               AclPermissionType.ALLOW))
                 for operation in (AclOperation.WRITE, AclOperation.READ)]
+    # librdkafka looks up the consumer's group coordinator even for an assign()ed consumer, and
+    # FindCoordinator needs DESCRIBE on the group (implied by READ)
+    bindings.append(AclBinding(
+        ResourcePattern(ResourceType.GROUP, CONSUMER_GROUP, PatternType.LITERAL),
+        AccessControlEntry(f"User:{SASL_USER}", "*", AclOperation.READ, AclPermissionType.ALLOW)))
     with AdminClient(bootstrap) as admin:
         if any(code for code, _ in admin.create_acls(bindings)):
             raise SystemExit("cannot create the bench user's ACLs")
@@ -150,7 +157,7 @@ def _consume(bootstrap: str, topic: str, expected: int, *,
     consumer = Consumer({
         **(settings or {}),
         "bootstrap.servers": bootstrap,
-        "group.id": "bench",
+        "group.id": CONSUMER_GROUP,
         "enable.auto.commit": False,
         "fetch.max.bytes": 52_428_800,
         "max.partition.fetch.bytes": 16_777_216,
