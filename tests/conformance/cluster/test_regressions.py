@@ -14,7 +14,7 @@ import itertools
 
 import pytest
 
-from conformance.cluster_sim import ClusterConfig
+from conformance.cluster_sim import ClusterConfig, parse_faults
 from conformance.runner import replay, swarm_config
 
 
@@ -105,3 +105,28 @@ def test_seed_15_a_replica_crashes_twice_across_a_restart_it_was_not_part_of() -
     crashes = [e.event for e in outcome.trace
                if e.subject == "t-1@1" and e.event in ("CRASH", "RESTART")]
     assert any(a == b == "CRASH" for a, b in itertools.pairwise(crashes)), crashes
+
+
+SEED_595_FAULTS = (
+    "11:dir_failure:1:1,12:controller_expiry:1:57,37:partition:2:31,55:reassign:1:4525,"
+    "70:clean_restart:2:7,75:controller_expiry:0:12,93:reassign:1:63780,95:clean_restart:1:4,"
+    "145:controller_expiry:1:57,170:crash:2:8,172:clean_restart:0:5,176:reassign:1:33752")
+
+
+@pytest.mark.xfail(strict=True, reason="open: the controller cannot tell an ISR member that "
+                   "restarted after an unclean shutdown from one that restarted cleanly")
+def test_seed_595_an_uncleanly_restarted_isr_member_is_not_elected_over_a_clean_one() -> None:
+    """Seed 595 of ``logproof fuzz --seeds 2000`` (NO_COMMITTED_LOSS), shrunk from 48 faults to
+    12 without the storage broker. t-1's ISR is {2, 0} (broker 1's dir failed), leader 2, HW 56.
+    Broker 2 (leader) crashes and loses its unflushed [53, 56); controller 0 dies in a clean
+    restart before it handles the failure, so controller 1's failover finds every ISR member
+    dead and keeps ISR {2, 0} with no leader. Both brokers register again and are started in one
+    pass; the election takes the first live ISR member in replica order, broker 2, whose log
+    ends at 53, while broker 0 (flushed) holds everything: broker 0 then truncates the
+    acknowledged batch. KRaft avoids this with KIP-966 (a broker registering after an unclean
+    shutdown is not elected while an ISR member that shut down cleanly can be)."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=200,
+                           fault_probability=0.1, segment_bytes=1048576, storage_broker=False)
+    result, outcome = replay(595, config, parse_faults(SEED_595_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
