@@ -150,6 +150,14 @@ class HandlerContext:
     #: Metadata advertises this broker on the listener the request came in on
     listener_ports: dict[str, int] = field(default_factory=dict)
 
+    def allowed(self, operation: AclOperation, resource: Resource) -> bool:
+        """Whether the current session may act (always, without an authorizer)."""
+        return self.authorization is None or self.authorization.allowed(operation, resource)
+
+    def topic_allowed(self, operation: AclOperation, name: str) -> bool:
+        """Whether the current session may act on topic ``name``."""
+        return self.allowed(operation, Resource(ResourceType.TOPIC, name))
+
 
 def _throttle() -> dict[str, Any]:
     return {"throttle_time": 0}
@@ -204,12 +212,10 @@ class RequestHandlers:
     # --- authorization (impl.security.request_acls) ----------------------------------------
 
     def _allowed(self, operation: AclOperation, resource: Resource) -> bool:
-        """Whether the current session may act (always, without an authorizer)."""
-        authorization = self.context.authorization
-        return authorization is None or authorization.allowed(operation, resource)
+        return self.context.allowed(operation, resource)
 
     def _topic_allowed(self, operation: AclOperation, name: str) -> bool:
-        return self._allowed(operation, Resource(ResourceType.TOPIC, name))
+        return self.context.topic_allowed(operation, name)
 
     def _resources_refusal(self, request: DecodedRequest,
                            requirement: request_acls.Requirement) -> bytes | None:

@@ -25,6 +25,8 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
+from impl.security.authorizer import AclOperation
+from impl.security.request_acls import TOPIC_AUTHORIZATION_FAILED
 from impl.storage import record_batch as rb
 from impl.storage.errors import OffsetOutOfRange, StorageError
 from impl.storage.names import TopicPartition
@@ -362,9 +364,14 @@ class GroupHandlers:
         metadata = self.context.metadata
         entries: list[gc.CommitEntry] = []
         unknown: set[tuple[str, int]] = set()
+        # Kafka's handleOffsetCommitRequest: READ on each topic, else TOPIC_AUTHORIZATION_FAILED
+        denied = {topic.name for topic in body.topics
+                  if not self.context.topic_allowed(AclOperation.READ, topic.name)}
         for topic in body.topics:
             for partition in topic.partitions:
                 slot = (topic.name, partition.partition_index)
+                if topic.name in denied:
+                    continue
                 if metadata.partition(topic.name, partition.partition_index) is None:
                     unknown.add(slot)
                     continue
@@ -389,8 +396,12 @@ class GroupHandlers:
             partitions = []
             for partition in topic.partitions:
                 slot = (topic.name, partition.partition_index)
-                code = gc.UNKNOWN_TOPIC_OR_PARTITION if slot in unknown else \
-                    codes.get(slot, status if status is not None else NONE)
+                if topic.name in denied:
+                    code = TOPIC_AUTHORIZATION_FAILED
+                elif slot in unknown:
+                    code = gc.UNKNOWN_TOPIC_OR_PARTITION
+                else:
+                    code = codes.get(slot, status if status is not None else NONE)
                 partitions.append({"partition_index": partition.partition_index,
                                    "error_code": code})
             topics.append({"name": topic.name, "partitions": partitions})
@@ -407,17 +418,25 @@ class GroupHandlers:
                                                         partitions))
         error = answer["error_code"]
         found: Mapping[tuple[str, int], Any] = answer["partitions"]
-        wanted = partitions if partitions is not None else tuple(found)
+        # Kafka's handleOffsetFetchRequest: DESCRIBE on each topic; a named partition of a
+        # topic without it answers TOPIC_AUTHORIZATION_FAILED, "all partitions" leaves it out
+        visible = {topic for topic, _ in (partitions or tuple(found))
+                   if self.context.topic_allowed(AclOperation.DESCRIBE, topic)}
+        wanted = partitions if partitions is not None else tuple(
+            slot for slot in found if slot[0] in visible)
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for topic, index in wanted:
-            value = found.get((topic, index))
+            value = found.get((topic, index)) if topic in visible else None
+            code = error if request.api_version < 2 else NONE
+            if topic not in visible:
+                code = TOPIC_AUTHORIZATION_FAILED
             by_topic.setdefault(topic, []).append({
                 "partition_index": index,
                 "committed_offset": value.offset if value is not None else -1,
                 "committed_leader_epoch": value.leader_epoch if value is not None else -1,
                 "metadata": value.metadata if value is not None else "",
                 # v0-v1 carry no top-level error: each partition gets it.
-                "error_code": error if request.api_version < 2 else NONE,
+                "error_code": code,
             })
         return self._answer(request, {
             "error_code": error,
@@ -427,15 +446,20 @@ class GroupHandlers:
     async def offset_delete(self, request: DecodedRequest, info: ConnectionInfo) -> Response:
         """OffsetDelete v0."""
         body = request.body
-        wanted = tuple((topic.name, p.partition_index) for topic in body.topics
-                       for p in topic.partitions)
+        requested = tuple((topic.name, p.partition_index) for topic in body.topics
+                          for p in topic.partitions)
+        # Kafka's handleOffsetDeleteRequest: READ on each topic
+        denied = {topic for topic, _ in requested
+                  if not self.context.topic_allowed(AclOperation.READ, topic)}
+        wanted = tuple(slot for slot in requested if slot[0] not in denied)
         answer = await self.service.call(gc.OffsetDelete(self.service.next_id(), body.group_id,
                                                          wanted))
         codes: Mapping[tuple[str, int], int] = answer["partitions"]
         by_topic: dict[str, list[dict[str, Any]]] = {}
-        for topic, index in wanted:
-            by_topic.setdefault(topic, []).append(
-                {"partition_index": index, "error_code": codes.get((topic, index), NONE)})
+        for topic, index in requested:
+            code = TOPIC_AUTHORIZATION_FAILED if topic in denied else \
+                codes.get((topic, index), NONE)
+            by_topic.setdefault(topic, []).append({"partition_index": index, "error_code": code})
         return self._answer(request, {
             "error_code": answer["error_code"],
             "topics": [{"name": name, "partitions": rows} for name, rows in by_topic.items()],

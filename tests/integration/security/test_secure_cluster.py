@@ -154,6 +154,23 @@ def test_replication_and_acl_propagation_over_sasl_ssl(cluster: Cluster, zk_chro
 
     _wait(known_everywhere, "both brokers to learn the group ACL")
     assert group_consume() == [b"r%d" % i for i in range(RECORDS)]
+    # Committing in her group still needs READ on the topic (Kafka's OffsetCommit check), and
+    # OffsetFetch needs DESCRIBE on it: a topic she may not read is refused, hers is kept.
+    from kafka.errors import TopicAuthorizationFailedError
+    from kafka.structs import OffsetAndMetadata
+
+    committer = KafkaConsumer(**common, sasl_plain_username="alice",
+                              sasl_plain_password="alice-secret", group_id="billing",
+                              enable_auto_commit=False)
+    try:
+        with pytest.raises(TopicAuthorizationFailedError):
+            committer.commit({TopicPartition("private", 0): OffsetAndMetadata(5, "", -1)})
+        committer.commit({TopicPartition("replicated", 0): OffsetAndMetadata(7, "", -1)})
+        assert committer.committed(TopicPartition("replicated", 0)) == 7
+        with pytest.raises(TopicAuthorizationFailedError):
+            committer.committed(TopicPartition("private", 0))
+    finally:
+        committer.close()
     # kafka-python leaves a TLS socket behind after the group error: finalize it here
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", ResourceWarning)
