@@ -41,6 +41,8 @@ NONE: Final = 0
 OFFSET_OUT_OF_RANGE: Final = 1
 UNKNOWN_TOPIC_OR_PARTITION: Final = 3
 LEADER_NOT_AVAILABLE: Final = 5
+#: the leader is alive but has no endpoint on the request's listener (Metadata v6+)
+LISTENER_NOT_FOUND: Final = 72
 NOT_LEADER_OR_FOLLOWER: Final = 6
 REQUEST_TIMED_OUT: Final = 7
 INVALID_TOPIC_EXCEPTION: Final = 17
@@ -306,6 +308,10 @@ class RequestHandlers:
             # No UpdateMetadata yet: clients looking for the controller (CreateTopics) would
             # wait for one; answer from ZooKeeper instead.
             brokers, controller_id = await self._registered_view(brokers)
+        answered = self._on_listener(brokers, current_session().listener)
+        reachable = {broker["node_id"] for broker in answered}
+        missing_listener = (LISTENER_NOT_FOUND if request.api_version >= 6
+                            else LEADER_NOT_AVAILABLE)
         for count, name in enumerate(names, 1):
             if count % YIELD_EVERY_ENTRIES == 0:
                 await trio.lowlevel.checkpoint()
@@ -328,12 +334,17 @@ class RequestHandlers:
                 continue
             partitions = []
             for state in cache.partitions(name):
-                error = NONE if state.leader in live else LEADER_NOT_AVAILABLE
+                if state.leader in reachable:
+                    error = NONE
+                elif state.leader in live:
+                    error = missing_listener
+                else:
+                    error = LEADER_NOT_AVAILABLE
                 partitions.append(
                     {
                         "error_code": error,
                         "partition_index": state.partition,
-                        "leader_id": state.leader if state.leader in live else -1,
+                        "leader_id": state.leader if error == NONE else -1,
                         "leader_epoch": state.leader_epoch,
                         "replica_nodes": state.replicas,
                         "isr_nodes": state.isr,
@@ -343,24 +354,38 @@ class RequestHandlers:
             topics.append({"error_code": NONE, "name": name, "is_internal": False,
                            "partitions": partitions})
         entries = sum(len(topic["partitions"]) + 1 for topic in topics)
-        own_port = self.context.listener_ports.get(current_session().listener)
-        me = self.context.config.broker_id
         return await self._answer_large(
             request,
             {
                 **_throttle(),
-                "brokers": [
-                    {"node_id": b.broker_id, "host": b.host,
-                     "port": own_port if b.broker_id == me and own_port else b.port,
-                     "rack": b.rack}
-                    for b in brokers
-                ],
+                "brokers": answered,
                 "cluster_id": self.context.config.cluster_id,
                 "controller_id": controller_id,
                 "topics": topics,
             },
             entries,
         )
+
+    def _on_listener(self, brokers: list[BrokerEndpoint], listener: str) -> list[dict[str, Any]]:
+        """Each broker's endpoint on ``listener`` (the one the request came in on), as Kafka
+        answers Metadata: a broker without that listener is left out. This broker answers with
+        its bound port; a broker registered without listener names is answered at its only
+        endpoint."""
+        me = self.context.config.broker_id
+        own_port = self.context.listener_ports.get(listener)
+        answered: list[dict[str, Any]] = []
+        for broker in brokers:
+            host, port = broker.host, broker.port
+            if broker.broker_id == me and own_port:
+                host, port = self.context.config.host, own_port
+            elif broker.listeners:
+                endpoint = next((e for e in broker.listeners if e.listener == listener), None)
+                if endpoint is None:
+                    continue
+                host, port = endpoint.host, endpoint.port
+            answered.append({"node_id": broker.broker_id, "host": host, "port": port,
+                             "rack": broker.rack})
+        return answered
 
     async def _registered_view(
         self, cached: list[BrokerEndpoint]
@@ -989,7 +1014,8 @@ def _datetime(milliseconds: int) -> Any:
 
 def metadata_brokers(live_brokers: Sequence[Any]) -> list[BrokerEndpoint]:
     """Metadata-cache endpoints from controller ``BrokerEndpoint`` dataclasses."""
-    return [BrokerEndpoint(b.broker_id, b.host, b.port, b.rack) for b in live_brokers]
+    return [BrokerEndpoint(b.broker_id, b.host, b.port, b.rack, tuple(b.listeners))
+            for b in live_brokers]
 
 
 __all__ = [

@@ -40,6 +40,7 @@ from impl.controller.requests import (
 )
 from impl.controller.znodes import (
     CONTROLLER_PATH,
+    ListenerEndpoint,
     ZnodeFormatError,
     decode_controller,
     topic_path,
@@ -250,7 +251,7 @@ class _ZooKeeperRegistry:
         except (CoordinatorError, ZnodeFormatError) as error:
             log.info("reading /brokers/ids: %r", error)
             return None
-        return [BrokerEndpoint(r.broker_id, r.host, r.port, r.rack)
+        return [BrokerEndpoint(r.broker_id, r.host, r.port, r.rack, r.endpoints)
                 for _, r in sorted(registered.items())]
 
     async def controller_id(self) -> int:
@@ -355,6 +356,8 @@ class Broker:
                                               self._connect)
         self.broker_epoch = -1
         self.port = config.port
+        #: listener name → bound port, once serving
+        self.server_ports: dict[str, int] = {}
         self._stop = trio.Event()
         self._stopped = trio.Event()
         self._failed_dirs: list[str] = []
@@ -390,12 +393,41 @@ class Broker:
         """Wait until :meth:`serve` has finished stopping."""
         await self._stopped.wait()
 
+    @property
+    def inter_broker_listener(self) -> str:
+        """``inter.broker.listener.name`` (default: the first listener, PLAINTEXT)."""
+        security = self.config.security
+        return (security.inter_broker_listener if security is not None
+                else self.config.listeners[0].name)
+
+    def advertised_endpoints(self) -> tuple[ListenerEndpoint, ...]:
+        """Every listener at the advertised host and its bound port, the inter-broker listener
+        first (its endpoint is also the registration's ``host:port`` and the one the
+        controller hands out as a leader's address)."""
+        security = self.config.security
+        ports = self.server_ports or {self.config.listeners[0].name: self.port}
+        endpoints = [
+            ListenerEndpoint(listener.name,
+                             (security.listener(listener.name).protocol.value
+                              if security is not None else "PLAINTEXT"),
+                             self.config.host, ports.get(listener.name, listener.port))
+            for listener in self.config.listeners
+        ]
+        endpoints.sort(key=lambda endpoint: endpoint.listener != self.inter_broker_listener)
+        return tuple(endpoints)
+
     def _endpoint_of(self, broker_id: int) -> tuple[str, int] | None:
+        """Where to reach ``broker_id``: its endpoint on the inter-broker listener."""
         if broker_id == self.config.broker_id:
-            return self.config.host, self.port
+            own = self.advertised_endpoints()[0]
+            return own.host, own.port
         broker = self.metadata.broker(broker_id)
         if broker is not None:
-            return broker.host, broker.port
+            for endpoint in broker.listeners:
+                if endpoint.listener == self.inter_broker_listener:
+                    return endpoint.host, endpoint.port
+            if not broker.listeners:
+                return broker.host, broker.port
         return self._live_brokers.get(broker_id)
 
     async def _connect(self, host: str, port: int) -> trio.abc.Stream:
@@ -479,8 +511,9 @@ class Broker:
         """
         if self._endpoint_of(broker_id) is None and self.coordinator is not None:
             for registration in (await zk_admin.read_live_brokers(self.coordinator)).values():
-                self._live_brokers[registration.broker_id] = (registration.host,
-                                                              registration.port)
+                endpoint = (registration.endpoint(self.inter_broker_listener)
+                            or registration.endpoints[0])
+                self._live_brokers[registration.broker_id] = (endpoint.host, endpoint.port)
         return await self.inter_broker.send(broker_id, request)
 
     async def _register(self) -> None:
@@ -493,6 +526,7 @@ class Broker:
             self.port,
             self.config.rack,
             timestamp_ms=int(trio.current_time() * 1000),
+            endpoints=self.advertised_endpoints(),
         )
         self.broker_epoch = epoch
         assert self.replicas is not None
@@ -648,6 +682,8 @@ class Broker:
                                       names=[listener.name for listener in config.listeners]),
                 )
                 self.port = config.port or ports[0]
+                self.server_ports = {listener.name: port for listener, port
+                                     in zip(config.listeners, ports, strict=True)}
                 if config.metrics_port:
                     self.metrics_port = self.metrics.start(config.metrics_port,
                                                            config.listeners[0].host)
@@ -655,7 +691,8 @@ class Broker:
                     (listener.name, port) for listener, port in zip(config.listeners, ports,
                                                                     strict=True))
                 self.metadata.add_brokers(
-                    [BrokerEndpoint(config.broker_id, config.host, self.port, config.rack)]
+                    [BrokerEndpoint(config.broker_id, config.host, self.port, config.rack,
+                                    self.advertised_endpoints())]
                 )
                 run_log_manager(logs, nursery)
                 self.cleaner = LogCleanerRunner(logs, cleaner_config(config))

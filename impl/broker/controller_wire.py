@@ -27,6 +27,7 @@ from impl.controller.requests import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
+from impl.controller.znodes import ListenerEndpoint
 
 from . import api_versions
 from ._codec import load_request_schema, load_response_schema
@@ -34,8 +35,15 @@ from ._kio_build import build
 
 __sans_io__ = True
 
-#: UpdateMetadata endpoint security protocol id of PLAINTEXT.
-_PLAINTEXT: Final = 0
+#: UpdateMetadata endpoint security protocol ids (Kafka's ``SecurityProtocol.id``).
+_PROTOCOL_IDS: Final = {"PLAINTEXT": 0, "SSL": 1, "SASL_PLAINTEXT": 2, "SASL_SSL": 3}
+_PROTOCOL_NAMES: Final = {number: name for name, number in _PROTOCOL_IDS.items()}
+
+
+def _listeners(broker: BrokerEndpoint) -> tuple[ListenerEndpoint, ...]:
+    """Every listener of ``broker`` (one PLAINTEXT at ``host:port`` when it names none)."""
+    return broker.listeners or (
+        ListenerEndpoint("PLAINTEXT", "PLAINTEXT", broker.host, broker.port),)
 
 
 def api_of(request: ControllerRequest) -> tuple[int, int]:
@@ -152,11 +160,13 @@ def request_to_wire(request: ControllerRequest) -> Any:
                     "id_": broker.broker_id,
                     "endpoints": [
                         {
-                            "port": broker.port,
-                            "host": broker.host,
-                            "listener": "PLAINTEXT",
-                            "security_protocol": _PLAINTEXT,
+                            "port": endpoint.port,
+                            "host": endpoint.host,
+                            "listener": endpoint.listener,
+                            "security_protocol": _PROTOCOL_IDS.get(
+                                endpoint.security_protocol, _PROTOCOL_IDS["PLAINTEXT"]),
                         }
+                        for endpoint in _listeners(broker)
                     ],
                     "rack": broker.rack,
                 }
@@ -216,9 +226,15 @@ def request_from_wire(api_key: int, body: Any) -> ControllerRequest:
     for broker in body.live_brokers:
         if not broker.endpoints:
             continue
-        endpoint = broker.endpoints[0]
+        listeners = tuple(
+            ListenerEndpoint(str(endpoint.listener),
+                             _PROTOCOL_NAMES.get(int(endpoint.security_protocol), "PLAINTEXT"),
+                             endpoint.host, int(endpoint.port))
+            for endpoint in broker.endpoints
+        )
+        first = listeners[0]
         brokers.append(
-            BrokerEndpoint(int(broker.id_), endpoint.host, int(endpoint.port), broker.rack)
+            BrokerEndpoint(int(broker.id_), first.host, first.port, broker.rack, listeners)
         )
     return UpdateMetadataRequest(
         controller_id=int(body.controller_id),

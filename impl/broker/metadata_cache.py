@@ -13,6 +13,8 @@ from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Final
 
+from impl.controller.znodes import ListenerEndpoint
+
 __sans_io__ = True
 
 LEADER_DURING_DELETE: Final = -2
@@ -26,6 +28,8 @@ class BrokerEndpoint:
     host: str
     port: int
     rack: str | None
+    #: every advertised listener (empty: only ``host:port``)
+    listeners: tuple[ListenerEndpoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

@@ -93,6 +93,7 @@ from .requests import UpdateMetadataPartitionState as UpdateMetadataPartitionSta
 from .requests import UpdateMetadataRequest as UpdateMetadataRequest
 from .znodes import BrokerRegistration as BrokerRegistration
 from .znodes import LeaderIsr as LeaderIsr
+from .znodes import ListenerEndpoint as ListenerEndpoint
 from .znodes import ReassignmentTarget as ReassignmentTarget
 from .znodes import TopicAssignment as TopicAssignment
 from .znodes import ZnodeFormatError as ZnodeFormatError
@@ -133,6 +134,7 @@ __all__ = [
     "LeaderAndIsrPartitionState",
     "LeaderAndIsrRequest",
     "LeaderIsr",
+    "ListenerEndpoint",
     "NoChildrenForEphemeralsError",
     "NoNodeError",
     "NodeExistsError",

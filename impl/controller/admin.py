@@ -38,6 +38,7 @@ from .znodes import (
     TOPICS_PATH,
     BrokerRegistration,
     LeaderIsr,
+    ListenerEndpoint,
     ReassignmentTarget,
     TopicAssignment,
     ZnodeFormatError,
@@ -118,15 +119,17 @@ async def register_broker(
     rack: str | None = None,
     *,
     timestamp_ms: int = 0,
+    endpoints: Sequence[ListenerEndpoint] = (),
 ) -> int:
     """Register a live broker as the ephemeral ``/brokers/ids/<id>`` (KIP-380 broker epoch).
 
     Args:
         coordinator: the broker's own session (the node lives as long as it does).
         broker_id: ``broker.id``, non-negative.
-        host, port: the PLAINTEXT listener.
+        host, port: the first listener (the only one, PLAINTEXT, when ``endpoints`` is empty).
         rack: ``broker.rack`` or ``None``.
         timestamp_ms: registration time written into the znode.
+        endpoints: every advertised listener, each registered with its name and protocol.
 
     Returns:
         The broker epoch: the czxid of the registration znode.
@@ -143,7 +146,7 @@ async def register_broker(
     path = broker_path(broker_id)
     try:
         await coordinator.create(
-            path, encode_broker(host, port, rack, timestamp_ms), ephemeral=True
+            path, encode_broker(host, port, rack, timestamp_ms, endpoints), ephemeral=True
         )
     except NodeExistsError:
         stat = await coordinator.exists(path)

@@ -918,7 +918,8 @@ class Controller:
 
     def _endpoint(self, broker_id: int) -> BrokerEndpoint:
         broker = self.live_brokers[broker_id]
-        return BrokerEndpoint(broker.broker_id, broker.host, broker.port, broker.rack)
+        return BrokerEndpoint(broker.broker_id, broker.host, broker.port, broker.rack,
+                              broker.endpoints)
 
     def _um_state(self, tp: TP) -> UpdateMetadataPartitionState | None:
         state = self.leader_isr.get(tp)

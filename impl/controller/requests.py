@@ -14,6 +14,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 
+from .znodes import ListenerEndpoint
+
 __sans_io__ = True
 
 #: Kafka error codes the controller reads in responses.
@@ -38,6 +40,8 @@ class BrokerEndpoint:
     host: str
     port: int
     rack: str | None = None
+    #: every advertised listener (empty: only ``host:port``, a PLAINTEXT listener)
+    listeners: tuple[ListenerEndpoint, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)

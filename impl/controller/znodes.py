@@ -187,53 +187,108 @@ def decode_controller_epoch(data: bytes) -> int:
 
 
 @dataclass(frozen=True, slots=True)
+class ListenerEndpoint:
+    """One advertised listener of a broker: ``NAME://host:port`` and the name's protocol."""
+
+    listener: str
+    security_protocol: str
+    host: str
+    port: int
+
+    @property
+    def text(self) -> str:
+        """``NAME://host:port`` as in the registration's ``endpoints``."""
+        return f"{self.listener}://{self.host}:{self.port}"
+
+
+@dataclass(frozen=True, slots=True)
 class BrokerRegistration:
-    """A live broker as registered in ``/brokers/ids/<id>``; ``epoch`` is the znode's czxid."""
+    """A live broker as registered in ``/brokers/ids/<id>``; ``epoch`` is the znode's czxid.
+
+    ``host``/``port`` is the first advertised listener; ``endpoints`` every listener (a
+    registration in the old single-endpoint form has one PLAINTEXT endpoint).
+    """
 
     broker_id: int
     host: str
     port: int
     rack: str | None
     epoch: int
+    endpoints: tuple[ListenerEndpoint, ...] = ()
+
+    def endpoint(self, listener: str) -> ListenerEndpoint | None:
+        """The endpoint on ``listener``, or None when the broker does not have it."""
+        for endpoint in self.endpoints:
+            if endpoint.listener == listener:
+                return endpoint
+        return None
 
 
-def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int) -> bytes:
-    """Kafka's version-5 broker registration JSON (one PLAINTEXT listener)."""
+def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int,
+                  endpoints: Sequence[ListenerEndpoint] = ()) -> bytes:
+    """Kafka's version-5 broker registration JSON.
+
+    ``endpoints`` are every advertised listener (default: one PLAINTEXT listener at
+    ``host:port``); the legacy ``host``/``port`` fields name the PLAINTEXT listener, or are
+    null/-1 when there is none, as Kafka writes them.
+    """
+    listed = tuple(endpoints) or (ListenerEndpoint("PLAINTEXT", "PLAINTEXT", host, port),)
+    plaintext = next((e for e in listed if e.security_protocol == "PLAINTEXT"), None)
     value: dict[str, object] = {
         "version": 5,
-        "host": host,
-        "port": port,
+        "host": plaintext.host if plaintext is not None else None,
+        "port": plaintext.port if plaintext is not None else -1,
         "jmx_port": -1,
         "timestamp": str(timestamp_ms),
-        "endpoints": [f"PLAINTEXT://{host}:{port}"],
-        "listener_security_protocol_map": {"PLAINTEXT": "PLAINTEXT"},
+        "endpoints": [e.text for e in listed],
+        "listener_security_protocol_map": {e.listener: e.security_protocol for e in listed},
         "features": {},
+        "rack": rack,
     }
-    if rack is not None:
-        value["rack"] = rack
     return _dumps(value)
 
 
+def _endpoint(text: object, protocols: Mapping[str, object], where: str) -> ListenerEndpoint:
+    """Parse one ``NAME://host:port`` of ``endpoints``."""
+    if not isinstance(text, str) or "://" not in text:
+        raise ZnodeFormatError(f"{where}: bad endpoint {text!r}")
+    name, _, address = text.partition("://")
+    host, _, port_text = address.rpartition(":")
+    if not name or not port_text.isdigit() or not 0 <= int(port_text) < 65536:
+        raise ZnodeFormatError(f"{where}: bad endpoint {text!r}")
+    protocol = protocols.get(name, name)
+    if not isinstance(protocol, str):
+        raise ZnodeFormatError(f"{where}: bad security protocol of {name!r}")
+    return ListenerEndpoint(name, protocol, host.strip("[]"), int(port_text))
+
+
 def decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerRegistration:
-    """Parse ``/brokers/ids/<id>``.
+    """Parse ``/brokers/ids/<id>`` (versions 1 to 5: ``host``/``port`` only, or
+    ``endpoints`` with an optional ``listener_security_protocol_map``).
 
     Raises:
         ZnodeFormatError: malformed data.
     """
-    value = _dict(_loads(data, broker_path(broker_id)), broker_path(broker_id))
-    host = value.get("host")
-    port = value.get("port")
-    if (not isinstance(host, str) or port is None) and value.get("endpoints"):
-        endpoint = str(value["endpoints"][0])
-        address = endpoint.split("://", 1)[-1]
-        host, _, port_text = address.rpartition(":")
-        port = int(port_text) if port_text.isdigit() else None
-    if not isinstance(host, str):
-        raise ZnodeFormatError(f"{broker_path(broker_id)}: no host")
+    where = broker_path(broker_id)
+    value = _dict(_loads(data, where), where)
+    raw_map = value.get("listener_security_protocol_map") or {}
+    if not isinstance(raw_map, dict):
+        raise ZnodeFormatError(f"{where}: listener_security_protocol_map must be an object")
+    raw_endpoints = value.get("endpoints") or []
+    if not isinstance(raw_endpoints, list):
+        raise ZnodeFormatError(f"{where}: endpoints must be a list")
+    endpoints = tuple(_endpoint(text, raw_map, where) for text in raw_endpoints)
+    if not endpoints:
+        host = value.get("host")
+        if not isinstance(host, str):
+            raise ZnodeFormatError(f"{where}: no host")
+        endpoints = (ListenerEndpoint("PLAINTEXT", "PLAINTEXT", host,
+                                      _int(value.get("port"), "broker port")),)
     rack = value.get("rack")
     if rack is not None and not isinstance(rack, str):
-        raise ZnodeFormatError(f"{broker_path(broker_id)}: rack must be a string")
-    return BrokerRegistration(broker_id, host, _int(port, "broker port"), rack, epoch)
+        raise ZnodeFormatError(f"{where}: rack must be a string")
+    first = endpoints[0]
+    return BrokerRegistration(broker_id, first.host, first.port, rack, epoch, endpoints)
 
 
 # --- /brokers/topics/<t> ----------------------------------------------------------------------

@@ -42,6 +42,7 @@ from impl.controller.requests import (
     UpdateMetadataPartitionState,
     UpdateMetadataRequest,
 )
+from impl.controller.znodes import ListenerEndpoint
 from impl.trace import ListTraceSink
 
 
@@ -156,7 +157,14 @@ REQUESTS = [
     StopReplicaRequest(1, 4, 77, (StopReplicaPartition("a", 0, -2, True),
                                   StopReplicaPartition("c", 1, 3, False))),
     UpdateMetadataRequest(
-        1, 4, 77, (BrokerEndpoint(1, "h", 9092, "r1"), BrokerEndpoint(2, "g", 9093)),
+        1, 4, 77,
+        (BrokerEndpoint(1, "h", 9093, "r1", (
+            ListenerEndpoint("INTERNAL", "SASL_SSL", "h", 9093),
+            ListenerEndpoint("CLIENTS", "PLAINTEXT", "h.example", 9092),
+            ListenerEndpoint("TLS", "SSL", "h", 9094),
+            ListenerEndpoint("SASL", "SASL_PLAINTEXT", "h", 9095))),
+         BrokerEndpoint(2, "g", 9093, None,
+                        (ListenerEndpoint("PLAINTEXT", "PLAINTEXT", "g", 9093),))),
         (UpdateMetadataPartitionState("a", 0, 4, 1, 2, (1, 2), 5, (1, 2), (2,)),),
     ),
 ]
