@@ -160,6 +160,18 @@ class HandlerContext:
         """Whether the current session may act on topic ``name``."""
         return self.allowed(operation, Resource(ResourceType.TOPIC, name))
 
+    def endpoint_on(self, broker: BrokerEndpoint, listener: str) -> tuple[str, int] | None:
+        """``broker``'s (host, port) on ``listener`` (None: it has no such listener), as
+        Metadata and FindCoordinator answer: this broker with its bound port, a broker
+        registered without listener names at its only endpoint."""
+        own_port = self.listener_ports.get(listener)
+        if broker.broker_id == self.config.broker_id and own_port:
+            return self.config.host, own_port
+        if not broker.listeners:
+            return broker.host, broker.port
+        endpoint = next((e for e in broker.listeners if e.listener == listener), None)
+        return None if endpoint is None else (endpoint.host, endpoint.port)
+
 
 def _throttle() -> dict[str, Any]:
     return {"throttle_time": 0}
@@ -371,20 +383,13 @@ class RequestHandlers:
         answers Metadata: a broker without that listener is left out. This broker answers with
         its bound port; a broker registered without listener names is answered at its only
         endpoint."""
-        me = self.context.config.broker_id
-        own_port = self.context.listener_ports.get(listener)
         answered: list[dict[str, Any]] = []
         for broker in brokers:
-            host, port = broker.host, broker.port
-            if broker.broker_id == me and own_port:
-                host, port = self.context.config.host, own_port
-            elif broker.listeners:
-                endpoint = next((e for e in broker.listeners if e.listener == listener), None)
-                if endpoint is None:
-                    continue
-                host, port = endpoint.host, endpoint.port
-            answered.append({"node_id": broker.broker_id, "host": host, "port": port,
-                             "rack": broker.rack})
+            address = self.context.endpoint_on(broker, listener)
+            if address is None:
+                continue
+            answered.append({"node_id": broker.broker_id, "host": address[0],
+                             "port": address[1], "rack": broker.rack})
         return answered
 
     async def _registered_view(

@@ -27,6 +27,7 @@ import trio
 
 from impl.security.authorizer import AclOperation
 from impl.security.request_acls import TOPIC_AUTHORIZATION_FAILED
+from impl.security.session import current_session
 from impl.storage import record_batch as rb
 from impl.storage.errors import OffsetOutOfRange, StorageError
 from impl.storage.names import TopicPartition
@@ -271,8 +272,14 @@ class GroupHandlers:
         if broker is None:
             return error(gc.COORDINATOR_NOT_AVAILABLE, "the group's offsets partition has no "
                          "leader")
+        # the coordinator's endpoint on the listener this request came in on (Kafka answers
+        # COORDINATOR_NOT_AVAILABLE when the coordinator has no such listener)
+        address = self.context.endpoint_on(broker, current_session().listener)
+        if address is None:
+            return error(gc.COORDINATOR_NOT_AVAILABLE, "the coordinator has no endpoint on "
+                         "this listener")
         return {"key": key, "error_code": NONE, "error_message": None,
-                "node_id": broker.broker_id, "host": broker.host, "port": broker.port}
+                "node_id": broker.broker_id, "host": address[0], "port": address[1]}
 
     async def _create_offsets_topic(self) -> None:
         config = self.context.config

@@ -1,7 +1,8 @@
 """Two brokers with two listeners each (PLAINTEXT first, SASL_SSL second): every listener is
 registered in ZooKeeper and carried by UpdateMetadata, so a client bootstrapping on the second
 listener sees both brokers at their SASL_SSL ports and produces to a partition led by the other
-broker, while a client on the first listener sees both brokers at their PLAINTEXT ports.
+broker, while a client on the first listener sees both brokers at their PLAINTEXT ports and a
+group consumer on it is sent to its coordinator's PLAINTEXT endpoint.
 
 The cluster is built by ``logproof cluster up --security sasl_ssl`` (CA, certificates, SCRAM
 admin, ACLs); each broker is then started again from its config with a PLAINTEXT listener in
@@ -118,3 +119,44 @@ def test_metadata_answers_every_broker_on_the_request_listener(
         producer.close()
     assert [record.offset for record in sent] == list(range(5))
     assert {record.partition for record in sent} == {remote}
+    # A group consumer on the PLAINTEXT listener (the anonymous principal, granted READ on the
+    # topic and the group) is sent to its coordinator's PLAINTEXT endpoint by FindCoordinator,
+    # although each broker's SASL_SSL endpoint is registered first.
+    from kafka import KafkaConsumer
+
+    from impl.security.authorizer import (
+        AccessControlEntry,
+        AclBinding,
+        AclOperation,
+        AclPermissionType,
+        PatternType,
+        ResourcePattern,
+        ResourceType,
+    )
+
+    grants = [AclBinding(ResourcePattern(kind, name, PatternType.LITERAL),
+                         AccessControlEntry("User:ANONYMOUS", "*", AclOperation.READ,
+                                            AclPermissionType.ALLOW))
+              for kind, name in ((ResourceType.TOPIC, "spread"), (ResourceType.GROUP, "plain"))]
+    with AdminClient(second_listener, security=admin_security) as admin:
+        assert admin.create_acls(grants) == [(0, None), (0, None)]
+
+    def group_consume() -> list[bytes]:
+        consumer = KafkaConsumer("spread", bootstrap_servers=f"127.0.0.1:{plaintext[1]}",
+                                 group_id="plain", auto_offset_reset="earliest",
+                                 enable_auto_commit=False, consumer_timeout_ms=15_000)
+        try:
+            values = [m.value for _, m in zip(range(5), consumer, strict=False)]
+            consumer.commit()
+            return values
+        finally:
+            consumer.close()
+
+    values: list[bytes] = []
+
+    def consumed() -> bool:
+        values[:] = group_consume()
+        return len(values) == 5
+
+    _wait(consumed, "a PLAINTEXT group consumer to read the 5 records")
+    assert sorted(values) == [b"v%d" % i for i in range(5)]
