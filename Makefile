@@ -53,6 +53,10 @@ bench: setup
 	$(BIN)/python -m bench.check
 	$(BIN)/python -m bench.simulate
 	$(BIN)/python -m bench.fuzz_scaling
+	$(BIN)/python -m bench.sim_coverage
+	$(BIN)/python -m bench.abuse
+	$(BIN)/python -m bench.compaction
+	$(BIN)/python -m bench.groups
 
 clean:
 	rm -rf $(VENV) .pytest_cache .mypy_cache .ruff_cache .hypothesis
