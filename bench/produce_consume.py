@@ -14,7 +14,18 @@ MB/s and records/s per phase, the ratio to the targets for this 2-core machine (
 100 MB/s, consume 300 MB/s), MB per broker CPU-second, the SASL_SSL phases as a ratio to their
 PLAINTEXT twins, and ends with one JSON line.
 
-Run: ``python -m bench.produce_consume [--records N] [--record-bytes B]``.
+``--client native`` measures the broker with a native librdkafka client instead (``lp_perf``,
+built from ``bench/native/lp_perf.c``; ``kcat`` when it cannot be built, see
+:mod:`bench._native`), in the phases issue 19 sets targets for: one broker, acks=1 produce;
+consume of what it wrote from the beginning; three brokers, one partition with replication
+factor 3, acks=all produce; and produce latency (p50/p99 from produce() to delivery report) at
+a steady 50 MB/s with acks=all on the same cluster. Every phase prints MB/s wall, MB per broker
+CPU-second (the brokers' user + system time from ``/proc``, summed over the cluster), its
+ratio to the figures measured before the work on the hot path and to the target, and the run
+ends with one JSON line naming the client.
+
+Run: ``python -m bench.produce_consume [--records N] [--record-bytes B]`` or
+``python -m bench.produce_consume --client native [--records N] [--latency-seconds S]``.
 """
 
 from __future__ import annotations
@@ -32,6 +43,7 @@ from pathlib import Path
 from typing import Any
 
 from bench._broker import cpu_seconds, start_broker
+from bench._native import NativeClient, native_client
 from impl.controller import EmbeddedZooKeeper, find_free_loopback_port
 
 PRODUCE_TARGET_MB_PER_SECOND = 100.0
@@ -311,13 +323,216 @@ def _sasl_phases(pid: int, zookeeper: str, bootstraps: tuple[str, str], ca: Path
           f"{consume_mb / max(cpu, 1e-9):.0f} MB per CPU-second "
           f"({consume_mb / max(cpu, 1e-9) / plain_per_cpu:.2f} x PLAINTEXT, which uses sendfile)")
 
+#: Figures measured before the work on the broker's hot path (an idle machine of this kind,
+#: native librdkafka clients), and the targets set for it: MB/s wall unless named otherwise.
+BASELINE = {
+    "acks_1_mb_per_s": 545.0,  # 527-562
+    "acks_1_mb_per_broker_cpu_s": 729.0,
+    "rf3_acks_all_mb_per_s": 183.0,
+    "rf3_acks_all_mb_per_broker_cpu_s": 207.0,
+    "consume_mb_per_s": 1840.0,  # 1740-1940
+}
+TARGET = {
+    "acks_1_mb_per_broker_cpu_s": 1500.0,
+    "rf3_acks_all_mb_per_s": 400.0,
+    "consume_mb_per_s": 3000.0,
+    "latency_p99_ms": 10.0,
+}
+LATENCY_RATE_MB_PER_S = 50.0
+CLUSTER_SIZE = 3
+
+
+def _broker_properties(root: Path, broker_id: int, port: int, zookeeper: str) -> str:
+    return (f"broker.id={broker_id}\nlisteners=PLAINTEXT://127.0.0.1:{port}\n"
+            f"log.dirs={root / 'logs'}\nzookeeper.connect={zookeeper}\n"
+            "log.segment.bytes=1073741824\noffsets.topic.replication.factor=1\n"
+            "log.cleaner.enable=false\n")
+
+
+def _start_cluster(root: Path, zookeeper: str, size: int) -> tuple[list[subprocess.Popen[bytes]],
+                                                                     str]:
+    """``size`` brokers (ids 1..size), each in ``root/broker-<id>``; (processes, bootstrap)."""
+    processes: list[subprocess.Popen[bytes]] = []
+    ports = []
+    try:
+        for broker_id in range(1, size + 1):
+            directory = root / f"broker-{broker_id}"
+            directory.mkdir()
+            port = find_free_loopback_port()
+            ports.append(port)
+            processes.append(start_broker(directory, _broker_properties(
+                directory, broker_id, port, zookeeper)))
+    except BaseException:
+        _stop(processes)
+        raise
+    return processes, ",".join(f"127.0.0.1:{port}" for port in ports)
+
+
+def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
+    for process in processes:
+        process.send_signal(signal.SIGTERM)
+    for process in processes:
+        try:
+            process.wait(60)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+
+
+def _create_replicated_topic(bootstrap: str, topic: str, factor: int) -> None:
+    """One partition on ``factor`` brokers, returned once every replica is in the ISR (brokers
+    register with a delay after they report serving, so a refusal is retried for 60 s)."""
+    from impl.broker.admin import AdminClient
+
+    deadline = time.monotonic() + 60
+    with AdminClient(bootstrap) as admin:
+        while True:
+            code, message = admin.create_topics([(topic, 1, factor)], timeout_ms=30_000)[topic]
+            if code == 0:
+                break
+            if time.monotonic() > deadline:
+                raise SystemExit(f"cannot create {topic}: {code} {message}")
+            time.sleep(0.5)
+        while True:
+            _, partitions = admin.metadata([topic]).topics.get(topic, (0, ()))
+            if partitions and partitions[0].leader >= 0 and len(partitions[0].isr) == factor:
+                return
+            if time.monotonic() > deadline:
+                raise SystemExit(f"{topic} has no full ISR after 60 s")
+            time.sleep(0.2)
+
+
+def _cluster_cpu(processes: list[subprocess.Popen[bytes]]) -> float:
+    return sum(cpu_seconds(process.pid) for process in processes)
+
+
+def _report(results: dict[str, Any], key: str, label: str, *, megabytes: float,
+            elapsed: float, cpu: float) -> None:
+    """Print one throughput phase and record it: MB/s, MB per broker CPU-second, ratios."""
+    rate = megabytes / elapsed
+    per_cpu = megabytes / max(cpu, 1e-9)
+    results[key + "_mb_per_s"] = round(rate, 1)
+    results[key + "_broker_cpu_s"] = round(cpu, 2)
+    results[key + "_mb_per_broker_cpu_s"] = round(per_cpu, 1)
+    ratios = []
+    for figure, value in (("mb_per_s", rate), ("mb_per_broker_cpu_s", per_cpu)):
+        name = f"{key}_{figure}"
+        if name in BASELINE:
+            results[name + "_x_baseline"] = round(value / BASELINE[name], 2)
+            ratios.append(f"{figure}: {value / BASELINE[name]:.2f} x baseline")
+        if name in TARGET:
+            results[name + "_x_target"] = round(value / TARGET[name], 2)
+            ratios.append(f"{figure}: {value / TARGET[name]:.2f} x target")
+    print(f"{label}: {rate:8.1f} MB/s; broker CPU {cpu:.2f} s = {per_cpu:.0f} MB per broker "
+          f"CPU-second ({'; '.join(ratios)})")
+
+
+def _native_single(root: Path, zookeeper: str, client: NativeClient, *, records: int,
+                   record_bytes: int, results: dict[str, Any]) -> None:
+    """One broker: acks=1 produce, then consume it all from the beginning."""
+    directory = root / "single"
+    directory.mkdir()
+    port = find_free_loopback_port()
+    process = start_broker(directory, _broker_properties(directory, 1, port, zookeeper))
+    bootstrap = f"127.0.0.1:{port}"
+    megabytes = records * record_bytes / MB
+    try:
+        _create_topic(bootstrap, "acks1")
+        cpu = cpu_seconds(process.pid)
+        produced = client.produce(bootstrap, "acks1", records, record_bytes, "1")
+        cpu = cpu_seconds(process.pid) - cpu
+        _report(results, "acks_1", "1 broker, acks=1 produce ", megabytes=megabytes,
+                elapsed=produced.elapsed_s, cpu=cpu)
+        cpu = cpu_seconds(process.pid)
+        consumed = client.consume(bootstrap, "acks1", records, record_bytes)
+        cpu = cpu_seconds(process.pid) - cpu
+        if consumed.value_bytes != records * record_bytes:
+            raise SystemExit(f"consumed {consumed.value_bytes} of {records * record_bytes} bytes")
+        _report(results, "consume", "1 broker, consume        ",
+                megabytes=consumed.value_bytes / MB, elapsed=consumed.elapsed_s, cpu=cpu)
+    finally:
+        _stop([process])
+
+
+def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records: int,
+                    record_bytes: int, latency_seconds: float, results: dict[str, Any]) -> None:
+    """Three brokers, replication factor 3: acks=all throughput, then latency at 50 MB/s."""
+    processes, bootstrap = _start_cluster(root, zookeeper, CLUSTER_SIZE)
+    megabytes = records * record_bytes / MB
+    try:
+        _create_replicated_topic(bootstrap, "rf3", CLUSTER_SIZE)
+        cpu = _cluster_cpu(processes)
+        produced = client.produce(bootstrap, "rf3", records, record_bytes, "all")
+        cpu = _cluster_cpu(processes) - cpu
+        _report(results, "rf3_acks_all", "3 brokers, RF 3, acks=all", megabytes=megabytes,
+                elapsed=produced.elapsed_s, cpu=cpu)
+        if not client.measures_latency:
+            print(f"latency at {LATENCY_RATE_MB_PER_S:.0f} MB/s: skipped ({client.name} cannot "
+                  "measure it)")
+            return
+        _create_replicated_topic(bootstrap, "latency", CLUSTER_SIZE)
+        steady = max(int(LATENCY_RATE_MB_PER_S * MB * latency_seconds / record_bytes), 1)
+        cpu = _cluster_cpu(processes)
+        produced = client.produce(bootstrap, "latency", steady, record_bytes, "all",
+                                  rate_mb_s=LATENCY_RATE_MB_PER_S, latency=True)
+        cpu = _cluster_cpu(processes) - cpu
+        steady_mb = steady * record_bytes / MB
+        p50, p99 = produced.latency_us["p50"] / 1000, produced.latency_us["p99"] / 1000
+        results["latency_rate_mb_per_s"] = round(steady_mb / produced.elapsed_s, 1)
+        results["latency_p50_ms"] = round(p50, 2)
+        results["latency_p99_ms"] = round(p99, 2)
+        results["latency_p999_ms"] = round(produced.latency_us["p999"] / 1000, 2)
+        results["latency_max_ms"] = round(produced.latency_us["max"] / 1000, 2)
+        results["latency_mb_per_broker_cpu_s"] = round(steady_mb / max(cpu, 1e-9), 1)
+        results["latency_p99_ms_x_target"] = round(p99 / TARGET["latency_p99_ms"], 2)
+        print(f"acks=all latency at {steady_mb / produced.elapsed_s:.1f} MB/s: p50 {p50:.2f} ms, "
+              f"p99 {p99:.2f} ms ({p99 / TARGET['latency_p99_ms']:.2f} x the 10 ms target), "
+              f"p99.9 {results['latency_p999_ms']:.2f} ms, max {results['latency_max_ms']:.2f} "
+              f"ms; {steady_mb / max(cpu, 1e-9):.0f} MB per broker CPU-second")
+    finally:
+        _stop(processes)
+
+
+def native_main(records: int, record_bytes: int, latency_seconds: float, prefer: str) -> int:
+    """The native-client phases; prints the figures and one JSON line."""
+    results: dict[str, Any] = {"records": records, "record_bytes": record_bytes}
+    with tempfile.TemporaryDirectory(prefix="logproof-bench-") as temporary, \
+            EmbeddedZooKeeper() as zookeeper:
+        root = Path(temporary)
+        client = native_client(root, prefer)
+        load = os.getloadavg()[0]
+        print(f"native client: {client.name}; {records} records of {record_bytes} bytes; "
+              f"load average {load:.2f} (a shared machine: compare figures within one run)")
+        _native_single(root, zookeeper.connect_string, client, records=records,
+                       record_bytes=record_bytes, results=results)
+        _native_cluster(root, zookeeper.connect_string, client, records=records,
+                        record_bytes=record_bytes, latency_seconds=latency_seconds,
+                        results=results)
+        results["client"] = client.name
+        results["load_average_1m_start"] = round(load, 2)
+        results["load_average_1m_end"] = round(os.getloadavg()[0], 2)
+    results["baseline"] = BASELINE
+    results["target"] = TARGET
+    print(json.dumps(results, sort_keys=True))
+    return 0
+
 
 def main(argv: list[str] | None = None) -> int:
     """Run the three phases and print figures; returns the exit status."""
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0] if __doc__ else None)
     parser.add_argument("--records", type=int, default=200_000)
     parser.add_argument("--record-bytes", type=int, default=1024)
+    parser.add_argument("--client", choices=("confluent", "native", "kcat"), default="confluent",
+                        help="native: lp_perf (librdkafka in C), kcat if it cannot be built; "
+                             "kcat: kcat even when lp_perf could be built")
+    parser.add_argument("--latency-seconds", type=float, default=10.0,
+                        help="native mode: length of the 50 MB/s latency phase")
     arguments = parser.parse_args(argv)
+    if arguments.records <= 0 or arguments.record_bytes <= 1 or arguments.latency_seconds <= 0:
+        parser.error("--records, --record-bytes (> 1) and --latency-seconds must be positive")
+    if arguments.client != "confluent":
+        return native_main(arguments.records, arguments.record_bytes, arguments.latency_seconds,
+                           "kcat" if arguments.client == "kcat" else "lp_perf")
     value = os.urandom(arguments.record_bytes)
     records = arguments.records
     payload_mb = records * arguments.record_bytes / MB
