@@ -17,6 +17,7 @@ system-packages:
 	test -f /usr/share/java/zookeeper.jar || missing="$$missing zookeeper"; \
 	command -v java >/dev/null 2>&1 || missing="$$missing default-jre-headless"; \
 	command -v kcat >/dev/null 2>&1 || missing="$$missing kcat"; \
+	test -f /usr/include/librdkafka/rdkafka.h || missing="$$missing librdkafka-dev"; \
 	command -v ip >/dev/null 2>&1 || missing="$$missing iproute2"; \
 	command -v setpriv >/dev/null 2>&1 || missing="$$missing util-linux"; \
 	if [ -n "$$missing" ]; then \
@@ -49,6 +50,7 @@ bench: setup
 	$(BIN)/python -m bench.move --size-mib 256
 	$(BIN)/python -m bench.throttle
 	$(BIN)/python -m bench.produce_consume
+	$(BIN)/python -m bench.produce_consume --client native --records 1000000
 	$(BIN)/python -m bench.failover --partitions 10000
 	$(BIN)/python -m bench.check
 	$(BIN)/python -m bench.simulate
