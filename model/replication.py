@@ -119,7 +119,9 @@ def build(variant: Variant) -> Model:
         policy: :class:`TruncationPolicy` (``LEADER_EPOCH``).
         kip279: with ``LEADER_EPOCH``, truncate to the common prefix (KIP-279) rather than to the
             KIP-101 answer for the follower's last epoch (``True``).
-        unclean: allow an out-of-ISR replica to be elected when no ISR member is live (``False``).
+        unclean: allow an out-of-ISR replica to be elected when no ISR member is live (``False``):
+            ``unclean.leader.election.enable``, or an operator's ElectLeaders UNCLEAN (KIP-460),
+            which takes the same transition when asked.
         power_failure: a crash may lose the replica's unflushed suffix above its HW (``False``).
         rule4: KIP-320 rule 4, ISR expansion only once the leader's HW reached its epoch start
             (``True``).

@@ -12,6 +12,8 @@ from __future__ import annotations
 from collections.abc import Awaitable, Callable, Mapping
 from typing import TYPE_CHECKING, Any, Final, Protocol
 
+import trio
+
 from impl.controller.coordinator import CoordinatorError
 from impl.storage import StorageError, TopicPartition
 
@@ -45,6 +47,7 @@ KAFKA_STORAGE_ERROR: Final = 56
 PREFERRED_LEADER_NOT_AVAILABLE: Final = 80
 ELIGIBLE_LEADERS_NOT_AVAILABLE: Final = 83
 ELECTION_NOT_NEEDED: Final = 84
+NOT_CONTROLLER: Final = 41
 ELECTION_PREFERRED: Final = 0
 ELECTION_UNCLEAN: Final = 1
 #: DeleteRecords' offset meaning "up to the high watermark"
@@ -81,6 +84,10 @@ class ConfigBackend(Protocol):
 
     def placer(self) -> tuple[ReplicaPlacer, Rng]:
         """The cluster's replica placer (KIP-879) with a fresh seeded generator."""
+
+    async def elect_unclean(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        """ElectLeaders UNCLEAN through this broker's controller: one Kafka error code per
+        partition (NOT_CONTROLLER everywhere when this broker is not the controller)."""
 
 
 class BackendError(Exception):
@@ -486,8 +493,13 @@ class AdminHandlers:
         A preferred election is asked of the controller through
         ``/admin/preferred_replica_election`` (ZooKeeper-era Kafka's znode); the answer waits,
         bounded by the request's timeout, until the metadata shows each partition led by its
-        preferred replica. An unclean election needs a partition without a leader; the
-        controller elects one outside the ISR when ``unclean.leader.election.enable`` allows it.
+        preferred replica. An unclean election is asked of this broker's controller, as Kafka's
+        brokers do (clients send ElectLeaders to the controller; another broker answers
+        NOT_CONTROLLER): the controller elects a live replica outside the ISR for each partition
+        without a live leader and ISR member (NONE), answers ELECTION_NOT_NEEDED when a live
+        leader exists and ELIGIBLE_LEADERS_NOT_AVAILABLE when no replica is live; the answer
+        then waits, bounded, for the metadata to show the new leader (Kafka's
+        DelayedElectLeader).
         """
         body = request.body
         election_type = int(getattr(body, "election_type", ELECTION_PREFERRED))
@@ -501,18 +513,13 @@ class AdminHandlers:
                       for p in item.partitions]
         outcome: dict[tuple[str, int], tuple[int, str | None]] = {}
         to_elect: list[tuple[str, int]] = []
+        unclean: list[tuple[str, int]] = []
         for topic, partition in dict.fromkeys(wanted):
             state = cache.partition(topic, partition)
             if state is None:
                 outcome[(topic, partition)] = (UNKNOWN_TOPIC_OR_PARTITION, None)
             elif election_type == ELECTION_UNCLEAN:
-                if state.leader >= 0:
-                    outcome[(topic, partition)] = (ELECTION_NOT_NEEDED, None)
-                else:
-                    outcome[(topic, partition)] = (
-                        ELIGIBLE_LEADERS_NOT_AVAILABLE,
-                        "no live replica in the ISR; the controller elects one outside it when "
-                        "unclean.leader.election.enable is true")
+                unclean.append((topic, partition))
             elif election_type != ELECTION_PREFERRED:
                 outcome[(topic, partition)] = (INVALID_REQUEST,
                                                f"unknown election type {election_type}")
@@ -524,6 +531,11 @@ class AdminHandlers:
                     f"the preferred replica of {topic}-{partition} is not in the ISR")
             else:
                 to_elect.append((topic, partition))
+        if unclean:
+            outcome.update(await self._elect_unclean(unclean, timeout_seconds))
+            if all(code == NOT_CONTROLLER for code, _ in outcome.values()):
+                # the whole request went to the wrong broker: clients refresh and retry
+                return self._election_answer(request, NOT_CONTROLLER, outcome)
         top_code = NONE
         if to_elect:
             try:
@@ -550,6 +562,10 @@ class AdminHandlers:
                     else:
                         outcome[(topic, partition)] = (
                             REQUEST_TIMED_OUT, "the election did not complete in time")
+        return self._election_answer(request, top_code, outcome)
+
+    def _election_answer(self, request: DecodedRequest, top_code: int,
+                         outcome: Mapping[tuple[str, int], tuple[int, str | None]]) -> Response:
         by_topic: dict[str, list[dict[str, Any]]] = {}
         for (topic, partition), (code, message) in sorted(outcome.items()):
             by_topic.setdefault(topic, []).append(
@@ -559,3 +575,40 @@ class AdminHandlers:
             "replica_election_results": [{"topic": topic, "partition_result": results}
                                          for topic, results in by_topic.items()],
         })
+
+    async def _elect_unclean(self, partitions: list[tuple[str, int]], timeout_seconds: float
+                             ) -> dict[tuple[str, int], tuple[int, str | None]]:
+        """Ask the controller, then wait (bounded) for the elected leaders' metadata."""
+        cache = self._handlers.context.metadata
+        outcome: dict[tuple[str, int], tuple[int, str | None]] = {}
+        deadline = trio.current_time() + timeout_seconds
+        codes: dict[tuple[str, int], int] | None = None
+        with trio.move_on_at(deadline):
+            codes = await self.backend.elect_unclean(partitions)
+        if codes is None:
+            return dict.fromkeys(
+                partitions, (REQUEST_TIMED_OUT, "the controller did not answer in time"))
+        messages = {
+            NOT_CONTROLLER: "this broker is not the controller",
+            ELIGIBLE_LEADERS_NOT_AVAILABLE: "no replica of the partition is live",
+            ELECTION_NOT_NEEDED: "the partition has a live leader",
+        }
+        for tp in partitions:
+            code = codes.get(tp, NOT_CONTROLLER)
+            outcome[tp] = (code, messages.get(code))
+        elected = [tp for tp in partitions if outcome[tp][0] == NONE]
+
+        def visible() -> bool:
+            for topic, partition in elected:
+                state = cache.partition(topic, partition)
+                if state is None or state.leader < 0:
+                    return False
+            return True
+
+        await self._handlers._wait_metadata(visible, max(deadline - trio.current_time(), 0.0))
+        for topic, partition in elected:
+            state = cache.partition(topic, partition)
+            if state is None or state.leader < 0:
+                outcome[(topic, partition)] = (
+                    REQUEST_TIMED_OUT, "the new leader was not in the metadata in time")
+        return outcome

@@ -86,6 +86,7 @@ INVALID_TOPIC_EXCEPTION = 17
 INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_SERVER_ERROR = -1
+NOT_CONTROLLER = 41
 
 
 
@@ -211,6 +212,12 @@ class _ZooKeeperConfigs:
         seed = self._broker.rng.getrandbits(63)
         return (load_replica_placer(self._broker.config.replica_placer, SeededRng(seed)),
                 SeededRng(seed))
+
+    async def elect_unclean(self, partitions: list[tuple[str, int]]) -> dict[tuple[str, int], int]:
+        controller = self._broker.controller
+        if controller is None:
+            return dict.fromkeys(partitions, NOT_CONTROLLER)
+        return await controller.elect_unclean(partitions)
 
     async def topic_exists(self, topic: str) -> bool:
         try:

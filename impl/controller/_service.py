@@ -14,6 +14,7 @@ reports its completion to the inbox under the id the effect named.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import logging
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import TypeVar
@@ -23,7 +24,18 @@ import trio
 from impl.ports import Clock, SystemClock
 from impl.trace import NullTraceSink, TraceSink
 
-from .controller import Controller, ControllerConfig, EmitTrace, Resign, WriteCompleted, ZkWrite
+from .controller import (
+    ERROR_NOT_CONTROLLER,
+    TP,
+    Controller,
+    ControllerConfig,
+    ElectionAnswered,
+    EmitTrace,
+    Resign,
+    UncleanElectionRequested,
+    WriteCompleted,
+    ZkWrite,
+)
 from .coordinator import (
     ConnectionLossError,
     Coordinator,
@@ -120,6 +132,10 @@ class ControllerService:
         self.node: ControllerNode | None = None
         self._changed = trio.Event()
         self._ensured_paths: set[str] = set()
+        self._election_ids = itertools.count(1)
+        #: unclean election requests in the node: id -> (answered, the answer)
+        self._elections: dict[int, tuple[trio.Event, list[tuple[TP, int]]]] = {}
+        self._running = False
 
     # --- status ------------------------------------------------------------------------------
 
@@ -158,6 +174,29 @@ class ControllerService:
         while self.node is None or not self.node.idle or self._pending:
             await self._changed.wait()
 
+    async def elect_unclean(self, partitions: Sequence[TP]) -> dict[TP, int]:
+        """ElectLeaders UNCLEAN: hand the request to the node and wait for the core's answer
+        (one Kafka error code per partition; NOT_CONTROLLER everywhere when this broker is
+        not the controller). The caller bounds the wait."""
+        if not self._running or self.node is None or not self.node.active:
+            return dict.fromkeys(partitions, ERROR_NOT_CONTROLLER)
+        request_id = next(self._election_ids)
+        answered = trio.Event()
+        answer: list[tuple[TP, int]] = []
+        self._elections[request_id] = (answered, answer)
+        try:
+            self._put(UncleanElectionRequested(request_id, tuple(partitions)))
+            await answered.wait()
+        finally:
+            self._elections.pop(request_id, None)
+        results = dict(answer)
+        return {tp: results.get(tp, ERROR_NOT_CONTROLLER) for tp in partitions}
+
+    def _answer_elections(self) -> None:
+        """The pump stopped: every request still waiting is answered NOT_CONTROLLER."""
+        for answered, _ in self._elections.values():
+            answered.set()
+
     # --- the pump ----------------------------------------------------------------------------
 
     async def run(
@@ -183,6 +222,7 @@ class ControllerService:
         self._pending = 0
         inbox_send, inbox = trio.open_memory_channel[NodeInput](INBOX_MAX)
         self._inbox_send = inbox_send
+        self._running = True
         try:
             async with trio.open_nursery() as nursery:
                 self._nursery = nursery
@@ -198,8 +238,10 @@ class ControllerService:
                         break
                 nursery.cancel_scope.cancel()
         finally:
+            self._running = False
             if self.node is not None:
                 self.node.core.active = False
+            self._answer_elections()
             self._notify()
 
     def _put(self, item: NodeInput) -> None:
@@ -237,6 +279,11 @@ class ControllerService:
                              if self.node is not None else -1, effect.reason.name)
             elif isinstance(effect, LogWarning):
                 _logger.error("%s", effect.message)
+            elif isinstance(effect, ElectionAnswered):
+                waiting = self._elections.get(effect.request_id)
+                if waiting is not None:
+                    waiting[1].extend(effect.results)
+                    waiting[0].set()
 
     def _complete(self, item: NodeInput) -> None:
         self._pending -= 1

@@ -125,6 +125,11 @@ LEADER_DURING_DELETE = -2
 MACHINE = "controller"
 #: Partitions per ``multi`` (a few hundred bytes each, far below ZooKeeper's 1 MB request cap).
 PARTITIONS_PER_WRITE_MAX = 500
+#: Kafka error codes of ElectLeaders' per-partition results (KIP-460).
+ERROR_UNKNOWN_TOPIC_OR_PARTITION = 3
+ERROR_NOT_CONTROLLER = 41
+ERROR_ELIGIBLE_LEADERS_NOT_AVAILABLE = 83
+ERROR_ELECTION_NOT_NEEDED = 84
 
 
 class ControllerEvent(enum.Enum):
@@ -327,6 +332,18 @@ class PreferredElectionRead:
 
 
 @dataclass(frozen=True, slots=True)
+class UncleanElectionRequested:
+    """ElectLeaders with ``ElectionType.UNCLEAN`` (KIP-460), asked of this controller by an
+    admin client: elect a live replica outside the ISR for each partition that has no live
+    leader and no live ISR member, whatever ``unclean.leader.election.enable`` says (Kafka's
+    ``AdminClientTriggered`` unclean election). Answered with :class:`ElectionAnswered`
+    carrying ``request_id``."""
+
+    request_id: int
+    partitions: tuple[TP, ...]
+
+
+@dataclass(frozen=True, slots=True)
 class TopicConfigsRead:
     """The topics whose ``/config/topics/<t>`` sets ``unclean.leader.election.enable`` (their
     value overrides the broker's, as in Kafka)."""
@@ -390,6 +407,7 @@ ControllerInput = (
     | DeleteTopicsRead
     | ReassignmentRead
     | PreferredElectionRead
+    | UncleanElectionRequested
     | TopicConfigsRead
     | IsrChangesRead
     | LogDirEventsRead
@@ -445,7 +463,19 @@ class Resign:
     reason: ControllerEvent
 
 
-ControllerEffect = ZkWrite | ReadPartitionStates | SendRequest | EmitTrace | Resign
+@dataclass(frozen=True, slots=True)
+class ElectionAnswered:
+    """The outcome of an :class:`UncleanElectionRequested`, one Kafka error code per partition:
+    NONE (a leader was elected), ELECTION_NOT_NEEDED (a live leader exists),
+    ELIGIBLE_LEADERS_NOT_AVAILABLE (no live replica), UNKNOWN_TOPIC_OR_PARTITION, or
+    NOT_CONTROLLER (this broker is not, or stopped being, the controller)."""
+
+    request_id: int
+    results: tuple[tuple[TP, int], ...]
+
+
+ControllerEffect = (ZkWrite | ReadPartitionStates | SendRequest | EmitTrace | Resign
+                    | ElectionAnswered)
 
 # --- pending writes ----------------------------------------------------------------------------
 
@@ -483,6 +513,15 @@ class _Deletes:
 @dataclass(frozen=True, slots=True)
 class _ReassignNode:
     targets: tuple[ReassignmentTarget, ...]
+
+
+@dataclass(slots=True)
+class _ElectionWait:
+    """An unclean election request: the results known so far and the partitions whose
+    election is still being written."""
+
+    results: dict[TP, int]
+    waiting: set[TP]
 
 
 _Pending = _StateBatch | _ReassignWrite | _Deletes | _ReassignNode
@@ -545,6 +584,10 @@ class Controller:
         self._preferred: set[TP] = set()
         #: per-topic ``unclean.leader.election.enable`` overrides
         self._unclean_topics: dict[str, bool] = {}
+        #: partitions whose next plan may elect outside the ISR (ElectLeaders UNCLEAN)
+        self._unclean_requested: set[TP] = set()
+        #: unclean election requests not answered yet, by request id
+        self._elections: dict[int, _ElectionWait] = {}
         self._reassign_node_writing = False
         self._reassign_node_dirty = False
         self._effects: list[ControllerEffect] = []
@@ -570,6 +613,9 @@ class Controller:
         self._effects = []
         if isinstance(event, Elected):
             self._on_elected(event)
+        elif isinstance(event, UncleanElectionRequested) and not self.active:
+            return [ElectionAnswered(event.request_id, tuple(
+                (tp, ERROR_NOT_CONTROLLER) for tp in dict.fromkeys(event.partitions)))]
         elif not self.active:
             return []
         elif isinstance(event, SessionExpired):
@@ -586,6 +632,8 @@ class Controller:
             self._on_topic_configs(event.unclean_leader_election)
         elif isinstance(event, PreferredElectionRead):
             self._on_preferred_election(event.partitions)
+        elif isinstance(event, UncleanElectionRequested):
+            self._on_unclean_election(event)
         elif isinstance(event, ReassignmentRead):
             self._on_reassignment(event.targets)
         elif isinstance(event, IsrChangesRead):
@@ -600,6 +648,7 @@ class Controller:
             self._on_response(event)
         if self.active:
             self._maybe_flush()
+        self._settle_elections()
         effects, self._effects = self._effects, []
         return effects
 
@@ -619,6 +668,7 @@ class Controller:
                     epoch=self.epoch, broker=self.config.broker_id)
         self.active = False
         self._effects.append(Resign(reason))
+        self._settle_elections()
 
     def _epoch_check(self) -> CheckOp:
         if not self.config.fence_writes:
@@ -675,8 +725,10 @@ class Controller:
 
     def _on_elected(self, event: Elected) -> None:
         assert event.epoch >= self.epoch, "EPOCHS_MONOTONIC: controller epoch went backwards"
-        self._reset()
         before = ControllerRole.ACTIVE if self.active else ControllerRole.INACTIVE
+        self.active = False
+        self._settle_elections()  # requests of an earlier term: NOT_CONTROLLER
+        self._reset()
         self.active = True
         self.epoch = event.epoch
         self.epoch_zk_version = event.epoch_zk_version
@@ -759,6 +811,8 @@ class Controller:
                 return None
             new = LeaderIsr(eligible[0], 0, tuple(eligible), self.epoch, -1)
             return _StateChange(tp, new, ControllerEvent.LEADER_ELECTED)
+        unclean_asked = tp in self._unclean_requested
+        self._unclean_requested.discard(tp)
         removals = self._isr_removals.get(tp)
         removed: frozenset[int] = frozenset()
         if removals:
@@ -783,7 +837,8 @@ class Controller:
         candidates = [r for r in replicas if r in isr_usable]
         if candidates:
             leader, isr = candidates[0], isr_usable
-        elif self._unclean_topics.get(tp[0], self.config.unclean_leader_election) and eligible:
+        elif (unclean_asked or self._unclean_topics.get(tp[0], self.config.unclean_leader_election)
+              ) and eligible:
             leader, isr = eligible[0], (eligible[0],)
         else:
             isr = isr_usable or current.isr
@@ -1430,6 +1485,53 @@ class Controller:
         self._write(_Deletes((PREFERRED_REPLICA_ELECTION_PATH,)),
                     [DeleteOp(PREFERRED_REPLICA_ELECTION_PATH)])
         self._reconcile(wanted, ControllerEvent.LEADER_ELECTED)
+
+    def _on_unclean_election(self, event: UncleanElectionRequested) -> None:
+        """ElectLeaders UNCLEAN (Kafka's ``onReplicaElection`` with an admin-triggered
+        ``OfflinePartitionLeaderElectionStrategy(allowUnclean = true)``): a partition with a
+        live leader needs no election; the others are planned with the ISR rule waived once, and
+        answered when their write has landed (:meth:`_settle_elections`)."""
+        wait = _ElectionWait({}, set())
+        wanted: list[TP] = []
+        for tp in dict.fromkeys(event.partitions):
+            current = self.leader_isr.get(tp)
+            if not self._assigned(tp) or tp[0] in self.topics_deleting or current is None:
+                wait.results[tp] = ERROR_UNKNOWN_TOPIC_OR_PARTITION
+            elif current.leader != NO_LEADER and self._usable(tp, current.leader):
+                wait.results[tp] = ERROR_ELECTION_NOT_NEEDED
+            else:
+                wait.waiting.add(tp)
+                wanted.append(tp)
+        self._elections[event.request_id] = wait
+        self._unclean_requested.update(wanted)
+        self._reconcile(sorted(wanted), ControllerEvent.LEADER_ELECTED)
+
+    def _settle_elections(self) -> None:
+        """Answer each unclean election whose partitions are all settled: planned, and no write
+        or re-read of them outstanding. A partition then has a live leader (NONE) or none could
+        be elected (ELIGIBLE_LEADERS_NOT_AVAILABLE). When this core is not active, whatever
+        is unanswered gets NOT_CONTROLLER."""
+        for request_id, wait in list(self._elections.items()):
+            for tp in sorted(wait.waiting):
+                if self.active and (tp in self._unclean_requested or tp in self._busy
+                                    or tp in self._dirty or tp in self._stale_causes
+                                    or tp in self._deferred):
+                    continue
+                wait.waiting.discard(tp)
+                self._unclean_requested.discard(tp)
+                current = self.leader_isr.get(tp)
+                if not self.active:
+                    wait.results[tp] = ERROR_NOT_CONTROLLER
+                elif not self._assigned(tp) or tp[0] in self.topics_deleting or current is None:
+                    wait.results[tp] = ERROR_UNKNOWN_TOPIC_OR_PARTITION
+                elif current.leader != NO_LEADER and self._usable(tp, current.leader):
+                    wait.results[tp] = ERROR_NONE
+                else:
+                    wait.results[tp] = ERROR_ELIGIBLE_LEADERS_NOT_AVAILABLE
+            if not wait.waiting:
+                del self._elections[request_id]
+                self._effects.append(ElectionAnswered(request_id, tuple(
+                    sorted(wait.results.items()))))
 
     def _on_reassignment(self, targets: Sequence[ReassignmentTarget]) -> None:
         wanted: dict[TP, ReassignmentTarget] = {}

@@ -55,6 +55,7 @@ from .controller import (
     ControllerMoved,
     DeleteTopicsRead,
     Elected,
+    ElectionAnswered,
     EmitTrace,
     IsrChangesRead,
     LogDirEventsRead,
@@ -228,7 +229,7 @@ class LogWarning:
     message: str
 
 
-NodeEffect = ZkRead | ZkWrite | SendToBroker | EmitTrace | Resign | LogWarning
+NodeEffect = ZkRead | ZkWrite | SendToBroker | EmitTrace | Resign | LogWarning | ElectionAnswered
 
 
 # --- jobs -------------------------------------------------------------------------------------

@@ -726,3 +726,76 @@ def test_elect_preferred_leaders(cluster: Cluster, zk: KazooClient) -> None:
         again = confluent.elect_leaders(
             ElectionType.PREFERRED, [ConfluentTopicPartition("el2", 0)]).result(60)
         assert [error.code() for error in again.values() if error is not None] == [84]
+
+
+def test_elect_unclean_leaders(cluster: Cluster) -> None:
+    """Runs after the preferred election (it stops brokers 2 and 3). A partition whose only ISR
+    member is down stays leaderless with a live replica outside the ISR; ElectLeaders UNCLEAN
+    (confluent-kafka) makes the controller elect that replica (ISR = itself), answers
+    ELIGIBLE_LEADERS_NOT_AVAILABLE for a partition with no live replica, and ELECTION_NOT_NEEDED
+    (kafka-python) once a leader is live."""
+    import signal
+
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import TopicPartition as ConfluentTopicPartition
+    from confluent_kafka._model import ElectionType
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+    from kafka.admin import KafkaAdminClient
+
+    bootstrap = cluster.bootstrap_servers
+    with AdminClient(bootstrap) as ours:
+        created = ours.create_topics([("uc", {0: [2, 3]}), ("ucd", {0: [2]})])
+        assert created["uc"][0] == 0
+        assert created["ucd"][0] == 0
+        wait_until(lambda: ours.metadata(["uc"]).topics["uc"][1][0].isr in {(2, 3), (3, 2)}
+                   and ours.metadata(["uc"]).topics["uc"][1][0].leader == 2,
+                   "uc led by 2 with both replicas in the ISR", pause)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for index in range(10):
+        producer.produce("uc", value=b"%d" % index, partition=0)
+    assert producer.flush(30) == 0
+
+    for broker_id in (3, 2):  # 3 leaves the ISR, then the last ISR member goes
+        process = cluster.processes[broker_id]
+        process.send_signal(signal.SIGTERM)
+        process.wait(timeout=60)
+    cluster.restart(3)
+    live = ",".join(f"127.0.0.1:{cluster.ports[b]}" for b in (1, 3))
+    with AdminClient(live) as ours:
+        def state(topic: str) -> tuple[int, tuple[int, ...]]:
+            partition = ours.metadata([topic]).topics[topic][1][0]
+            return partition.leader, tuple(partition.isr)
+
+        wait_until(lambda: state("uc") == (-1, (2,)) and state("ucd") == (-1, (2,)),
+                   "uc and ucd leaderless, broker 2 their last ISR member", pause)
+        assert state("uc") == (-1, (2,)), "unclean.leader.election.enable is off"
+
+        confluent = ConfluentAdmin({"bootstrap.servers": live})
+        partitions = [ConfluentTopicPartition("uc", 0), ConfluentTopicPartition("ucd", 0)]
+        outcome: dict[tuple[str, int], int] = {}
+
+        def answered() -> bool:  # the client's controller may lag a restart: NOT_CONTROLLER
+            try:
+                results = confluent.elect_leaders(ElectionType.UNCLEAN, partitions).result(60)
+            except KafkaException as error:
+                if error.args[0].code() != 41:
+                    raise
+                return False
+            outcome.clear()
+            outcome.update({(tp.topic, tp.partition): 0 if error is None else error.code()
+                            for tp, error in results.items()})
+            return 41 not in outcome.values()
+
+        wait_until(answered, "the controller to answer ElectLeaders", pause)
+        assert outcome == {("uc", 0): 0, ("ucd", 0): 83}
+        wait_until(lambda: state("uc") == (3, (3,)),
+                   "the live replica outside the ISR to lead, alone", pause)
+
+        admin = KafkaAdminClient(bootstrap_servers=live)
+        try:
+            response = admin.elect_leaders(1, {"uc": [0]})
+            assert [p.error_code for r in response.replica_election_results
+                    for p in r.partition_result] == [84]  # ELECTION_NOT_NEEDED
+        finally:
+            admin.close()
+    cluster.restart(2)
