@@ -2,11 +2,11 @@
 
 Each handler turns a kio request into an input of :class:`impl.broker.group_coordinator.
 GroupCoordinator`, waits for the ``Respond`` effect that answers it, and describes the response
-for :func:`impl.broker._kio_build.build` (one description for every version). The pump carries
-the coordinator's other effects out: ``Append`` through the replica manager's produce path with
-acks=all (a completion input follows), ``ReadPartition`` from the leader's log; it ticks the
-coordinator's clock and tells it when this broker gains or loses the leadership of a
-``__consumer_offsets`` partition. It decides nothing about groups.
+for :func:`impl.broker._kio_build.build` (one description for every version). The coordinator
+is hosted by the broker node (:mod:`impl.broker.node_groups`), which loads and unloads the
+``__consumer_offsets`` partitions it leads and carries the coordinator's writes as acks=all
+produces; :class:`GroupService` steps requests and ticks into the node through the replica
+manager. It decides nothing about groups.
 
 Resources for authorization: FindCoordinator names a Group (DESCRIBE); JoinGroup, SyncGroup,
 Heartbeat, LeaveGroup and OffsetCommit a Group (READ, commits also the Topic); OffsetFetch and
@@ -28,15 +28,11 @@ import trio
 from impl.security.authorizer import AclOperation
 from impl.security.request_acls import TOPIC_AUTHORIZATION_FAILED
 from impl.security.session import current_session
-from impl.storage import record_batch as rb
-from impl.storage.errors import OffsetOutOfRange, StorageError
-from impl.storage.names import TopicPartition
 
 from . import api_versions, group_records
 from . import group_coordinator as gc
 from ._codec import DecodedRequest, encode_response
 from ._kio_build import build
-from .replication import ReplicaRole
 from .server import ConnectionInfo, Response
 
 if TYPE_CHECKING:
@@ -54,7 +50,7 @@ KEY_TYPE_TRANSACTION: Final = 1
 OFFSETS_TOPIC_CONFIGS: Final[Mapping[str, str]] = {
     "cleanup.policy": "compact", "segment.bytes": "104857600",
 }
-#: How often the pump ticks the coordinator and looks at the offsets partitions' leadership.
+#: How often the coordinator is ticked (session, rebalance and retention deadlines).
 TICK_SECONDS: Final = 0.1
 
 GroupHandler = Callable[[DecodedRequest, ConnectionInfo], Awaitable[Response | None]]
@@ -73,7 +69,12 @@ def _wall_ms() -> int:
 
 
 class GroupService:
-    """The pump around one :class:`GroupCoordinator`.
+    """The trio side of the group coordinator, which the broker node hosts
+    (:mod:`impl.broker.node_groups`): the node loads and unloads ``__consumer_offsets``
+    partitions as it gains and loses their leadership and carries the coordinator's writes as
+    its own acks=all produces; this service builds the coordinator, steps requests into the node
+    through the replica manager, ticks it and runs the appends to ``__consumer_offsets`` in
+    tasks of their own.
 
     Args:
         context: the broker's handler context (config, metadata, replica manager, topic admin).
@@ -98,110 +99,27 @@ class GroupService:
             new_member_suffix=lambda: str(uuid.uuid4()),
             trace=context.replicas.trace,
         )
+        context.replicas.host_groups(self.coordinator, config.offsets_commit_timeout_ms)
         self._request_ids = itertools.count(1)
-        self._waiting: dict[int, tuple[trio.Event, list[Mapping[str, Any]]]] = {}
-        self._leading: dict[int, int] = {}
-        self._nursery: trio.Nursery | None = None
-
-    # --- the pump ------------------------------------------------------------------------
 
     async def run(self, *, task_status: trio.TaskStatus[None] = trio.TASK_STATUS_IGNORED
                   ) -> None:
-        """Tick the coordinator and follow the offsets partitions' leadership until cancelled."""
+        """Tick the coordinator and carry out appends to ``__consumer_offsets`` until
+        cancelled."""
+        replicas = self.context.replicas
         async with trio.open_nursery() as nursery:
-            self._nursery = nursery
+            replicas.spawn = nursery.start_soon
             task_status.started()
-            while True:
-                self._follow_leadership()
-                self._step(gc.Tick())
-                await trio.sleep(TICK_SECONDS)
-
-    def _follow_leadership(self) -> None:
-        """Elected/Resigned inputs from the replica manager's view of the offsets partitions."""
-        states = self.context.replicas.states
-        for partition in range(self.partition_count):
-            state = states.get(TopicPartition(gc.OFFSETS_TOPIC, partition))
-            leading = state is not None and state.role is ReplicaRole.LEADER
-            known = self._leading.get(partition)
-            if leading and state is not None and known != state.leader_epoch:
-                self._leading[partition] = state.leader_epoch
-                self._step(gc.Elected(partition, state.leader_epoch))
-            elif not leading and known is not None:
-                del self._leading[partition]
-                self._step(gc.Resigned(partition, -1 if state is None else state.leader_epoch))
-
-    def _step(self, event: gc.Input) -> None:
-        for effect in self.coordinator.step(event, _wall_ms()):
-            if isinstance(effect, gc.Respond):
-                waiting = self._waiting.pop(effect.request_id, None)
-                if waiting is not None:
-                    waiting[1].append(effect.body)
-                    waiting[0].set()
-            elif isinstance(effect, gc.Append):
-                self._spawn(self._append, effect)
-            else:
-                self._spawn(self._read, effect)
-
-    def _spawn(self, function: Callable[..., Awaitable[None]], *args: Any) -> None:
-        if self._nursery is None:
-            raise RuntimeError("the group coordinator's pump is not running")
-        self._nursery.start_soon(function, *args)
-
-    async def _append(self, effect: gc.Append) -> None:
-        batch = group_records.build_records(effect.records, _wall_ms())
-        tp = TopicPartition(gc.OFFSETS_TOPIC, effect.partition)
-        result = await self.context.replicas.produce(
-            tp, batch, effect.acks, self.context.config.offsets_commit_timeout_ms)
-        if effect.acks != 0:
-            self._step(gc.AppendCompleted(effect.token, result.error_code))
-
-    async def _read(self, effect: gc.ReadPartition) -> None:
-        if effect.backoff_ms:
-            await trio.sleep(effect.backoff_ms / 1000)
-        tp = TopicPartition(gc.OFFSETS_TOPIC, effect.partition)
-        error, partition_log = self.context.replicas.leader_log(tp)
-        if partition_log is None:
-            # Not the leader any more (the next look at leadership resigns) or offline.
-            self._step(gc.PartitionRead(effect.partition, effect.leader_epoch, (), effect.offset,
-                                        False, f"error {error}"))
-            return
-        offset = partition_log.log_start_offset if effect.offset < 0 else effect.offset
-        end = partition_log.log_end_offset
-        batches: list[bytes] = []
-        next_offset = offset
-        failure: str | None = None
-        if offset < end:
             try:
-                slices = partition_log.read(offset, effect.max_bytes, None)
-                try:
-                    data = b"".join(piece.read_all() for piece in slices)
-                finally:
-                    for piece in slices:
-                        piece.close()
-                whole = rb.valid_prefix(data)
-                for header in whole.headers:
-                    if header.next_offset <= offset:
-                        continue
-                    batches.append(data[header.position:header.position
-                                        + header.size_in_bytes])
-                    next_offset = header.next_offset
-            except (OffsetOutOfRange, StorageError, OSError) as read_error:
-                failure = str(read_error)
-        at_end = failure is None and (next_offset >= end or not batches)
-        self._step(gc.PartitionRead(effect.partition, effect.leader_epoch, tuple(batches),
-                                    next_offset, at_end, failure))
+                while True:
+                    await replicas.group_tick()
+                    await trio.sleep(TICK_SECONDS)
+            finally:
+                replicas.spawn = None
 
     async def call(self, request: gc.Request) -> Mapping[str, Any]:
         """Step a request in and wait for its answer."""
-        event = trio.Event()
-        slot: list[Mapping[str, Any]] = []
-        self._waiting[request.request_id] = (event, slot)
-        try:
-            self._step(request)
-            await event.wait()
-        finally:
-            self._waiting.pop(request.request_id, None)
-        return slot[0]
+        return await self.context.replicas.group_call(request)
 
     def next_id(self) -> int:
         """A fresh request id."""

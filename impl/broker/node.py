@@ -9,14 +9,16 @@ fetch (which leader, which epoch, the KIP-101/279 truncation exchange, back-off 
 
 Inputs (``step``): requests (:class:`Produce`, :class:`FetchCall` from a follower or a
 consumer, :class:`EpochCall`, :class:`LeaderAndIsr`, :class:`StopReplica`,
-:class:`OtherControllerRequest`), answers (:class:`FetchReply`, :class:`EpochReply`,
-:class:`IsrWritten`), completions (:class:`Appended`), :class:`Tick` and
-:class:`DirsFailed`. Effects: :class:`Send` (a request to another broker), :class:`Reply` (the
-answer to a request), :class:`Append` (completion: :class:`Appended`), :class:`WriteIsr`
-(completion: :class:`IsrWritten`), :class:`ReportDirFailure`, :class:`RoleChanged` and
-:class:`HighWatermarkMoved`. Each effect that needs an answer names the input that reports it,
-so a shell (the trio server, the simulator) is a loop: carry the effect out, step the
-completion.
+:class:`OtherControllerRequest`, :class:`GroupCall`), answers (:class:`FetchReply`,
+:class:`EpochReply`, :class:`IsrWritten`), completions (:class:`Appended`), :class:`Tick`,
+:class:`GroupTick` and :class:`DirsFailed`. The broker's group coordinator is hosted here
+(:mod:`impl.broker.node_groups`): leadership of ``__consumer_offsets`` partitions loads and
+unloads it, its writes are the node's own acks=all produces. Effects: :class:`Send` (a
+request to another broker), :class:`Reply` (the answer to a request), :class:`Append`
+(completion: :class:`Appended`), :class:`WriteIsr` (completion: :class:`IsrWritten`),
+:class:`ReportDirFailure`, :class:`RoleChanged` and :class:`HighWatermarkMoved`. Each effect
+that needs an answer names the input that reports it, so a shell (the trio server, the
+simulator) is a loop: carry the effect out, step the completion.
 
 Storage is reached through :class:`NodeStore`, a port read synchronously (as ``raft.go`` reads
 its ``Storage``) and used for the synchronous changes a decision needs at once (truncation,
@@ -41,7 +43,7 @@ import collections
 import contextlib
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Final, NamedTuple, Protocol
+from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
 from impl.controller.requests import (
     ControllerRequest,
@@ -71,6 +73,9 @@ from .replication import (
     follower_truncation_offset,
     leader_high_watermark,
 )
+
+if TYPE_CHECKING:
+    from .node_groups import GroupHost
 
 __sans_io__ = True
 
@@ -317,6 +322,20 @@ class DirsFailed(NamedTuple):
     """The storage engine took dirs offline: their replicas go OFFLINE (KIP-112)."""
 
 
+class GroupCall(NamedTuple):
+    """A group API request (a :data:`impl.broker.group_coordinator.Request`) from ``client``
+    for the hosted group coordinator; answered by ``Reply(client, Respond)``. Request ids are
+    unique per node (the shell allocates them)."""
+
+    client: int
+    request: Any
+
+
+class GroupTick(NamedTuple):
+    """Time passed for the hosted group coordinator only (the trio broker's timer; the
+    node's :class:`Tick` ticks it too)."""
+
+
 # --- effects -------------------------------------------------------------------------------
 
 
@@ -527,6 +546,8 @@ class BrokerNode:
         self.quotas: ReplicationThrottle | None = None
         #: per followed partition: the leader's HW in its last answer (below it: catching up)
         self._leader_hw: dict[TopicPartition, int] = {}
+        #: the group coordinator this broker hosts (None: no group APIs)
+        self.groups: GroupHost | None = None
 
     # --- the interface ---------------------------------------------------------------------
 
@@ -534,6 +555,23 @@ class BrokerNode:
         """This incarnation registered with ``broker_epoch`` (older controller requests are
         fenced)."""
         self.fence.register(broker_epoch)
+
+    def host_groups(self, coordinator: Any, commit_timeout_ms: int) -> GroupHost:
+        """Host ``coordinator`` (a :class:`~impl.broker.group_coordinator.GroupCoordinator`):
+        from now on the node loads and unloads its ``__consumer_offsets`` partitions as it
+        gains and loses their leadership, carries its writes as produces and answers its
+        requests (:mod:`impl.broker.node_groups`)."""
+        from .node_groups import GroupHost  # noqa: PLC0415 (node_groups imports this module)
+        host = self.groups = GroupHost(self, coordinator, commit_timeout_ms)
+        out: list[Effect] = [RoleChanged(tp, None, state)
+                             for tp, state in sorted(self.states.items())
+                             if state.role is ReplicaRole.LEADER]
+        host.follow_roles(out)
+        return host
+
+    def step_produce(self, call: Produce, out: list[Effect]) -> None:
+        """A produce from this broker itself (the group coordinator's writes)."""
+        self._on_produce(call, out)
 
     def started(self) -> None:
         """Trace RESTART for every hosted replica (a new incarnation knows no role yet)."""
@@ -557,6 +595,8 @@ class BrokerNode:
             self._on_fetch_reply(event, out)  # type: ignore[arg-type]
         elif kind is Tick:
             self._on_tick(event.periodic, out)  # type: ignore[attr-defined]
+            if self.groups is not None:
+                self.groups.tick(out)
         elif kind is Produce:
             self._on_produce(event, out)  # type: ignore[arg-type]
         elif kind is Appended:
@@ -569,8 +609,12 @@ class BrokerNode:
             self._on_isr_written(event, out)  # type: ignore[arg-type]
         elif kind is LeaderAndIsr:
             self._on_leader_and_isr(event, out)  # type: ignore[arg-type]
+            if self.groups is not None:
+                self.groups.follow_roles(out)
         elif kind is StopReplica:
             self._on_stop_replica(event, out)  # type: ignore[arg-type]
+            if self.groups is not None:
+                self.groups.follow_roles(out)
         elif kind is OtherControllerRequest:
             request = event.request  # type: ignore[attr-defined]
             top = self.fence.check(request.controller_id, request.controller_epoch,
@@ -580,8 +624,20 @@ class BrokerNode:
                               ControllerResponse(error_code=top))))
         elif kind is DirsFailed:
             self._on_dirs_failed(out)
+            if self.groups is not None:
+                self.groups.follow_roles(out)
+        elif kind is GroupCall or kind is GroupTick:
+            if self.groups is None:
+                raise TypeError("this node hosts no group coordinator")
+            if kind is GroupCall:
+                self.groups.call(event, out)  # type: ignore[arg-type]
+            else:
+                self.groups.tick(out)
         else:
             raise TypeError(f"not a node input: {event!r}")
+        groups = self.groups
+        if groups is not None and groups.produces:
+            groups.route(out)
         return out
 
     # --- lookups ---------------------------------------------------------------------------
@@ -1332,6 +1388,8 @@ __all__ = [
     "FetchCall",
     "FetchReply",
     "Followed",
+    "GroupCall",
+    "GroupTick",
     "HighWatermarkMoved",
     "IsrWritten",
     "LeaderAndIsr",

@@ -22,10 +22,11 @@ this module never touches files.
 
 from __future__ import annotations
 
+import functools
 import itertools
 import logging
 import time
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Final, cast
 
@@ -41,6 +42,7 @@ from impl.storage import LogManager, PartitionLog, TopicPartition
 from impl.storage.errors import StorageError
 from impl.trace import TraceSink
 
+from . import group_coordinator as gc
 from . import replication
 from .node import (
     Append,
@@ -52,6 +54,8 @@ from .node import (
     EpochReply,
     FetchCall,
     FetchReply,
+    GroupCall,
+    GroupTick,
     HighWatermarkMoved,
     IsrWritten,
     LeaderAndIsr,
@@ -115,6 +119,16 @@ class _Waiter:
         self.reply: ProduceReply | None = None
 
 
+class _GroupWaiter:
+    """A group request waiting for its answer."""
+
+    __slots__ = ("body", "done")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.body: Mapping[str, Any] | None = None
+
+
 class ReplicaManager:
     """The replicas of this broker: the node and its pump.
 
@@ -170,6 +184,10 @@ class ReplicaManager:
         self._stepping = False
         self._deferred: list[object] = []
         self._waiters: dict[int, _Waiter] = {}
+        self._group_waiters: dict[int, _GroupWaiter] = {}
+        #: starts a task (set by the group pump): appends to ``__consumer_offsets`` are carried
+        #: out in their own task, whichever step emitted them
+        self.spawn: Callable[[Callable[[], Awaitable[None]]], None] | None = None
         self._request_ids = itertools.count(1)
         self.on_state_change: Callable[[], None] | None = None
         #: follower fetch loops (set by the broker): carries the node's ``Send`` effects
@@ -290,6 +308,12 @@ class ReplicaManager:
             e: Any = effect
             if kind is Reply:
                 message = e.message
+                if type(message) is gc.Respond:
+                    group_waiter = self._group_waiters.get(message.request_id)
+                    if group_waiter is not None:
+                        group_waiter.body = message.body
+                        group_waiter.done.set()
+                    continue
                 waiter = (self._waiters.get(message.request_id)
                           if type(message) is ProduceReply else None)
                 if waiter is not None:
@@ -298,7 +322,10 @@ class ReplicaManager:
                 else:
                     pending.append(effect)
             elif kind is Append:
-                pending.append(effect)
+                if self.spawn is not None and e.tp.topic == gc.OFFSETS_TOPIC:
+                    self.spawn(functools.partial(self._carry_out_alone, e))
+                else:
+                    pending.append(effect)
             elif kind is Send:
                 if self.fetcher is not None:
                     self.fetcher.send(e.target, e.message)
@@ -338,6 +365,10 @@ class ReplicaManager:
             queue[:0] = more
             self.notify()
         return replies
+
+    async def _carry_out_alone(self, effect: Append) -> None:
+        replies = await self.carry_out([effect])
+        del replies  # (answers to this process's own requests went to their waiters)
 
     async def _append(self, effect: Append) -> Appended:
         tp = effect.tp
@@ -387,6 +418,27 @@ class ReplicaManager:
         reply = waiter.reply
         return ProduceResult(reply.error, reply.base_offset, reply.log_append_time_ms,
                              reply.log_start_offset, reply.error_message)
+
+    # --- the group coordinator -------------------------------------------------------------
+
+    def host_groups(self, coordinator: gc.GroupCoordinator, commit_timeout_ms: int) -> None:
+        """The node hosts ``coordinator`` (:mod:`impl.broker.node_groups`)."""
+        self.node.host_groups(coordinator, commit_timeout_ms)
+
+    async def group_call(self, request: gc.Request) -> Mapping[str, Any]:
+        """Step a group request into the node and wait for its answer."""
+        waiter = self._group_waiters[request.request_id] = _GroupWaiter()
+        try:
+            await self.carry_out(self.step(GroupCall(LOCAL, request)))
+            await waiter.done.wait()
+        finally:
+            del self._group_waiters[request.request_id]
+        assert waiter.body is not None
+        return waiter.body
+
+    async def group_tick(self) -> None:
+        """Time passed for the group coordinator."""
+        await self.carry_out(self.step(GroupTick()))
 
     # --- the leader side of fetch ----------------------------------------------------------
 
