@@ -194,10 +194,13 @@ async def alter_reassignments(
     """KIP-455 AlterPartitionReassignments through ``/admin/reassign_partitions``.
 
     A target is added to the node (created or merged, conditionally on its version). ``None``
-    cancels a request still waiting in the node (it is withdrawn). A partition the controller
-    has started to reassign answers REASSIGNMENT_IN_PROGRESS, to a new target and to a cancel
-    alike: this controller, as ZooKeeper-era Kafka before KIP-455's controller work, completes
-    a started reassignment before taking another for the partition.
+    cancels (KIP-455): the partition's entry is withdrawn from the node. One the controller has
+    not started is simply dropped; one it has started (the topic znode lists adding or removing
+    replicas) is reverted by the controller, which takes the original replicas as the target,
+    stops and deletes the adding replicas and writes that target back into the node until the
+    revert completes. A cancel finding nothing to withdraw (no entry, or the revert of an
+    earlier cancel) answers NO_REASSIGNMENT_IN_PROGRESS. A new target for a partition already
+    being reassigned answers REASSIGNMENT_IN_PROGRESS (cancel it first).
 
     Returns:
         (topic, partition) → (error code, message).
@@ -229,19 +232,18 @@ async def alter_reassignments(
         outcome: dict[tuple[str, int], tuple[int, str | None]] = {}
         for tp, replicas in accepted.items():
             assignment = topics[tp[0]]
-            started = bool(assignment.adding_replicas.get(tp[1])
-                           or assignment.removing_replicas.get(tp[1]))
+            adding = assignment.adding_replicas.get(tp[1], ())
+            started = bool(adding or assignment.removing_replicas.get(tp[1]))
             if replicas is None:
-                if tp in merged and not started:
-                    del merged[tp]
+                original = tuple(r for r in assignment.partitions[tp[1]] if r not in adding)
+                entry = merged.get(tp)
+                if entry is not None and not (started and tuple(entry.replicas) == original):
+                    del merged[tp]  # the controller drops it, or reverts it if started
                     outcome[tp] = (NONE, None)
-                elif started:
-                    outcome[tp] = (REASSIGNMENT_IN_PROGRESS,
-                                   f"the reassignment of {tp[0]}-{tp[1]} has started; the "
-                                   "controller completes it, then reassign back")
                 else:
                     outcome[tp] = (NO_REASSIGNMENT_IN_PROGRESS,
-                                   f"no reassignment of {tp[0]}-{tp[1]} is in progress")
+                                   f"no reassignment of {tp[0]}-{tp[1]} is in progress"
+                                   + (" (a cancelled one is being reverted)" if started else ""))
                 continue
             if started or tp in merged:
                 outcome[tp] = (REASSIGNMENT_IN_PROGRESS,

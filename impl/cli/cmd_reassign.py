@@ -17,8 +17,10 @@ goes through the brokers' admin APIs, as Kafka's tool does since KIP-455 (no Zoo
 * ``--verify`` prints, per partition, whether its replica list is the target one and no longer
   listed by ListPartitionReassignments, then each replica's move state; it exits 0 only when
   everything has completed, and then removes the throttles.
-* ``--cancel`` cancels the reassignments the controller has not started, and cancels the
-  log-dir moves by pointing each replica back at its current dir, as Kafka's tool does.
+* ``--cancel`` cancels the JSON's reassignments (the controller reverts a started one to the
+  original replicas and deletes the replicas it was adding, as Kafka does since KIP-455), and
+  cancels the log-dir moves by pointing each replica back at its current dir, as Kafka's tool
+  does.
 """
 
 from __future__ import annotations

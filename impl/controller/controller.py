@@ -75,6 +75,7 @@ from .reassignment import (
     ReassignmentPhase,
     classify,
     expanded_assignment,
+    original_replicas,
     ready_to_switch,
     switched_leader_isr,
 )
@@ -792,8 +793,10 @@ class Controller:
             self._delete_nodes(ISR_CHANGE_NOTIFICATION_PATH, snapshot.isr_change_notifications)
         if snapshot.log_dir_events:
             self._on_log_dir_events(snapshot.log_dir_events)
-        # §D 7: pending reassignments; then pending deletions.
+        # §D 7: pending reassignments (and the started ones a cancel left out); then pending
+        # deletions.
         self._on_reassignment(snapshot.reassignment)
+        self._revert_orphans()
         self._on_delete_topics(snapshot.topics_to_delete)
 
     # --- leader election (§A) ----------------------------------------------------------------
@@ -1544,15 +1547,50 @@ class Controller:
             wanted[tp] = target
         for tp in list(self.reassignments):
             if tp not in wanted:
-                del self.reassignments[tp]
-                self.reassignment_phases.pop(tp, None)
+                revert = self._reverting(tp)
+                if revert is None:
+                    del self.reassignments[tp]
+                    self.reassignment_phases.pop(tp, None)
+                else:
+                    # KIP-455 cancel of a started reassignment: back to the original replicas
+                    wanted[tp] = revert
+                    dropped = True  # the node is rewritten with the revert as its target
         for tp, target in wanted.items():
-            if tp not in self.reassignments:
+            known = self.reassignments.get(tp)
+            if known is None:
                 self.reassignments[tp] = target
                 self.reassignment_phases[tp] = ReassignmentPhase.NONE
+            elif known.replicas != target.replicas and target == self._reverting(tp):
+                self.reassignments[tp] = target  # a revert keeps the phase it has reached
         if dropped:
             self._write_reassign_node()
         for tp in sorted(wanted):
+            self._advance_reassignment(tp)
+
+    def _reverting(self, tp: TP) -> ReassignmentTarget | None:
+        """The revert of ``tp``'s reassignment if it has started (its topic znode has adding or
+        removing replicas): the original replicas as the target (Kafka's cancellation, KIP-455:
+        the adding replicas are stopped and deleted, the original ones kept); ``None`` when it
+        has not started (dropping it is enough)."""
+        view = self._view(tp)
+        if view is None or tp[0] in self.topics_deleting or not (view.adding or view.removing):
+            return None
+        return ReassignmentTarget(tp[0], tp[1], original_replicas(view))
+
+    def _revert_orphans(self) -> None:
+        """Started reassignments absent from ``/admin/reassign_partitions`` were cancelled
+        (the node keeps every partition until it completes): revert them."""
+        orphans = [tp for tp in self._all_tps()
+                   if tp not in self.reassignments and self._reverting(tp) is not None]
+        if not orphans:
+            return
+        for tp in orphans:
+            revert = self._reverting(tp)
+            assert revert is not None
+            self.reassignments[tp] = revert
+            self.reassignment_phases[tp] = ReassignmentPhase.NONE
+        self._write_reassign_node()
+        for tp in orphans:
             self._advance_reassignment(tp)
 
     def _view(self, tp: TP) -> PartitionView | None:
@@ -1651,6 +1689,12 @@ class Controller:
         result = results[2]
         assert isinstance(result, SetResult)
         target = self.reassignments.get(tp)
+        if not pending.switch and target is None:
+            # cancelled while its start was being written: revert it
+            target = self._reverting(tp)
+            if target is not None:
+                self.reassignments[tp] = target
+                self._write_reassign_node()
         if not pending.switch:
             self._set_phase(tp, ReassignmentEvent.REASSIGN_STARTED)
             self._set_partition(tp, ControllerEvent.REASSIGN_STARTED, replicas=self._assigned(tp),
