@@ -49,7 +49,7 @@ from ._report import (
     trace_from_states,
     value_text,
 )
-from ._z3 import SOLVER_SEED, Encoding, fresh_context, new_solver
+from ._z3 import SOLVER_SEED, Encoding, disjunction, fresh_context, new_solver
 
 __sans_io__ = True
 
@@ -201,7 +201,7 @@ class _Checker:
         while pending:
             terms = {name: self.encoding.invariant(name, current) for name in pending}
             outcome, solution = self._query(
-                solver, z3.Or(*[z3.Not(term) for term in terms.values()]),
+                solver, disjunction([z3.Not(term) for term in terms.values()]),
                 self._shared_account(pending))
             if outcome == z3.unsat:
                 return
@@ -235,7 +235,7 @@ class _Checker:
         if not witnesses:
             return
         terms = {name: self.encoding.witness(name, current) for name in witnesses}
-        outcome, solution = self._query(solver, z3.Or(*terms.values()), None)
+        outcome, solution = self._query(solver, disjunction(list(terms.values())), None)
         if outcome == z3.sat:
             for name, term in terms.items():
                 if z3.is_true(solution.eval(term, model_completion=True)):
@@ -342,9 +342,9 @@ class _Checker:
         for name in assumption:
             solver.add(self._at(name, "pre"))
         instances, formulas = self._action(action)
-        solver.add(z3.Or(*formulas))
+        solver.add(disjunction(formulas))
         after = {name: self._at(name, "post") for name in assumption}
-        outcome, _ = self._query(solver, z3.Or(*[z3.Not(term) for term in after.values()]),
+        outcome, _ = self._query(solver, disjunction([z3.Not(term) for term in after.values()]),
                                  account)
         if outcome == z3.unsat:
             return dict.fromkeys(assumption, (z3.unsat, "", None))
@@ -429,7 +429,7 @@ class _Checker:
             solver.add(self._domain_pre())
             for name in proved:
                 solver.add(self._at(name, "pre"))
-            solver.add(z3.Or(*self._action(action)[1]))
+            solver.add(disjunction(self._action(action)[1]))
             solver.add(z3.Not(self.encoding.domain(self.post)))
             if solver.check() == z3.sat:
                 self.errors.append(f"action {action} can leave a variable's domain")

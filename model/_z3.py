@@ -106,6 +106,63 @@ def lift(value: Term, int_bits: int = INT_BITS) -> Term:
     return value
 
 
+def _connective(make: Any, items: list[Any]) -> Any:
+    """``make`` (``Z3_mk_and`` or ``Z3_mk_or``) over Boolean terms of one context, through
+    Z3's C API: the same term ``z3.And``/``z3.Or`` build, without their per-argument sort
+    coercion, which costs more than the solving on models of a few hundred variables (the
+    authorizer's invariants are conjunctions over every request and binding). ``None`` when an
+    item is not a Boolean term of the first item's context (the caller then takes z3py's way,
+    with its checks and errors)."""
+    context = items[0].ctx if isinstance(items[0], z3.BoolRef) else None
+    if context is None:
+        return None
+    array = (z3.Ast * len(items))()
+    for position, item in enumerate(items):
+        if not isinstance(item, z3.BoolRef) or item.ctx is not context:
+            return None
+        array[position] = item.as_ast()
+    return z3.BoolRef(make(context.ref(), len(items), array), context)
+
+
+def conjunction(items: list[Any]) -> Any:
+    """``z3.And(*items)`` (``True`` when empty), built directly for Boolean terms."""
+    if not items:
+        return z3.BoolVal(True)
+    built = _connective(z3.Z3_mk_and, items)
+    return z3.And(*items) if built is None else built
+
+
+def disjunction(items: list[Any]) -> Any:
+    """``z3.Or(*items)`` (``False`` when empty), built directly for Boolean terms."""
+    if not items:
+        return z3.BoolVal(False)
+    built = _connective(z3.Z3_mk_or, items)
+    return z3.Or(*items) if built is None else built
+
+
+def equality(left: Any, right: Any) -> Any:
+    """``left == right`` over two terms; built directly when both are Boolean or both
+    bit-vectors (Z3 itself rejects bit-vectors of different widths), else by z3py."""
+    if (isinstance(left, z3.BoolRef) and isinstance(right, z3.BoolRef)) or (
+            isinstance(left, z3.BitVecRef) and isinstance(right, z3.BitVecRef)):
+        if type(right) is not type(left) and isinstance(right, type(left)):
+            # Python's ``==`` asks the right operand first when its class is a subclass (a
+            # numeral against a constant): keep that order, so the terms, and with them the
+            # solver's choices and the golden counterexamples, stay those of z3py's ``==``.
+            left, right = right, left
+        context = left.ctx
+        if right.ctx is context:
+            return z3.BoolRef(z3.Z3_mk_eq(context.ref(), left.as_ast(), right.as_ast()),
+                              context)
+    return left == right
+
+
+def same_term(left: Any, right: Any) -> bool:
+    """Whether two terms of one context are the same term: Z3 shares equal terms, so this is
+    the identity of their nodes (what ``z3.eq`` asks the C API)."""
+    return bool(left.ctx is right.ctx and left.as_ast().value == right.as_ast().value)
+
+
 def int_const(name: str, int_bits: int = INT_BITS) -> Any:
     """A fresh integer-valued constant (a signed bit-vector)."""
     return z3.BitVec(name, int_bits)
@@ -125,13 +182,11 @@ class Z3Ops(Ops):
 
     def And(self, *terms: Term) -> Term:  # noqa: N802
         """Conjunction."""
-        items = [self.lift(term) for term in _flatten(terms)]
-        return z3.And(*items) if items else z3.BoolVal(True)
+        return conjunction([self.lift(term) for term in _flatten(terms)])
 
     def Or(self, *terms: Term) -> Term:  # noqa: N802
         """Disjunction."""
-        items = [self.lift(term) for term in _flatten(terms)]
-        return z3.Or(*items) if items else z3.BoolVal(False)
+        return disjunction([self.lift(term) for term in _flatten(terms)])
 
     def Not(self, term: Term) -> Term:  # noqa: N802
         """Negation."""
@@ -158,7 +213,7 @@ class Z3Ops(Ops):
         """Equality."""
         if not z3.is_expr(left) and not z3.is_expr(right):
             return z3.BoolVal(left == right)
-        return self.lift(left) == self.lift(right)
+        return equality(self.lift(left), self.lift(right))
 
     def Distinct(self, *terms: Term) -> Term:  # noqa: N802
         """Pairwise distinct."""
@@ -279,7 +334,7 @@ class Encoding:
             value = state[name]
             terms = value.values() if isinstance(value, ArrayValue) else (value,)
             parts.extend(_in_domain(variable, term) for term in terms)
-        return z3.And(*parts) if parts else z3.BoolVal(True)
+        return conjunction(parts)
 
     def equal(self, left: Mapping[str, Term], right: Mapping[str, Term]) -> Any:
         """Variable-wise equality of two assignments."""
@@ -289,12 +344,12 @@ class Encoding:
                 left_array: ArrayValue = left[name]
                 right_array: ArrayValue = right[name]
                 parts.extend(
-                    self.lift(left_array[key]) == self.lift(right_array[key])
+                    equality(self.lift(left_array[key]), self.lift(right_array[key]))
                     for key in variable.index_keys()
                 )
             else:
-                parts.append(self.lift(left[name]) == self.lift(right[name]))
-        return z3.And(*parts)
+                parts.append(equality(self.lift(left[name]), self.lift(right[name])))
+        return conjunction(parts)
 
     def init(self, state: State) -> Any:
         """``state`` is one of the initial states."""
@@ -302,7 +357,7 @@ class Encoding:
             self.equal(state.as_dict(), self.model.initial_values(self.ops, args))
             for args in self.model.init_decl.instances()
         ]
-        return z3.Or(*options)
+        return disjunction(options)
 
     def transition(self, instance: ActionInstance, pre: State, post: State) -> Any:
         """The two-state formula of one action instance, frame included.
@@ -312,7 +367,7 @@ class Encoding:
         """
         result = instance.call(self.ops, pre)
         values = self.model.resolve_update(self.ops, pre, instance, result)
-        return z3.And(self.lift(result.guard), self.equal(post.as_dict(), values))
+        return conjunction([self.lift(result.guard), self.equal(post.as_dict(), values)])
 
     def step(self, pre: State, post: State, selector: Any) -> list[Any]:
         """The transition relation in functional form, for unrolling.
@@ -350,7 +405,7 @@ class Encoding:
                 value: Any = old
                 for index, new in reversed(changes.get((name, key), [])):
                     value = z3.If(selector == index, new, value)
-                constraints.append(target == value)
+                constraints.append(equality(target, value))
         return constraints
 
     def guard(self, instance: ActionInstance, pre: State) -> Any:
@@ -398,6 +453,6 @@ def _record_change(
     old: Any,
     lifted: Any,
 ) -> None:
-    if z3.is_expr(old) and z3.is_expr(lifted) and z3.eq(lifted, old):
+    if z3.is_expr(old) and z3.is_expr(lifted) and same_term(lifted, old):
         return
     changes.setdefault(key, []).append((index, lifted))
