@@ -148,9 +148,9 @@ class HandlerContext:
     authorization: RequestAuthorizer | None = None
     #: CreateAcls, DescribeAcls, DeleteAcls (without a store: SECURITY_DISABLED)
     acl_apis: AclApis | None = None
-    #: listener name → this broker's bound port on it (filled once the listeners are bound):
-    #: Metadata advertises this broker on the listener the request came in on
-    listener_ports: dict[str, int] = field(default_factory=dict)
+    #: listener name → this broker's advertised (host, port) on it (filled once the listeners
+    #: are bound): Metadata advertises this broker on the listener the request came in on
+    own_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
 
     def allowed(self, operation: AclOperation, resource: Resource) -> bool:
         """Whether the current session may act (always, without an authorizer)."""
@@ -161,12 +161,13 @@ class HandlerContext:
         return self.allowed(operation, Resource(ResourceType.TOPIC, name))
 
     def endpoint_on(self, broker: BrokerEndpoint, listener: str) -> tuple[str, int] | None:
-        """``broker``'s (host, port) on ``listener`` (None: it has no such listener), as
-        Metadata and FindCoordinator answer: this broker with its bound port, a broker
-        registered without listener names at its only endpoint."""
-        own_port = self.listener_ports.get(listener)
-        if broker.broker_id == self.config.broker_id and own_port:
-            return self.config.host, own_port
+        """``broker``'s advertised (host, port) on ``listener`` (None: it has no such
+        listener), as Metadata, FindCoordinator and DescribeCluster answer: this broker from
+        its own ``advertised.listeners`` (bound ports filled in; authoritative even before the
+        controller's UpdateMetadata reaches it), a broker registered without listener names at
+        its only endpoint."""
+        if broker.broker_id == self.config.broker_id and self.own_endpoints:
+            return self.own_endpoints.get(listener)
         if not broker.listeners:
             return broker.host, broker.port
         endpoint = next((e for e in broker.listeners if e.listener == listener), None)

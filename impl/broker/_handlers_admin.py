@@ -15,6 +15,7 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import trio
 
 from impl.controller.coordinator import CoordinatorError
+from impl.security.session import current_session
 from impl.storage import StorageError, TopicPartition
 
 from . import admin_zk, api_versions, configs
@@ -324,13 +325,20 @@ class AdminHandlers:
                 endpoint_type, "cluster_id": "", "controller_id": -1, "brokers": [],
                 "cluster_authorized_operations": CLUSTER_OPERATIONS_OMITTED,
             })
+        # each broker at its endpoint on the request's listener; one without it is left out
+        listener = current_session().listener
+        described = []
+        for broker in sorted(brokers, key=lambda b: b.broker_id):
+            address = self._handlers.context.endpoint_on(broker, listener)
+            if address is not None:
+                described.append({"broker_id": broker.broker_id, "host": address[0],
+                                  "port": address[1], "rack": broker.rack})
         return self._answer(request, {
             "throttle_time": 0, "error_code": NONE, "error_message": None,
             "endpoint_type": endpoint_type,
             "cluster_id": self._handlers.context.config.cluster_id,
             "controller_id": controller_id,
-            "brokers": [{"broker_id": b.broker_id, "host": b.host, "port": b.port,
-                         "rack": b.rack} for b in sorted(brokers, key=lambda b: b.broker_id)],
+            "brokers": described,
             "cluster_authorized_operations": CLUSTER_OPERATIONS_OMITTED,
         })
 

@@ -16,6 +16,7 @@ from __future__ import annotations
 import functools
 import logging
 import random
+import socket
 from collections.abc import Callable
 from typing import Any
 
@@ -67,7 +68,7 @@ from impl.trace import NullTraceSink, TraceSink
 from . import api_versions, configs
 from ._handlers import HandlerContext, RequestHandlers, metadata_brokers
 from ._handlers_admin import BackendError
-from .config import BrokerConfig, static_layer
+from .config import WILDCARD_HOSTS, BrokerConfig, Listener, advertise, static_layer
 from .config_store import ConfigStore, ReplicationQuotas, read_entity, write_entity
 from .inter_broker import InterBrokerClient
 from .metadata_cache import BrokerEndpoint, MetadataCache, PartitionMetadata
@@ -365,6 +366,9 @@ class Broker:
         self.port = config.port
         #: listener name → bound port, once serving
         self.server_ports: dict[str, int] = {}
+        #: this machine's host name, advertised for a listener bound to every interface
+        #: (looked up at start-up when one is)
+        self.host_name = "localhost"
         self._stop = trio.Event()
         self._stopped = trio.Event()
         self._failed_dirs: list[str] = []
@@ -389,8 +393,14 @@ class Broker:
 
     @property
     def bootstrap(self) -> str:
-        """``host:port`` of this broker's advertised listener."""
-        return f"{self.config.host}:{self.port}"
+        """``host:port`` of this broker's first listener as advertised (its first listener
+        when that one is not advertised)."""
+        first = self.config.listeners[0]
+        for listener in self.advertised_listeners():
+            if listener.name == first.name:
+                return f"{listener.host}:{listener.port}"
+        host = self.host_name if first.host in WILDCARD_HOSTS else first.host
+        return f"{host}:{self.port}"
 
     def request_stop(self) -> None:
         """Ask :meth:`serve` to stop gracefully (safe to call from the trio thread)."""
@@ -407,18 +417,23 @@ class Broker:
         return (security.inter_broker_listener if security is not None
                 else self.config.listeners[0].name)
 
+    def advertised_listeners(self) -> tuple[Listener, ...]:
+        """``advertised.listeners`` (default ``listeners``) with bound ports and the host name
+        filled in (:func:`impl.broker.config.advertise`)."""
+        ports = self.server_ports or {self.config.listeners[0].name: self.port}
+        return advertise(self.config, ports, self.host_name)
+
     def advertised_endpoints(self) -> tuple[ListenerEndpoint, ...]:
-        """Every listener at the advertised host and its bound port, the inter-broker listener
+        """Every advertised listener with its security protocol, the inter-broker listener
         first (its endpoint is also the registration's ``host:port`` and the one the
         controller hands out as a leader's address)."""
         security = self.config.security
-        ports = self.server_ports or {self.config.listeners[0].name: self.port}
         endpoints = [
             ListenerEndpoint(listener.name,
                              (security.listener(listener.name).protocol.value
                               if security is not None else "PLAINTEXT"),
-                             self.config.host, ports.get(listener.name, listener.port))
-            for listener in self.config.listeners
+                             listener.host, listener.port)
+            for listener in self.advertised_listeners()
         ]
         endpoints.sort(key=lambda endpoint: endpoint.listener != self.inter_broker_listener)
         return tuple(endpoints)
@@ -526,14 +541,15 @@ class Broker:
     async def _register(self) -> None:
         coordinator = self.coordinator
         assert coordinator is not None
+        endpoints = self.advertised_endpoints()
         epoch = await zk_admin.register_broker(
             coordinator,
             self.config.broker_id,
-            self.config.host,
-            self.port,
+            endpoints[0].host,
+            endpoints[0].port,
             self.config.rack,
             timestamp_ms=int(trio.current_time() * 1000),
-            endpoints=self.advertised_endpoints(),
+            endpoints=endpoints,
         )
         self.broker_epoch = epoch
         assert self.replicas is not None
@@ -691,15 +707,19 @@ class Broker:
                 self.port = config.port or ports[0]
                 self.server_ports = {listener.name: port for listener, port
                                      in zip(config.listeners, ports, strict=True)}
+                if any(listener.host in WILDCARD_HOSTS for listener
+                       in config.advertised_listeners or config.listeners):
+                    self.host_name = await trio.to_thread.run_sync(socket.getfqdn)
                 if config.metrics_port:
                     self.metrics_port = self.metrics.start(config.metrics_port,
                                                            config.listeners[0].host)
-                handlers.context.listener_ports.update(
-                    (listener.name, port) for listener, port in zip(config.listeners, ports,
-                                                                    strict=True))
+                advertised = self.advertised_endpoints()
+                handlers.context.own_endpoints.update(
+                    (endpoint.listener, (endpoint.host, endpoint.port))
+                    for endpoint in advertised)
                 self.metadata.add_brokers(
-                    [BrokerEndpoint(config.broker_id, config.host, self.port, config.rack,
-                                    self.advertised_endpoints())]
+                    [BrokerEndpoint(config.broker_id, advertised[0].host, advertised[0].port,
+                                    config.rack, advertised)]
                 )
                 run_log_manager(logs, nursery)
                 self.cleaner = LogCleanerRunner(logs, cleaner_config(config))

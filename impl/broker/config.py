@@ -49,8 +49,11 @@ class BrokerConfig:
 
     Attributes:
         broker_id: ``broker.id``.
-        listeners: ``listeners``; the first one is the advertised endpoint.
-        advertised_host: ``advertised.host.name``; default the first listener's host.
+        listeners: ``listeners``: what the broker binds (an empty host binds every interface).
+        advertised_listeners: ``advertised.listeners``: what is registered in ZooKeeper and
+            given to clients, per listener name (empty: ``listeners``); see :func:`advertise`.
+        advertised_host: ``advertised.host.name`` (Kafka's deprecated key): the host advertised
+            for every listener when ``advertised.listeners`` is not set.
         log_dirs: ``log.dirs`` (comma-separated absolute paths; ``log.dir`` accepted too).
         zookeeper_connect: ``zookeeper.connect`` (``host:port[,host:port][/chroot]``).
         zookeeper_session_timeout_ms: ``zookeeper.session.timeout.ms``.
@@ -119,6 +122,7 @@ class BrokerConfig:
     listeners: tuple[Listener, ...]
     log_dirs: tuple[str, ...]
     zookeeper_connect: str
+    advertised_listeners: tuple[Listener, ...] = ()
     advertised_host: str = ""
     zookeeper_session_timeout_ms: int = 18_000
     zookeeper_connection_timeout_ms: int = 0
@@ -174,8 +178,9 @@ class BrokerConfig:
 
     @property
     def host(self) -> str:
-        """The host advertised to clients."""
-        return self.advertised_host or self.listeners[0].host
+        """The first listener's host as configured (for binding side services such as the
+        metrics endpoint; what clients are told is :func:`advertise`'s)."""
+        return self.listeners[0].host
 
     @property
     def port(self) -> int:
@@ -253,12 +258,21 @@ def _bool(key: str, value: str) -> bool:
     return lowered == "true"
 
 
-def parse_listeners(value: str) -> tuple[Listener, ...]:
-    """Parse ``listeners`` (``PLAINTEXT://host:port[,…]``).
+#: Hosts that bind every interface: never an address a client can connect to.
+WILDCARD_HOSTS: Final = frozenset({"", "0.0.0.0", "::"})
+
+
+def parse_listeners(value: str, key: str = "listeners") -> tuple[Listener, ...]:
+    """Parse ``listeners`` or ``advertised.listeners`` (``NAME://host:port[,…]``).
+
+    An empty host binds every interface (``0.0.0.0``) in ``listeners`` and stands for this
+    machine's host name in ``advertised.listeners``, as in Kafka.
 
     Raises:
-        ConfigError: an entry that is not ``NAME://host:port``, or a name used twice.
+        ConfigError: an entry that is not ``NAME://host:port``, a name used twice, or (in
+            ``advertised.listeners``) the non-routable ``0.0.0.0``.
     """
+    advertised = key == "advertised.listeners"
     listeners: list[Listener] = []
     for entry in (item.strip() for item in value.split(",")):
         if not entry:
@@ -266,16 +280,47 @@ def parse_listeners(value: str) -> tuple[Listener, ...]:
         name, sep, address = entry.partition("://")
         host, colon, port_text = address.rpartition(":")
         if not sep or not colon:
-            raise ConfigError(f"listeners: expected NAME://host:port, got {entry!r}")
+            raise ConfigError(f"{key}: expected NAME://host:port, got {entry!r}")
         if not name.replace("_", "").isalnum() or not name[0].isalpha():
-            raise ConfigError(f"listeners: bad listener name {name!r}")
+            raise ConfigError(f"{key}: bad listener name {name!r}")
         if any(listener.name == name.upper() for listener in listeners):
-            raise ConfigError(f"listeners: listener {name.upper()} is listed twice")
-        port = _int("listeners", port_text, 0, 65535)
-        listeners.append(Listener(name.upper(), host.strip("[]") or "0.0.0.0", port))
+            raise ConfigError(f"{key}: listener {name.upper()} is listed twice")
+        port = _int(key, port_text, 0, 65535)
+        host = host.strip("[]")
+        if advertised and host in WILDCARD_HOSTS - {""}:
+            raise ConfigError(f"{key}: cannot use the non-routable meta-address {host} "
+                              f"({entry!r}); use a routable host or address")
+        listeners.append(Listener(name.upper(), host if advertised else host or "0.0.0.0",
+                                  port))
     if not listeners:
-        raise ConfigError("listeners: at least one listener is required")
+        raise ConfigError(f"{key}: at least one listener is required")
     return tuple(listeners)
+
+
+def advertise(config: BrokerConfig, bound_ports: Mapping[str, int],
+              host_name: str) -> tuple[Listener, ...]:
+    """The listeners this broker registers and gives to clients, as Kafka derives them.
+
+    ``advertised.listeners`` when set (in its order), else ``listeners`` (the host
+    ``advertised.host.name`` when set). A listener advertised with port 0 is advertised at the
+    port its listener bound; a host that is empty or binds every interface is advertised as
+    ``host_name`` (Kafka's canonical host name of the machine).
+
+    Args:
+        config: the broker's configuration.
+        bound_ports: listener name → the port it is bound to (once serving).
+        host_name: this machine's host name.
+    """
+    if config.advertised_listeners:
+        chosen = config.advertised_listeners
+    else:
+        chosen = tuple(Listener(item.name, config.advertised_host or item.host, item.port)
+                       for item in config.listeners)
+    return tuple(
+        Listener(item.name,
+                 host_name if item.host in WILDCARD_HOSTS else item.host,
+                 item.port or bound_ports.get(item.name, 0))
+        for item in chosen)
 
 
 def _log_dirs(value: str) -> tuple[str, ...]:
@@ -308,6 +353,7 @@ _MINUTES_MS: Final = 60_000
 _PARSERS: Final[dict[str, tuple[str, Callable[[str, str], object]]]] = {
     "broker.id": ("broker_id", lambda k, v: _int(k, v, 0, 2**31 - 1)),
     "listeners": ("listeners", lambda k, v: parse_listeners(v)),
+    "advertised.listeners": ("advertised_listeners", lambda k, v: parse_listeners(v, k)),
     "advertised.host.name": ("advertised_host", lambda k, v: v),
     "log.dirs": ("log_dirs", lambda k, v: _log_dirs(v)),
     "log.dir": ("log_dirs", lambda k, v: _log_dirs(v)),
@@ -497,6 +543,16 @@ def build_config(properties: Mapping[str, str]) -> BrokerConfig:
         security = security_config.parse(properties, [item.name for item in listeners])
     except security_config.SecurityConfigError as error:
         raise ConfigError(str(error)) from None
+    advertised = values.get("advertised_listeners", ())
+    assert isinstance(advertised, tuple)
+    names = {item.name for item in listeners}
+    for item in advertised:
+        if item.name not in names:
+            raise ConfigError(f"advertised.listeners: listener {item.name} is not one of "
+                              f"listeners ({', '.join(sorted(names))})")
+    if advertised and security.inter_broker_listener not in {item.name for item in advertised}:
+        raise ConfigError(f"inter.broker.listener.name: {security.inter_broker_listener} must "
+                          "be one of advertised.listeners")
     return BrokerConfig(extra=extra, properties=dict(properties), security=security,
                         **values)  # type: ignore[arg-type]
 

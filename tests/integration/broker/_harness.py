@@ -118,7 +118,10 @@ class RunningBroker:
     ) -> tuple[ControllerResponse, ControllerResponse]:
         """Play the controller: make this broker leader of ``topic``'s partitions."""
         broker = self.broker
-        endpoint = BrokerEndpoint(self.config.broker_id, "127.0.0.1", broker.port)
+        # what a controller reads from /brokers/ids: every advertised listener
+        advertised = broker.advertised_endpoints()
+        endpoint = BrokerEndpoint(self.config.broker_id, advertised[0].host,
+                                  advertised[0].port, self.config.rack, advertised)
         me = self.config.broker_id
         leader_and_isr = LeaderAndIsrRequest(
             controller_id=me,

@@ -62,3 +62,49 @@ def test_override_needs_equals() -> None:
 def test_metrics_port_is_off_unless_set() -> None:
     assert load_config(BASE).metrics_port == 0
     assert load_config(BASE, ["metrics.port=9404"]).metrics_port == 9404
+
+
+def test_advertised_listeners_default_to_listeners_with_bound_ports_and_host_name() -> None:
+    from impl.broker.config import advertise
+
+    config = load_config(BASE, ["listeners=PLAINTEXT://:0,SSL_IN://10.0.0.5:9093",
+                                "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,"
+                                "SSL_IN:PLAINTEXT"])
+    assert config.listeners[0] == Listener("PLAINTEXT", "0.0.0.0", 0)
+    assert advertise(config, {"PLAINTEXT": 40000, "SSL_IN": 9093}, "node7.example") == (
+        Listener("PLAINTEXT", "node7.example", 40000), Listener("SSL_IN", "10.0.0.5", 9093))
+    legacy = load_config(BASE, ["advertised.host.name=public.example"])
+    assert advertise(legacy, {"PLAINTEXT": 9092}, "h") == (
+        Listener("PLAINTEXT", "public.example", 9092),)
+
+
+def test_advertised_listeners_replace_listeners_in_their_order() -> None:
+    from impl.broker.config import advertise
+
+    config = load_config(BASE, [
+        "listeners=PLAINTEXT://0.0.0.0:9092,INTERNAL://127.0.0.1:0",
+        "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,INTERNAL:PLAINTEXT",
+        "inter.broker.listener.name=INTERNAL",
+        "advertised.listeners=INTERNAL://:0,PLAINTEXT://kafka.example:19092"])
+    assert advertise(config, {"PLAINTEXT": 9092, "INTERNAL": 41000}, "node7") == (
+        Listener("INTERNAL", "node7", 41000), Listener("PLAINTEXT", "kafka.example", 19092))
+
+
+@pytest.mark.parametrize(
+    ("overrides", "fragment"),
+    [
+        (["advertised.listeners=PLAINTEXT://0.0.0.0:9092"], "non-routable meta-address 0.0.0.0"),
+        (["advertised.listeners=PLAINTEXT://[::]:9092"], "non-routable meta-address ::"),
+        (["advertised.listeners=OTHER://h:9092"], "OTHER is not one of listeners"),
+        (["advertised.listeners=PLAINTEXT://h"], "expected NAME://host:port"),
+        (["advertised.listeners=PLAINTEXT://h:1,PLAINTEXT://g:2"], "listed twice"),
+        (["listeners=PLAINTEXT://:9092,B://:9093",
+          "listener.security.protocol.map=PLAINTEXT:PLAINTEXT,B:PLAINTEXT",
+          "inter.broker.listener.name=B", "advertised.listeners=PLAINTEXT://h:9092"],
+         "inter.broker.listener.name: B must be one of advertised.listeners"),
+    ],
+)
+def test_bad_advertised_listeners(overrides: list[str], fragment: str) -> None:
+    with pytest.raises(ConfigError) as caught:
+        load_config(BASE, overrides)
+    assert fragment in str(caught.value)
