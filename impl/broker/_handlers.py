@@ -541,6 +541,8 @@ class RequestHandlers:
             tp, replica_id, int(item.fetch_offset),
             int(getattr(item, "current_leader_epoch", -1)),
             max(limit, 0) if limit > 0 or not have_data else -1,
+            log_start_offset=int(getattr(item, "log_start_offset", -1)) if replica_id >= 0
+            else -1,
         )
         if reply.error == OFFSET_OUT_OF_RANGE:
             return FetchPartitionReply(tp.partition, OFFSET_OUT_OF_RANGE, reply.high_watermark,

@@ -16,7 +16,7 @@ import trio
 
 from impl.controller.coordinator import CoordinatorError
 from impl.security.session import current_session
-from impl.storage import StorageError, TopicPartition
+from impl.storage import TopicPartition
 
 from . import admin_zk, api_versions, configs
 from ._codec import DecodedRequest
@@ -457,40 +457,33 @@ class AdminHandlers:
     # --- DeleteRecords ------------------------------------------------------------------------
 
     async def delete_records(self, request: DecodedRequest) -> Response:
-        """DeleteRecords v0-v2: move each partition's log start offset up (on its leader;
-        ``-1`` means the HW), durably; followers follow through their fetches. Resource:
-        each Topic."""
+        """DeleteRecords v0-v2: move each partition's log start offset up (``-1`` means the
+        HW), durably on the leader, and answer once every ISR member's log start offset has
+        followed (Kafka's DelayedDeleteRecords), or REQUEST_TIMED_OUT after the request's
+        timeout. The broker node decides (:class:`~impl.broker.node.DeleteRecords`).
+        Resource: each Topic."""
         replicas = self._handlers.context.replicas
+        wanted: dict[TopicPartition, int] = {}
+        for topic in request.body.topics:
+            if topic_name_error(topic.name) is not None:
+                continue
+            for item in topic.partitions:
+                wanted[TopicPartition(topic.name, int(item.partition_index))] = int(item.offset)
+        timeout_ms = max(int(request.body.timeout.total_seconds() * 1000), 0)
+        answers = await replicas.delete_records(wanted, timeout_ms)
         topics: list[dict[str, Any]] = []
         for topic in request.body.topics:
             results: list[dict[str, Any]] = []
             for item in topic.partitions:
                 partition = int(item.partition_index)
-                code, low_watermark = NONE, -1
-                if topic_name_error(topic.name) is not None:
-                    code = UNKNOWN_TOPIC_OR_PARTITION
+                answer = answers.get(TopicPartition(topic.name, partition))
+                if answer is None:
+                    code, low_watermark = UNKNOWN_TOPIC_OR_PARTITION, -1
                 else:
-                    error, partition_log = replicas.leader_log(
-                        TopicPartition(topic.name, partition))
-                    if partition_log is None:
-                        code = error
-                    else:
-                        offset = int(item.offset)
-                        if offset == DELETE_TO_HIGH_WATERMARK:
-                            offset = partition_log.high_watermark
-                        if offset < 0:
-                            code = OFFSET_OUT_OF_RANGE
-                        else:
-                            try:
-                                low_watermark = partition_log.delete_records(offset)
-                            except StorageError as storage_error:
-                                code = int(storage_error.error_code)
-                            except OSError:
-                                code = KAFKA_STORAGE_ERROR
+                    code, low_watermark = answer.error, answer.low_watermark
                 results.append({"partition_index": partition, "low_watermark": low_watermark,
                                 "error_code": code})
             topics.append({"name": topic.name, "partitions": results})
-        replicas.notify()
         return self._answer(request, {"throttle_time": 0, "topics": topics})
 
     # --- ElectLeaders -------------------------------------------------------------------------

@@ -162,6 +162,10 @@ class NodeStore(Protocol):
         """A follower raises its log start offset to its leader's (DeleteRecords, retention),
         never above its own HW (Kafka's ``maybeIncrementLogStartOffset``)."""
 
+    def delete_records(self, tp: TopicPartition, offset: int) -> None:
+        """A leader makes ``offset`` (at most its HW) ``tp``'s log start offset, durably
+        (DeleteRecords)."""
+
     def read_bytes(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
         """Whole batches of ``tp`` from ``offset`` (producer-state replay)."""
 
@@ -216,6 +220,8 @@ class FetchCall(NamedTuple):
     max_bytes: int = 1 << 20
     #: who the answer goes to when it is not the follower ``replica`` (a consumer)
     client: int = -1
+    #: the follower's log start offset (Fetch v5+; DeleteRecords waits for it, -1: unknown)
+    log_start_offset: int = -1
 
 
 class FetchReply(NamedTuple):
@@ -288,6 +294,28 @@ class OtherControllerRequest(NamedTuple):
     client: int
     request_id: object
     request: ControllerRequest
+
+
+class DeleteRecords(NamedTuple):
+    """DeleteRecords for one partition from ``client``: make ``offset`` (-1: the HW) the log
+    start offset, answered (:class:`DeleteRecordsReply`) once every ISR member's log start
+    offset has reached it, or with REQUEST_TIMED_OUT after ``timeout_ms``."""
+
+    client: int
+    request_id: int
+    tp: TopicPartition
+    offset: int
+    timeout_ms: int
+
+
+class DeleteRecordsReply(NamedTuple):
+    """DeleteRecords' answer: the low watermark (the smallest log start offset of the ISR's
+    replicas) on success, -1 with an error."""
+
+    request_id: int
+    tp: TopicPartition
+    error: int
+    low_watermark: int = -1
 
 
 class Appended(NamedTuple):
@@ -483,6 +511,17 @@ class PendingProduce:
     append_time_ms: int = -1
 
 
+@dataclass
+class PendingDelete:
+    """A DeleteRecords waiting for the followers' log start offsets (Kafka's
+    DelayedDeleteRecords)."""
+
+    client: int
+    request_id: int
+    offset: int
+    deadline_ms: int
+
+
 class _Appending(NamedTuple):
     produce: Produce
     header: rb.BatchHeader | None
@@ -523,6 +562,10 @@ class BrokerNode:
         self.last_caught_up_ms: dict[TopicPartition, dict[int, int]] = {}
         self.followed: dict[TopicPartition, Followed] = {}
         self.pending: dict[TopicPartition, list[PendingProduce]] = {}
+        #: per led partition: each follower's log start offset as its last fetch said
+        self.follower_log_starts: dict[TopicPartition, dict[int, int]] = {}
+        #: per led partition: DeleteRecords waiting for the followers
+        self.pending_deletes: dict[TopicPartition, list[PendingDelete]] = {}
         #: per partition: the ISR write in flight (one at a time, as Kafka's AlterPartition)
         self.isr_writes_in_flight: set[TopicPartition] = set()
         #: per partition: the append in flight and the produces queued behind it (check,
@@ -601,6 +644,8 @@ class BrokerNode:
             self._on_produce(event, out)  # type: ignore[arg-type]
         elif kind is Appended:
             self._on_appended(event, out)  # type: ignore[arg-type]
+        elif kind is DeleteRecords:
+            self._on_delete_records(event, out)  # type: ignore[arg-type]
         elif kind is EpochCall:
             self._on_epoch_call(event, out)  # type: ignore[arg-type]
         elif kind is EpochReply:
@@ -851,6 +896,76 @@ class BrokerNode:
     def _fail_pending(self, tp: TopicPartition, error: int, out: list[Effect]) -> None:
         for item in self.pending.pop(tp, []):
             out.append(Reply(item.client, ProduceReply(item.request_id, tp, error)))
+        for waiting in self.pending_deletes.pop(tp, []):
+            out.append(Reply(waiting.client, DeleteRecordsReply(waiting.request_id, tp, error)))
+        self.follower_log_starts.pop(tp, None)
+
+    # --- DeleteRecords ---------------------------------------------------------------------
+
+    def _on_delete_records(self, call: DeleteRecords, out: list[Effect]) -> None:
+        """Move the leader's log start offset to ``call.offset`` (durably, through the store),
+        then wait for the followers (Kafka's DelayedDeleteRecords)."""
+        tp = call.tp
+        error, partition = self.leader_log(tp)
+        if partition is None:
+            out.append(Reply(call.client, DeleteRecordsReply(call.request_id, tp, error)))
+            return
+        offset = partition.high_watermark if call.offset == -1 else call.offset
+        if offset < 0 or offset > partition.high_watermark:
+            out.append(Reply(call.client, DeleteRecordsReply(call.request_id, tp,
+                                                             OFFSET_OUT_OF_RANGE)))
+            return
+        try:
+            self.store.delete_records(tp, offset)
+        except StorageError as storage_error:
+            out.append(Reply(call.client, DeleteRecordsReply(call.request_id, tp,
+                                                             int(storage_error.error_code))))
+            return
+        except OSError:
+            out.append(Reply(call.client, DeleteRecordsReply(call.request_id, tp,
+                                                             KAFKA_STORAGE_ERROR)))
+            return
+        out.append(LogChanged(tp))
+        self.pending_deletes.setdefault(tp, []).append(PendingDelete(
+            call.client, call.request_id, offset, self.now_ms() + max(call.timeout_ms, 0)))
+        self._complete_deletes(tp, out)
+
+    def low_watermark(self, tp: TopicPartition) -> int:
+        """The smallest log start offset over the ISR's replicas (this leader's own included);
+        -1 while a follower's is unknown."""
+        state = self.states.get(tp)
+        partition = self.store.log(tp)
+        if state is None or partition is None:
+            return -1
+        low = partition.log_start_offset
+        known = self.follower_log_starts.get(tp, {})
+        for replica in state.isr:
+            if replica != self.id:
+                low = min(low, known.get(replica, -1))
+        return low
+
+    def _complete_deletes(self, tp: TopicPartition, out: list[Effect]) -> None:
+        """Answer the DeleteRecords whose offset every ISR member's log start reached, or
+        whose timeout ran out."""
+        waiting = self.pending_deletes.get(tp)
+        if not waiting:
+            return
+        low = self.low_watermark(tp)
+        now_ms = self.now_ms()
+        kept: list[PendingDelete] = []
+        for item in waiting:
+            if low >= item.offset:
+                out.append(Reply(item.client, DeleteRecordsReply(item.request_id, tp, NONE,
+                                                                 low)))
+            elif now_ms >= item.deadline_ms:
+                out.append(Reply(item.client, DeleteRecordsReply(item.request_id, tp,
+                                                                 REQUEST_TIMED_OUT)))
+            else:
+                kept.append(item)
+        if kept:
+            self.pending_deletes[tp] = kept
+        else:
+            del self.pending_deletes[tp]
 
     def advance_hw(self, tp: TopicPartition, partition: NodeLog, out: list[Effect]) -> None:
         """The leader's HW: the minimum LEO over the ISR, never decreasing."""
@@ -935,6 +1050,12 @@ class BrokerNode:
         if call.leader_epoch >= 0:
             fields["leader_epoch"] = call.leader_epoch
         self._emit(tp, ReplicationEvent.FOLLOWER_FETCH, fields)
+        if call.log_start_offset >= 0:
+            starts = self.follower_log_starts.setdefault(tp, {})
+            if starts.get(replica) != call.log_start_offset:
+                starts[replica] = call.log_start_offset
+                if tp in self.pending_deletes:
+                    self._complete_deletes(tp, out)
         if offsets.get(replica, -1) < offset:
             offsets[replica] = offset
             self.advance_hw(tp, partition, out)
@@ -1067,7 +1188,8 @@ class BrokerNode:
                 continue
             out.append(Send(followed.leader, FetchCall(
                 request_id, self.id, self.incarnation, tp, partition.log_end_offset,
-                followed.leader_epoch, self.config.fetch_max_bytes)))
+                followed.leader_epoch, self.config.fetch_max_bytes,
+                log_start_offset=partition.log_start_offset)))
         if periodic:
             # (an ISR check changes only its own partition's state, never its role)
             leading: list[TopicPartition] = []
@@ -1075,10 +1197,13 @@ class BrokerNode:
                 if state.role is ReplicaRole.LEADER:
                     leading.append(tp)
             pending = self.pending
+            deletes = self.pending_deletes
             for tp in sorted(leading) if len(leading) > 1 else leading:
                 self.maybe_change_isr(tp, out)
                 if pending.get(tp):
                     self._complete(tp, out)
+                if tp in deletes:
+                    self._complete_deletes(tp, out)
 
     def _truncate(self, tp: TopicPartition, followed: Followed, partition: NodeLog,
                   step: TruncationStep) -> None:
@@ -1296,6 +1421,7 @@ class BrokerNode:
             if decision.became_leader:
                 self._isr_inputs += 1
                 self.follower_leos[tp] = {}
+                self.follower_log_starts[tp] = {}
                 self.follower_incarnations[tp] = {}
                 self.leo_at_previous_fetch[tp] = {}
                 self.last_caught_up_ms[tp] = dict.fromkeys(state.isr, self.now_ms())

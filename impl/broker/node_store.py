@@ -81,6 +81,12 @@ class LogManagerStore:
         assert partition is not None
         partition.maybe_increment_log_start_offset(leader_log_start_offset)
 
+    def delete_records(self, tp: TopicPartition, offset: int) -> None:
+        """Make ``offset`` ``tp``'s log start offset, durably (the leader's DeleteRecords)."""
+        partition = self.manager.get(tp)
+        assert partition is not None
+        partition.delete_records(offset)
+
     def epoch_entries(self, tp: TopicPartition) -> list[tuple[int, int]]:
         """``tp``'s leader-epoch cache as ``(epoch, start offset)``."""
         partition = self.manager.get(tp)

@@ -355,7 +355,7 @@ class ReplicaFetcher:
                 "partition": call.tp.partition,
                 "current_leader_epoch": call.leader_epoch,
                 "fetch_offset": call.offset,
-                "log_start_offset": -1,
+                "log_start_offset": call.log_start_offset,
                 "partition_max_bytes": call.max_bytes,
             })
         response = await connection.call(api_versions.FETCH, FETCH_VERSION, {

@@ -48,6 +48,8 @@ from .node import (
     Append,
     Appended,
     BrokerNode,
+    DeleteRecords,
+    DeleteRecordsReply,
     DirsFailed,
     Effect,
     EpochCall,
@@ -110,13 +112,13 @@ class _TrioStore(LogManagerStore):
 
 
 class _Waiter:
-    """A produce waiting for its answer."""
+    """A produce or a DeleteRecords waiting for its answer."""
 
     __slots__ = ("done", "reply")
 
     def __init__(self) -> None:
         self.done = trio.Event()
-        self.reply: ProduceReply | None = None
+        self.reply: Any = None
 
 
 class _GroupWaiter:
@@ -315,7 +317,8 @@ class ReplicaManager:
                         group_waiter.done.set()
                     continue
                 waiter = (self._waiters.get(message.request_id)
-                          if type(message) is ProduceReply else None)
+                          if type(message) is ProduceReply
+                          or type(message) is DeleteRecordsReply else None)
                 if waiter is not None:
                     waiter.reply = message
                     waiter.done.set()
@@ -416,8 +419,41 @@ class ReplicaManager:
         finally:
             del self._waiters[request_id]
         reply = waiter.reply
+        assert isinstance(reply, ProduceReply)
         return ProduceResult(reply.error, reply.base_offset, reply.log_append_time_ms,
                              reply.log_start_offset, reply.error_message)
+
+    # --- DeleteRecords ---------------------------------------------------------------------
+
+    async def delete_records(self, offsets: Mapping[TopicPartition, int], timeout_ms: int
+                             ) -> dict[TopicPartition, DeleteRecordsReply]:
+        """DeleteRecords: step each partition's request (the node moves the leader's log start
+        offset and decides when the followers have followed), then wait for every answer; the
+        node times them out on a tick past ``timeout_ms``."""
+        waiters: dict[TopicPartition, tuple[int, _Waiter]] = {}
+        try:
+            for tp, offset in offsets.items():
+                request_id = next(self._request_ids)
+                waiter = self._waiters[request_id] = _Waiter()
+                waiters[tp] = (request_id, waiter)
+                self.step(DeleteRecords(LOCAL, request_id, tp, offset, timeout_ms))
+            self.notify()  # a delayed fetch may answer at once with the new log start offset
+            deadline = trio.current_time() + max(timeout_ms, 0) / 1000.0
+            for _, waiter in waiters.values():
+                while waiter.reply is None:
+                    with trio.move_on_at(deadline + 0.001):
+                        await waiter.done.wait()
+                    if waiter.reply is None:
+                        self.step(Tick(periodic=True))
+                        deadline = trio.current_time()
+        finally:
+            for request_id, _ in waiters.values():
+                self._waiters.pop(request_id, None)
+        answers: dict[TopicPartition, DeleteRecordsReply] = {}
+        for tp, (_, waiter) in waiters.items():
+            assert isinstance(waiter.reply, DeleteRecordsReply)
+            answers[tp] = waiter.reply
+        return answers
 
     # --- the group coordinator -------------------------------------------------------------
 
@@ -443,11 +479,12 @@ class ReplicaManager:
     # --- the leader side of fetch ----------------------------------------------------------
 
     def fetch_partition(self, tp: TopicPartition, replica_id: int, fetch_offset: int,
-                        leader_epoch: int, max_bytes: int) -> FetchReply:
-        """One partition of a Fetch (a follower's when ``replica_id >= 0``); ``max_bytes``
-        below 0 reads nothing (the response is full)."""
+                        leader_epoch: int, max_bytes: int, *, log_start_offset: int = -1
+                        ) -> FetchReply:
+        """One partition of a Fetch (a follower's when ``replica_id >= 0``, with its log start
+        offset); ``max_bytes`` below 0 reads nothing (the response is full)."""
         replies = self.step(FetchCall(0, replica_id, -1, tp, fetch_offset, leader_epoch,
-                                      max_bytes, LOCAL))
+                                      max_bytes, LOCAL, log_start_offset))
         for effect in replies:
             if type(effect) is Reply and type(effect.message) is FetchReply:
                 found: FetchReply = effect.message

@@ -26,7 +26,7 @@ from impl.cli import main as cli_main
 from impl.cli.cmd_cluster import Cluster
 from impl.controller import EmbeddedZooKeeper
 
-from ._load import every_broker_sees_all, pause, wait_until
+from ._load import every_broker_sees_all, pause, stopped, wait_until
 
 pytestmark = [pytest.mark.integration, pytest.mark.filterwarnings("ignore::DeprecationWarning")]
 
@@ -624,6 +624,47 @@ def test_delete_records_with_every_client(cluster: Cluster) -> None:
             return all(_follower_log_start(cluster, broker_id) == 30 for broker_id in followers)
 
         wait_until(followers_follow, "the followers' log start offset", pause)
+
+
+def test_delete_records_waits_for_the_followers(cluster: Cluster) -> None:
+    """Kafka's DelayedDeleteRecords: with a follower in the ISR that does not fetch (paused
+    with SIGSTOP, well within its ZooKeeper session and replica.lag.time.max.ms), DeleteRecords
+    answers REQUEST_TIMED_OUT after its timeout; once the follower runs again it follows and
+    the answer is the low watermark."""
+    import os
+    import signal
+
+    from confluent_kafka import KafkaException, Producer
+    from confluent_kafka import TopicPartition as ConfluentTopicPartition
+    from confluent_kafka.admin import AdminClient as ConfluentAdmin
+
+    bootstrap = cluster.bootstrap_servers
+    with AdminClient(bootstrap) as ours:
+        controller = ours.metadata([]).controller_id
+        follower = next(b for b in (1, 2, 3) if b != controller)
+        leader = next(b for b in (1, 2, 3) if b not in (follower, controller))
+        assert ours.create_topics([("drw", {0: [leader, follower]})])["drw"][0] == 0
+        wait_until(lambda: set(ours.metadata(["drw"]).topics["drw"][1][0].isr)
+                   == {leader, follower}, "both replicas in the ISR", pause)
+    producer = Producer({"bootstrap.servers": bootstrap, "acks": "all"})
+    for index in range(10):
+        producer.produce("drw", value=b"%d" % index, partition=0)
+    assert producer.flush(30) == 0
+    admin = ConfluentAdmin({"bootstrap.servers": bootstrap})
+    paused = cluster.processes[follower]
+    os.kill(paused.pid, signal.SIGSTOP)
+    try:
+        wait_until(lambda: stopped(paused.pid), "the follower to stop", pause)
+        future = next(iter(admin.delete_records([ConfluentTopicPartition("drw", 0, 5)],
+                                                operation_timeout=2).values()))
+        with pytest.raises(KafkaException) as timed_out:
+            future.result(30)
+        assert timed_out.value.args[0].code() == 7  # REQUEST_TIMED_OUT
+    finally:
+        os.kill(paused.pid, signal.SIGCONT)
+    done = next(iter(admin.delete_records([ConfluentTopicPartition("drw", 0, 5)],
+                                          operation_timeout=30).values()))
+    assert done.result(60).low_watermark == 5
 
 
 def _follower_log_start(cluster: Cluster, broker_id: int) -> int:

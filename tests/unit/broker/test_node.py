@@ -132,6 +132,10 @@ class MemStore:
         log.log_start_offset = max(log.log_start_offset,
                                    min(leader_log_start_offset, log.high_watermark))
 
+    def delete_records(self, tp: TopicPartition, offset: int) -> None:
+        log = self.logs[tp]
+        log.log_start_offset = max(log.log_start_offset, offset)
+
     def epoch_entries(self, tp: TopicPartition) -> list[tuple[int, int]]:
         return list(self.logs[tp].epochs)
 
