@@ -375,7 +375,8 @@ class SimBroker:
             if effect.leader_epoch is None:
                 info = partition.append_as_follower_nowait(effect.records)
             else:
-                info = partition.append_as_leader_nowait(effect.records, effect.leader_epoch)
+                info = partition.append_as_leader_nowait(effect.records, effect.leader_epoch,
+                                                         effect.timestamp_window_ms)
             self.world.appended(self, tp, partition, base)
             done = Appended(tp, effect.token, NONE, info[0], info[1], info[2])
         except (StorageError, OSError) as error:

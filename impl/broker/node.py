@@ -389,6 +389,10 @@ class Append(NamedTuple):
     token: int
     records: bytes
     leader_epoch: int | None
+    #: the record timestamps a CreateTime topic accepts (``message.timestamp.difference.max.ms``
+    #: around the broker's clock; ``None``: unbounded), checked on every record by the storage
+    #: engine (the header's own timestamps may lie)
+    timestamp_window_ms: tuple[int, int] | None = None
 
 
 class WriteIsr(NamedTuple):
@@ -774,11 +778,12 @@ class BrokerNode:
                 header = rb.parse_header(data, 0)
             except RecordBatchError:
                 header = None
+        now_ms = call.now_wall_ms if call.now_wall_ms >= 0 else self.wall_ms()
         if header is not None:
             code = replication.timestamp_error(
                 header.base_timestamp, header.max_timestamp,
                 log_append_time=header.is_log_append_time,
-                now_ms=call.now_wall_ms if call.now_wall_ms >= 0 else self.wall_ms(),
+                now_ms=now_ms,
                 difference_max_ms=self.config.timestamp_difference_max_ms)
             if code != NONE:
                 out.append(Reply(call.client, ProduceReply(
@@ -805,7 +810,8 @@ class BrokerNode:
                     return
         self._tokens += 1
         self._appending[tp] = _Appending(call, header, state.leader_epoch)
-        out.append(Append(tp, self._tokens, data, state.leader_epoch))
+        window = replication.timestamp_window(now_ms, self.config.timestamp_difference_max_ms)
+        out.append(Append(tp, self._tokens, data, state.leader_epoch, window))
 
     def _on_appended(self, done: Appended, out: list[Effect]) -> None:
         tp = done.tp

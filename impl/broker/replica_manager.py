@@ -383,7 +383,8 @@ class ReplicaManager:
             if effect.leader_epoch is None:
                 info = await partition.append_as_follower(effect.records)
             else:
-                info = await partition.append_as_leader(effect.records, effect.leader_epoch)
+                info = await partition.append_as_leader(effect.records, effect.leader_epoch,
+                                                        effect.timestamp_window_ms)
         except (StorageError, OSError) as error:
             if isinstance(error, OSError):
                 log.warning("append to %s failed: %s", tp, error)

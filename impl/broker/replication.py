@@ -496,6 +496,7 @@ def desired_isr(
 
 
 INVALID_TIMESTAMP: Final = 32
+_LONG_MAX: Final = 2**63 - 1
 
 
 def timestamp_error(
@@ -518,6 +519,15 @@ def timestamp_error(
         if abs(now_ms - timestamp) > difference_max_ms:
             return INVALID_TIMESTAMP
     return NONE
+
+
+def timestamp_window(now_ms: int, difference_max_ms: int) -> tuple[int, int] | None:
+    """The record timestamps ``message.timestamp.difference.max.ms`` accepts around ``now_ms``
+    (``None``: the default, unbounded). The storage engine checks every record of a CREATE_TIME
+    batch against it, as Kafka's LogValidator does, since the header can lie."""
+    if difference_max_ms >= _LONG_MAX:
+        return None
+    return now_ms - difference_max_ms, now_ms + difference_max_ms
 
 
 def with_isr(state: ReplicaState, isr: tuple[int, ...], partition_epoch: int) -> ReplicaState:

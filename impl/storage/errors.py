@@ -1,6 +1,7 @@
 """Storage errors, by blame, each carrying the Kafka error code a broker answers with.
 
 * The client sent something invalid: :class:`InvalidRecord` (87), :class:`MessageTooLarge` (10),
+  :class:`InvalidTimestamp` (32),
   :class:`CorruptBatch` (2) when raised while validating a produce request.
 * The disk is bad: :class:`CorruptBatch` when raised while reading or recovering a segment,
   :class:`LogDirOffline` (KAFKA_STORAGE_ERROR, 56).
@@ -26,6 +27,7 @@ class ErrorCode(enum.IntEnum):
     NOT_LEADER_OR_FOLLOWER = 6
     REPLICA_NOT_AVAILABLE = 9
     MESSAGE_TOO_LARGE = 10
+    INVALID_TIMESTAMP = 32
     UNSUPPORTED_FOR_MESSAGE_FORMAT = 43
     KAFKA_STORAGE_ERROR = 56
     LOG_DIR_NOT_FOUND = 57
@@ -59,6 +61,13 @@ class MessageTooLarge(RecordBatchError):  # noqa: N818 (names from STYLE.md and 
     """MESSAGE_TOO_LARGE (10): a batch larger than ``message.max.bytes``."""
 
     error_code = ErrorCode.MESSAGE_TOO_LARGE
+
+
+class InvalidTimestamp(RecordBatchError):  # noqa: N818 (names from STYLE.md and Kafka)
+    """INVALID_TIMESTAMP (32): a CREATE_TIME record stamped further from the broker's clock than
+    ``message.timestamp.difference.max.ms``."""
+
+    error_code = ErrorCode.INVALID_TIMESTAMP
 
 
 class OffsetOutOfRange(StorageError):  # noqa: N818 (names from STYLE.md and Kafka)

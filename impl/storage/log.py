@@ -22,6 +22,7 @@ recovery rebuilds it with the offset index.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import struct
 from dataclasses import dataclass, field
@@ -558,6 +559,18 @@ class Log:
         """
         assert headers, "append of no batch"
         assert headers[0].base_offset >= self.log_end_offset, (headers[0], self.log_end_offset)
+        # A follower's batches may span more offsets than one segment's int32 relative offsets
+        # hold (offset gaps left by compaction, or a leader's lie): each run that fits is
+        # appended on its own, rolling at its first offset.
+        split = next((index for index, header in enumerate(headers)
+                      if header.last_offset - headers[0].base_offset > MAX_RELATIVE), None)
+        if split:
+            cut = headers[split].position
+            self.append(records[:cut], headers[:split])
+            rest = [dataclasses.replace(header, position=header.position - cut)
+                    for header in headers[split:]]
+            self.append(records[cut:], rest)
+            return
         self.maybe_roll(len(records), headers[-1].last_offset, headers[0].base_offset)
         segment = self.active
         start = segment.size

@@ -49,7 +49,13 @@ from impl.storage.checkpoint import (
 )
 from impl.storage.config import StorageConfig
 from impl.storage.disk import Disk, FileSlice
-from impl.storage.errors import ErrorCode, LogDirOffline, OffsetOutOfRange
+from impl.storage.errors import (
+    CorruptBatch,
+    ErrorCode,
+    InvalidTimestamp,
+    LogDirOffline,
+    OffsetOutOfRange,
+)
 from impl.storage.log import Log, StorageEnv, default_log_config
 from impl.storage.log_config import LogConfig, TopicLogConfigs
 from impl.storage.move_recovery import PartitionDirs, RecoveryDecision, classify_all
@@ -283,8 +289,22 @@ class PartitionLog:
 
     # --- writes -------------------------------------------------------------------------------
 
-    async def append_as_leader(self, records: bytes, leader_epoch: int) -> AppendInfo:
+    async def append_as_leader(
+        self, records: bytes, leader_epoch: int,
+        timestamp_window_ms: tuple[int, int] | None = None,
+    ) -> AppendInfo:
         """Validate a produce request's records, assign offsets from the LEO, append.
+
+        A ``CreateTime`` batch whose ``maxTimestamp`` is not its newest record's is rewritten to
+        say the newest (CRC recomputed), as Kafka's LogValidator does; an honest one is appended
+        as received.
+
+        Args:
+            records: the partition's ``records`` field.
+            leader_epoch: stamped on every batch.
+            timestamp_window_ms: ``(oldest, newest)`` record timestamps a ``CreateTime`` topic
+                accepts (``message.timestamp.difference.max.ms`` around the broker's clock), or
+                ``None`` for no bound.
 
         Returns:
             ``(base_offset, last_offset, append_time_ms)``; ``append_time_ms`` is -1 for a
@@ -292,22 +312,26 @@ class PartitionLog:
             (``message.timestamp.type=LogAppendTime``).
 
         Raises:
-            CorruptBatch, InvalidRecord, MessageTooLarge: nothing appended.
+            CorruptBatch, InvalidRecord, MessageTooLarge, InvalidTimestamp: nothing appended.
             LogDirOffline: the partition's dir failed (now or earlier).
         """
         log_config = self._manager.log_config(self.tp.topic)
         if len(records) >= VALIDATE_OFF_LOOP_BYTES or rb.is_compressed(records):
             # parsing every record (inflating them first) is CPU work: off the event loop, if
             # the runtime has one (impl.storage.runtime lends trio's worker threads)
-            headers = await self._manager.run_cpu_work(
-                rb.validate_client_records, records, log_config.max_message_bytes
+            batches = await self._manager.run_cpu_work(
+                rb.validate_client_batches, records, log_config.max_message_bytes
             )
         else:
-            headers = rb.validate_client_records(records, log_config.max_message_bytes)
+            batches = rb.validate_client_batches(records, log_config.max_message_bytes)
         async with self.lock:
-            return self._append_as_leader_locked(records, headers, leader_epoch)
+            return self._append_as_leader_locked(records, batches, leader_epoch,
+                                                 timestamp_window_ms)
 
-    def append_as_leader_nowait(self, records: bytes, leader_epoch: int) -> AppendInfo:
+    def append_as_leader_nowait(
+        self, records: bytes, leader_epoch: int,
+        timestamp_window_ms: tuple[int, int] | None = None,
+    ) -> AppendInfo:
         """:meth:`append_as_leader` for a runtime that never waits (the simulators): validation
         inline, the lock taken without waiting (finding it held is the runtime's bug).
 
@@ -315,24 +339,42 @@ class PartitionLog:
             as :meth:`append_as_leader`.
         """
         log_config = self._manager.log_config(self.tp.topic)
-        headers = rb.validate_client_records(records, log_config.max_message_bytes)
+        batches = rb.validate_client_batches(records, log_config.max_message_bytes)
         self.lock.acquire_nowait()
         try:
-            return self._append_as_leader_locked(records, headers, leader_epoch)
+            return self._append_as_leader_locked(records, batches, leader_epoch,
+                                                 timestamp_window_ms)
         finally:
             self.lock.release()
 
-    def _append_as_leader_locked(self, records: bytes, headers: list[rb.BatchHeader],
-                                 leader_epoch: int) -> AppendInfo:
+    def _append_as_leader_locked(self, records: bytes, batches: list[rb.ClientBatch],
+                                 leader_epoch: int,
+                                 timestamp_window_ms: tuple[int, int] | None) -> AppendInfo:
         log_config = self._manager.log_config(self.tp.topic)
         self._check_online()
+        if timestamp_window_ms is not None and not log_config.log_append_time:
+            oldest_ms, newest_ms = timestamp_window_ms
+            for batch in batches:
+                if batch.oldest_timestamp_ms < oldest_ms or batch.newest_timestamp_ms > newest_ms:
+                    raise InvalidTimestamp(
+                        f"record timestamps [{batch.oldest_timestamp_ms}, "
+                        f"{batch.newest_timestamp_ms}] outside [{oldest_ms}, {newest_ms}]"
+                    )
         log = self._log
         buffer = bytearray(records)
         base = log.log_end_offset
         append_time_ms = -1
         if log_config.log_append_time:
             append_time_ms = self._manager.clock.wall_ms()
-            headers = rb.stamp_log_append_time(buffer, headers, append_time_ms)
+            headers = rb.stamp_log_append_time(buffer, [b.header for b in batches], append_time_ms)
+        else:
+            # Kafka's LogValidator: maxTimestamp is what the records say (and the type
+            # CreateTime); only a header that says otherwise is rewritten
+            headers = [
+                rb.set_max_timestamp(buffer, batch.header, batch.newest_timestamp_ms,
+                                     log_append_time=False)
+                for batch in batches
+            ]
         last = rb.assign_offsets(buffer, headers, base, leader_epoch)
         assigned: list[rb.BatchHeader] = []
         offset = base
@@ -350,12 +392,20 @@ class PartitionLog:
     async def append_as_follower(self, records: bytes) -> AppendInfo:
         """Append batches fetched from the leader (offsets and epochs already assigned).
 
+        The batches are checked first (:func:`~impl.storage.record_batch.validate_replica_records`:
+        a malicious or buggy leader cannot make the LEO or an index overflow), off the event loop
+        when that is much work, as the leader's validation is.
+
         Raises:
             CorruptBatch: bad batch or offsets below the LEO; nothing appended.
             LogDirOffline: the partition's dir failed.
         """
+        if len(records) >= VALIDATE_OFF_LOOP_BYTES or rb.has_compressed_batch(records):
+            headers = await self._manager.run_cpu_work(rb.validate_replica_records, records, 0)
+        else:
+            headers = rb.validate_replica_records(records, 0)
         async with self.lock:
-            return self._append_as_follower_locked(records)
+            return self._append_as_follower_locked(records, headers)
 
     def append_as_follower_nowait(self, records: bytes) -> AppendInfo:
         """:meth:`append_as_follower` for a runtime that never waits (the simulators).
@@ -363,18 +413,25 @@ class PartitionLog:
         Raises:
             as :meth:`append_as_follower`.
         """
+        headers = rb.validate_replica_records(records, 0)
         self.lock.acquire_nowait()
         try:
-            return self._append_as_follower_locked(records)
+            return self._append_as_follower_locked(records, headers)
         finally:
             self.lock.release()
 
-    def _append_as_follower_locked(self, records: bytes) -> AppendInfo:
+    def _append_as_follower_locked(self, records: bytes,
+                                   headers: list[rb.BatchHeader]) -> AppendInfo:
         self._check_online()
         log = self._log
-        headers = rb.validate_replica_records(records, log.log_end_offset)
         if not headers:
             return AppendInfo(log.log_end_offset, log.log_end_offset - 1, -1)
+        # the batches' offsets rise (checked); the first must not fall below the LEO
+        if headers[0].base_offset < log.log_end_offset:
+            raise CorruptBatch(
+                f"replicated batch base offset {headers[0].base_offset} < log end offset "
+                f"{log.log_end_offset}"
+            )
         with self._manager.io(log.log_dir):
             changed = False
             for header in headers:

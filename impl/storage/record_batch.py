@@ -30,10 +30,21 @@ Then the records themselves, as Kafka's ``LogValidator`` iterates them
 a compressed batch is inflated with a bounded output buffer (:mod:`impl.storage.compression`; at
 most :data:`MAX_UNCOMPRESSED_BATCH_BYTES`) and every
 record parsed: a record that does not parse, an unknown codec or a bomb is CORRUPT_MESSAGE; fewer
-or more records than ``recordCount``, offset deltas other than 0, 1, ..., a timestamp overflowing
-int64 or a CREATE_TIME ``maxTimestamp`` other than the newest record's is INVALID_RECORD. The
-header alone is not trusted: a CRC-valid batch claiming 2^31-1 records while holding one would
-move the log end offset by 2^31.
+or more records than ``recordCount``, offset deltas other than 0, 1, ... or a timestamp
+overflowing int64 is INVALID_RECORD. The header alone is not trusted: a CRC-valid batch claiming
+2^31-1 records while holding one would move the log end offset by 2^31. A ``maxTimestamp`` that
+is not the newest record's is not refused: as Kafka's ``LogValidator`` (``setMaxTimestamp``), the
+leader rewrites it (and the timestamp type bit, and the CRC) to what the records say for
+CREATE_TIME, or to the broker's clock for LOG_APPEND_TIME (:func:`set_max_timestamp`); an honest
+header is left as it is.
+
+Batches a follower appends (:func:`validate_replica_records`) were validated by the leader, and
+Kafka's ``appendAsFollower`` only checks their CRC, sizes and that offsets rise from the log end
+offset. A malicious or buggy leader must not corrupt the follower's log either, so the follower
+also refuses (CORRUPT_MESSAGE, nothing appended) what would let the LEO or an index overflow or
+disagree with the records: ``recordCount`` outside ``[0, lastOffsetDelta + 1]`` (a cleaned batch
+keeps its offset span with fewer records), a last offset past int64, or records that are not
+``recordCount`` records with rising offset deltas at most ``lastOffsetDelta``.
 
 UNSUPPORTED_FOR_MESSAGE_FORMAT (43) is not produced here: Kafka uses it when a request needs a newer
 format than the topic's ``message.format.version``, which this broker fixes at v2.
@@ -88,6 +99,20 @@ def is_compressed(records: bytes | bytearray | memoryview) -> bool:
     return len(records) > ATTRIBUTES_OFFSET + 1 and bool(
         records[ATTRIBUTES_OFFSET + 1] & _ATTR_COMPRESSION_MASK
     )
+
+
+def has_compressed_batch(records: bytes | bytearray | memoryview) -> bool:
+    """Whether any whole batch in ``records`` says its records are compressed (only the length
+    and attribute fields are read)."""
+    position = 0
+    while position + ATTRIBUTES_OFFSET + 2 <= len(records):
+        if records[position + ATTRIBUTES_OFFSET + 1] & _ATTR_COMPRESSION_MASK:
+            return True
+        size = int.from_bytes(records[position + 8 : position + 12], "big", signed=True)
+        if size <= 0:
+            return False
+        position += LOG_OVERHEAD + size
+    return False
 
 
 def crc32c(data: bytes | bytearray | memoryview) -> int:
@@ -260,12 +285,35 @@ def valid_prefix(
     return ValidPrefix(position, tuple(headers), None)
 
 
+@dataclass(frozen=True, slots=True)
+class ClientBatch:
+    """A validated client batch: its header as received and what its records say."""
+
+    header: BatchHeader
+    #: the oldest and newest record timestamps (CREATE_TIME: base timestamp + delta)
+    oldest_timestamp_ms: int
+    newest_timestamp_ms: int
+
+
 def validate_client_records(
     records: bytes | bytearray | memoryview,
     message_max_bytes: int,
     *,
     single_batch: bool = True,
 ) -> list[BatchHeader]:
+    """:func:`validate_client_batches`, returning the headers only."""
+    return [
+        batch.header
+        for batch in validate_client_batches(records, message_max_bytes, single_batch=single_batch)
+    ]
+
+
+def validate_client_batches(
+    records: bytes | bytearray | memoryview,
+    message_max_bytes: int,
+    *,
+    single_batch: bool = True,
+) -> list[ClientBatch]:
     """Validate the records of one partition of a produce request (the leader path).
 
     Args:
@@ -274,14 +322,14 @@ def validate_client_records(
         single_batch: produce v3+ allows exactly one batch per partition.
 
     Returns:
-        The headers, in order.
+        Each batch's header and its records' oldest and newest timestamps, in order.
 
     Raises:
         CorruptBatch, InvalidRecord, MessageTooLarge: see the module docstring.
     """
     if len(records) == 0:
         raise InvalidRecord("produce request with no record batch for the partition")
-    headers: list[BatchHeader] = []
+    headers: list[ClientBatch] = []
     position = 0
     while position < len(records):
         available = len(records) - position
@@ -309,23 +357,33 @@ def validate_client_records(
             )
         if header.is_control:
             raise InvalidRecord("clients may not send control batches")
-        check_batch_records(records, header)
+        oldest, newest = check_batch_records(records, header)
         if header.producer_id >= 0 and header.base_sequence < 0:
             raise InvalidRecord(
                 f"producer id {header.producer_id} with invalid base sequence "
                 f"{header.base_sequence}"
             )
-        headers.append(header)
+        headers.append(ClientBatch(header, oldest, newest))
         position += header.size_in_bytes
     if single_batch and len(headers) > 1:
         raise InvalidRecord(f"{len(headers)} batches; produce v3+ allows exactly one per partition")
     return headers
 
 
-def _read_varint(
-    data: bytes | memoryview, position: int, end: int, limit_bytes: int
+#: Longest encodings of a record's zig-zag ``varint`` (int32) and ``varlong`` (int64).
+VARINT_MAX_BYTES = 5
+VARLONG_MAX_BYTES = 10
+
+
+def read_varint(
+    data: bytes | bytearray | memoryview, position: int, end: int, limit_bytes: int
 ) -> tuple[int, int]:
-    """A zig-zag varint (``limit_bytes`` 5 for varint, 10 for varlong) and where it ends."""
+    """The zig-zag varint at ``position`` (``limit_bytes``: :data:`VARINT_MAX_BYTES` or
+    :data:`VARLONG_MAX_BYTES`) and where it ends; the one reader of record varints.
+
+    Raises:
+        CorruptBatch: the varint runs past ``end`` or is longer than ``limit_bytes``.
+    """
     raw = 0
     shift = 0
     for _ in range(limit_bytes):
@@ -342,7 +400,7 @@ def _read_varint(
 
 def _skip_field(data: bytes | memoryview, position: int, end: int, what: str) -> int:
     """Skip a varint-length-prefixed key, value or header field (-1 is null)."""
-    length, position = _read_varint(data, position, end, 5)
+    length, position = read_varint(data, position, end, VARINT_MAX_BYTES)
     if length < -1:
         raise CorruptBatch(f"record {what} length {length}")
     if length > end - position:
@@ -350,40 +408,57 @@ def _skip_field(data: bytes | memoryview, position: int, end: int, what: str) ->
     return position + max(length, 0)
 
 
-def _check_records(header: BatchHeader, data: bytes | memoryview) -> int:
-    """Walk ``header``'s records in ``data`` (uncompressed); return their newest timestamp.
+def _check_records(
+    header: BatchHeader, data: bytes | memoryview, *, replicated: bool = False
+) -> tuple[int, int]:
+    """Walk ``header``'s records in ``data`` (uncompressed); return their oldest and newest
+    timestamps (``(INT64_MAX, INT64_MIN)`` for no record).
 
-    Each record's length must be exactly its fields; offset deltas run 0, 1, ... and timestamps
-    stay in int64; exactly ``recordCount`` records fill ``data`` with no byte left over.
+    Each record's length must be exactly its fields; timestamps stay in int64; exactly
+    ``recordCount`` records fill ``data`` with no byte left over. Offset deltas run 0, 1, ...
+    (a client batch) or rise within ``[0, lastOffsetDelta]`` (``replicated``: a cleaned batch
+    keeps its offset span with fewer records). Malformed records are CorruptBatch; a count or
+    offset that disagrees with the header is InvalidRecord (CorruptBatch when ``replicated``).
     """
+    disagrees = CorruptBatch if replicated else InvalidRecord
     position = 0
     end = len(data)
+    oldest = _INT64_MAX
     newest = _INT64_MIN
+    previous_delta = -1
     for index in range(header.record_count):
         if position >= end:
-            raise InvalidRecord(
+            raise disagrees(
                 f"batch claims {header.record_count} records but holds {index}"
             )
-        length, position = _read_varint(data, position, end, 5)
+        length, position = read_varint(data, position, end, VARINT_MAX_BYTES)
         record_end = position + length
         if length < 6 or record_end > end:  # 6: the smallest record (every field empty)
             raise CorruptBatch(f"record {index}: length {length} outside the batch")
         position += 1  # record attributes (unused in v2)
-        timestamp_delta, position = _read_varint(data, position, record_end, 10)
-        offset_delta, position = _read_varint(data, position, record_end, 5)
-        if offset_delta != index:
-            raise InvalidRecord(f"record {index} has offset delta {offset_delta}")
+        timestamp_delta, position = read_varint(data, position, record_end, VARLONG_MAX_BYTES)
+        offset_delta, position = read_varint(data, position, record_end, VARINT_MAX_BYTES)
+        if replicated:
+            if not previous_delta < offset_delta <= header.last_offset_delta:
+                raise disagrees(
+                    f"record {index} has offset delta {offset_delta} after {previous_delta} "
+                    f"(last offset delta {header.last_offset_delta})"
+                )
+            previous_delta = offset_delta
+        elif offset_delta != index:
+            raise disagrees(f"record {index} has offset delta {offset_delta}")
         timestamp = header.base_timestamp + timestamp_delta
         if not _INT64_MIN <= timestamp <= _INT64_MAX:
-            raise InvalidRecord(f"record {index}: timestamp overflows")
+            raise disagrees(f"record {index}: timestamp overflows")
+        oldest = min(oldest, timestamp)
         newest = max(newest, timestamp)
         position = _skip_field(data, position, record_end, "key")
         position = _skip_field(data, position, record_end, "value")
-        header_count, position = _read_varint(data, position, record_end, 5)
+        header_count, position = read_varint(data, position, record_end, VARINT_MAX_BYTES)
         if header_count < 0 or header_count > record_end - position:
             raise CorruptBatch(f"record {index}: {header_count} headers")
         for _ in range(header_count):
-            key_length, position = _read_varint(data, position, record_end, 5)
+            key_length, position = read_varint(data, position, record_end, VARINT_MAX_BYTES)
             if key_length < 0 or key_length > record_end - position:
                 raise CorruptBatch(f"record {index}: header key length {key_length}")
             position = _skip_field(data, position + key_length, record_end, "header value")
@@ -392,49 +467,55 @@ def _check_records(header: BatchHeader, data: bytes | memoryview) -> int:
                 f"record {index}: {record_end - position} bytes past its fields"
             )
     if position != end:
-        raise InvalidRecord(
+        raise disagrees(
             f"{end - position} bytes after the {header.record_count} records the batch declares"
         )
-    return newest
+    return oldest, newest
 
 
 def check_batch_records(
     buffer: bytes | bytearray | memoryview,
     header: BatchHeader,
     max_uncompressed_bytes: int = MAX_UNCOMPRESSED_BATCH_BYTES,
-) -> None:
+    *,
+    replicated: bool = False,
+) -> tuple[int, int]:
     """Check that a batch's records are what its header claims, as Kafka's LogValidator does.
 
     The records (inflated first, within ``max_uncompressed_bytes``, for a compressed batch) must
-    number exactly ``recordCount`` with offset deltas 0..count-1 and nothing after them, and for
-    CREATE_TIME the header's ``maxTimestamp`` must be the newest record's timestamp.
+    number exactly ``recordCount`` with offset deltas 0..count-1 (rising within
+    ``[0, lastOffsetDelta]`` when ``replicated``) and nothing after them. The header's
+    ``maxTimestamp`` is not checked: the leader rewrites it (:func:`set_max_timestamp`).
+
+    Returns:
+        The oldest and newest record timestamps (``base timestamp + delta``).
 
     Raises:
-        CorruptBatch: a record that does not parse, a codec that is not one, a bomb.
-        InvalidRecord: more or fewer records than declared, offset deltas out of order, a lying
-            ``maxTimestamp``.
+        CorruptBatch: a record that does not parse, a codec that is not one, a bomb; when
+            ``replicated``, also what the next line lists.
+        InvalidRecord: more or fewer records than declared, offset deltas out of order.
     """
     start = header.position + HEADER_SIZE
     data = bytes(memoryview(buffer)[start : header.position + header.size_in_bytes])
     data = codecs.decompress(header.compression, data, max_uncompressed_bytes)
-    newest = _check_records(header, data)
-    if not header.is_log_append_time and header.max_timestamp != newest:
-        raise InvalidRecord(
-            f"batch max timestamp {header.max_timestamp} but newest record {newest}"
-        )
+    return _check_records(header, data, replicated=replicated)
 
 
 def validate_replica_records(
-    records: bytes | bytearray | memoryview, next_offset: int
+    records: bytes | bytearray | memoryview,
+    next_offset: int,
+    max_uncompressed_bytes: int = MAX_UNCOMPRESSED_BATCH_BYTES,
 ) -> list[BatchHeader]:
-    """Validate batches a follower (or a mover) appends: offsets already assigned.
+    """Validate batches a follower appends: offsets already assigned (see the module docstring).
 
     Args:
         records: whole batches.
         next_offset: the log end offset they must start at or after.
+        max_uncompressed_bytes: the bound a compressed batch inflates within.
 
     Raises:
-        CorruptBatch: malformed, corrupt, or offsets not rising from ``next_offset``.
+        CorruptBatch: malformed, corrupt, offsets not rising from ``next_offset``, a last offset
+            past int64, or records that disagree with the header.
     """
     headers: list[BatchHeader] = []
     for header in iter_batches(records):
@@ -444,6 +525,14 @@ def validate_replica_records(
             )
         if header.last_offset_delta < 0:
             raise CorruptBatch(f"negative last offset delta {header.last_offset_delta}")
+        if header.last_offset > _INT64_MAX - 1:
+            raise CorruptBatch(f"replicated batch ends at offset {header.last_offset}")
+        if not 0 <= header.record_count <= header.last_offset_delta + 1:
+            raise CorruptBatch(
+                f"record count {header.record_count} outside [0, last offset delta "
+                f"{header.last_offset_delta} + 1]"
+            )
+        check_batch_records(records, header, max_uncompressed_bytes, replicated=True)
         next_offset = header.next_offset
         headers.append(header)
     return headers
@@ -474,6 +563,31 @@ _ATTRIBUTES = struct.Struct(">h")
 _CRC = struct.Struct(">I")
 
 
+def set_max_timestamp(
+    records: bytearray, header: BatchHeader, max_timestamp_ms: int, *, log_append_time: bool
+) -> BatchHeader:
+    """Kafka's ``DefaultRecordBatch.setMaxTimestamp``: make ``header``'s batch (in place in
+    ``records``) say ``max_timestamp_ms`` and the given timestamp type, rewriting the CRC; a
+    header that already says both is left untouched (no CRC pass: the zero-copy case).
+
+    Returns:
+        The header as it now is.
+    """
+    attributes = (header.attributes & ~_ATTR_TIMESTAMP_TYPE) | (
+        _ATTR_TIMESTAMP_TYPE if log_append_time else 0
+    )
+    if attributes == header.attributes and max_timestamp_ms == header.max_timestamp:
+        return header
+    _ATTRIBUTES.pack_into(records, header.position + ATTRIBUTES_OFFSET, attributes)
+    _MAX_TIMESTAMP_CRC.pack_into(records, header.position + MAX_TIMESTAMP_OFFSET, max_timestamp_ms)
+    end = header.position + header.size_in_bytes
+    crc = crc32c(memoryview(records)[header.position + ATTRIBUTES_OFFSET:end])
+    _CRC.pack_into(records, header.position + CRC_OFFSET, crc)
+    updated = parse_header(records, header.position)
+    check_crc(records, updated)
+    return updated
+
+
 def stamp_log_append_time(
     records: bytearray, headers: Sequence[BatchHeader], now_ms: int
 ) -> list[BatchHeader]:
@@ -483,18 +597,7 @@ def stamp_log_append_time(
     Returns:
         The headers as they now are.
     """
-    stamped: list[BatchHeader] = []
-    for header in headers:
-        attributes = header.attributes | _ATTR_TIMESTAMP_TYPE
-        _ATTRIBUTES.pack_into(records, header.position + ATTRIBUTES_OFFSET, attributes)
-        _MAX_TIMESTAMP_CRC.pack_into(records, header.position + MAX_TIMESTAMP_OFFSET, now_ms)
-        end = header.position + header.size_in_bytes
-        crc = crc32c(memoryview(records)[header.position + ATTRIBUTES_OFFSET:end])
-        _CRC.pack_into(records, header.position + CRC_OFFSET, crc)
-        updated = parse_header(records, header.position)
-        check_crc(records, updated)
-        stamped.append(updated)
-    return stamped
+    return [set_max_timestamp(records, header, now_ms, log_append_time=True) for header in headers]
 
 
 # --- building batches (tests, benchmarks, clients in-process) ----------------------------------

@@ -44,29 +44,19 @@ class Record:
     attributes: int = 0
 
 
-def _read_varint(buffer: bytes, position: int) -> tuple[int, int]:
-    """A zig-zag varint at ``position``: ``(value, next position)``."""
-    shift = 0
-    raw = 0
-    while True:
-        if position >= len(buffer) or shift > 63:
-            raise CorruptBatch(f"record varint runs past the end at byte {position}")
-        byte = buffer[position]
-        position += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
-        shift += 7
+def _read_varint(buffer: bytes, position: int, end: int) -> tuple[int, int]:
+    return rb.read_varint(buffer, position, end, rb.VARINT_MAX_BYTES)
 
 
-def _read_bytes(buffer: bytes, position: int) -> tuple[bytes | None, int]:
-    length, position = _read_varint(buffer, position)
-    if length < 0:
+def _read_bytes(buffer: bytes, position: int, end: int) -> tuple[bytes | None, int]:
+    length, position = _read_varint(buffer, position, end)
+    if length < -1:
+        raise CorruptBatch(f"record field length {length}")
+    if length == -1:
         return None, position
-    end = position + length
-    if end > len(buffer):
-        raise CorruptBatch(f"record field of {length} bytes runs past the end")
-    return buffer[position:end], end
+    if length > end - position:
+        raise CorruptBatch(f"record field of {length} bytes runs past its record")
+    return buffer[position : position + length], position + length
 
 
 def iter_records(batch: bytes, header: rb.BatchHeader | None = None) -> Iterator[Record]:
@@ -86,20 +76,23 @@ def iter_records(batch: bytes, header: rb.BatchHeader | None = None) -> Iterator
     body = codecs.decompress(header.compression, bytes(batch[start:end]))
     position = 0
     for _ in range(header.record_count):
-        length, position = _read_varint(body, position)
+        length, position = _read_varint(body, position, len(body))
         record_end = position + length
-        if length < 0 or record_end > len(body):
+        if length < 1 or record_end > len(body):
             raise CorruptBatch(f"batch {header.base_offset}: record of {length} bytes past the end")
         attributes = body[position]
-        timestamp_delta, cursor = _read_varint(body, position + 1)
-        offset_delta, cursor = _read_varint(body, cursor)
-        key, cursor = _read_bytes(body, cursor)
-        value, cursor = _read_bytes(body, cursor)
-        count, cursor = _read_varint(body, cursor)
+        timestamp_delta, cursor = rb.read_varint(body, position + 1, record_end,
+                                                 rb.VARLONG_MAX_BYTES)
+        offset_delta, cursor = _read_varint(body, cursor, record_end)
+        key, cursor = _read_bytes(body, cursor, record_end)
+        value, cursor = _read_bytes(body, cursor, record_end)
+        count, cursor = _read_varint(body, cursor, record_end)
+        if count < 0 or count > record_end - cursor:
+            raise CorruptBatch(f"batch {header.base_offset}: record with {count} headers")
         headers: list[tuple[bytes, bytes | None]] = []
-        for _ in range(max(count, 0)):
-            header_key, cursor = _read_bytes(body, cursor)
-            header_value, cursor = _read_bytes(body, cursor)
+        for _ in range(count):
+            header_key, cursor = _read_bytes(body, cursor, record_end)
+            header_value, cursor = _read_bytes(body, cursor, record_end)
             headers.append((header_key or b"", header_value))
         if cursor != record_end:
             raise CorruptBatch(f"batch {header.base_offset}: record length disagrees with fields")
