@@ -9,10 +9,15 @@ and fetches it back, over and over; its latency is measured in each phase:
 * ``partial_frames``: 20 connections each announcing a 100 MB request and sending 1 MiB of it;
 * ``huge_metadata``: a client sending, back to back, legal Metadata v1 requests naming one topic
   1,000,000 times (4 MB each);
+* ``huge_list_offsets``: the same with ListOffsets v1 naming 1,000,000 partitions (12 MB);
+* ``huge_alter_log_dirs``: the same with AlterReplicaLogDirs v1 naming 2,000,000 partitions
+  (8 MB);
 * ``create_delete``: a client creating a 2,000-partition topic and deleting it, in a loop.
 
 Prints p50/p99 per phase, the ratio to the quiet phase's, failed probes and the broker's RSS, and
-ends with one JSON line. Run: ``python -m bench.abuse [--seconds 10]``.
+ends with one JSON line. The machine may be shared: compare the ratios within one run. Run:
+``python -m bench.abuse [--seconds 10] [--phases huge_metadata,huge_list_offsets]`` (the quiet
+baseline always runs first).
 """
 
 from __future__ import annotations
@@ -199,12 +204,18 @@ class PartialFrames(Attack):
             self.sockets.append(sock)
 
 
-class HugeMetadata(Attack):
+class HugeRequest(Attack):
+    """Sends one large legal request over and over, each on a new connection."""
+
+    def __init__(self, bootstrap: str, api_key: int, version: int, data: dict[str, Any]) -> None:
+        super().__init__(bootstrap)
+        self.api_key, self.version, self.data = api_key, version, data
+
     def run(self) -> None:
         from kio.index import load_request_schema
 
-        frame = encode_request(3, 1, 1, "bench", build(
-            load_request_schema(3, 1), {"topics": [{"name": PROBE_TOPIC}] * 1_000_000}))
+        frame = encode_request(self.api_key, self.version, 1, "bench", build(
+            load_request_schema(self.api_key, self.version), self.data))
         while not self.stop.is_set():
             try:
                 with _connect(self.bootstrap, 120) as sock:
@@ -283,6 +294,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--seconds", type=float, default=10.0, help="per phase")
     parser.add_argument("--idle", type=int, default=500)
     parser.add_argument("--slow", type=int, default=200)
+    parser.add_argument("--phases", default="",
+                        help="comma-separated phases to run after quiet (default: all)")
     arguments = parser.parse_args(argv)
     results: list[dict[str, Any]] = []
     with tempfile.TemporaryDirectory(prefix="logproof-bench-abuse-") as temporary, \
@@ -311,10 +324,24 @@ def main(argv: list[str] | None = None) -> int:
                 ("idle", lambda: Idle(bootstrap, arguments.idle)),
                 ("slowloris", lambda: Slowloris(bootstrap, arguments.slow)),
                 ("partial_frames", lambda: PartialFrames(bootstrap)),
-                ("huge_metadata", lambda: HugeMetadata(bootstrap)),
+                ("huge_metadata", lambda: HugeRequest(
+                    bootstrap, 3, 1, {"topics": [{"name": PROBE_TOPIC}] * 1_000_000})),
+                ("huge_list_offsets", lambda: HugeRequest(bootstrap, 2, 1, {
+                    "replica_id": -1, "topics": [{"name": PROBE_TOPIC, "partitions": [
+                        {"partition_index": index, "timestamp": -1}
+                        for index in range(1_000_000)]}]})),
+                ("huge_alter_log_dirs", lambda: HugeRequest(bootstrap, 34, 1, {
+                    "dirs": [{"path": str(root / "d1"), "topics": [
+                        {"name": "absent", "partitions": list(range(2_000_000))}]}]})),
                 ("create_delete", lambda: CreateDelete(bootstrap)),
             ]
+            chosen = {name for name in arguments.phases.split(",") if name}
+            unknown = chosen - {name for name, _ in attacks}
+            if unknown:
+                raise SystemExit(f"unknown phases: {', '.join(sorted(unknown))}")
             for name, make in attacks:
+                if chosen and name != "quiet" and name not in chosen:
+                    continue
                 result = _phase(name, probe, make(), arguments.seconds, process.pid)
                 results.append(result)
             probe.close()
