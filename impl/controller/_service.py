@@ -41,11 +41,14 @@ from .coordinator import (
     Coordinator,
     CoordinatorClosedError,
     CoordinatorError,
+    DeleteOp,
     NodeExistsError,
     NoNodeError,
+    OpResult,
     SessionEvent,
     SessionExpiredError,
     SessionState,
+    multi_error,
 )
 from .node import (
     ChildrenOp,
@@ -340,7 +343,26 @@ class ControllerService:
         except _LOST:
             self._complete(WriteCompleted(effect.write_id, None))
             return
+        self._forget_ensured(effect, results)
         self._complete(WriteCompleted(effect.write_id, results))
+
+    def _forget_ensured(self, effect: ZkWrite, results: Sequence[OpResult]) -> None:
+        """Keep the cache of ensured paths true: a path this write deleted (a topic's
+        ``partitions`` nodes, when the topic is deleted) is no longer there, nor are its
+        descendants; and when the write failed on a missing node, the paths it relied on are
+        checked again next time (another session may have deleted them). Without this a topic
+        created again after its deletion never got its partition states: each create of a state
+        znode failed with NoNode under a parent the cache still believed in."""
+        failure = multi_error(results)
+        if failure is not None:
+            if isinstance(failure[1], NoNodeError):
+                self._ensured_paths.difference_update(effect.ensure_paths)
+            return
+        for op in effect.ops:
+            if isinstance(op, DeleteOp):
+                prefix = op.path + "/"
+                self._ensured_paths = {path for path in self._ensured_paths
+                                       if path != op.path and not path.startswith(prefix)}
 
     async def _do_send(self, effect: SendToBroker) -> None:
         if effect.backoff_ms:
