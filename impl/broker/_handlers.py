@@ -232,21 +232,10 @@ class RequestHandlers:
     def _topic_allowed(self, operation: AclOperation, name: str) -> bool:
         return self.context.topic_allowed(operation, name)
 
-    def _resources_refusal(self, request: DecodedRequest,
-                           requirement: request_acls.Requirement) -> bytes | None:
-        """Check each resource a config API or CreatePartitions names (None: all allowed)."""
-        assert requirement.operation is not None
-        denied = [not self._allowed(requirement.operation, Resource(kind, name))
-                  for kind, name in request_acls.named_resources(request.api_key, request.body)]
-        if not any(denied):
-            return None
-        return self._answer(request, request_acls.resources_refusal_data(
-            request.api_key, request.body, denied, requirement.operation))
-
     def _group_refusal(self, request: DecodedRequest) -> bytes | None:
         """Check the groups (or transactional ids) a group API names (None: all allowed)."""
+        operation = request_acls.group_operation(request.api_key)
         for kind, name in request_acls.checked_resources(request.api_key, request.body):
-            operation = request_acls.group_operation(request.api_key, kind)
             if not self._allowed(operation, Resource(kind, name)):
                 return self._answer(request, request_acls.group_refusal_data(
                     request.api_key, request.body, request_acls.DENIAL_CODES[kind]))
@@ -259,8 +248,6 @@ class RequestHandlers:
         requirement = request_acls.requirement(request.api_key)
         if request.api_key in request_acls.GROUP_CHECKED:
             return self._group_refusal(request)
-        if request.api_key in request_acls.DISPATCH_CHECKED:
-            return self._resources_refusal(request, requirement)
         if requirement.scope is not request_acls.Scope.REQUEST:
             return None
         assert requirement.operation is not None

@@ -15,6 +15,8 @@ from typing import TYPE_CHECKING, Any, Final, Protocol
 import trio
 
 from impl.controller.coordinator import CoordinatorError
+from impl.security import request_acls
+from impl.security.authorizer import AclOperation, Resource
 from impl.security.session import current_session
 from impl.storage import TopicPartition
 
@@ -156,6 +158,17 @@ class AdminHandlers:
 
     # --- resources ---------------------------------------------------------------------------
 
+    def _authorize(self, operation: AclOperation, resource: Resource) -> None:
+        """Raise the resource type's ``*_AUTHORIZATION_FAILED`` unless the session may act:
+        each resource a request names is decided alone, so the allowed ones are served."""
+        if not self._handlers.context.allowed(operation, resource):
+            raise _ResourceError(request_acls.DENIAL_CODES[resource.resource_type],
+                                 f"{operation.name} on {resource.resource_type.name} "
+                                 f"{resource.name!r} is not authorized")
+
+    def _topic_allowed(self, operation: AclOperation, name: str) -> bool:
+        return self._handlers.context.topic_allowed(operation, name)
+
     async def _topic(self, name: str) -> None:
         """Resource: Topic ``name``. Raises for a bad name or an unknown topic."""
         reason = topic_name_error(name) if name else "topic name must not be empty"
@@ -192,6 +205,8 @@ class AdminHandlers:
                 "error_code": NONE, "error_message": None, "configs": [],
             }
             try:
+                self._authorize(AclOperation.DESCRIBE_CONFIGS,
+                                request_acls.config_resource(kind, resource.resource_name))
                 entries = await self._describe_one(kind, resource.resource_name, keys,
                                                    with_synonyms)
                 result["configs"] = [_describe_entry(e, with_documentation) for e in entries]
@@ -252,6 +267,8 @@ class AdminHandlers:
                     raise _ResourceError(INVALID_REQUEST,
                                          f"resource {name!r} appears more than once")
                 seen.add((kind, name))
+                self._authorize(AclOperation.ALTER_CONFIGS,
+                                request_acls.config_resource(kind, name))
                 resource_type, entity = await self._entity(kind, name)
                 update = make_update(resource, resource_type, entity)
                 if validate_only:
@@ -363,6 +380,9 @@ class AdminHandlers:
                 code, message = INVALID_TOPIC_EXCEPTION, reason
             elif names.count(name) > 1:
                 code, message = INVALID_REQUEST, f"topic {name!r} appears more than once"
+            elif not self._topic_allowed(AclOperation.ALTER, name):
+                code = request_acls.TOPIC_AUTHORIZATION_FAILED
+                message = f"ALTER on topic {name!r} is not authorized"
             elif count > PARTITIONS_PER_TOPIC_MAX:
                 code, message = INVALID_PARTITIONS, f"more than {PARTITIONS_PER_TOPIC_MAX}"
             else:
@@ -463,9 +483,12 @@ class AdminHandlers:
         timeout. The broker node decides (:class:`~impl.broker.node.DeleteRecords`).
         Resource: each Topic."""
         replicas = self._handlers.context.replicas
+        # Kafka's handleDeleteRecordsRequest: DELETE on each topic
+        deletable = {topic.name for topic in request.body.topics
+                     if self._topic_allowed(AclOperation.DELETE, topic.name)}
         wanted: dict[TopicPartition, int] = {}
         for topic in request.body.topics:
-            if topic_name_error(topic.name) is not None:
+            if topic_name_error(topic.name) is not None or topic.name not in deletable:
                 continue
             for item in topic.partitions:
                 wanted[TopicPartition(topic.name, int(item.partition_index))] = int(item.offset)
@@ -477,7 +500,9 @@ class AdminHandlers:
             for item in topic.partitions:
                 partition = int(item.partition_index)
                 answer = answers.get(TopicPartition(topic.name, partition))
-                if answer is None:
+                if topic.name not in deletable:
+                    code, low_watermark = request_acls.TOPIC_AUTHORIZATION_FAILED, -1
+                elif answer is None:
                     code, low_watermark = UNKNOWN_TOPIC_OR_PARTITION, -1
                 else:
                     code, low_watermark = answer.error, answer.low_watermark

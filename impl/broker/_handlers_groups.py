@@ -25,8 +25,13 @@ from typing import TYPE_CHECKING, Any, Final
 
 import trio
 
-from impl.security.authorizer import AclOperation
-from impl.security.request_acls import TOPIC_AUTHORIZATION_FAILED
+from impl.security.authorizer import CLUSTER, AclOperation, Resource, ResourceType
+from impl.security.request_acls import (
+    DENIAL_CODES,
+    GROUP_AUTHORIZATION_FAILED,
+    TOPIC_AUTHORIZATION_FAILED,
+    coordinator_resource,
+)
 from impl.security.session import current_session
 
 from . import api_versions, group_records
@@ -173,6 +178,11 @@ class GroupHandlers:
             return {"key": key, "error_code": code, "error_message": message, "node_id": -1,
                     "host": "", "port": -1}
 
+        # Kafka: DESCRIBE on the group (or transactional id) of each key, decided per key
+        resource = coordinator_resource(key_type, key)
+        if not self.context.allowed(AclOperation.DESCRIBE, resource):
+            return error(DENIAL_CODES[resource.resource_type],
+                         f"DESCRIBE on {resource.resource_type.name} {key!r} is not authorized")
         if key_type == KEY_TYPE_TRANSACTION:
             return error(INVALID_REQUEST, "transactions are not supported by this broker")
         if key_type != KEY_TYPE_GROUP:
@@ -395,20 +405,46 @@ class GroupHandlers:
     async def list_groups(self, request: DecodedRequest, info: ConnectionInfo) -> Response:
         """ListGroups v0-v4: the groups this broker coordinates."""
         states = tuple(getattr(request.body, "states_filter", None) or ())
-        answer = await self.service.call(gc.ListGroups(self.service.next_id(), states))
-        return self._answer(request, dict(answer))
+        answer = dict(await self.service.call(gc.ListGroups(self.service.next_id(), states)))
+        # Kafka: DESCRIBE on the cluster lists every group, else those the principal may
+        # DESCRIBE
+        if not self.context.allowed(AclOperation.DESCRIBE, CLUSTER):
+            answer["groups"] = [group for group in answer["groups"]
+                                if self._group_allowed(AclOperation.DESCRIBE,
+                                                       str(group["group_id"]))]
+        return self._answer(request, answer)
+
+    def _group_allowed(self, operation: AclOperation, group_id: str) -> bool:
+        return self.context.allowed(operation, Resource(ResourceType.GROUP, group_id))
 
     async def describe_groups(self, request: DecodedRequest, info: ConnectionInfo) -> Response:
         """DescribeGroups v0-v5."""
-        answer = await self.service.call(gc.DescribeGroups(self.service.next_id(),
-                                                           tuple(request.body.groups)))
-        groups = [{**group, "authorized_operations": -2147483648} for group in answer["groups"]]
+        # Kafka: DESCRIBE on each group; the denied ones answer GROUP_AUTHORIZATION_FAILED
+        names = tuple(request.body.groups)
+        allowed = tuple(name for name in names
+                        if self._group_allowed(AclOperation.DESCRIBE, name))
+        described: dict[str, Mapping[str, Any]] = {}
+        if allowed:
+            answer = await self.service.call(gc.DescribeGroups(self.service.next_id(), allowed))
+            described = {str(group["group_id"]): group for group in answer["groups"]}
+        groups = [{**described[name], "authorized_operations": -2147483648}
+                  if name in described else
+                  {"error_code": GROUP_AUTHORIZATION_FAILED, "group_id": name,
+                   "group_state": "", "protocol_type": "", "protocol_data": "", "members": [],
+                   "authorized_operations": -2147483648}
+                  for name in names]
         return self._answer(request, {"groups": groups})
 
     async def delete_groups(self, request: DecodedRequest, info: ConnectionInfo) -> Response:
         """DeleteGroups v0-v2."""
-        answer = await self.service.call(gc.DeleteGroups(self.service.next_id(),
-                                                         tuple(request.body.groups_names)))
+        # Kafka: DELETE on each group; the denied ones answer GROUP_AUTHORIZATION_FAILED
+        names = tuple(request.body.groups_names)
+        allowed = tuple(dict.fromkeys(name for name in names
+                                      if self._group_allowed(AclOperation.DELETE, name)))
+        codes: dict[str, int] = {}
+        if allowed:
+            answer = await self.service.call(gc.DeleteGroups(self.service.next_id(), allowed))
+            codes.update(answer["results"])
         return self._answer(request, {"results": [
-            {"group_id": group_id, "error_code": code}
-            for group_id, code in answer["results"].items()]})
+            {"group_id": name, "error_code": codes.get(name, GROUP_AUTHORIZATION_FAILED)}
+            for name in dict.fromkeys(names)]})

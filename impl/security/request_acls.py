@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
-from .authorizer import AclOperation, ResourceType
+from .authorizer import CLUSTER, AclOperation, Resource, ResourceType
 
 __sans_io__ = True
 
@@ -152,7 +152,7 @@ REQUIRED_ACLS: Final[Mapping[int, Requirement]] = MappingProxyType({
     CREATE_TOPICS: _topic(_OP.CREATE, "CREATE on the cluster covers every topic"),
     DELETE_TOPICS: _topic(_OP.DELETE),
     DELETE_RECORDS: _topic(_OP.DELETE),
-    CREATE_PARTITIONS: _topic(_OP.ALTER, "checked by the dispatcher (DISPATCH_CHECKED)"),
+    CREATE_PARTITIONS: _topic(_OP.ALTER),
     INIT_PRODUCER_ID: _request(_OP.IDEMPOTENT_WRITE,
                                "without a transactional id; WRITE on any topic also suffices"),
     LEADER_AND_ISR: _request(_OP.CLUSTER_ACTION),
@@ -184,7 +184,8 @@ REQUIRED_ACLS: Final[Mapping[int, Requirement]] = MappingProxyType({
     OFFSET_COMMIT: _group(_OP.READ, "and READ on each topic"),
     OFFSET_FETCH: _group(_OP.DESCRIBE, "and DESCRIBE on each topic"),
     DESCRIBE_GROUPS: _group(_OP.DESCRIBE),
-    LIST_GROUPS: _group(_OP.DESCRIBE, "DESCRIBE on the cluster lists every group"),
+    LIST_GROUPS: _group(_OP.DESCRIBE, "DESCRIBE on the cluster lists every group, else the "
+                                      "groups the principal may DESCRIBE are listed"),
     DELETE_GROUPS: _group(_OP.DELETE),
     OFFSET_DELETE: _group(_OP.DELETE, "and READ on each topic"),
     DESCRIBE_CLUSTER: _NO_ACL,
@@ -229,102 +230,66 @@ def refusal_data(api_key: int, body: object, code: int, message: str) -> dict[st
         data["responses"] = []
     elif api_key == LIST_PARTITION_REASSIGNMENTS:
         data["topics"] = []
+    elif api_key == ELECT_LEADERS:
+        data["replica_election_results"] = [
+            {"topic": topic.topic, "partition_result": [
+                {"partition_id": partition, "error_code": code, "error_message": message}
+                for partition in topic.partitions]}
+            for topic in (getattr(body, "topic_partitions", None) or ())]
+    elif api_key == CONTROLLED_SHUTDOWN:
+        data["remaining_partitions"] = []
     elif api_key == DELETE_ACLS:
         data["filter_results"] = [{"error_code": code, "error_message": message,
                                    "matching_acls": []} for _ in getattr(body, "filters", ())]
     return data
 
 
-#: APIs whose named resources the dispatcher checks one by one before the handler runs (their
-#: handlers do not check): the config APIs (a topic, or the cluster for a broker resource) and
-#: CreatePartitions. When any named resource is denied the whole request is refused: each
-#: denied resource gets its ``*_AUTHORIZATION_FAILED`` code and the others INVALID_REQUEST ("not
-#: processed"), which is stricter than Kafka (it serves the allowed ones).
-DISPATCH_CHECKED: Final = frozenset({DESCRIBE_CONFIGS, ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS,
-                                     CREATE_PARTITIONS})
-INVALID_REQUEST: Final = 42
 #: DescribeConfigs/AlterConfigs resource types: topic and broker.
 _CONFIG_TOPIC: Final = 2
-_CONFIG_BROKER: Final = 4
 
 
-def named_resources(api_key: int, body: object) -> list[tuple[ResourceType, str]]:
-    """The resources a :data:`DISPATCH_CHECKED` request names, in order (a broker resource is
-    the cluster; other config resource types, e.g. broker loggers, are the cluster too)."""
-    if api_key == CREATE_PARTITIONS:
-        return [(ResourceType.TOPIC, str(topic.name)) for topic in getattr(body, "topics", ())]
-    found: list[tuple[ResourceType, str]] = []
-    for resource in getattr(body, "resources", ()):
-        if int(resource.resource_type) == _CONFIG_TOPIC:
-            found.append((ResourceType.TOPIC, str(resource.resource_name)))
-        else:
-            found.append((ResourceType.CLUSTER, "kafka-cluster"))
-    return found
-
-
-def resources_refusal_data(api_key: int, body: object, denied: list[bool],
-                           operation: AclOperation) -> dict[str, object]:
-    """The response refusing a :data:`DISPATCH_CHECKED` request in which ``denied`` marks the
-    named resources the principal may not act on."""
-    items: list[dict[str, object]] = []
-    resources = (list(getattr(body, "topics", ())) if api_key == CREATE_PARTITIONS
-                 else list(getattr(body, "resources", ())))
-    for (resource_type, _), refused, resource in zip(named_resources(api_key, body), denied,
-                                                     resources, strict=True):
-        code = DENIAL_CODES[resource_type] if refused else INVALID_REQUEST
-        message = (f"{operation.name} is not authorized" if refused
-                   else "not processed: the request names a resource that is not authorized")
-        if api_key == CREATE_PARTITIONS:
-            items.append({"name": resource.name, "error_code": code, "error_message": message})
-        else:
-            items.append({"error_code": code, "error_message": message,
-                          "resource_type": int(resource.resource_type),
-                          "resource_name": resource.resource_name, "configs": []})
-    key = "responses" if api_key in (ALTER_CONFIGS, INCREMENTAL_ALTER_CONFIGS) else "results"
-    return {"throttle_time": 0, key: items}
+def config_resource(resource_type: int, name: str) -> Resource:
+    """The ACL resource of a DescribeConfigs/AlterConfigs/IncrementalAlterConfigs resource: a
+    topic is itself; a broker (and any other config resource type, such as a broker logger) is
+    the cluster, as in Kafka's ``ConfigAdminManager``."""
+    if resource_type == _CONFIG_TOPIC:
+        return Resource(ResourceType.TOPIC, name)
+    return CLUSTER
 
 
 # -------------------------------------------------------------------------------------------
-# Groups: checked by the dispatcher, so the group APIs are protected whatever their handlers do.
-# A request naming several groups (DescribeGroups, DeleteGroups, OffsetFetch v8+) of which one is
-# denied is refused as a whole. ListGroups needs DESCRIBE on the cluster (Kafka would list the
-# groups the principal may DESCRIBE instead). OffsetCommit's READ and OffsetFetch's DESCRIBE on
-# each topic are the handlers' (Kafka checks both).
+# Groups. The APIs acting on one group are checked by the dispatcher, so they are protected
+# whatever their handlers do. The APIs naming several groups (DescribeGroups, DeleteGroups,
+# FindCoordinator v4's keys) are checked per group by their handlers, which serve the allowed
+# ones and answer the others GROUP_AUTHORIZATION_FAILED, as Kafka does; ListGroups lists every
+# group with DESCRIBE on the cluster, else the groups the principal may DESCRIBE.
+# OffsetCommit's READ and OffsetFetch's DESCRIBE on each topic are the handlers' (Kafka checks
+# both).
 
 GROUP_CHECKED: Final = frozenset({JOIN_GROUP, SYNC_GROUP, HEARTBEAT, LEAVE_GROUP, OFFSET_COMMIT,
-                                  OFFSET_FETCH, DESCRIBE_GROUPS, DELETE_GROUPS, OFFSET_DELETE,
-                                  FIND_COORDINATOR, LIST_GROUPS})
+                                  OFFSET_FETCH, OFFSET_DELETE})
 #: FindCoordinator's key types.
 _GROUP_KEY: Final = 0
 _TRANSACTION_KEY: Final = 1
 
 
+def coordinator_resource(key_type: int, key: str) -> Resource:
+    """What FindCoordinator needs DESCRIBE on for one key: the group, or the transactional
+    id."""
+    kind = ResourceType.TRANSACTIONAL_ID if key_type == _TRANSACTION_KEY else ResourceType.GROUP
+    return Resource(kind, key)
+
+
 def checked_resources(api_key: int, body: object) -> list[tuple[ResourceType, str]]:
-    """The groups (or transactional ids, or the cluster) a :data:`GROUP_CHECKED` request acts
-    on, as the dispatcher checks them."""
-    if api_key == LIST_GROUPS:
-        return [(ResourceType.CLUSTER, "kafka-cluster")]
-    if api_key == FIND_COORDINATOR:
-        key_type = int(getattr(body, "key_type", _GROUP_KEY))
-        kind = ResourceType.TRANSACTIONAL_ID if key_type == _TRANSACTION_KEY else (
-            ResourceType.GROUP)
-        keys = getattr(body, "coordinator_keys", None)
-        names = list(keys) if keys else [getattr(body, "key", "")]
-        return [(kind, str(name)) for name in names]
-    if api_key == DESCRIBE_GROUPS:
-        return [(ResourceType.GROUP, str(name)) for name in getattr(body, "groups", ())]
-    if api_key == DELETE_GROUPS:
-        return [(ResourceType.GROUP, str(name)) for name in getattr(body, "groups_names", ())]
+    """The group a :data:`GROUP_CHECKED` request acts on, as the dispatcher checks it."""
     if api_key == OFFSET_FETCH and getattr(body, "groups", None):
         groups: list[object] = list(getattr(body, "groups", ()))
         return [(ResourceType.GROUP, str(getattr(group, "group_id", ""))) for group in groups]
     return [(ResourceType.GROUP, str(getattr(body, "group_id", "")))]
 
 
-def group_operation(api_key: int, resource_type: ResourceType) -> AclOperation:
-    """The operation a :data:`GROUP_CHECKED` request needs on one of its resources."""
-    if api_key in (LIST_GROUPS, FIND_COORDINATOR):
-        return AclOperation.DESCRIBE
+def group_operation(api_key: int) -> AclOperation:
+    """The operation a :data:`GROUP_CHECKED` request needs on its group."""
     requirement = REQUIRED_ACLS[api_key]
     assert requirement.operation is not None
     return requirement.operation
@@ -349,21 +314,6 @@ def group_refusal_data(api_key: int, body: object, code: int) -> dict[str, objec
         data["topics"] = []
         data["groups"] = [{"group_id": group.group_id, "topics": [], "error_code": code}
                           for group in (getattr(body, "groups", None) or ())]
-    elif api_key == DESCRIBE_GROUPS:
-        data["groups"] = [{"error_code": code, "group_id": name, "group_state": "",
-                           "protocol_type": "", "protocol_data": "", "members": [],
-                           "authorized_operations": -(2**31)}
-                          for name in getattr(body, "groups", ())]
-    elif api_key == DELETE_GROUPS:
-        data["results"] = [{"group_id": name, "error_code": code}
-                           for name in getattr(body, "groups_names", ())]
     elif api_key == OFFSET_DELETE:
         data["topics"] = []
-    elif api_key == FIND_COORDINATOR:
-        data.update(node_id=-1, host="", port=-1)
-        data["coordinators"] = [{"key": key, "node_id": -1, "host": "", "port": -1,
-                                 "error_code": code, "error_message": message}
-                                for key in (getattr(body, "coordinator_keys", None) or ())]
-    elif api_key == LIST_GROUPS:
-        data["groups"] = []
     return data

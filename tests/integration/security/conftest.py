@@ -69,6 +69,17 @@ def add_users(zk_chroot: str) -> None:
 
 @pytest.fixture
 def secure_broker(zk_chroot: str, tmp_path: Path) -> Iterator[SecureBroker]:
+    yield from _secure_broker(zk_chroot, tmp_path, run_controller=False)
+
+
+@pytest.fixture
+def secure_controller_broker(zk_chroot: str, tmp_path: Path) -> Iterator[SecureBroker]:
+    """:func:`secure_broker` running its own controller (topics created through the API)."""
+    yield from _secure_broker(zk_chroot, tmp_path, run_controller=True)
+
+
+def _secure_broker(zk_chroot: str, tmp_path: Path, *, run_controller: bool
+                   ) -> Iterator[SecureBroker]:
     authority = create_authority(tmp_path / "tls")
     broker_pem = issue(authority, tmp_path / "tls", "broker-1")
     client_pem = issue(authority, tmp_path / "tls", "mtls-client")
@@ -92,7 +103,11 @@ def secure_broker(zk_chroot: str, tmp_path: Path) -> Iterator[SecureBroker]:
         "authorizer.class.name=kafka.security.authorizer.AclAuthorizer",
         "super.users=User:admin",
     ]
-    running = RunningBroker(zk_chroot, tmp_path, overrides=overrides).start()
+    if run_controller:
+        overrides += ["offsets.topic.replication.factor=1", "offsets.topic.num.partitions=2",
+                      "group.initial.rebalance.delay.ms=0"]
+    running = RunningBroker(zk_chroot, tmp_path, overrides=overrides,
+                            run_controller=run_controller).start()
     try:
         assert running.broker.server is not None
         ports = running.broker.server.ports

@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import hashlib
 import hmac
+from typing import Any
 
 import pytest
 
@@ -229,3 +230,35 @@ def test_group_refusals_build_every_version(api_key: int) -> None:
         assert built is not None
         version += 1
     assert version > 0
+
+
+@pytest.mark.parametrize("api_key", sorted(
+    key for key, requirement in request_acls.REQUIRED_ACLS.items()
+    if requirement.scope is request_acls.Scope.REQUEST
+    and key in api_versions.ACCEPTED and key not in api_versions.RAW_APIS))
+def test_request_wide_refusals_build_every_version(api_key: int) -> None:
+    """The dispatcher's refusal of each cluster-wide API builds a response of every version
+    kio has (an unauthorized ElectLeaders once failed to encode and lost its answer)."""
+    from types import SimpleNamespace
+
+    from kio.index import load_response_schema
+
+    from impl.broker._kio_build import build
+
+    body = SimpleNamespace(
+        topic_partitions=[SimpleNamespace(topic="t", partitions=[0, 1])],
+        dirs=[SimpleNamespace(topics=[SimpleNamespace(name="t", partitions=[0])])],
+        creations=[object()], filters=[object()], transactional_id=None)
+    data = request_acls.refusal_data(api_key, body, 31, "denied")
+    version = 0
+    while True:
+        try:
+            response_class = load_response_schema(api_key, version)
+        except Exception:
+            break
+        assert build(response_class, data) is not None
+        version += 1
+    assert version > 0
+    if api_key == request_acls.ELECT_LEADERS:
+        results: Any = data["replica_election_results"]
+        assert [p["error_code"] for p in results[0]["partition_result"]] == [31, 31]
