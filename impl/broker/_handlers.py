@@ -599,7 +599,10 @@ class RequestHandlers:
         pieces = encode_fetch_response(
             request.api_version, request.head.correlation_id, topics, session_id=0
         )
-        return PiecesResponse(pieces)
+        sent: dict[str, int] = {}
+        for name, replies in topics:
+            sent[name] = sent.get(name, 0) + sum(reply.records_size for reply in replies)
+        return PiecesResponse(pieces, sent)
 
     # --- ListOffsets -----------------------------------------------------------------------
 

@@ -4,9 +4,10 @@ The names follow what the Prometheus JMX exporter makes of Kafka's MBeans, so da
 alerts written for Apache Kafka read this broker unchanged:
 
 - counters incremented by the shells: ``kafka_server_brokertopicmetrics_{bytesin,messagesin,
-  bytesout}_total`` (per topic for Produce; Fetch responses have no per-topic split on the wire
-  path, so bytes out are counted under ``topic=""``, the all-topics figure),
-  ``kafka_network_requestmetrics_requests_total{request}`` and the
+  bytesout}_total{topic}`` (record bytes and records of Produce requests; record bytes of the
+  Fetch responses sent to consumers, as Kafka's BytesOutPerSec, while the bytes followers fetch
+  are ``kafka_server_brokertopicmetrics_replicationbytesout_total``, Kafka's
+  ReplicationBytesOutPerSec), ``kafka_network_requestmetrics_requests_total{request}`` and the
   ``kafka_network_requestmetrics_totaltimems{request}`` histogram (milliseconds),
   ``kafka_server_replicamanager_isr{shrinks,expands}_total``;
 - gauges computed at scrape time by :class:`BrokerCollector` from public state of the broker:
@@ -17,14 +18,17 @@ alerts written for Apache Kafka read this broker unchanged:
   throttle rate.
 
 Each broker has its own :class:`prometheus_client.CollectorRegistry`: several brokers in one
-process (tests, the demo cluster) do not share counters.
+process (tests, the demo cluster) do not share counters. :class:`BrokerStateView` reads any
+object with a broker's ``logs``, ``controller`` and ``replicas`` (:class:`BrokerParts`), so a
+benchmark that drives a ``LogManager`` or a controller alone serves the same gauges and reads
+its figures from the same endpoint.
 """
 
 from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, Protocol
 from wsgiref.simple_server import WSGIServer
@@ -39,8 +43,11 @@ from . import api_versions
 from .server import PiecesResponse
 
 if TYPE_CHECKING:
+    from impl.controller import ControllerService
+    from impl.storage import LogManager
+
     from ._codec import DecodedRequest
-    from .broker import Broker
+    from .replica_manager import ReplicaManager
     from .server import ConnectionInfo, Handler, Response
 
 #: latency buckets in milliseconds (Kafka reports RequestMetrics TotalTimeMs in ms)
@@ -183,8 +190,11 @@ class BrokerMetrics:
             "Records produced to the broker, per topic", ["topic"], registry=registry)
         self.bytes_out = prometheus_client.Counter(
             "kafka_server_brokertopicmetrics_bytesout",
-            "Bytes of Fetch responses sent (topic=\"\": all topics)", ["topic"],
+            "Record bytes of the Fetch responses sent to consumers, per topic", ["topic"],
             registry=registry)
+        self.replication_bytes_out = prometheus_client.Counter(
+            "kafka_server_brokertopicmetrics_replicationbytesout",
+            "Record bytes of the Fetch responses sent to follower replicas", registry=registry)
         self.isr_shrinks = prometheus_client.Counter(
             "kafka_server_replicamanager_isrshrinks", "ISR shrinks this broker made",
             registry=registry)
@@ -207,6 +217,15 @@ class BrokerMetrics:
         size, count = batch_record_counts(records)
         self.bytes_in.labels(topic).inc(size)
         self.messages_in.labels(topic).inc(count)
+
+    def record_fetch(self, follower: bool, topic_bytes: Mapping[str, int]) -> None:
+        """A Fetch response carried ``topic_bytes`` record bytes per topic, to a follower
+        (replication bytes out) or to a consumer (bytes out per topic)."""
+        if follower:
+            self.replication_bytes_out.inc(sum(topic_bytes.values()))
+            return
+        for topic, size in topic_bytes.items():
+            self.bytes_out.labels(topic).inc(size)
 
     def record_isr_change(self, before: tuple[int, ...], after: tuple[int, ...]) -> None:
         """This broker changed a partition's ISR from ``before`` to ``after``."""
@@ -237,11 +256,32 @@ class BrokerMetrics:
 _ACTIVE_MOVES: Final = frozenset({MoveState.COPYING, MoveState.CAUGHT_UP, MoveState.SWAPPING})
 
 
+class BrokerParts(Protocol):
+    """What :class:`BrokerStateView` reads: a running :class:`~impl.broker.broker.Broker`, or a
+    benchmark's stand-in holding only the parts it drives (``None`` for the others)."""
+
+    @property
+    def logs(self) -> LogManager | None: ...
+    @property
+    def controller(self) -> ControllerService | None: ...
+    @property
+    def replicas(self) -> ReplicaManager | None: ...
+
+
+@dataclass(frozen=True)
+class Parts:
+    """A :class:`BrokerParts` of a benchmark driving a ``LogManager`` or a controller alone."""
+
+    logs: LogManager | None = None
+    controller: ControllerService | None = None
+    replicas: ReplicaManager | None = None
+
+
 class BrokerStateView:
     """A :class:`BrokerView` of a running :class:`~impl.broker.broker.Broker`'s public state
-    (zero everywhere before the broker has opened its logs)."""
+    (zero everywhere before the broker has opened its logs), or of a :class:`Parts`."""
 
-    def __init__(self, broker: Broker) -> None:
+    def __init__(self, broker: BrokerParts) -> None:
         self.broker = broker
 
     def under_replicated_partitions(self) -> int:
@@ -305,13 +345,8 @@ def observed(handler: Handler, metrics: BrokerMetrics) -> Handler:
             for topic in request.body.topic_data:
                 for item in topic.partition_data:
                     metrics.record_produce(str(topic.name), item.records)
-        elif request.api_key == api_versions.FETCH and response is not None:
-            if isinstance(response, PiecesResponse):
-                size = sum(len(piece) if isinstance(piece, bytes | bytearray | memoryview)
-                           else piece.size for piece in response.pieces)
-            else:
-                size = len(response)
-            metrics.bytes_out.labels("").inc(size)
+        elif request.api_key == api_versions.FETCH and isinstance(response, PiecesResponse):
+            metrics.record_fetch(int(request.body.replica_id) >= 0, response.topic_bytes)
         return response
 
     return handle

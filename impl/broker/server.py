@@ -30,8 +30,8 @@ import errno
 import logging
 import math
 import os
-from collections.abc import Awaitable, Callable, Sequence
-from dataclasses import dataclass
+from collections.abc import Awaitable, Callable, Mapping, Sequence
+from dataclasses import dataclass, field
 from typing import Any, Final, Protocol
 
 import trio
@@ -82,9 +82,11 @@ class RecordSlice(Protocol):
 
 @dataclass(frozen=True, slots=True)
 class PiecesResponse:
-    """A response made of bytes and record slices (Fetch); slices are closed once sent."""
+    """A response made of bytes and record slices (Fetch); slices are closed once sent.
+    ``topic_bytes``: the record bytes it carries per topic (the metrics' BytesOut)."""
 
     pieces: Sequence[bytes | Any]
+    topic_bytes: Mapping[str, int] = field(default_factory=dict)
 
 
 Response = bytes | PiecesResponse

@@ -107,6 +107,17 @@ def test_counters_requests_bytes_and_isr_changes() -> None:
     assert samples[("kafka_server_replicamanager_isrexpands_total", ())] == 2
 
 
+def test_fetch_bytes_per_topic_for_consumers_and_replication_bytes_for_followers() -> None:
+    metrics = BrokerMetrics()
+    metrics.record_fetch(False, {"a": 100, "b": 0})
+    metrics.record_fetch(False, {"a": 20})
+    metrics.record_fetch(True, {"a": 7, "b": 5})
+    samples = _samples(metrics)
+    assert samples[("kafka_server_brokertopicmetrics_bytesout_total", (("topic", "a"),))] == 120
+    assert samples[("kafka_server_brokertopicmetrics_bytesout_total", (("topic", "b"),))] == 0
+    assert samples[("kafka_server_brokertopicmetrics_replicationbytesout_total", ())] == 12
+
+
 def test_record_counts_of_truncated_or_empty_payloads() -> None:
     batch = build_batch([b"x"] * 5)
     assert batch_record_counts(batch) == (len(batch), 5)
