@@ -4,7 +4,8 @@ The configuration is a Kafka-style properties file (``broker.id``, ``listeners``
 ``zookeeper.connect``, ``intra.broker.throttled.rate``, ``num.replica.alter.log.dirs.threads``,
 ``min.insync.replicas``, segment and retention settings, ``broker.rack``, …); overrides win. A bad
 value is a one-line error. Once registered and serving, the broker prints
-``broker <id> serving on <host:port>`` on stdout; SIGTERM or SIGINT stops it gracefully.
+``broker <id> serving on <host:port>`` on stdout (with ``, metrics on <url>`` when
+``metrics.port`` is set); SIGTERM or SIGINT stops it gracefully.
 """
 
 from __future__ import annotations
@@ -61,7 +62,11 @@ async def _serve(broker: Broker) -> None:
     with trio.open_signal_receiver(signal.SIGTERM, signal.SIGINT) as signals:
         async with trio.open_nursery() as nursery:
             await nursery.start(broker.serve)
-            print(f"broker {broker.config.broker_id} serving on {broker.bootstrap}", flush=True)
+            metrics = ("" if broker.metrics_port is None else
+                       f", metrics on http://{broker.config.listeners[0].host or '0.0.0.0'}:"
+                       f"{broker.metrics_port}/metrics")
+            print(f"broker {broker.config.broker_id} serving on {broker.bootstrap}{metrics}",
+                  flush=True)
 
             async def stop_on_signal() -> None:
                 async for _ in signals:

@@ -2,9 +2,10 @@
 
 Without ``--zookeeper`` an embedded ZooKeeper (Debian's package) is started. Each broker is a
 child process (``logproof broker``) with its config in ``<data-dir>/broker-<id>/server.properties``
-and its log in ``broker.log`` beside it. The command prints the bootstrap servers once every
-broker serves, runs until SIGINT or SIGTERM, then stops the brokers gracefully (SIGTERM, bounded
-wait, then SIGKILL) and ZooKeeper.
+and its log in ``broker.log`` beside it. Every broker serves its Prometheus metrics
+(``metrics.port``) on a free loopback port. The command prints each broker's metrics URL and the
+bootstrap servers once every broker serves, runs until SIGINT or SIGTERM, then stops the brokers
+gracefully (SIGTERM, bounded wait, then SIGKILL) and ZooKeeper.
 
 ``--run-as USER`` starts each broker as that user through ``setpriv`` (util-linux), with its
 config dir and log dirs owned by the user: a broker run as root ignores file permissions, so this
@@ -95,6 +96,8 @@ class Cluster:
         self.embedded: EmbeddedZooKeeper | None = None
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
         self.ports: dict[int, int] = {}
+        #: each broker's ``metrics.port`` (kept across a restart)
+        self.metrics_ports: dict[int, int] = {}
 
     def start(self) -> str:
         """Start everything; returns the bootstrap servers.
@@ -167,6 +170,10 @@ class Cluster:
             "super.users=User:admin\n"
         )
 
+    def metrics_url(self, broker_id: int) -> str:
+        """Where ``broker_id`` serves its Prometheus metrics."""
+        return f"http://127.0.0.1:{self.metrics_ports[broker_id]}/metrics"
+
     @property
     def bootstrap_servers(self) -> str:
         """``host:port,…`` of every broker, in broker-id order."""
@@ -199,6 +206,8 @@ class Cluster:
             os.chown(path, user.pw_uid, user.pw_gid)
 
     def _spawn(self, broker_id: int, port: int) -> None:
+        if broker_id not in self.metrics_ports:
+            self.metrics_ports[broker_id] = find_free_loopback_port()
         home = self.data_dir / f"broker-{broker_id}"
         log_dirs = self.log_dirs(broker_id)
         launcher = self._launcher()
@@ -215,6 +224,7 @@ class Cluster:
         config.write_text(
             f"broker.id={broker_id}\n"
             f"listeners={protocol}://127.0.0.1:{port}\n"
+            f"metrics.port={self.metrics_ports[broker_id]}\n"
             f"log.dirs={','.join(str(d.resolve()) for d in log_dirs)}\n"
             f"zookeeper.connect={self.zookeeper_connect}\n" + secure
         )
@@ -320,6 +330,8 @@ def run(arguments: argparse.Namespace) -> int:
         except ZooKeeperUnavailableError as error:
             raise CliError(str(error)) from None
         print(f"zookeeper: {cluster.zookeeper_connect}")
+        for broker_id in sorted(cluster.metrics_ports):
+            print(f"broker {broker_id} metrics: {cluster.metrics_url(broker_id)}")
         print(f"bootstrap servers: {bootstrap}", flush=True)
         if cluster.admin_properties is not None:
             print(f"security: SASL_SSL, SCRAM-SHA-512; admin client settings: "

@@ -8,6 +8,7 @@ import signal
 import subprocess
 import sys
 import time
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -32,6 +33,19 @@ def _read_until(process: subprocess.Popen[bytes], marker: bytes, timeout: float)
     return data
 
 
+def _scrape(url: str) -> dict[tuple[str, tuple[tuple[str, str], ...]], float]:
+    """A broker's ``/metrics`` as {(sample name, sorted labels): value}."""
+    from prometheus_client.parser import text_string_to_metric_families
+
+    with urllib.request.urlopen(url, timeout=10) as response:
+        text = response.read().decode()
+    return {
+        (sample.name, tuple(sorted(sample.labels.items()))): sample.value
+        for family in text_string_to_metric_families(text)
+        for sample in family.samples
+    }
+
+
 def test_cluster_up_serves_clients_and_stops_cleanly(tmp_path: Path) -> None:
     from confluent_kafka import Consumer, Producer, TopicPartition
 
@@ -46,9 +60,15 @@ def test_cluster_up_serves_clients_and_stops_cleanly(tmp_path: Path) -> None:
         line = next(x for x in output.decode().splitlines() if x.startswith("bootstrap servers"))
         bootstrap = line.split(": ", 1)[1].strip()
         assert len(bootstrap.split(",")) == 2
+        urls = [x.split(": ", 1)[1] for x in output.decode().splitlines()
+                if x.startswith("broker ") and " metrics: " in x]
+        assert len(urls) == 2, output
+        before = [_scrape(url) for url in urls]
+        assert all(("kafka_server_brokertopicmetrics_messagesin_total", (("topic", "cu"),))
+                   not in samples for samples in before)
         created = subprocess.run(
             [sys.executable, "-m", "impl.cli", "topics", "create", "--topic", "cu",
-             "--partitions", "4", "--bootstrap-server", bootstrap],
+             "--partitions", "4", "--replication-factor", "2", "--bootstrap-server", bootstrap],
             capture_output=True, text=True, timeout=60, check=False,
         )
         assert created.returncode == 0, created.stderr
@@ -84,6 +104,21 @@ def test_cluster_up_serves_clients_and_stops_cleanly(tmp_path: Path) -> None:
                 values.add(value)
         consumer.close()
         assert values == {b"v%d" % index for index in range(40)}
+        after = [_scrape(url) for url in urls]
+        topic = (("topic", "cu"),)
+
+        def total(name: str, labels: tuple[tuple[str, str], ...] = topic) -> float:
+            return sum(samples.get((name, labels), 0.0) for samples in after)
+
+        # each record entered its partition's leader once, went to the follower (acks=all)
+        # and out to the consumer
+        assert total("kafka_server_brokertopicmetrics_messagesin_total") == 40
+        bytes_in = total("kafka_server_brokertopicmetrics_bytesin_total")
+        assert bytes_in > 40 * 2
+        assert total("kafka_server_brokertopicmetrics_bytesout_total") >= bytes_in
+        assert total("kafka_server_brokertopicmetrics_replicationbytesout_total", ()) >= bytes_in
+        assert sum(samples[("kafka_controller_kafkacontroller_activecontrollercount", ())]
+                   for samples in after) == 1
     finally:
         process.send_signal(signal.SIGTERM)
         try:
