@@ -10,6 +10,10 @@ ZooKeeper and a LeaderAndIsr naming that leader delivered to it (requests are se
 the writes that decided them completed). "Seeing the loss" is the arrival of the ``/brokers/ids``
 child watch in the controller's session. The baseline is the replication design's own estimate:
 one 4 ms ZooKeeper write per partition state (40 s for 10,000), compared with both figures.
+The controller's Prometheus metrics are served and scraped over HTTP before the kill and once
+everything settled: the leader elections it counted
+(``kafka_controller_controllerstats_leaderelectionrateandtimems``) must equal the partitions the
+victim led, with ``kafka_controller_kafkacontroller_offlinepartitionscount`` back at 0.
 
 Usage: ``python -m bench.failover --partitions 10000`` (prints the figures, then one JSON line).
 """
@@ -25,7 +29,9 @@ from collections.abc import Sequence
 
 import trio
 
+from bench._metrics import Endpoint
 from conformance.coordinator import RecordingBrokers
+from impl.broker.metrics import Parts
 from impl.controller import (
     ControllerService,
     Coordinator,
@@ -130,6 +136,8 @@ async def _run(hosts: str, partitions: int, topics: int, batch: int) -> dict[str
         writes_before = _CountingCoordinator.state_writes
         delivered_before = len(transport.deliveries)
 
+        endpoint = Endpoint(Parts(controller=service))
+        before = await endpoint.scrape_async()
         watches_before = len(_CountingCoordinator.brokers_watch_at)
         first_after_kill = len(transport.deliveries)
         killed_at = trio.current_time()
@@ -177,6 +185,11 @@ async def _run(hosts: str, partitions: int, topics: int, batch: int) -> dict[str
             return not unsettled
 
         await transport.wait_for(settled, WAIT_S)
+        after = await endpoint.scrape_async()
+        endpoint.close()
+        elections_name = ("kafka_controller_controllerstats_leaderelectionrateandtimems_total", ())
+        offline_name = ("kafka_controller_kafkacontroller_offlinepartitionscount", ())
+        endpoint_elections = after[elections_name] - before[elections_name]
         assert len(_CountingCoordinator.brokers_watch_at) > watches_before, "no watch fired"
         seen_at = _CountingCoordinator.brokers_watch_at[watches_before]
         decided_at = traces.first("BROKER_FAILED")
@@ -227,6 +240,10 @@ async def _run(hosts: str, partitions: int, topics: int, batch: int) -> dict[str
         "target_s": TARGET_S,
         "within_target": failover_s <= TARGET_S,
         "setup_s": round(setup_s, 2),
+        "endpoint_leader_elections": endpoint_elections,
+        "endpoint_offline_partitions_after": after[offline_name],
+        "endpoint_active_controller": after[
+            ("kafka_controller_kafkacontroller_activecontrollercount", ())],
     }
 
 
@@ -256,6 +273,9 @@ def main(argv: Sequence[str] | None = None) -> int:
     print(f"failover: {result['failover_s']} s from the controller seeing the loss to every "
           f"new leader written and LeaderAndIsr delivered "
           f"({result['partitions_rewritten']} partition states in {result['zk_multis']} multis)")
+    print(f"the controller's endpoint counted {result['endpoint_leader_elections']:.0f} leader "
+          f"elections (broker {VICTIM} led {result['affected_leaders']}); offline partitions "
+          f"after: {result['endpoint_offline_partitions_after']:.0f}")
     print(f"then every partition's ISR without broker {VICTIM} on every survivor: "
           f"{result['all_isr_updated_s']} s")
     print(f"baseline (design V3 estimate, one 4 ms write each): "

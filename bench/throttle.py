@@ -3,7 +3,9 @@
 Two partitions of ``--size-mib`` MiB each move at once (two movers sharing one throttle) from
 dir ``a`` to dir ``b``. For ``--seconds`` at the first rate, then ``--seconds`` at the second
 (changed live), the bytes that reached the destinations are sampled; prints achieved/configured
-per phase (target within [0.95, 1.05]) and ends with one JSON line.
+per phase (target within [0.95, 1.05]) and ends with one JSON line. Both figures are read from
+the broker's Prometheus metrics served over the log manager (``kafka_log_logdirmove_bytescopied``
+per partition, ``kafka_server_replicaalterlogdirs_throttlerate``), scraped over HTTP.
 
 Run: ``python -m bench.throttle [--rates-mib 16,48] [--seconds 6]``.
 """
@@ -19,7 +21,9 @@ from pathlib import Path
 
 import trio
 
+from bench._metrics import Endpoint, total
 from bench._storage_support import MIB, fill
+from impl.broker.metrics import Parts
 from impl.storage import LogManager, StorageConfig, TopicPartition
 from impl.storage.runtime import run_log_manager, wait_moves_done
 
@@ -58,19 +62,25 @@ def main() -> None:
             for tp in tps:
                 manager.alter_replica_log_dir(tp, dirs[1])
 
-            def moved() -> int:
-                return sum(p.future.size_in_bytes for p in partitions if p.future is not None)
+            async def scrape() -> tuple[float, float, float]:
+                """(bytes in the destinations, throttle rate, when) from the endpoint."""
+                samples = await endpoint.scrape_async()
+                return (total(samples, "kafka_log_logdirmove_bytescopied"),
+                        samples[("kafka_server_replicaalterlogdirs_throttlerate", ())],
+                        time.perf_counter())
 
-            for rate in rates:
-                manager.set_throttle_rate(rate)
-                await trio.sleep(WARMUP_SECONDS)
-                start_bytes, started = moved(), time.perf_counter()
-                await trio.sleep(args.seconds)
-                elapsed = time.perf_counter() - started
-                achieved = (moved() - start_bytes) / elapsed
-                phases.append({"configured_mib_per_second": rate / MIB,
-                               "achieved_mib_per_second": achieved / MIB,
-                               "ratio": achieved / rate, "seconds": elapsed})
+            with Endpoint(Parts(logs=manager)) as endpoint:
+                for rate in rates:
+                    manager.set_throttle_rate(rate)
+                    await trio.sleep(WARMUP_SECONDS)
+                    start_bytes, configured, started = await scrape()
+                    await trio.sleep(args.seconds)
+                    end_bytes, _, ended = await scrape()
+                    elapsed = ended - started
+                    achieved = (end_bytes - start_bytes) / elapsed
+                    phases.append({"configured_mib_per_second": configured / MIB,
+                                   "achieved_mib_per_second": achieved / MIB,
+                                   "ratio": achieved / configured, "seconds": elapsed})
             assert all(p.future is not None for p in partitions), "a move finished too early"
             for tp in tps:
                 manager.alter_replica_log_dir(tp, "any")
@@ -84,7 +94,8 @@ def main() -> None:
         print(f"configured {phase['configured_mib_per_second']:.1f} MiB/s  achieved "
               f"{phase['achieved_mib_per_second']:.2f} MiB/s  ratio {phase['ratio']:.3f} "
               f"over {phase['seconds']:.1f} s (target 0.95-1.05)")
-    print(json.dumps({"bench": "throttle", "movers": 2, "phases": [
+    print("(both figures read from the Prometheus endpoint)")
+    print(json.dumps({"bench": "throttle", "movers": 2, "source": "prometheus", "phases": [
         {k: round(v, 4) for k, v in phase.items()} for phase in phases]}))
 
 
