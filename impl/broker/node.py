@@ -737,9 +737,11 @@ class BrokerNode:
                 if not headers:
                     break
                 for header in headers:
+                    # the sequence span is the offset span: compaction may have removed
+                    # records (even all of them: the producer's last batch is kept empty)
                     state.replay(header.producer_id, header.producer_epoch,
                                  first_sequence=header.base_sequence,
-                                 record_count=header.record_count,
+                                 record_count=header.last_offset_delta + 1,
                                  first_offset=header.base_offset, last_offset=header.last_offset)
                 offset = headers[-1].next_offset
             self.producers[tp] = state

@@ -273,17 +273,23 @@ class LogCleanerRunner:
         log_config = log.log_config
         snapshot = _Snapshot(log)
         sealed = [s for s in log.sealed_segments() if s.base_offset < cleanable.first_uncleanable]
-        # 1. the offset map over the dirty segments
+        # 1. the offset map over the dirty segments, and each producer's last batch over the
+        # whole log (its headers)
         offset_map = lc.OffsetMap(self.config.map_capacity, end_offset=cleanable.first_dirty)
-        for segment in sealed:
-            if segment.next_offset <= cleanable.first_dirty:
-                continue
-            data = await self._read(partition, log, segment, snapshot)
+        last_offsets: dict[int, int] = {}
+        mapping = True
+        dirty = {id(s) for s in sealed if s.next_offset > cleanable.first_dirty}
+        for segment in list(log.segments):
+            if id(segment) in dirty:
+                data = await self._read(partition, log, segment, snapshot)
+            else:  # read for its headers only: not a source of the replace
+                data = await self._read_unchecked(partition, log, segment, snapshot)
             if data is None:
                 return self._abort(tp)
-            complete = await self._in_thread(functools.partial(_add_segment, offset_map, data))
-            if not complete:
-                break
+            lc.producer_last_offsets(rb.iter_batches(data), last_offsets)
+            if mapping and id(segment) in dirty:
+                mapping = await self._in_thread(
+                    functools.partial(_add_segment, offset_map, data))
         end_offset = offset_map.end_offset
         if end_offset <= cleanable.first_dirty:
             return self._abort(tp)
@@ -301,6 +307,7 @@ class LogCleanerRunner:
                     return self._abort(tp)
                 parts.append(await self._in_thread(functools.partial(
                     lc.clean_batches, data, offset_map, now_ms, log_config.delete_retention_ms,
+                    last_offsets,
                 )))
             joined, headers = _join(parts)
             await self._charge(len(joined))
@@ -371,6 +378,19 @@ class LogCleanerRunner:
         with self.manager.io(log.log_dir):
             data = log.segment_bytes(segment)
         snapshot.sources.append((segment, len(data)))
+        self.stats.bytes_read += len(data)
+        return data
+
+    async def _read_unchecked(
+        self, partition: PartitionLog, log: Log, segment: Segment, snapshot: _Snapshot
+    ) -> bytes | None:
+        """A segment's bytes (throttled) that the replace does not depend on: the producers'
+        last batches are read from the whole log, the active segment included."""
+        await self._charge(segment.size)
+        if not snapshot.still_valid(self.manager.get(partition.tp)):
+            return None
+        with self.manager.io(log.log_dir):
+            data = log.segment_bytes(segment)
         self.stats.bytes_read += len(data)
         return data
 

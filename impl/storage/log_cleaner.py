@@ -17,8 +17,9 @@
 * the keep rule per record (:func:`clean_batch`): a record stays if it lies beyond the map, or
   is the latest of its key; keyless records go; a tombstone stays until its delete horizon
   (KIP-534: the first cleaning that keeps it stamps ``now + delete.retention.ms`` into the batch);
-  control batches are kept as they are. Offsets never change: a batch keeps its base offset and
-  its offset span, only records inside it go.
+  control batches are kept as they are; an idempotent producer's last batch stays, emptied if
+  none of its records does (:func:`producer_last_offsets`). Offsets never change: a batch keeps
+  its base offset and its offset span, only records inside it go.
 * recovery of an interrupted segment replace (:func:`recovery_plan`): Kafka's ``.cleaned``,
   ``.swap`` and ``.deleted`` rules.
 
@@ -316,12 +317,26 @@ class CleanedBatches:
     bytes_read: int
 
 
-def clean_batch(
+def producer_last_offsets(
+    headers: Iterable[rb.BatchHeader], into: dict[int, int] | None = None
+) -> dict[int, int]:
+    """Producer id -> the last offset of its last data batch in the log (Kafka's
+    ``lastRecordsOfActiveProducers``): the batches the cleaner keeps, emptied if need be."""
+    last = {} if into is None else into
+    for header in headers:
+        if header.producer_id >= 0 and not header.is_control and (
+                header.last_offset > last.get(header.producer_id, -1)):
+            last[header.producer_id] = header.last_offset
+    return last
+
+
+def clean_batch(  # noqa: PLR0917 (clean_batches' per-batch step, same arguments)
     batch: bytes,
     header: rb.BatchHeader,
     offset_map: OffsetMap,
     now_ms: int,
     delete_retention_ms: int,
+    last_offsets: Mapping[int, int] | None = None,
 ) -> tuple[bytes | None, int, int]:
     """One batch after cleaning: ``(bytes or None if nothing is left, records read, kept)``.
 
@@ -329,7 +344,10 @@ def clean_batch(
     stays; a keyless record goes; a keyed record stays only if it is its key's latest; a
     tombstone (null value) that is the latest stays until the batch's delete horizon has
     passed (KIP-534). A batch keeping every record and needing no horizon stamp is returned
-    unchanged (same bytes, same CRC).
+    unchanged (same bytes, same CRC). The last batch of an idempotent producer (``last_offsets``,
+    :func:`producer_last_offsets`) is never dropped: emptied of its records it stays as a header
+    (Kafka's ``RETAIN_EMPTY``), so the producer's last sequence and epoch survive compaction
+    and its next batch is not refused as out of order after a change of leader.
     """
     if header.is_control:
         return batch, 0, 0
@@ -344,6 +362,9 @@ def clean_batch(
             continue
         kept.append(record)
     if not kept:
+        if header.producer_id >= 0 and last_offsets is not None and (
+                last_offsets.get(header.producer_id) == header.last_offset):
+            return rec.empty_batch(header), len(records), 0
         return None, len(records), 0
     has_tombstone = any(
         r.value is None and r.offset < offset_map.end_offset for r in kept
@@ -359,8 +380,10 @@ def clean_batches(
     offset_map: OffsetMap,
     now_ms: int,
     delete_retention_ms: int,
+    last_offsets: Mapping[int, int] | None = None,
 ) -> CleanedBatches:
-    """Clean every whole batch of ``data`` (a segment's bytes, CRC-checked here).
+    """Clean every whole batch of ``data`` (a segment's bytes, CRC-checked here), keeping each
+    producer's last batch (``last_offsets``, see :func:`clean_batch`).
 
     Raises:
         CorruptBatch: a batch or its records are malformed.
@@ -371,7 +394,8 @@ def clean_batches(
     for header in rb.iter_batches(data):
         raw = bytes(data[header.position : header.position + header.size_in_bytes])
         cleaned, records_read, records_kept = clean_batch(
-            raw, dataclasses.replace(header, position=0), offset_map, now_ms, delete_retention_ms
+            raw, dataclasses.replace(header, position=0), offset_map, now_ms,
+            delete_retention_ms, last_offsets,
         )
         read += records_read
         kept += records_kept

@@ -157,7 +157,8 @@ def encode_batch(
     delete horizon); the base timestamp defaults to the records' smallest and the max timestamp
     to their largest.
     """
-    assert records, "a batch holds at least one record"
+    assert records or None not in (base_timestamp, max_timestamp, last_offset_delta), (
+        "an empty batch needs its timestamps and offset span")
     if base_timestamp is None:
         base_timestamp = min(record.timestamp for record in records)
     if max_timestamp is None:
@@ -203,7 +204,8 @@ def rebuild_batch(
     With ``delete_horizon_ms`` the base timestamp becomes the delete horizon and attribute bit 6
     is set (KIP-534), so a later cleaning knows when the batch's tombstones may go.
     """
-    assert records, "an empty batch is dropped, not rebuilt"
+    if not records:
+        return empty_batch(header)
     attributes = header.attributes
     base_timestamp: int | None = None
     if delete_horizon_ms is not None:
@@ -218,6 +220,25 @@ def rebuild_batch(
         codec=header.compression,
         attributes=attributes,
         base_timestamp=base_timestamp,
+        max_timestamp=header.max_timestamp,
+        partition_leader_epoch=header.partition_leader_epoch,
+        producer_id=header.producer_id,
+        producer_epoch=header.producer_epoch,
+        base_sequence=header.base_sequence,
+    )
+
+
+def empty_batch(header: rb.BatchHeader) -> bytes:
+    """``header``'s batch with no records left (Kafka's ``writeEmptyHeader``): the same base
+    offset, offset span, producer id, epoch and base sequence, so an idempotent producer's last
+    sequence survives compaction; uncompressed, both timestamps the batch's max timestamp."""
+    return encode_batch(
+        (),
+        base_offset=header.base_offset,
+        last_offset_delta=header.last_offset_delta,
+        codec=codecs.CODEC_NONE,
+        attributes=header.attributes & ~(_DELETE_HORIZON_FLAG | 0x07),
+        base_timestamp=header.max_timestamp,
         max_timestamp=header.max_timestamp,
         partition_leader_epoch=header.partition_leader_epoch,
         producer_id=header.producer_id,
