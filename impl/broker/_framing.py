@@ -40,6 +40,8 @@ class FrameDecoder:
     def __init__(self, max_frame_bytes: int) -> None:
         assert max_frame_bytes > 0
         self._max_frame_bytes = max_frame_bytes
+        #: the setting a refused size is named after in :class:`FrameError`
+        self._limit_key = "socket.request.max.bytes"
         self._buffer = bytearray()
         self._failed: FrameError | None = None
         #: a large frame being assembled (only the bytes received so far), and its final size
@@ -49,6 +51,19 @@ class FrameDecoder:
         self._large_filled = 0
         #: the buffer a large frame is received into, chunk by chunk, before it is appended
         self._chunk: bytearray | None = None
+
+    def limit(self, max_frame_bytes: int, key: str) -> None:
+        """Refuse frames above ``max_frame_bytes`` from the next size prefix read on (a SASL
+        listener lowers the limit to ``sasl.server.max.receive.size`` until the client has
+        authenticated); a frame whose size was already accepted is not checked again.
+
+        Args:
+            max_frame_bytes: the largest frame body accepted.
+            key: the setting named in the error.
+        """
+        assert max_frame_bytes > 0
+        self._max_frame_bytes = max_frame_bytes
+        self._limit_key = key
 
     @property
     def buffered_bytes(self) -> int:
@@ -123,7 +138,7 @@ class FrameDecoder:
         (size,) = _SIZE.unpack_from(self._buffer, 0)
         if size < 0 or size > self._max_frame_bytes:
             self._failed = FrameError(
-                f"frame size {size} outside 0..{self._max_frame_bytes} (socket.request.max.bytes)"
+                f"frame size {size} outside 0..{self._max_frame_bytes} ({self._limit_key})"
             )
             raise self._failed
         end = _SIZE.size + size

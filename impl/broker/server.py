@@ -233,6 +233,15 @@ class _Connection:
         decoder = FrameDecoder(self.server.max_request_bytes)
         frame_deadline = math.inf
         while True:
+            if self.guard is not None:
+                # before SASL authentication, sasl.server.max.receive.size bounds a frame from
+                # its size prefix on: nothing is read or allocated for a larger one
+                receive_limit = self.guard.receive_limit()
+                if receive_limit is not None:
+                    decoder.limit(min(receive_limit, self.server.max_request_bytes),
+                                  "sasl.server.max.receive.size")
+                else:
+                    decoder.limit(self.server.max_request_bytes, "socket.request.max.bytes")
             try:
                 frame = decoder.next_frame()
             except FrameError as error:
@@ -314,15 +323,10 @@ class _Connection:
 
     async def _handle_frame(self, frame: bytes | memoryview) -> Response | object | None:
         guard = self.guard
-        if guard is not None and not guard.authenticated:
-            if guard.too_large(len(frame)):
-                log.info("closing %s: a %d-byte frame before authentication", self.info.peer,
-                         len(frame))
-                return _CLOSE
-            if guard.raw_token_expected():
-                verdict = await guard.raw_token(bytes(frame))
-                self._refresh_session()
-                return verdict
+        if guard is not None and not guard.authenticated and guard.raw_token_expected():
+            verdict = await guard.raw_token(bytes(frame))
+            self._refresh_session()
+            return verdict
         if len(frame) >= 8:
             if guard is not None and not guard.admits(peek_head(frame).api_key):
                 log.info("closing %s: api key %d before SASL authentication", self.info.peer,

@@ -12,7 +12,8 @@ connection arrived on:
   SaslAuthenticate until :class:`~impl.security.sasl.SaslServer` reaches AUTHENTICATED; any other
   request closes the connection; a failure is answered SASL_AUTHENTICATION_FAILED and closes it.
   A v0 SaslHandshake is followed by raw length-prefixed tokens (Kafka's original framing);
-  frames larger than ``sasl.server.max.receive.size`` before authentication close the connection.
+  a frame announcing more than ``sasl.server.max.receive.size`` before authentication closes the
+  connection as soon as its size prefix is read (nothing more is read or allocated).
 
 SCRAM credentials are read from ZooKeeper (``/config/users/<user>``) when a client's first SCRAM
 message names its user, so a credential added or changed with ``logproof users`` takes effect at
@@ -169,9 +170,10 @@ class ConnectionGuard:
             self._authenticated()
         return Verdict(frame(step.token))
 
-    def too_large(self, size: int) -> bool:
-        """Whether a frame of ``size`` bytes exceeds what is read before authentication."""
-        return not self.authenticated and size > self.owner.config.sasl_max_receive_bytes
+    def receive_limit(self) -> int | None:
+        """The largest frame read now: ``sasl.server.max.receive.size`` until the client has
+        authenticated (None: ``socket.request.max.bytes`` alone)."""
+        return None if self.authenticated else self.owner.config.sasl_max_receive_bytes
 
     def admits(self, api_key: int) -> bool:
         """Whether a request with ``api_key`` may be served now."""

@@ -98,3 +98,32 @@ def test_v0_handshake_then_raw_plain_token(sasl_plaintext: RunningBroker, passwo
         correlation, versions = decode_response(18, 0, _frame(sock))
         assert correlation == 2
         assert int(versions.error_code) == 0
+
+
+def test_sasl_max_receive_size_is_checked_from_the_size_prefix(
+        sasl_plaintext: RunningBroker) -> None:
+    """Before authentication a frame announcing more than ``sasl.server.max.receive.size``
+    (524288 by default) closes the connection as soon as its size prefix arrives: the broker
+    does not wait for (or allocate) the body, which never comes (``socket.request.read.timeout.ms``
+    is 30 s, the client waits 10 s). After authentication the same size is read and answered."""
+    host, port = sasl_plaintext.bootstrap.rsplit(":", 1)
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(struct.pack(">i", 524_289))
+        assert sock.recv(16) == b""
+    with socket.create_connection((host, int(port)), timeout=10) as sock:
+        sock.sendall(_request(17, 0, 1, {"mechanism": "PLAIN"}))
+        assert int(decode_response(17, 0, _frame(sock))[1].error_code) == 0
+        token = b"\0carol\0carol-secret"
+        sock.sendall(struct.pack(">i", len(token)) + token)
+        assert _frame(sock) == b""
+        records = b"\0" * 600_000  # a 600 kB produce to a topic that does not exist
+        produce = _request(0, 3, 2, {
+            "transactional_id": None, "acks": 1, "timeout": 1000,
+            "topic_data": [{"name": "absent", "partition_data": [
+                {"index": 0, "records": records}]}]})
+        assert len(produce) > 600_000
+        sock.sendall(produce)
+        correlation, answer = decode_response(0, 3, _frame(sock))
+        assert correlation == 2
+        [topic] = answer.responses
+        assert int(topic.partition_responses[0].error_code) == 3  # UNKNOWN_TOPIC_OR_PARTITION

@@ -170,3 +170,22 @@ def test_any_chunking_gives_the_same_frames(
         collected.extend(_frames(decoder))
     assert collected == payloads
     assert decoder.buffered_bytes == 0
+
+
+def test_a_lowered_limit_refuses_from_the_size_prefix() -> None:
+    """``limit`` (a SASL listener before authentication) refuses a frame as soon as its size
+    prefix is read, naming the setting, before any byte of the body is buffered; raised again,
+    the same size is accepted."""
+    decoder = FrameDecoder(100_000)
+    decoder.limit(1000, "sasl.server.max.receive.size")
+    decoder.feed(struct.pack(">i", 70_000))
+    with pytest.raises(FrameError, match=r"sasl\.server\.max\.receive\.size"):
+        decoder.next_frame()
+    assert decoder.buffered_bytes == 4
+    accepted = FrameDecoder(100_000)
+    accepted.limit(1000, "sasl.server.max.receive.size")
+    accepted.feed(struct.pack(">i", 3) + b"abc")
+    assert accepted.next_frame() == b"abc"
+    accepted.limit(100_000, "socket.request.max.bytes")
+    accepted.feed(struct.pack(">i", 70_000) + b"x" * 70_000)
+    assert bytes(accepted.next_frame() or b"") == b"x" * 70_000
