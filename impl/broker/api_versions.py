@@ -1,3 +1,4 @@
+# ruff: noqa: F405  (the API keys come from impl.api_keys' star import)
 """The API keys and versions this broker implements, and the ones it advertises.
 
 The advertised table keeps every minimum at or below aiokafka's maxima (Produce 7, Fetch 11,
@@ -23,50 +24,11 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Final
 
+# Every API key (PRODUCE, FETCH, ...), re-exported: the broker's modules read them from here.
+from impl.api_keys import *  # noqa: F403  # ruff's F405 is off for this file (below)
+
 __sans_io__ = True
 
-PRODUCE: Final = 0
-FETCH: Final = 1
-LIST_OFFSETS: Final = 2
-METADATA: Final = 3
-LEADER_AND_ISR: Final = 4
-STOP_REPLICA: Final = 5
-UPDATE_METADATA: Final = 6
-OFFSET_FOR_LEADER_EPOCH: Final = 23
-API_VERSIONS: Final = 18
-CREATE_TOPICS: Final = 19
-DELETE_TOPICS: Final = 20
-INIT_PRODUCER_ID: Final = 22
-ALTER_REPLICA_LOG_DIRS: Final = 34
-DESCRIBE_LOG_DIRS: Final = 35
-DESCRIBE_CONFIGS: Final = 32
-ALTER_CONFIGS: Final = 33
-INCREMENTAL_ALTER_CONFIGS: Final = 44
-CREATE_PARTITIONS: Final = 37
-DESCRIBE_CLUSTER: Final = 60
-ALTER_PARTITION_REASSIGNMENTS: Final = 45
-LIST_PARTITION_REASSIGNMENTS: Final = 46
-SASL_HANDSHAKE: Final = 17
-SASL_AUTHENTICATE: Final = 36
-DESCRIBE_ACLS: Final = 29
-CREATE_ACLS: Final = 30
-DELETE_ACLS: Final = 31
-DELETE_RECORDS: Final = 21
-ELECT_LEADERS: Final = 43
-#: The group APIs (``impl.broker._handlers_groups``).
-OFFSET_COMMIT: Final = 8
-OFFSET_FETCH: Final = 9
-FIND_COORDINATOR: Final = 10
-JOIN_GROUP: Final = 11
-HEARTBEAT: Final = 12
-LEAVE_GROUP: Final = 13
-SYNC_GROUP: Final = 14
-DESCRIBE_GROUPS: Final = 15
-LIST_GROUPS: Final = 16
-DELETE_GROUPS: Final = 42
-OFFSET_DELETE: Final = 47
-#: KIP-879's CreateReplicaPlacement, at the key the controller's codec uses (flexible v0).
-CREATE_REPLICA_PLACEMENT: Final = 10879
 
 #: (min, max) per API key, as advertised in ApiVersions.
 ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(

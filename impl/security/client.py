@@ -18,14 +18,13 @@ from typing import Any, Final
 
 import trio
 
+from impl.api_keys import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from impl.broker._codec import decode_response, encode_request, load_request_schema
 from impl.broker._kio_build import build
 
 from .config import ClientSecurity, SecurityProtocol
 from .sasl import CredentialError, SaslClient
 
-SASL_HANDSHAKE: Final = 17
-SASL_AUTHENTICATE: Final = 36
 SASL_VERSION: Final = 1
 #: The largest SASL response accepted while authenticating.
 SASL_RESPONSE_MAX_BYTES: Final = 1 << 20

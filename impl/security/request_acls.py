@@ -1,3 +1,4 @@
+# ruff: noqa: F405  (the API keys come from impl.api_keys' star import)
 """Which ACL every request needs: one table, API key → (resource, operation, where it is checked).
 
 Kafka's ``KafkaApis`` authorizes each request with a fixed operation on a fixed resource type
@@ -28,53 +29,13 @@ from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Final
 
+# Every API key (PRODUCE, FETCH, ...), re-exported for the table's readers.
+from impl.api_keys import *  # noqa: F403  # ruff's F405 is off for this file (below)
+
 from .authorizer import CLUSTER, AclOperation, Resource, ResourceType
 
 __sans_io__ = True
 
-# API keys (Kafka's); the broker's own constants live in impl.broker.api_versions.
-PRODUCE: Final = 0
-FETCH: Final = 1
-LIST_OFFSETS: Final = 2
-METADATA: Final = 3
-LEADER_AND_ISR: Final = 4
-STOP_REPLICA: Final = 5
-UPDATE_METADATA: Final = 6
-CONTROLLED_SHUTDOWN: Final = 7
-OFFSET_COMMIT: Final = 8
-OFFSET_FETCH: Final = 9
-FIND_COORDINATOR: Final = 10
-JOIN_GROUP: Final = 11
-HEARTBEAT: Final = 12
-LEAVE_GROUP: Final = 13
-SYNC_GROUP: Final = 14
-DESCRIBE_GROUPS: Final = 15
-LIST_GROUPS: Final = 16
-SASL_HANDSHAKE: Final = 17
-API_VERSIONS: Final = 18
-CREATE_TOPICS: Final = 19
-DELETE_TOPICS: Final = 20
-DELETE_RECORDS: Final = 21
-INIT_PRODUCER_ID: Final = 22
-OFFSET_FOR_LEADER_EPOCH: Final = 23
-DESCRIBE_ACLS: Final = 29
-CREATE_ACLS: Final = 30
-DELETE_ACLS: Final = 31
-DESCRIBE_CONFIGS: Final = 32
-ALTER_CONFIGS: Final = 33
-ALTER_REPLICA_LOG_DIRS: Final = 34
-DESCRIBE_LOG_DIRS: Final = 35
-SASL_AUTHENTICATE: Final = 36
-CREATE_PARTITIONS: Final = 37
-DELETE_GROUPS: Final = 42
-ELECT_LEADERS: Final = 43
-INCREMENTAL_ALTER_CONFIGS: Final = 44
-ALTER_PARTITION_REASSIGNMENTS: Final = 45
-LIST_PARTITION_REASSIGNMENTS: Final = 46
-OFFSET_DELETE: Final = 47
-DESCRIBE_CLUSTER: Final = 60
-#: KIP-879's CreateReplicaPlacement (the project's raw API key).
-CREATE_REPLICA_PLACEMENT: Final = 10879
 
 # Error codes of refusals (Kafka's ``Errors``).
 TOPIC_AUTHORIZATION_FAILED: Final = 29

@@ -31,6 +31,7 @@ import struct
 from collections.abc import Sequence
 from dataclasses import dataclass
 
+from impl import api_keys
 from impl.ports import Rng
 
 from ._driver import place_replicas
@@ -40,7 +41,7 @@ from ._types import ClusterView, PlacementSpec, ReplicaPlacer
 __sans_io__ = True
 
 #: The project's api key for CreateReplicaPlacement (the KIP's 68 is ConsumerGroupHeartbeat).
-CREATE_REPLICA_PLACEMENT_API_KEY = 10879
+CREATE_REPLICA_PLACEMENT_API_KEY = api_keys.CREATE_REPLICA_PLACEMENT
 #: The versions a broker advertises in ApiVersions.
 CREATE_REPLICA_PLACEMENT_MIN_VERSION = 0
 CREATE_REPLICA_PLACEMENT_MAX_VERSION = 0

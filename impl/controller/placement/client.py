@@ -21,6 +21,8 @@ from kio.schema.response_header.v0.header import ResponseHeader as ResponseHeade
 from kio.serial import entity_reader, entity_writer
 from kio.static.primitive import i16, i32
 
+from impl import api_keys
+
 from ._protocol import (
     CREATE_REPLICA_PLACEMENT_API_KEY,
     CREATE_REPLICA_PLACEMENT_MAX_VERSION,
@@ -34,7 +36,7 @@ from ._protocol import (
 from ._types import TopicPartition
 
 #: Kafka's ApiVersions api key.
-API_VERSIONS_API_KEY = 18
+API_VERSIONS_API_KEY = api_keys.API_VERSIONS
 #: The largest response frame the client accepts.
 RESPONSE_FRAME_MAX_BYTES = 64 * 1024 * 1024
 CLIENT_ID = "logproof-placement"

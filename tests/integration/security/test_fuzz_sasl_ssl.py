@@ -20,9 +20,10 @@ from pathlib import Path
 
 import pytest
 
+from impl.api_keys import SASL_AUTHENTICATE, SASL_HANDSHAKE
 from impl.broker._codec import encode_request
 from impl.broker._kio_build import build
-from impl.security.client import SASL_AUTHENTICATE, SASL_HANDSHAKE, _request
+from impl.security.client import _request
 from impl.security.sasl import SaslClient
 from impl.storage import TopicPartition
 from tests.integration.broker._harness import RunningBroker
