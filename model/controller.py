@@ -322,6 +322,143 @@ def build(variant: Variant) -> Model:
     return m
 
 
+def build_election(variant: Variant) -> Model:
+    """Who may lead after an unclean shutdown (spec/controller.md, KIP-966): one partition on
+    three brokers, its ISR, which logs hold every committed record, the clean-shutdown marker and
+    the controller's marks of members that restarted uncleanly since the ISR vouched for them.
+
+    Flags:
+        bar_unclean: the controller reads the registration's previous broker epoch and bars a
+            member that restarted uncleanly while a member it did not mark is in the ISR
+            (``True``); ``False`` is ZooKeeper-era Kafka, seed 595.
+    """
+    bar: bool = variant.flags.get("bar_unclean", True)
+
+    m = Model("controller_election", "election after unclean shutdowns: the clean-shutdown "
+                                     "marker and KIP-966's rule", int_bits=INT_BITS)
+    m.var("alive", Bool(), over=[BROKERS], doc="the broker runs")
+    m.var("isr", Bool(), over=[BROKERS], doc="the broker is in the ISR in ZooKeeper")
+    m.var("leader", Int(NONE, len(BROKERS) - 1), doc="the leader in ZooKeeper (-1: none)")
+    m.var("complete", Bool(), over=[BROKERS],
+          doc="ghost: the broker's log holds every committed record")
+    m.var("clean_marker", Bool(), over=[BROKERS],
+          doc="the broker's last shutdown was clean (its marker names the vouched incarnation)")
+    m.var("unclean", Bool(), over=[BROKERS],
+          doc="the controller marked the broker: restarted uncleanly since the ISR vouched")
+    m.var("passed_over", Bool(),
+          doc="ghost: a leader was elected while a marked member was live in the ISR")
+
+    @m.init()
+    def init(o: Ops) -> dict[str, Any]:
+        return {"alive": True, "isr": True, "leader": 0, "complete": True,
+                "clean_marker": True, "unclean": False, "passed_over": False}
+
+    def trusted(o: Ops, s: State, b: int) -> Term:
+        return o.And(s.isr[b], o.Not(s.unclean[b]))
+
+    def live_leader(o: Ops, s: State) -> Term:
+        return o.Or(*[o.And(s.leader == b, s.alive[b]) for b in BROKERS])
+
+    @m.action(modifies=["complete"])
+    def appended(o: Ops, s: State) -> Transition:
+        """The leader commits a record: every ISR member (all live, at least
+        ``min.insync.replicas`` = 2 of them) holds it, no other replica does."""
+        guard = o.And(live_leader(o, s),
+                      o.ForAll(BROKERS, lambda b: o.Implies(s.isr[b], s.alive[b])),
+                      o.Count(*[s.isr[b] for b in BROKERS]) >= 2)
+        return Transition(guard, {"complete": {b: s.isr[b] for b in BROKERS}})
+
+    @m.action(modifies=["isr", "unclean"], params={"b": BROKERS, "add": (True, False)})
+    def isr_changed(o: Ops, s: State, b: int, add: bool) -> Transition:
+        """The leader shrinks the ISR by follower ``b``, or admits ``b`` once it is live and
+        caught up (which vouches for it: its mark goes)."""
+        if add:
+            guard = o.And(live_leader(o, s), o.Not(s.isr[b]), s.alive[b], s.complete[b])
+            return Transition(guard, {"isr": {b: True}, "unclean": {b: False}})
+        guard = o.And(live_leader(o, s), s.leader != b, s.isr[b])
+        return Transition(guard, {"isr": {b: False}, "unclean": {b: False}})
+
+    @m.action(modifies=["alive", "complete", "clean_marker", "leader"],
+              params={"b": BROKERS, "clean": (True, False)})
+    def broker_failed(o: Ops, s: State, b: int, clean: bool) -> Transition:
+        """``b`` stops: cleanly (flushed, marker written) or not (its unflushed tail, which may
+        hold committed records, is lost; only while another ISR member is live, complete and
+        unmarked: the fault model's bound)."""
+        guard = s.alive[b]
+        if not clean:
+            guard = o.And(guard, o.Or(*[
+                o.And(trusted(o, s, other), s.alive[other], s.complete[other])
+                for other in BROKERS if other != b]))
+        return Transition(guard, {
+            "alive": {b: False},
+            "complete": {b: s.complete[b] if clean else False},
+            "clean_marker": {b: clean},
+            "leader": o.If(s.leader == b, NONE, s.leader),
+        })
+
+    @m.action(modifies=["alive", "unclean"], params={"b": BROKERS})
+    def broker_started(o: Ops, s: State, b: int) -> Transition:
+        """``b`` registers again; its registration carries the previous broker epoch (the
+        marker's), which the controller reads (shipped)."""
+        marked = o.Or(s.unclean[b], o.And(s.isr[b], o.Not(s.clean_marker[b]))) if bar \
+            else s.unclean[b]
+        return Transition(o.Not(s.alive[b]), {"alive": {b: True}, "unclean": {b: marked}})
+
+    @m.action(modifies=["leader", "isr", "unclean", "passed_over"], params={"b": BROKERS})
+    def leader_elected(o: Ops, s: State, b: int) -> Transition:
+        """With no leader, the controller elects live ISR member ``b``; a marked member only when
+        no ISR member is unmarked (shipped). The state it writes drops the marked members from
+        the ISR while an unmarked one remains."""
+        any_trusted = o.Or(*[trusted(o, s, r) for r in BROKERS])
+        guard = o.And(s.leader == NONE, s.alive[b], s.isr[b])
+        if bar:
+            guard = o.And(guard, o.Or(o.Not(s.unclean[b]), o.Not(any_trusted)))
+        barred = {r: o.And(s.unclean[r], any_trusted) for r in BROKERS}
+        return Transition(guard, {
+            "leader": b,
+            "isr": {r: o.And(s.isr[r], o.Not(barred[r])) for r in BROKERS},
+            "unclean": {r: o.And(s.unclean[r], o.Not(barred[r]), o.Not(s.unclean[b]))
+                        for r in BROKERS},
+            "passed_over": o.Or(s.passed_over, o.Or(*[
+                o.And(s.unclean[r], s.alive[r], s.isr[r]) for r in BROKERS if r != b])),
+        })
+
+    @m.invariant("NO_COMMITTED_LOSS", supports=["ISR_VOUCHED", "TRUSTED_MEMBER",
+                                                "LEADER_TRUSTED"])
+    def no_committed_loss(o: Ops, s: State) -> Term:
+        """An elected leader holds every committed record."""
+        return o.ForAll(BROKERS, lambda b: o.Implies(s.leader == b, s.complete[b]))
+
+    @m.lemma("ISR_VOUCHED", supports=["TRUSTED_MEMBER", "LEADER_TRUSTED"])
+    def isr_vouched(o: Ops, s: State) -> Term:
+        """An ISR member missing a committed record is marked, or down after an unclean
+        shutdown (it is marked when it registers); a broker down after an unclean shutdown
+        misses some."""
+        return o.ForAll(BROKERS, lambda b: o.And(
+            o.Implies(o.And(s.isr[b], o.Not(s.complete[b])),
+                      o.Or(s.unclean[b], o.And(o.Not(s.alive[b]), o.Not(s.clean_marker[b])))),
+            o.Implies(o.And(o.Not(s.alive[b]), o.Not(s.clean_marker[b])),
+                      o.Not(s.complete[b]))))
+
+    @m.lemma("TRUSTED_MEMBER", supports=["ISR_VOUCHED", "LEADER_TRUSTED"])
+    def trusted_member(o: Ops, s: State) -> Term:
+        """Some ISR member is complete and unmarked."""
+        return o.Exists(BROKERS, lambda b: o.And(trusted(o, s, b), s.complete[b]))
+
+    @m.lemma("LEADER_TRUSTED", supports=["ISR_VOUCHED", "TRUSTED_MEMBER"])
+    def leader_trusted(o: Ops, s: State) -> Term:
+        """A leader is live, in the ISR, complete and unmarked."""
+        return o.ForAll(BROKERS, lambda b: o.Implies(
+            s.leader == b, o.And(s.alive[b], trusted(o, s, b), s.complete[b])))
+
+    @m.witness("UNCLEAN_MEMBER_PASSED_OVER")
+    def unclean_member_passed_over(o: Ops, s: State) -> Term:
+        """A leader was elected while a member that restarted uncleanly was live in the ISR."""
+        return o.And(s.passed_over, s.leader != NONE)
+
+    return m
+
+
 P, H, V = Status.PROVED, Status.HOLDS, Status.VIOLATED
 
 MODELS = (
@@ -358,5 +495,31 @@ MODELS = (
         ),
         depth=DEPTH,
         source="design V3 §A/§D; Kafka ZooKeeper mode; KAFKA-6082",
+    ),
+    ModelDefinition(
+        name="controller_election",
+        doc="who may lead after an unclean shutdown: clean-shutdown marker, KIP-966's rule",
+        build=build_election,
+        variants=(
+            Variant(
+                "shipped",
+                "the registration's previous broker epoch marks an uncleanly restarted member, "
+                "which is not elected while an unmarked member is in the ISR",
+                {},
+                shipped=True,
+                expected={"NO_COMMITTED_LOSS": P, "ISR_VOUCHED": P, "TRUSTED_MEMBER": P,
+                          "LEADER_TRUSTED": P},
+            ),
+            Variant(
+                "elect_unclean",
+                "the controller ignores how a member last shut down (ZooKeeper-era Kafka, "
+                "cluster simulator seed 595)",
+                {"bar_unclean": False},
+                expected={"NO_COMMITTED_LOSS": V, "ISR_VOUCHED": V, "TRUSTED_MEMBER": V,
+                          "LEADER_TRUSTED": V},
+            ),
+        ),
+        depth=DEPTH,
+        source="KIP-966; cluster simulator seed 595",
     ),
 )

@@ -16,7 +16,8 @@ from model.registry import find
 
 from ._golden import ModelGolden
 
-MODELS = ("replica_move", "move_recovery", "log_dir_failure", "throttle", "log_cleaner")
+MODELS = ("replica_move", "move_recovery", "log_dir_failure", "throttle", "log_cleaner",
+          "controller_election")
 GOLDS = {name: ModelGolden(find(name)) for name in MODELS}
 
 
