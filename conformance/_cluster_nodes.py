@@ -261,19 +261,22 @@ class SimBroker:
         self.node = BrokerNode(self.node_config, self.store, trace=self.sink,
                                clock_ms=self.now_ms, wall_ms=world.clock.wall_ms,
                                incarnation=self.incarnation)
-        self._register_session()
+        self._register_session(self.manager.previous_broker_epoch)
         self.controller = SimController(world, self)
         self.node.started()
 
-    def _register_session(self) -> None:
+    def _register_session(self, previous_broker_epoch: int) -> None:
         """Open a ZooKeeper session and register ``/brokers/ids/<id>``; its czxid is the new
-        broker epoch (older controller requests are fenced)."""
+        broker epoch (older controller requests are fenced). ``previous_broker_epoch``: the
+        incarnation whose clean shutdown this registration follows, or -1 (KIP-966)."""
         world = self.world
         assert self.node is not None
         self.session = world.zk.open_session(6_000)
         results = world.zk.multi(self.session, [CreateOp(
             broker_path(self.id), encode_broker(f"broker-{self.id}", 9092, None,
-                                                world.clock.wall_ms()), ephemeral=True)])
+                                                world.clock.wall_ms(),
+                                                previous_broker_epoch=previous_broker_epoch),
+            ephemeral=True)])
         assert isinstance(results[0], CreateResult), results
         stat = world.zk.exists(self.session, broker_path(self.id), False)
         assert stat is not None
@@ -288,8 +291,9 @@ class SimBroker:
             zk.expire_session(self.session)
 
     def register(self) -> None:
-        """Register again after a session expiry (Kafka's re-registration), same process."""
-        self._register_session()
+        """Register again after a session expiry (Kafka's re-registration), same process: it
+        follows the incarnation whose session expired, which lost nothing."""
+        self._register_session(self.broker_epoch)
 
     def crash(self, *, lose_unflushed: bool) -> None:
         """The process dies: memory is lost; the disk keeps what its contract says."""
@@ -301,9 +305,9 @@ class SimBroker:
             move = self.manager.move_state(tp)
             if move.state is not rm.MoveState.NONE:
                 self.storage_sink.emit(rm.step(move, rm.MoveInput(rm.MoveEvent.CRASHED)).trace)
-        if not lose_unflushed:
+        if not lose_unflushed:  # a clean shutdown: flushed, then the markers (KIP-966)
             with contextlib.suppress(StorageError, OSError):
-                self.manager.checkpoint(flush=True)
+                self.manager.close(broker_epoch=self.broker_epoch)
         self.disk.crash(world.crash_rng(self.id))
         self.alive = False
         self.restarts += 1

@@ -539,9 +539,18 @@ class Broker:
         return await self.inter_broker.send(broker_id, request)
 
     async def _register(self) -> None:
+        """Register (again, after a session expiry) in ``/brokers/ids``.
+
+        The previous broker epoch (KIP-966) is the clean-shutdown markers' at the first
+        registration; a re-registration of the same process follows the incarnation whose
+        session expired, which lost nothing.
+        """
         coordinator = self.coordinator
         assert coordinator is not None
         endpoints = self.advertised_endpoints()
+        assert self.logs is not None
+        previous = (self.broker_epoch if self.broker_epoch >= 0
+                    else self.logs.previous_broker_epoch)
         epoch = await zk_admin.register_broker(
             coordinator,
             self.config.broker_id,
@@ -550,6 +559,7 @@ class Broker:
             self.config.rack,
             timestamp_ms=int(trio.current_time() * 1000),
             endpoints=endpoints,
+            previous_broker_epoch=previous,
         )
         self.broker_epoch = epoch
         assert self.replicas is not None
@@ -806,7 +816,8 @@ class Broker:
             if self.cleaner is not None:
                 self.cleaner.close()
             if self.logs is not None:
-                self.logs.close()
+                # a clean shutdown: the markers name this incarnation (KIP-966)
+                self.logs.close(broker_epoch=self.broker_epoch)
             await trio.to_thread.run_sync(self.metrics.stop)
         nursery.cancel_scope.cancel()
 

@@ -120,6 +120,7 @@ async def register_broker(
     *,
     timestamp_ms: int = 0,
     endpoints: Sequence[ListenerEndpoint] = (),
+    previous_broker_epoch: int | None = None,
 ) -> int:
     """Register a live broker as the ephemeral ``/brokers/ids/<id>`` (KIP-380 broker epoch).
 
@@ -130,6 +131,8 @@ async def register_broker(
         rack: ``broker.rack`` or ``None``.
         timestamp_ms: registration time written into the znode.
         endpoints: every advertised listener, each registered with its name and protocol.
+        previous_broker_epoch: the epoch of the incarnation whose clean shutdown this one
+            follows, -1 after an unclean shutdown (KIP-966; spec/controller.md).
 
     Returns:
         The broker epoch: the czxid of the registration znode.
@@ -146,7 +149,9 @@ async def register_broker(
     path = broker_path(broker_id)
     try:
         await coordinator.create(
-            path, encode_broker(host, port, rack, timestamp_ms, endpoints), ephemeral=True
+            path, encode_broker(host, port, rack, timestamp_ms, endpoints,
+                                previous_broker_epoch=previous_broker_epoch),
+            ephemeral=True
         )
     except NodeExistsError:
         stat = await coordinator.exists(path)

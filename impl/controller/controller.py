@@ -32,6 +32,13 @@ Decisions, and where they come from:
   A partition whose cached state needs no change is re-read first, so an ISR expansion a leader
   wrote before the failure (not yet seen by the controller) is not kept. The last ISR member
   stays in the ISR with no leader, so it can lead cleanly when it returns.
+- **Unclean shutdowns** (KIP-966, spec/controller.md "Unclean shutdowns"): a registration's
+  ``previous_broker_epoch`` tells whether the broker's last shutdown was clean and of which
+  incarnation. An ISR member whose registration does not name an incarnation the partition
+  state vouched for (the one this controller saw, or one registered before the state's last
+  write read at the failover) restarted uncleanly and may have lost committed records: it is
+  marked in that partition, and while the ISR holds an unmarked member it is neither elected
+  nor kept in the ISR. It rejoins through its leader after catching up.
 - **Requests** are accumulated while writes or reads are outstanding and flushed as one
   LeaderAndIsr, StopReplica and UpdateMetadata per broker (§A 4: "multiple commands in one RPC").
   The first flush after an election carries the INIT flag (§D 4).
@@ -581,6 +588,15 @@ class Controller:
         self._stale_causes: dict[TP, ControllerEvent] = {}
         self._deferred: dict[TP, ControllerEvent] = {}
         self._isr_removals: dict[TP, set[int]] = {}
+        #: KIP-966: per partition, the ISR members that restarted uncleanly since the state
+        #: vouched for them; barred from leadership and the ISR while an unmarked member remains
+        self._unclean: dict[TP, set[int]] = {}
+        #: the registration epoch this controller last saw for each broker (kept after the
+        #: broker fails): a clean restart names it as its previous broker epoch
+        self._seen_epochs: dict[int, int] = {}
+        #: the mzxid of each partition state read at the failover: it vouches for the
+        #: incarnations of its ISR registered before it
+        self._vouched_zxid: dict[TP, int] = {}
         #: partitions whose next plan moves leadership to the preferred replica
         self._preferred: set[TP] = set()
         #: per-topic ``unclean.leader.election.enable`` overrides
@@ -608,6 +624,11 @@ class Controller:
     def writes_outstanding(self) -> int:
         """Writes issued and not yet completed."""
         return len(self._pending)
+
+    def unclean_members(self, tp: TP) -> frozenset[int]:
+        """The ISR members of ``tp`` marked as restarted uncleanly since the state vouched for
+        them (KIP-966; spec/controller.md "Unclean shutdowns")."""
+        return frozenset(self._unclean.get(tp, ()))
 
     def handle(self, event: ControllerInput) -> list[ControllerEffect]:
         """Process one input and return the effects to carry out, in order."""
@@ -694,6 +715,37 @@ class Controller:
     def _all_tps(self) -> list[TP]:
         return [(t, p) for t, a in sorted(self.topics.items()) for p in sorted(a.partitions)]
 
+    def _restarted_uncleanly(self, tp: TP, broker: BrokerRegistration) -> bool:
+        """Whether ``broker``'s registration follows an incarnation that ``tp``'s state did not
+        vouch for, or an unclean shutdown (spec/controller.md "Unclean shutdowns").
+
+        A registration without ``previous_broker_epoch`` is taken as clean (Kafka's ZooKeeper
+        controller takes every broker so). Otherwise the previous incarnation must have shut
+        down cleanly and be the one this controller last saw registered, or, for a broker this
+        controller never saw, one registered at or before the state's last write read at the
+        failover.
+        """
+        previous = broker.previous_epoch
+        if previous is None:
+            return False
+        if previous < 0:
+            return True
+        seen = self._seen_epochs.get(broker.broker_id)
+        if seen is not None:
+            return previous != seen
+        return previous > self._vouched_zxid.get(tp, -1)
+
+    def _mark_unclean(self, tp: TP, broker_id: int) -> None:
+        self._unclean.setdefault(tp, set()).add(broker_id)
+
+    def _barred(self, tp: TP, isr: Sequence[int]) -> frozenset[int]:
+        """The ISR members that may neither lead nor stay in the ISR: those marked unclean,
+        while the ISR holds a member that is not (KIP-966); none when every member is."""
+        marked = self._unclean.get(tp)
+        if not marked or all(r in marked for r in isr):
+            return frozenset()
+        return frozenset(r for r in isr if r in marked)
+
     def _usable(self, tp: TP, broker_id: int) -> bool:
         return broker_id in self.live_brokers and tp not in self.offline_replicas.get(
             broker_id, ()
@@ -773,12 +825,19 @@ class Controller:
             # then re-elect it: the same log, as Kafka's failure-then-startup).
             bounced = {r for r in state.isr if r in self.live_brokers and state.mzxid >= 0
                        and self.live_brokers[r].epoch > state.mzxid}
+            # KIP-966: a bounced member whose registration does not follow a clean shutdown of
+            # an incarnation the state vouched for may have lost committed records.
+            self._vouched_zxid[tp] = state.mzxid
+            for r in sorted(bounced):
+                if self._restarted_uncleanly(tp, self.live_brokers[r]):
+                    self._mark_unclean(tp, r)
             if bounced and not set(state.isr) - dead - bounced:
                 bounced = set()
-            if state.leader in bounced:
+            if state.leader in bounced or state.leader in self._barred(tp, state.isr):
                 bounced_leaders.add(tp)
             if dead or bounced:  # Kafka's replica state machine startup: OfflineReplica
                 self._isr_removals[tp] = dead | bounced
+        self._seen_epochs = {b: broker.epoch for b, broker in self.live_brokers.items()}
         # §D 4: resend every known state (INIT) and the metadata to every live broker (but a
         # bounced leader's stale state: its election below sends the new one).
         self._init_flush = True
@@ -821,6 +880,11 @@ class Controller:
         if removals:
             removed = frozenset(removals)
             eligible = [r for r in eligible if r not in removed]
+        barred = self._barred(tp, current.isr)
+        kept = current.isr  # the ISR when no member is usable
+        if barred:  # KIP-966: restarted uncleanly while a member that kept its log remains
+            eligible = [r for r in eligible if r not in barred]
+            kept = tuple(r for r in current.isr if r not in barred)
         isr_usable = tuple(r for r in current.isr if r in eligible)
         preferred = replicas[0]
         if (tp in self._preferred and current.leader != preferred and preferred in isr_usable
@@ -844,7 +908,7 @@ class Controller:
               ) and eligible:
             leader, isr = eligible[0], (eligible[0],)
         else:
-            isr = isr_usable or current.isr
+            isr = isr_usable or kept
             if current.leader == NO_LEADER and isr == current.isr:
                 return None
             new = LeaderIsr(NO_LEADER, current.leader_epoch + 1, isr, self.epoch,
@@ -919,6 +983,7 @@ class Controller:
             self.leader_elections += 1
         self.leader_isr[tp] = LeaderIsr(new.leader, new.leader_epoch, new.isr,
                                         new.controller_epoch, zk_version)
+        self._settle_unclean(tp, new)
         state = self.partition_states.get(tp, PartitionState.NON_EXISTENT)
         event = change.cause
         if event is ControllerEvent.ISR_CHANGED and state is PartitionState.NEW:
@@ -929,6 +994,20 @@ class Controller:
                             controller_epoch=new.controller_epoch)
         self._queue_leader_and_isr(tp)
         self._um_partitions.add(tp)
+
+    def _settle_unclean(self, tp: TP, state: LeaderIsr) -> None:
+        """``state`` is ``tp``'s state now: a marked member out of its ISR is no longer marked,
+        and a marked leader (every member was marked: the last replica standing) was vouched
+        for again by the write that elected it."""
+        marked = self._unclean.get(tp)
+        if marked is None:
+            return
+        if state.leader in marked:
+            marked.clear()
+        else:
+            marked.intersection_update(state.isr)
+        if not marked:
+            del self._unclean[tp]
 
     # --- requests ----------------------------------------------------------------------------
 
@@ -1185,6 +1264,7 @@ class Controller:
                 return
             else:
                 self.leader_isr[tp] = state
+                self._settle_unclean(tp, state)
         groups: dict[ControllerEvent, list[TP]] = {}
         for tp in sorted(states):
             cause = self._stale_causes.pop(tp, ControllerEvent.BROKER_FAILED)
@@ -1205,6 +1285,16 @@ class Controller:
         if not failed and not started:
             self.live_brokers = dict(brokers)
             return
+        # KIP-966: a member registering after an unclean shutdown, or after an incarnation
+        # this controller never saw, is marked in each partition whose ISR holds it.
+        for broker_id in started:
+            for tp in self._all_tps():
+                known = self.leader_isr.get(tp)
+                if (known is not None and broker_id in known.isr
+                        and self._restarted_uncleanly(tp, brokers[broker_id])):
+                    self._mark_unclean(tp, broker_id)
+        for broker_id, broker in brokers.items():
+            self._seen_epochs[broker_id] = broker.epoch
         changed = set(failed) | set(started)
         affected = [tp for tp in self._all_tps()
                     if not changed.isdisjoint(self._assigned(tp))]
@@ -1301,6 +1391,8 @@ class Controller:
             self.reassignments.pop(tp, None)
             self.reassignment_phases.pop(tp, None)
             self._isr_removals.pop(tp, None)
+            self._unclean.pop(tp, None)
+            self._vouched_zxid.pop(tp, None)
         for key in [key for key in self.replica_states if key[0][0] == topic]:
             del self.replica_states[key]
         for tps in self.offline_replicas.values():
@@ -1402,6 +1494,7 @@ class Controller:
                                             and state.zk_version <= current.zk_version):
                 continue
             self.leader_isr[tp] = state
+            self._settle_unclean(tp, state)
             self._um_partitions.add(tp)
             changed.append(tp)
             if self.partition_states.get(tp) in (PartitionState.ONLINE, PartitionState.OFFLINE):
@@ -1622,7 +1715,8 @@ class Controller:
     def _advance_reassignment(self, tp: TP) -> None:
         target = self.reassignments.get(tp)
         view = self._view(tp)
-        if target is None or view is None or tp in self._busy or tp in self._isr_removals:
+        if (target is None or view is None or tp in self._busy or tp in self._isr_removals
+                or self._barred(tp, self.leader_isr[tp].isr)):
             return  # a pending ISR removal goes first (it releases the partition when done)
         if any(isinstance(p, _ReassignWrite) and p.tp[0] == tp[0] for p in self._pending.values()):
             return  # one topic-znode write per topic at a time (the znode holds all partitions)

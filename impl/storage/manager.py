@@ -29,8 +29,8 @@ from types import TracebackType
 from typing import Any, NamedTuple, Protocol, TypeVar
 
 from impl.ports import Clock, SystemClock
+from impl.storage import clean_shutdown, mover
 from impl.storage import log_dir_failure as ldf
-from impl.storage import mover
 from impl.storage import record_batch as rb
 from impl.storage import replica_move as rm
 from impl.storage.checkpoint import (
@@ -588,6 +588,9 @@ class LogManager:
         #: ``log-start-offset-checkpoint`` per dir as read at start-up
         self._log_start_checkpoints: dict[str, dict[TopicPartition, int]] = {}
         self.recovery_decisions: list[RecoveryDecision] = []
+        #: the broker epoch of the incarnation whose clean shutdown this start follows, or -1
+        #: (:mod:`impl.storage.clean_shutdown`; the broker registers it, KIP-966)
+        self.previous_broker_epoch = clean_shutdown.UNCLEAN
         #: test hook: called before each move effect is carried out
         self.effect_hook: Callable[[TopicPartition, rm.MoveEffect], None] | None = None
 
@@ -625,6 +628,8 @@ class LogManager:
         if lock_factory is not None:
             manager._lock_factory = lock_factory
         manager._recover()
+        manager.previous_broker_epoch = clean_shutdown.take_markers(
+            disk, [d for d in config.log_dirs if d not in manager.offline_dirs])
         return manager
 
     def _recover(self) -> None:
@@ -1539,9 +1544,20 @@ class LogManager:
         self._step(tp, rm.copy_completion(partition.log_end_offset, future.log_end_offset))
         return copied
 
-    def close(self) -> None:
-        """Stop background tasks and write checkpoints (flushing every live log)."""
+    def close(self, broker_epoch: int | None = None) -> None:
+        """Stop background tasks and write checkpoints (flushing every live log).
+
+        Args:
+            broker_epoch: a clean shutdown of the incarnation registered with this epoch:
+                once the logs and checkpoints are durable, every online dir gets the
+                clean-shutdown marker naming it (a dir that fails on the way gets none).
+        """
         self.checkpoint(flush=True)
+        if broker_epoch is not None and broker_epoch >= 0:
+            for log_dir in self.config.log_dirs:
+                if log_dir not in self.offline_dirs:
+                    with self._io_nowait(log_dir):
+                        clean_shutdown.write_markers(self.disk, [log_dir], broker_epoch)
         self.closed = True
         self._work_available()
 

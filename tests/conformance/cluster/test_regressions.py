@@ -113,8 +113,6 @@ SEED_595_FAULTS = (
     "145:controller_expiry:1:57,170:crash:2:8,172:clean_restart:0:5,176:reassign:1:33752")
 
 
-@pytest.mark.xfail(strict=True, reason="open: the controller cannot tell an ISR member that "
-                   "restarted after an unclean shutdown from one that restarted cleanly")
 def test_seed_595_an_uncleanly_restarted_isr_member_is_not_elected_over_a_clean_one() -> None:
     """Seed 595 of ``logproof fuzz --seeds 2000`` (NO_COMMITTED_LOSS), shrunk from 48 faults to
     12 without the storage broker. t-1's ISR is {2, 0} (broker 1's dir failed), leader 2, HW 56.
@@ -123,8 +121,10 @@ def test_seed_595_an_uncleanly_restarted_isr_member_is_not_elected_over_a_clean_
     dead and keeps ISR {2, 0} with no leader. Both brokers register again and are started in one
     pass; the election takes the first live ISR member in replica order, broker 2, whose log
     ends at 53, while broker 0 (flushed) holds everything: broker 0 then truncates the
-    acknowledged batch. KRaft avoids this with KIP-966 (a broker registering after an unclean
-    shutdown is not elected while an ISR member that shut down cleanly can be)."""
+    acknowledged batch. Fixed as KIP-966 fixes it (spec/controller.md "Unclean shutdowns"):
+    broker 2 registers with previous broker epoch -1 (no clean-shutdown marker), broker 0 with
+    the epoch of an incarnation registered before the state's last write; the controller marks
+    2 unclean in t-1 and elects 0, writing the ISR without 2."""
     config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=200,
                            fault_probability=0.1, segment_bytes=1048576, storage_broker=False)
     result, outcome = replay(595, config, parse_faults(SEED_595_FAULTS))

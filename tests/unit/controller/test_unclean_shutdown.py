@@ -1,0 +1,169 @@
+"""KIP-966 in the controller core (spec/controller.md "Unclean shutdowns"), input by input.
+
+A registration's ``previous_broker_epoch`` says whether the broker's last shutdown was clean and
+which incarnation it ended. An ISR member that restarted uncleanly since the partition state
+vouched for it is not elected, and leaves the ISR, while a member that kept its log is in the
+ISR (cluster simulator seed 595: ISR {2, 0}, 2 crashed losing its tail, 0 restarted cleanly, both
+unseen by the controller that took over).
+"""
+
+from __future__ import annotations
+
+from impl.controller.controller import (
+    BrokersRead,
+    ClusterSnapshot,
+    Controller,
+    ControllerConfig,
+    ControllerEffect,
+    Elected,
+    IsrChangesRead,
+    WriteCompleted,
+    ZkWrite,
+)
+from impl.controller.coordinator import (
+    CheckOp,
+    CheckResult,
+    CreateResult,
+    NodeStat,
+    OpResult,
+    SetOp,
+    SetResult,
+)
+from impl.controller.znodes import (
+    BrokerRegistration,
+    LeaderIsr,
+    TopicAssignment,
+    decode_partition_state,
+)
+
+TP = ("t", 0)
+#: the partition state's last write, as read at the failover
+STATE_MZXID = 50
+
+
+def _broker(broker_id: int, epoch: int, previous: int | None) -> BrokerRegistration:
+    return BrokerRegistration(broker_id, "127.0.0.1", 9000 + broker_id, None, epoch,
+                              previous_epoch=previous)
+
+
+def _succeed(write: ZkWrite) -> list[OpResult]:
+    results: list[OpResult] = []
+    for op in write.ops:
+        if isinstance(op, CheckOp):
+            results.append(CheckResult())
+        elif isinstance(op, SetOp):
+            results.append(SetResult(NodeStat(1, 1, 1, op.version + 1, 0, 0, 10, 0)))
+        else:
+            results.append(CreateResult(op.path))
+    return results
+
+
+def _settle(core: Controller, effects: list[ControllerEffect]) -> list[LeaderIsr]:
+    """Complete every write (and the writes they cause); the states written, in order."""
+    written: list[LeaderIsr] = []
+    queue = [e for e in effects if isinstance(e, ZkWrite)]
+    for _round in range(20):
+        if not queue:
+            return written
+        following: list[ZkWrite] = []
+        for write in queue:
+            for op in write.ops:
+                if isinstance(op, SetOp) and op.path.endswith("/state"):
+                    written.append(decode_partition_state("t", 0, op.data, op.version + 1))
+            following += [e for e in core.handle(WriteCompleted(write.write_id,
+                                                                _succeed(write)))
+                          if isinstance(e, ZkWrite)]
+        queue = following
+    raise AssertionError("the controller never settled")
+
+
+def _fail_over(brokers: dict[int, BrokerRegistration], state: LeaderIsr,
+               replicas: tuple[int, ...] = (2, 0, 1)) -> tuple[Controller, list[LeaderIsr]]:
+    core = Controller(ControllerConfig(1))
+    effects = core.handle(Elected(6, 6, ClusterSnapshot(
+        brokers, {"t": TopicAssignment({0: replicas})}, {TP: state})))
+    return core, _settle(core, effects)
+
+
+def _seed_595(previous_of_0: int) -> tuple[Controller, list[LeaderIsr]]:
+    """Controller 1 takes over with both ISR members of t-0 dead; it keeps ISR {2, 0} without a
+    leader. Then 2 (no marker: -1) and 0 (``previous_of_0``) register in one read."""
+    state = LeaderIsr(2, 4, (2, 0), 5, 6, STATE_MZXID)
+    core, written = _fail_over({1: _broker(1, 11, 3)}, state)
+    assert [(s.leader, s.isr) for s in written] == [(-1, (2, 0))]
+    effects = core.handle(BrokersRead({1: _broker(1, 11, 3), 2: _broker(2, 60, -1),
+                                       0: _broker(0, 61, previous_of_0)}))
+    return core, _settle(core, effects)
+
+
+def test_seed_595_the_member_that_shut_down_cleanly_is_elected() -> None:
+    core, written = _seed_595(previous_of_0=STATE_MZXID - 10)
+    assert [(s.leader, s.isr) for s in written] == [(0, (0,))], (
+        "broker 2 (no clean-shutdown marker) led: broker 0 would truncate acknowledged records")
+    assert core.unclean_members(TP) == frozenset()  # the mark goes with the member
+
+
+def test_without_the_field_the_first_live_member_is_elected_as_in_kafka() -> None:
+    state = LeaderIsr(2, 4, (2, 0), 5, 6, STATE_MZXID)
+    core, _ = _fail_over({1: _broker(1, 11, None)}, state)
+    effects = core.handle(BrokersRead({1: _broker(1, 11, None), 2: _broker(2, 60, None),
+                                       0: _broker(0, 61, None)}))
+    assert [(s.leader, s.isr) for s in _settle(core, effects)] == [(2, (2, 0))]
+
+
+def test_a_clean_restart_of_an_incarnation_the_state_never_vouched_for_is_unclean() -> None:
+    # broker 0's previous incarnation registered after the state's last write: it may itself
+    # have followed a crash nobody saw, so both are marked: the last replica standing
+    core, written = _seed_595(previous_of_0=STATE_MZXID + 5)
+    assert [(s.leader, s.isr) for s in written] == [(2, (2, 0))]
+    assert core.unclean_members(TP) == frozenset()  # the election vouched for them again
+
+
+def test_an_unclean_member_alone_waits_for_the_clean_one() -> None:
+    state = LeaderIsr(2, 4, (2, 0), 5, 6, STATE_MZXID)
+    core, _ = _fail_over({1: _broker(1, 11, 3)}, state)
+    effects = core.handle(BrokersRead({1: _broker(1, 11, 3), 2: _broker(2, 60, -1)}))
+    assert [(s.leader, s.isr) for s in _settle(core, effects)] == [(-1, (0,))], (
+        "the uncleanly restarted member must leave the ISR and not lead")
+    effects = core.handle(BrokersRead({1: _broker(1, 11, 3), 2: _broker(2, 60, -1),
+                                       0: _broker(0, 61, STATE_MZXID - 1)}))
+    assert [(s.leader, s.isr) for s in _settle(core, effects)] == [(0, (0,))]
+
+
+def test_a_broker_this_controller_saw_restarting_cleanly_keeps_its_place() -> None:
+    # 0 leads with ISR {0, 2}; 2 fails and comes back naming the incarnation the controller saw
+    state = LeaderIsr(0, 4, (0, 2), 5, 6, STATE_MZXID)
+    live = {0: _broker(0, 10, 3), 1: _broker(1, 11, 3), 2: _broker(2, 12, 3)}
+    core, written = _fail_over(live, state, replicas=(0, 2, 1))
+    assert written == []
+    _settle(core, core.handle(BrokersRead({0: live[0], 1: live[1]})))
+    _settle(core, core.handle(BrokersRead({**live, 2: _broker(2, 70, 12)})))
+    assert core.unclean_members(TP) == frozenset()
+    # the same with -1: marked while 2 is still in the (re-read) ISR
+    core, _ = _fail_over(live, state, replicas=(0, 2, 1))
+    effects = core.handle(BrokersRead({**live, 2: _broker(2, 70, -1)}))
+    assert core.unclean_members(TP) == {2}
+    assert [(s.leader, s.isr) for s in _settle(core, effects)] == [(0, (0,))]
+
+
+def test_an_uncleanly_restarted_leader_found_at_failover_loses_leadership() -> None:
+    # 2 led with ISR {2, 0}; it crashed and registered again (previous -1) before anyone saw
+    state = LeaderIsr(2, 4, (2, 0), 5, 6, STATE_MZXID)
+    brokers = {0: _broker(0, 10, 3), 1: _broker(1, 11, 3),
+               2: _broker(2, STATE_MZXID + 9, -1)}
+    _core, written = _fail_over(brokers, state)
+    assert [(s.leader, s.isr) for s in written] == [(0, (0,))]
+    # both members bounced unseen: the clean one (previous vouched) leads, 2 is barred
+    brokers = {0: _broker(0, STATE_MZXID + 8, STATE_MZXID - 3), 1: _broker(1, 11, 3),
+               2: _broker(2, STATE_MZXID + 9, -1)}
+    _core, written = _fail_over(brokers, state)
+    assert [(s.leader, s.isr) for s in written] == [(0, (0,))]
+
+
+def test_an_isr_change_without_the_member_settles_its_mark() -> None:
+    state = LeaderIsr(2, 4, (2, 0), 5, 6, STATE_MZXID)
+    core, _ = _fail_over({1: _broker(1, 11, 3)}, state)
+    core.handle(BrokersRead({1: _broker(1, 11, 3), 2: _broker(2, 60, -1)}))
+    assert core.unclean_members(TP) == {2}
+    core.handle(IsrChangesRead((), {TP: LeaderIsr(0, 9, (0,), 6, 20, STATE_MZXID + 30)}))
+    assert core.unclean_members(TP) == frozenset()
