@@ -882,6 +882,7 @@ class Controller:
             eligible = [r for r in eligible if r not in removed]
         barred = self._barred(tp, current.isr)
         kept = current.isr  # the ISR when no member is usable
+        unclean_pool = eligible  # an unclean election may take a barred member too
         if barred:  # KIP-966: restarted uncleanly while a member that kept its log remains
             eligible = [r for r in eligible if r not in barred]
             kept = tuple(r for r in current.isr if r not in barred)
@@ -905,8 +906,8 @@ class Controller:
         if candidates:
             leader, isr = candidates[0], isr_usable
         elif (unclean_asked or self._unclean_topics.get(tp[0], self.config.unclean_leader_election)
-              ) and eligible:
-            leader, isr = eligible[0], (eligible[0],)
+              ) and unclean_pool:
+            leader, isr = unclean_pool[0], (unclean_pool[0],)
         else:
             isr = isr_usable or kept
             if current.leader == NO_LEADER and isr == current.isr:
