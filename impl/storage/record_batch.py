@@ -26,7 +26,8 @@ Error codes, checked against Apache Kafka (``ProduceRequest.validateRecords``,
   a magic Kafka does not know (< 0 or > 2), or a CRC mismatch: CORRUPT_MESSAGE (2).
 
 Then the records themselves, as Kafka's ``LogValidator`` iterates them
-(:func:`check_batch_records`):
+(:func:`check_batch_records`, whose per-record loop is :mod:`impl.storage.record_walk`, compiled
+with mypyc where the build could):
 a compressed batch is inflated with a bounded output buffer (:mod:`impl.storage.compression`; at
 most :data:`MAX_UNCOMPRESSED_BATCH_BYTES`) and every
 record parsed: a record that does not parse, an unknown codec or a bomb is CORRUPT_MESSAGE; fewer
@@ -63,6 +64,7 @@ import crc32c as _crc32c
 from impl.storage import compression as codecs
 from impl.storage.compression import CODEC_NONE, MAX_UNCOMPRESSED_BATCH_BYTES
 from impl.storage.errors import CorruptBatch, InvalidRecord, MessageTooLarge
+from impl.storage.record_walk import walk_records
 
 __sans_io__ = True
 
@@ -81,7 +83,6 @@ _ATTR_TIMESTAMP_TYPE = 0x08
 _ATTR_TRANSACTIONAL = 0x10
 _ATTR_CONTROL = 0x20
 
-_INT64_MIN = -(1 << 63)
 _INT64_MAX = (1 << 63) - 1
 
 # baseOffset, batchLength, partitionLeaderEpoch, magic, crc, attributes, lastOffsetDelta,
@@ -398,81 +399,6 @@ def read_varint(
     raise CorruptBatch(f"varint longer than {limit_bytes} bytes")
 
 
-def _skip_field(data: bytes | memoryview, position: int, end: int, what: str) -> int:
-    """Skip a varint-length-prefixed key, value or header field (-1 is null)."""
-    length, position = read_varint(data, position, end, VARINT_MAX_BYTES)
-    if length < -1:
-        raise CorruptBatch(f"record {what} length {length}")
-    if length > end - position:
-        raise CorruptBatch(f"record {what} of {length} bytes runs past its record")
-    return position + max(length, 0)
-
-
-def _check_records(
-    header: BatchHeader, data: bytes | memoryview, *, replicated: bool = False
-) -> tuple[int, int]:
-    """Walk ``header``'s records in ``data`` (uncompressed); return their oldest and newest
-    timestamps (``(INT64_MAX, INT64_MIN)`` for no record).
-
-    Each record's length must be exactly its fields; timestamps stay in int64; exactly
-    ``recordCount`` records fill ``data`` with no byte left over. Offset deltas run 0, 1, ...
-    (a client batch) or rise within ``[0, lastOffsetDelta]`` (``replicated``: a cleaned batch
-    keeps its offset span with fewer records). Malformed records are CorruptBatch; a count or
-    offset that disagrees with the header is InvalidRecord (CorruptBatch when ``replicated``).
-    """
-    disagrees = CorruptBatch if replicated else InvalidRecord
-    position = 0
-    end = len(data)
-    oldest = _INT64_MAX
-    newest = _INT64_MIN
-    previous_delta = -1
-    for index in range(header.record_count):
-        if position >= end:
-            raise disagrees(
-                f"batch claims {header.record_count} records but holds {index}"
-            )
-        length, position = read_varint(data, position, end, VARINT_MAX_BYTES)
-        record_end = position + length
-        if length < 6 or record_end > end:  # 6: the smallest record (every field empty)
-            raise CorruptBatch(f"record {index}: length {length} outside the batch")
-        position += 1  # record attributes (unused in v2)
-        timestamp_delta, position = read_varint(data, position, record_end, VARLONG_MAX_BYTES)
-        offset_delta, position = read_varint(data, position, record_end, VARINT_MAX_BYTES)
-        if replicated:
-            if not previous_delta < offset_delta <= header.last_offset_delta:
-                raise disagrees(
-                    f"record {index} has offset delta {offset_delta} after {previous_delta} "
-                    f"(last offset delta {header.last_offset_delta})"
-                )
-            previous_delta = offset_delta
-        elif offset_delta != index:
-            raise disagrees(f"record {index} has offset delta {offset_delta}")
-        timestamp = header.base_timestamp + timestamp_delta
-        if not _INT64_MIN <= timestamp <= _INT64_MAX:
-            raise disagrees(f"record {index}: timestamp overflows")
-        oldest = min(oldest, timestamp)
-        newest = max(newest, timestamp)
-        position = _skip_field(data, position, record_end, "key")
-        position = _skip_field(data, position, record_end, "value")
-        header_count, position = read_varint(data, position, record_end, VARINT_MAX_BYTES)
-        if header_count < 0 or header_count > record_end - position:
-            raise CorruptBatch(f"record {index}: {header_count} headers")
-        for _ in range(header_count):
-            key_length, position = read_varint(data, position, record_end, VARINT_MAX_BYTES)
-            if key_length < 0 or key_length > record_end - position:
-                raise CorruptBatch(f"record {index}: header key length {key_length}")
-            position = _skip_field(data, position + key_length, record_end, "header value")
-        if position != record_end:
-            raise CorruptBatch(
-                f"record {index}: {record_end - position} bytes past its fields"
-            )
-    if position != end:
-        raise disagrees(
-            f"{end - position} bytes after the {header.record_count} records the batch declares"
-        )
-    return oldest, newest
-
-
 def check_batch_records(
     buffer: bytes | bytearray | memoryview,
     header: BatchHeader,
@@ -496,9 +422,17 @@ def check_batch_records(
         InvalidRecord: more or fewer records than declared, offset deltas out of order.
     """
     start = header.position + HEADER_SIZE
-    data = bytes(memoryview(buffer)[start : header.position + header.size_in_bytes])
-    data = codecs.decompress(header.compression, data, max_uncompressed_bytes)
-    return _check_records(header, data, replicated=replicated)
+    end = header.position + header.size_in_bytes
+    if header.compression == CODEC_NONE:
+        # the walk reads the records where they are (no copy when the buffer is bytes already)
+        data = buffer if isinstance(buffer, bytes) else bytes(buffer)
+    else:
+        data = codecs.decompress(header.compression, bytes(memoryview(buffer)[start:end]),
+                                 max_uncompressed_bytes)
+        start, end = 0, len(data)
+    return walk_records(data, start, end, record_count=header.record_count,
+                        base_timestamp=header.base_timestamp,
+                        last_offset_delta=header.last_offset_delta, replicated=replicated)
 
 
 def validate_replica_records(
