@@ -507,7 +507,7 @@ class SimDisk:
         else:
             node.data = bytearray()
 
-    def append(self, path: str, data: bytes) -> int:
+    def append(self, path: str, data: bytes | bytearray) -> int:
         """Write ``data`` at the end; return the offset written at."""
         root, node = self._file_at(path, write=True)
         self._mutating()

@@ -90,7 +90,7 @@ class Disk(Protocol):
         Durable: the entry after ``fsync_dir(parent)``.
         """
 
-    def append(self, path: str, data: bytes) -> int:
+    def append(self, path: str, data: bytes | bytearray) -> int:
         """Write ``data`` at the end of the file; return the offset it was written at.
 
         Durable: after ``fsync(path)``.

@@ -599,7 +599,7 @@ class Log:
         time_bytes = b"".join(
             _TIME_ENTRY.pack(t, o - segment.base_offset) for t, o in time_entries
         )
-        position = self.disk.append(segment.log_path, bytes(records))
+        position = self.disk.append(segment.log_path, records)
         try:
             if position != start:
                 raise AssertionError(

@@ -116,7 +116,7 @@ class OsDisk:
             raise _with_path(error, path) from None
         self._fds[path] = fd
 
-    def append(self, path: str, data: bytes) -> int:
+    def append(self, path: str, data: bytes | bytearray) -> int:
         """Write at the end; return the offset written at."""
         fd = self._fd(path)
         try:
@@ -127,7 +127,7 @@ class OsDisk:
         return offset
 
     @staticmethod
-    def _pwrite_all(fd: int, offset: int, data: bytes) -> None:
+    def _pwrite_all(fd: int, offset: int, data: bytes | bytearray) -> None:
         view = memoryview(data)
         while view:
             written = os.pwrite(fd, view, offset)
