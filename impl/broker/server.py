@@ -49,6 +49,7 @@ from ._codec import (
     peek_head,
 )
 from ._framing import FrameDecoder, FrameError
+from ._produce_shape import few_partitions
 
 log = logging.getLogger(__name__)
 
@@ -340,8 +341,9 @@ class _Connection:
                     log.info("closing %s: %s", self.info.peer, error)
                     return _CLOSE
         try:
-            if len(frame) >= DECODE_OFF_LOOP_BYTES:
-                # checking and decoding a few MB of entries is seconds of CPU: off the loop
+            if len(frame) >= DECODE_OFF_LOOP_BYTES and not few_partitions(frame):
+                # checking and decoding a few MB of entries is seconds of CPU: off the loop (a
+                # Produce of a few partitions is mostly record bytes, one copy each: on it)
                 request = await trio.to_thread.run_sync(decode_request, frame)
             else:
                 request = decode_request(frame)
