@@ -18,9 +18,11 @@ from pathlib import Path
 START_SECONDS = 60.0
 
 
-def start_broker(root: Path, properties: str) -> subprocess.Popen[bytes]:
+def start_broker(root: Path, properties: str, *,
+                 source: Path | None = None) -> subprocess.Popen[bytes]:
     """A broker configured by ``properties`` (written to ``root/server.properties``), its
-    stderr in ``root/broker.log``, returned once it reports that it is serving.
+    stderr in ``root/broker.log``, returned once it reports that it is serving; ``source``: run
+    the broker from that checkout instead (to compare two versions within one run).
 
     Raises:
         SystemExit: the broker exited, or did not report within :data:`START_SECONDS`.
@@ -28,10 +30,14 @@ def start_broker(root: Path, properties: str) -> subprocess.Popen[bytes]:
     config = root / "server.properties"
     config.write_text(properties)
     log = (root / "broker.log").open("wb")
+    environment = None
+    if source is not None:
+        environment = {**os.environ, "PYTHONPATH": str(source.resolve())}
     process = subprocess.Popen(
         [sys.executable, "-m", "impl.cli", "broker", "--config", str(config),
          "--log-level", "WARNING"],
-        stdout=subprocess.PIPE, stderr=log,
+        stdout=subprocess.PIPE, stderr=log, env=environment,
+        cwd=None if source is None else source,
     )
     assert process.stdout is not None
     deadline = time.monotonic() + START_SECONDS

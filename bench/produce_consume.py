@@ -349,8 +349,8 @@ def _broker_properties(root: Path, broker_id: int, port: int, zookeeper: str) ->
             "log.cleaner.enable=false\n")
 
 
-def _start_cluster(root: Path, zookeeper: str, size: int) -> tuple[list[subprocess.Popen[bytes]],
-                                                                     str]:
+def _start_cluster(root: Path, zookeeper: str, size: int, source: Path | None = None,
+                   ) -> tuple[list[subprocess.Popen[bytes]], str]:
     """``size`` brokers (ids 1..size), each in ``root/broker-<id>``; (processes, bootstrap)."""
     processes: list[subprocess.Popen[bytes]] = []
     ports = []
@@ -361,7 +361,7 @@ def _start_cluster(root: Path, zookeeper: str, size: int) -> tuple[list[subproce
             port = find_free_loopback_port()
             ports.append(port)
             processes.append(start_broker(directory, _broker_properties(
-                directory, broker_id, port, zookeeper)))
+                directory, broker_id, port, zookeeper), source=source))
     except BaseException:
         _stop(processes)
         raise
@@ -428,12 +428,14 @@ def _report(results: dict[str, Any], key: str, label: str, *, megabytes: float,
 
 
 def _native_single(root: Path, zookeeper: str, client: NativeClient, *, records: int,
-                   record_bytes: int, results: dict[str, Any]) -> None:
+                   record_bytes: int, results: dict[str, Any],
+                   source: Path | None = None) -> None:
     """One broker: acks=1 produce, then consume it all from the beginning."""
     directory = root / "single"
     directory.mkdir()
     port = find_free_loopback_port()
-    process = start_broker(directory, _broker_properties(directory, 1, port, zookeeper))
+    process = start_broker(directory, _broker_properties(directory, 1, port, zookeeper),
+                           source=source)
     bootstrap = f"127.0.0.1:{port}"
     megabytes = records * record_bytes / MB
     try:
@@ -455,9 +457,10 @@ def _native_single(root: Path, zookeeper: str, client: NativeClient, *, records:
 
 
 def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records: int,
-                    record_bytes: int, latency_seconds: float, results: dict[str, Any]) -> None:
+                    record_bytes: int, latency_seconds: float, results: dict[str, Any],
+                    source: Path | None = None) -> None:
     """Three brokers, replication factor 3: acks=all throughput, then latency at 50 MB/s."""
-    processes, bootstrap = _start_cluster(root, zookeeper, CLUSTER_SIZE)
+    processes, bootstrap = _start_cluster(root, zookeeper, CLUSTER_SIZE, source)
     megabytes = records * record_bytes / MB
     try:
         _create_replicated_topic(bootstrap, "rf3", CLUSTER_SIZE)
@@ -493,9 +496,11 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
         _stop(processes)
 
 
-def native_main(records: int, record_bytes: int, latency_seconds: float, prefer: str) -> int:
+def native_main(records: int, record_bytes: int, latency_seconds: float, prefer: str,
+                source: Path | None = None) -> int:
     """The native-client phases; prints the figures and one JSON line."""
-    results: dict[str, Any] = {"records": records, "record_bytes": record_bytes}
+    results: dict[str, Any] = {"records": records, "record_bytes": record_bytes,
+                               "broker_source": str(source) if source else "this checkout"}
     with tempfile.TemporaryDirectory(prefix="logproof-bench-") as temporary, \
             EmbeddedZooKeeper() as zookeeper:
         root = Path(temporary)
@@ -503,11 +508,13 @@ def native_main(records: int, record_bytes: int, latency_seconds: float, prefer:
         load = os.getloadavg()[0]
         print(f"native client: {client.name}; {records} records of {record_bytes} bytes; "
               f"load average {load:.2f} (a shared machine: compare figures within one run)")
+        if source is not None:
+            print(f"brokers run from {source}")
         _native_single(root, zookeeper.connect_string, client, records=records,
-                       record_bytes=record_bytes, results=results)
+                       record_bytes=record_bytes, results=results, source=source)
         _native_cluster(root, zookeeper.connect_string, client, records=records,
                         record_bytes=record_bytes, latency_seconds=latency_seconds,
-                        results=results)
+                        results=results, source=source)
         results["client"] = client.name
         results["load_average_1m_start"] = round(load, 2)
         results["load_average_1m_end"] = round(os.getloadavg()[0], 2)
@@ -527,12 +534,19 @@ def main(argv: list[str] | None = None) -> int:
                              "kcat: kcat even when lp_perf could be built")
     parser.add_argument("--latency-seconds", type=float, default=10.0,
                         help="native mode: length of the 50 MB/s latency phase")
+    parser.add_argument("--broker-source", type=Path, default=None,
+                        help="native mode: run the brokers from this checkout (e.g. a git "
+                             "worktree of an older commit), to compare versions within one run")
     arguments = parser.parse_args(argv)
     if arguments.records <= 0 or arguments.record_bytes <= 1 or arguments.latency_seconds <= 0:
         parser.error("--records, --record-bytes (> 1) and --latency-seconds must be positive")
     if arguments.client != "confluent":
+        if arguments.broker_source is not None and not (
+                arguments.broker_source / "impl" / "cli").is_dir():
+            parser.error(f"--broker-source {arguments.broker_source}: no impl/cli there")
         return native_main(arguments.records, arguments.record_bytes, arguments.latency_seconds,
-                           "kcat" if arguments.client == "kcat" else "lp_perf")
+                           "kcat" if arguments.client == "kcat" else "lp_perf",
+                           arguments.broker_source)
     value = os.urandom(arguments.record_bytes)
     records = arguments.records
     payload_mb = records * arguments.record_bytes / MB
