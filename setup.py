@@ -21,8 +21,8 @@ def _extensions() -> list[Any]:
     except ImportError:
         return []
     try:
-        extensions = mypycify(COMPILED_MODULES, opt_level="3")
-    except Exception as error:  # any failure to generate C: build without it
+        extensions = mypycify(["--ignore-missing-imports", *COMPILED_MODULES], opt_level="3")
+    except (Exception, SystemExit) as error:  # mypy's errors exit: build without it
         print(f"mypyc: {error}; the pure-Python modules are used")
         return []
     for extension in extensions:
