@@ -40,6 +40,8 @@ from impl.broker.node import (
     HighWatermarkMoved,
     IsrWritten,
     LeaderAndIsr,
+    ListOffsetsCall,
+    ListOffsetsReply,
     NodeConfig,
     OtherControllerRequest,
     Produce,
@@ -111,6 +113,11 @@ RETRY_MS: Final = 4
 FETCH_BACKOFF_MS: Final = 1
 #: A produce unanswered for this long is retried by the client and dropped by the leader.
 PRODUCE_TIMEOUT_MS: Final = 30
+#: The chance that an append waits for its partition lock until the broker's next tick (a
+#: LeaderAndIsr, a fetch, a produce may be stepped meanwhile), and the most ticks it waits
+#: (in order: a lock is FIFO).
+APPEND_WAITS_PROBABILITY: Final = 0.5
+APPEND_WAIT_TICKS_MAX: Final = 4
 
 
 # --- messages ------------------------------------------------------------------------------
@@ -187,6 +194,11 @@ class _SimStore(LogManagerStore):
         super().truncate(tp, offset)
         self._broker.world.truncated(self._broker, tp, offset)
 
+    def truncate_fully(self, tp: TopicPartition, start_offset: int) -> None:
+        """Start afresh at the leader's log start, then let the checkers re-read the replica."""
+        super().truncate_fully(tp, start_offset)
+        self._broker.world.truncated(self._broker, tp, start_offset)
+
 
 class SimBroker:
     """One simulated broker: a LogManager on its own disk and the broker node
@@ -231,6 +243,10 @@ class SimBroker:
         self.failed_dirs_seen: list[str] = []
         self.channels: dict[int, tuple[int, ControllerResponse]] = {}
         self._controller_requests = 0
+        #: the node's appends waiting for the partition lock (the tick they are carried out)
+        self._waiting_appends: list[tuple[int, Append]] = []
+        self._ticks = 0
+        self._append_rng = world.append_rng(broker_id)
 
     # --- the node's state, for the checkers --------------------------------------------------
 
@@ -251,6 +267,7 @@ class SimBroker:
         world = self.world
         self.failed_dirs_seen = []
         self.channels = {}
+        self._waiting_appends = []
         self.manager = LogManager.open(self.storage_config, disk=self.disk, clock=world.clock,
                                        trace=self.storage_sink,
                                        on_dir_failure=self.failed_dirs_seen.append,
@@ -353,7 +370,13 @@ class SimBroker:
             elif kind is Send:
                 network.send(self.id, e.target, e.message)
             elif kind is Append:
-                self._append(node, e)
+                if self._append_rng.chance(APPEND_WAITS_PROBABILITY):
+                    # it waits for the partition lock (a mover's swap, validation off the
+                    # loop): carried out some ticks later, the node stepping other inputs
+                    self._waiting_appends.append(
+                        (self._ticks + self._append_rng.randint(1, APPEND_WAIT_TICKS_MAX), e))
+                else:
+                    self._append(node, e)
             elif kind is HighWatermarkMoved:
                 self.world.hw_moved(self, e.tp, e.high_watermark)
             elif kind is WriteIsr:
@@ -372,15 +395,19 @@ class SimBroker:
     def _append(self, node: BrokerNode, effect: Append) -> None:
         tp = effect.tp
         partition = self.log(tp)
+
+        def guard() -> bool:  # (asked holding the partition lock, as the trio broker does)
+            return node.append_wanted(effect)
+
         try:
             if partition is None:
                 raise StorageError(f"{tp} is not online")
             base = partition.log_end_offset
             if effect.leader_epoch is None:
-                info = partition.append_as_follower_nowait(effect.records)
+                info = partition.append_as_follower_nowait(effect.records, guard=guard)
             else:
                 info = partition.append_as_leader_nowait(effect.records, effect.leader_epoch,
-                                                         effect.timestamp_window_ms)
+                                                         effect.timestamp_window_ms, guard=guard)
             self.world.appended(self, tp, partition, base)
             done = Appended(tp, effect.token, NONE, info[0], info[1], info[2])
         except (StorageError, OSError) as error:
@@ -422,7 +449,14 @@ class SimBroker:
     # --- inputs --------------------------------------------------------------------------------
 
     def tick(self, *, periodic: bool = True) -> None:
-        """Time passed: the node's follower requests, produce timeouts and ISR scan."""
+        """Time passed: the appends that waited are carried out; the node's follower
+        requests, produce timeouts and ISR scan."""
+        node = self.node
+        assert node is not None
+        self._ticks += 1
+        waiting = self._waiting_appends
+        while waiting and waiting[0][0] <= self._ticks:
+            self._append(node, waiting.pop(0)[1])
         self.step(Tick(periodic))
         if self.failed_dirs_seen:
             self.after_io()
@@ -477,6 +511,8 @@ __all__ = [
     "EpochReply",
     "FetchCall",
     "FetchReply",
+    "ListOffsetsCall",
+    "ListOffsetsReply",
     "ProduceCall",
     "ProduceReply",
     "SimBroker",

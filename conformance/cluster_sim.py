@@ -112,6 +112,8 @@ from ._cluster_nodes import (
     BatchKey,
     FetchCall,
     FetchReply,
+    ListOffsetsCall,
+    ListOffsetsReply,
     ProduceCall,
     ProduceReply,
     SimBroker,
@@ -507,6 +509,10 @@ class SimConsumer:
         self.last_sequence: dict[tuple[TopicPartition, int, int], int] = {}
         self.in_flight: dict[TopicPartition, tuple[int, int]] = {}
         self._request_ids = 0
+        #: per partition: base offset -> (next offset, max timestamp) of each batch read
+        self.timestamps: dict[TopicPartition, dict[int, tuple[int, int]]] = {}
+        #: ListOffsets in flight: request id -> the timestamp asked
+        self.offsets_asked: dict[int, int] = {}
 
     def poll(self, tp: TopicPartition) -> None:
         """Fetch from the current position (one request in flight per partition)."""
@@ -531,6 +537,42 @@ class SimConsumer:
         if reply.error != 0 or not reply.records:
             return
         self.accept(reply.tp, batch_keys(reply.records))
+        times = self.timestamps.setdefault(reply.tp, {})
+        for header in rb.iter_batches(reply.records):
+            times[header.base_offset] = (header.next_offset, header.max_timestamp)
+
+    def list_offsets(self, tp: TopicPartition, choice: int) -> None:
+        """ListOffsets from the leader: latest, earliest, or the time of a batch already read
+        (``choice`` picks which)."""
+        leader = self.world.leader_of(tp)
+        if leader < 0:
+            return
+        timestamp = (-1, -2)[choice % 2]
+        times = self.timestamps.get(tp)
+        if choice % 3 == 2 and times:
+            bases = sorted(times)
+            timestamp = times[bases[(choice // 3) % len(bases)]][1]
+        self._request_ids += 1
+        self.offsets_asked[self._request_ids] = timestamp
+        self.world.network.send(CONSUMER_NODE, leader, ListOffsetsCall(
+            self._request_ids, -1, tp, timestamp, -1, CONSUMER_NODE))
+
+    def on_list_offsets(self, reply: ListOffsetsReply) -> None:
+        """READ_CONSISTENT for a search by time: the answer is the first record at or after
+        the time among the batches read, and its timestamp reaches it (timestamps grow with
+        offsets: one batch in flight per partition, stamped when built)."""
+        asked = self.offsets_asked.pop(reply.request_id, None)
+        if asked is None or reply.error != 0 or asked < 0 or reply.offset < 0:
+            return
+        if reply.timestamp < asked:
+            self.world.violation("READ_CONSISTENT", (
+                f"{reply.tp}: ListOffsets for time {asked} answered offset {reply.offset} with "
+                f"the earlier time {reply.timestamp}"))
+        for base, (end, max_timestamp) in self.timestamps.get(reply.tp, {}).items():
+            if base < reply.offset and max_timestamp >= asked and end <= reply.offset:
+                self.world.violation("READ_CONSISTENT", (
+                    f"{reply.tp}: ListOffsets for time {asked} answered offset {reply.offset}, "
+                    f"past the batch at {base} stamped {max_timestamp}"))
 
     def accept(self, tp: TopicPartition, keys: list[BatchKey]) -> None:
         """Take batches read at the current position."""
@@ -576,8 +618,12 @@ class ClusterWorld:
         self.network = SimNetwork(self.clock, root.stream("network"), network_mix(seed, config))
         #: delays of ZooKeeper notifications to the controllers
         self.watch_rng = root.stream("watches")
+        #: parameters of the workload's later operations (ListOffsets, ...)
+        self.extra_rng = root.stream("workload-extra")
         self._crash_rngs = {b: root.stream(f"broker-{b}").stream("crash")
                             for b in range(config.brokers)}
+        self._append_rngs = {b: root.stream(f"broker-{b}").stream("append")
+                             for b in range(config.brokers)}
         #: ids of controller-to-broker channels (connections), unique within the run
         self.channel_ids = itertools.count(1)
         self.admin = self.zk.open_session(60_000)
@@ -624,6 +670,10 @@ class ClusterWorld:
     def now_ms(self) -> int:
         """Simulated milliseconds."""
         return self.clock.monotonic_ns() // 1_000_000
+
+    def append_rng(self, broker: int) -> SimRng:
+        """The stream deciding which of ``broker``'s appends wait for the lock."""
+        return self._append_rngs[broker]
 
     def crash_rng(self, broker: int) -> SimRng:
         """The stream deciding what ``broker``'s crashes lose."""
@@ -935,6 +985,9 @@ class ClusterWorld:
                 with contextlib.suppress(StorageError, OSError):
                     partition.flush()
                 broker.after_io()
+        elif roll < 95:
+            # (parameters from a stream of their own: the draws above stay as they were)
+            self.consumer.list_offsets(tp, self.extra_rng.randrange(1 << 16))
 
     def movers(self) -> None:
         """One step of every broker's movers (chunk copies and swaps)."""
@@ -994,6 +1047,8 @@ class ClusterWorld:
             elif target == CONSUMER_NODE:
                 if isinstance(payload, FetchReply):
                     self.consumer.on_reply(payload)
+                elif isinstance(payload, ListOffsetsReply):
+                    self.consumer.on_list_offsets(payload)
             elif 0 <= target < len(brokers):
                 brokers[target].deliver(source, payload)
 

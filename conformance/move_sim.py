@@ -457,12 +457,10 @@ class BrokerWorld:
     # --- life cycle --------------------------------------------------------------------------
 
     def _open(self) -> LogManager:
-        manager = LogManager.open(
+        return LogManager.open(
             self.storage_config, disk=self.disk, clock=self.clock, trace=self.sink,
             lock_factory=self._new_lock,
         )
-        manager.effect_hook = self._on_effect
-        return manager
 
     def _new_lock(self) -> SimLock:
         """Each partition's lock (variant ``unlocked_swap``: one that excludes nothing)."""
@@ -593,6 +591,10 @@ class BrokerWorld:
                 self.disk.set_fsync_effective(False)
             elif isinstance(effect, rm.RenameSourceToDelete):
                 self.disk.set_fsync_effective(True)
+        self._maybe_interleave(tp)
+
+    def _maybe_interleave(self, tp: TopicPartition) -> None:
+        """A producer may append while a move is caught up or swapping (the lock decides)."""
         state = self.manager.move_state(tp).state
         if state in _LOCKED_WINDOW and self._interleave_rng.chance(0.5):
             partition = self.manager.get(tp)
@@ -672,14 +674,18 @@ class BrokerWorld:
                 # The runtime's mover sleeps until the shared bucket admits a chunk.
                 self.clock.advance_ns(action.wait_ns)
             self.manager.copy_step_nowait(tp, self.config.chunk_bytes)
+            # (CAUGHT_UP: the mover is about to take the lock)
+            self._maybe_interleave(tp)
         else:
             lock = self._lock(partition)
             lock.acquire_nowait()
             if self.manager.move_state(tp).state is not rm.MoveState.CAUGHT_UP:
                 lock.release()
                 return
-            # KIP-113 steps 5-9 under the lock, as the runtime's swap_when_caught_up does.
-            self.manager.swap_locked_nowait(tp)
+            # KIP-113 steps 5-9 under the lock, as the runtime's swap_when_caught_up does, one
+            # effect at a time: crashes and producers strike between them.
+            for effect in self.manager.swap_steps(tp):
+                self._on_effect(tp, effect)
             if lock.locked() and lock.excludes:
                 raise AssertionError(f"{tp}: the swap returned holding the partition lock")
         if self.manager.move_state(tp).state is rm.MoveState.DONE and state is not (

@@ -165,20 +165,19 @@ PLANTS: tuple[Plant, ...] = (
         "a pending ISR removal of a failed (bounced) broker is dropped: the controller plans from "
         "its cached ISR and keeps the broker in it", 80, (64, "NO_COMMITTED_LOSS"),
     ),
+    Plant(
+        "deposed_leader_acknowledges", "replication", "impl.broker.node",
+        "        return (state is not None and state.role is ReplicaRole.LEADER\n"
+        "                and state.leader_epoch == leader_epoch)",
+        "        return state is not None",
+        "a leader deposed by a newer LeaderAndIsr while its append waited for the partition lock "
+        "still writes and acknowledges it", 36, (35, "STATE_MISMATCH"),
+    ),
 )
 
 #: Plants the default run does not catch within their budget (seeds run, no failure): gaps
 #: of the run's reach, kept so that a harsher run can be measured against them.
 GAPS: tuple[Plant, ...] = (
-    Plant(
-        "deposed_leader_acknowledges", "replication", "impl.broker.node",
-        "            if (state is None or state.role is not ReplicaRole.LEADER "
-        "or partition is None\n"
-        "                    or state.leader_epoch != appending.leader_epoch):",
-        "            if state is None or partition is None:",
-        "a leader deposed by a newer LeaderAndIsr while it appended still acknowledges the produce",
-        72, (-1, ""),
-    ),
     Plant(
         "queued_delete_unguarded", "storage", "impl.storage.manager",
         "        if not request.guarded:\n            return None\n"

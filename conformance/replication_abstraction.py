@@ -70,6 +70,9 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
 * ``TRUNCATE`` (fetcher): ``log_end_offset``, ``truncated_to``; ``high_watermark`` under
   ``HIGH_WATERMARK``. Model: ``become_follower(r)`` replayed from the pre-truncation log (the
   model truncates as it becomes follower); the model's truncation point must be the reported one.
+  Policy ``LOG_START`` (a follower emptied and restarted at its leader's log start,
+  ``log_start_offset``) is a stutter: the model has no log start; the follower holds the
+  leader's committed prefix up to there.
 * ``CRASH`` / ``RESTART``: no field. Model: ``crash(r)`` / ``restart(r)`` (a RESTART with no
   CRASH before it, of a replica its broker held no state for, is both).
 
@@ -656,6 +659,13 @@ class ReplicationAbstraction:
             return self._stutter("TRUNCATE without log_end_offset or truncated_to")
         me = part.replicas[f]
         hw = _int(fields, "high_watermark")
+        start = _int(fields, "log_start_offset")
+        if fields.get("policy") == "LOG_START" and start is not None:
+            # Kafka's truncateFullyAndStartAt: below its leader's log start every record is
+            # committed, so the follower holds the leader's prefix as far as the model sees it.
+            leader = part.replicas.get(me.leader)
+            return self._stutter("a follower restarted at its leader's log start",
+                                 lambda: me.set_leo(start, leader.runs if leader else ()))
 
         def cut() -> None:
             me.set_leo(before)

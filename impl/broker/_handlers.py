@@ -68,9 +68,6 @@ PARTITIONS_PER_TOPIC_MAX: Final = 100_000
 YIELD_EVERY_ENTRIES: Final = 512
 ENCODE_OFF_LOOP_ENTRIES: Final = 2_000
 CONTROLLER_CHUNK_PARTITIONS: Final = 8
-#: Kafka's ``LIST_OFFSETS`` special timestamps.
-LATEST_TIMESTAMP: Final = -1
-EARLIEST_TIMESTAMP: Final = -2
 
 
 class TopicAdmin(Protocol):
@@ -221,6 +218,8 @@ class RequestHandlers:
         group_handler = self._group_handlers.get(request.api_key)
         if group_handler is not None:
             return await group_handler(request, info)
+        if request.api_key == api_versions.FETCH:
+            return await self.fetch(request, info.connection_id)
         handler = self._handlers[request.api_key]
         return await handler(request)
 
@@ -518,6 +517,8 @@ class RequestHandlers:
         replica_id: int,
         budget_bytes: int,
         have_data: bool,
+        *,
+        connection_id: int = -1,
     ) -> FetchPartitionReply:
         if topic_name_error(tp.topic) is not None:
             return FetchPartitionReply(tp.partition, UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
@@ -529,7 +530,7 @@ class RequestHandlers:
             int(getattr(item, "current_leader_epoch", -1)),
             max(limit, 0) if limit > 0 or not have_data else -1,
             log_start_offset=int(getattr(item, "log_start_offset", -1)) if replica_id >= 0
-            else -1,
+            else -1, incarnation=connection_id,
         )
         if reply.error == OFFSET_OUT_OF_RANGE:
             return FetchPartitionReply(tp.partition, OFFSET_OUT_OF_RANGE, reply.high_watermark,
@@ -545,8 +546,8 @@ class RequestHandlers:
             quotas.record_leader(answer.records_size)
         return answer
 
-    def _fetch_once(self, body: Any) -> tuple[list[tuple[str, list[FetchPartitionReply]]], int,
-                                              bool]:
+    def _fetch_once(self, body: Any, connection_id: int = -1
+                    ) -> tuple[list[tuple[str, list[FetchPartitionReply]]], int, bool]:
         replica_id = int(body.replica_id)
         budget = int(body.max_bytes)
         total = 0
@@ -566,7 +567,7 @@ class RequestHandlers:
                     continue
                 reply = self._fetch_partition(
                     TopicPartition(topic.topic, int(item.partition)), item, replica_id,
-                    budget - total, total > 0,
+                    budget - total, total > 0, connection_id=connection_id,
                 )
                 total += reply.records_size
                 errors = errors or reply.error_code != NONE
@@ -580,14 +581,15 @@ class RequestHandlers:
             return self._allowed(AclOperation.CLUSTER_ACTION, CLUSTER)
         return self._topic_allowed(AclOperation.READ, topic)
 
-    async def fetch(self, request: DecodedRequest) -> Response:
-        """Fetch v4-v11: records below the HW (LEO for followers), zero-copy, delayed."""
+    async def fetch(self, request: DecodedRequest, connection_id: int = -1) -> Response:
+        """Fetch v4-v11: records below the HW (LEO for followers), zero-copy, delayed; a
+        follower's incarnation is the connection it fetches on."""
         body = request.body
         max_wait_seconds = max(body.max_wait.total_seconds(), 0.0)
         deadline = trio.current_time() + max_wait_seconds
         min_bytes = int(body.min_bytes)
         while True:
-            topics, total, errors = self._fetch_once(body)
+            topics, total, errors = self._fetch_once(body, connection_id)
             if (total >= min_bytes or errors or trio.current_time() >= deadline
                     or self.context.replicas.stopping):
                 break
@@ -607,8 +609,9 @@ class RequestHandlers:
     # --- ListOffsets -----------------------------------------------------------------------
 
     async def list_offsets(self, request: DecodedRequest) -> Response:
-        """ListOffsets v1-v5: earliest (-2), latest (-1, the HW) or by timestamp."""
+        """ListOffsets v1-v5: earliest (-2), latest (-1) or by timestamp."""
         replicas = self.context.replicas
+        replica_id = int(getattr(request.body, "replica_id", -1))
         topics = []
         count = 0
         for topic in request.body.topics:
@@ -628,21 +631,15 @@ class RequestHandlers:
                     entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
                     partitions.append(entry)
                     continue
-                error, partition_log = replicas.leader_log(tp)
-                if partition_log is None:
-                    entry["error_code"] = error
-                    partitions.append(entry)
-                    continue
-                entry["error_code"] = NONE
-                timestamp = int(item.timestamp)
-                if timestamp == LATEST_TIMESTAMP:
-                    entry["offset"] = partition_log.high_watermark
-                elif timestamp == EARLIEST_TIMESTAMP:
-                    entry["offset"] = partition_log.log_start_offset
-                else:
-                    found = partition_log.offset_for_timestamp(timestamp)
-                    if found is not None and found[0] < partition_log.high_watermark:
-                        entry["offset"], entry["timestamp"] = found
+                # (the broker node decides: the epoch fence, latest = HW for a consumer and
+                # LEO for a follower, earliest = log start, the search by time below the HW)
+                answer = replicas.list_offsets(
+                    tp, int(item.timestamp), int(getattr(item, "current_leader_epoch", -1)),
+                    replica_id)
+                entry["error_code"] = answer.error
+                if answer.error == NONE:
+                    entry.update(offset=answer.offset, timestamp=answer.timestamp,
+                                 leader_epoch=answer.leader_epoch)
                 partitions.append(entry)
             topics.append({"name": topic.name, "partitions": partitions})
         return await self._answer_large(request, {**_throttle(), "topics": topics}, count)

@@ -30,9 +30,10 @@ LeaderAndIsr, StopReplica, HW, ``acks=all``, ISR, truncation) and
 :mod:`impl.broker.producer_state` (sequence checks). Behaviour follows Kafka where the two
 runtimes used to differ: the producer state is rebuilt from the log whenever the replica
 changes role or is truncated (Kafka reloads it on ``makeLeader``/``makeFollower``); a follower
-answered OFFSET_OUT_OF_RANGE truncates to the leader's LEO and asks again (Kafka's
-``handleOutOfRangeError``); a leader forgets the LEO of a follower that fetches from a new
-incarnation.
+answered OFFSET_OUT_OF_RANGE starts its log afresh at the leader's log start when it ends below
+it, else truncates again by leader epoch (Kafka's ``handleOutOfRangeError``); a leader forgets
+the LEO of a follower that fetches from a new incarnation and ignores the fetches of an older
+one (the trio server's incarnation is the connection: a restarted follower connects anew).
 
 This module is a sans-IO core.
 """
@@ -90,6 +91,9 @@ INVALID_REQUIRED_ACKS: Final = 21
 KAFKA_STORAGE_ERROR: Final = 56
 FENCED_LEADER_EPOCH: Final = 74
 UNKNOWN_LEADER_EPOCH: Final = 75
+#: ListOffsets' special timestamps
+LATEST_TIMESTAMP: Final = -1
+EARLIEST_TIMESTAMP: Final = -2
 #: Bytes per read when the producer state is rebuilt from the log.
 REPLAY_READ_BYTES: Final = 1 << 20
 
@@ -165,6 +169,14 @@ class NodeStore(Protocol):
     def delete_records(self, tp: TopicPartition, offset: int) -> None:
         """A leader makes ``offset`` (at most its HW) ``tp``'s log start offset, durably
         (DeleteRecords)."""
+    def truncate_fully(self, tp: TopicPartition, start_offset: int) -> None:
+        """Drop every record of ``tp`` and start its log empty at ``start_offset`` (Kafka's
+        ``truncateFullyAndStartAt``: a follower whose log ends below its leader's log start)."""
+
+    def offset_for_timestamp(self, tp: TopicPartition, timestamp_ms: int
+                             ) -> tuple[int, int] | None:
+        """The first record of ``tp`` with a timestamp at least ``timestamp_ms``, as
+        ``(offset, timestamp)``; None if there is none."""
 
     def read_bytes(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
         """Whole batches of ``tp`` from ``offset`` (producer-state replay)."""
@@ -256,6 +268,31 @@ class EpochReply(NamedTuple):
     tp: TopicPartition
     error: int
     end_offset: int = -1
+    leader_epoch: int = -1
+
+
+class ListOffsetsCall(NamedTuple):
+    """ListOffsets for one partition: ``timestamp`` -1 (latest), -2 (earliest) or a time in
+    ms; from a follower when ``replica >= 0`` (its latest is the LEO), else from a consumer
+    (``client``; its latest is the HW)."""
+
+    request_id: int
+    replica: int
+    tp: TopicPartition
+    timestamp: int
+    current_leader_epoch: int = -1
+    client: int = -1
+
+
+class ListOffsetsReply(NamedTuple):
+    """ListOffsets' answer: the offset (-1: no record at or after the timestamp), the record's
+    timestamp (-1 for latest and earliest) and the leader epoch of the offset."""
+
+    request_id: int
+    tp: TopicPartition
+    error: int
+    offset: int = -1
+    timestamp: int = -1
     leader_epoch: int = -1
 
 
@@ -530,6 +567,7 @@ class _Appending(NamedTuple):
     produce: Produce
     header: rb.BatchHeader | None
     leader_epoch: int
+    token: int
 
 
 # --- the node ------------------------------------------------------------------------------
@@ -654,6 +692,8 @@ class BrokerNode:
             self._on_epoch_call(event, out)  # type: ignore[arg-type]
         elif kind is EpochReply:
             self._on_epoch_reply(event, out)  # type: ignore[arg-type]
+        elif kind is ListOffsetsCall:
+            self._on_list_offsets(event, out)  # type: ignore[arg-type]
         elif kind is IsrWritten:
             self._on_isr_written(event, out)  # type: ignore[arg-type]
         elif kind is LeaderAndIsr:
@@ -811,7 +851,7 @@ class BrokerNode:
                                       partition, out)
                     return
         self._tokens += 1
-        self._appending[tp] = _Appending(call, header, state.leader_epoch)
+        self._appending[tp] = _Appending(call, header, state.leader_epoch, self._tokens)
         window = replication.timestamp_window(now_ms, self.config.timestamp_difference_max_ms)
         out.append(Append(tp, self._tokens, data, state.leader_epoch, window))
 
@@ -829,7 +869,6 @@ class BrokerNode:
             out.append(Reply(call.client, ProduceReply(call.request_id, tp, done.error,
                                                        error_message=done.error_message)))
         else:
-            state = self.states.get(tp)
             self._emit(tp, ReplicationEvent.LEADER_APPEND, {
                 "base_offset": done.base_offset, "last_offset": done.last_offset,
                 "leader_epoch": appending.leader_epoch})
@@ -843,8 +882,7 @@ class BrokerNode:
                                      first_offset=done.base_offset,
                                      last_offset=done.last_offset)
             partition = self.store.log(tp)
-            if (state is None or state.role is not ReplicaRole.LEADER or partition is None
-                    or state.leader_epoch != appending.leader_epoch):
+            if not self._leads_in(tp, appending.leader_epoch) or partition is None:
                 out.append(Reply(call.client, ProduceReply(call.request_id, tp,
                                                            NOT_LEADER_OR_FOLLOWER)))
             else:
@@ -855,6 +893,26 @@ class BrokerNode:
             self._produce(queued.popleft(), out)
         if queued is not None and not queued:
             del self._queued[tp]
+
+    def _leads_in(self, tp: TopicPartition, leader_epoch: int) -> bool:
+        """This broker still leads ``tp`` in ``leader_epoch`` (a newer LeaderAndIsr deposes
+        it: its appends in flight are neither written nor acknowledged)."""
+        state = self.states.get(tp)
+        return (state is not None and state.role is ReplicaRole.LEADER
+                and state.leader_epoch == leader_epoch)
+
+    def append_wanted(self, append: Append) -> bool:
+        """Whether ``append`` may still be written: the shell asks holding the partition lock,
+        right before the write (the append may have waited for the lock, or for validation off
+        the event loop, while a LeaderAndIsr changed the replica's role). A leader's append
+        needs the same leader epoch; a follower's the fetch it came from still current."""
+        tp = append.tp
+        if append.leader_epoch is None:
+            followed = self.followed.get(tp)
+            return followed is not None and followed.in_flight == -append.token
+        appending = self._appending.get(tp)
+        return appending is not None and appending.token == append.token and (
+            self._leads_in(tp, append.leader_epoch))
 
     def _acknowledge(self, call: Produce, offsets: tuple[int, int, int], partition: NodeLog,
                      out: list[Effect]) -> None:
@@ -1041,14 +1099,19 @@ class BrokerNode:
         """A follower fetched from ``call.offset``: its LEO is at least that (a new
         incarnation starts afresh); lastCaughtUpTime, HW and ISR follow."""
         replica, offset = call.replica, call.offset
-        now_ms = self.now_ms()
-        self._isr_inputs += 1
         incarnations = self.follower_incarnations.setdefault(tp, {})
         offsets = self.follower_leos.setdefault(tp, {})
         if call.incarnation >= 0:
-            if incarnations.get(replica, call.incarnation) != call.incarnation:
+            known = incarnations.get(replica, call.incarnation)
+            if call.incarnation < known:
+                # A fetch of an incarnation overtaken by a later one (a dead process's request
+                # still queued, a duplicate): what that log held says nothing of this one's.
+                return
+            if known != call.incarnation:
                 offsets.pop(replica, None)
             incarnations[replica] = call.incarnation
+        now_ms = self.now_ms()
+        self._isr_inputs += 1
         previous = self.leo_at_previous_fetch.setdefault(tp, {})
         log_end_offset = partition.log_end_offset
         if offset >= log_end_offset or offset >= previous.get(replica, 2**63):
@@ -1149,6 +1212,48 @@ class BrokerNode:
             return
         out.append(Reply(call.replica, EpochReply(call.request_id, call.tp, NONE, end_offset,
                                                   epoch)))
+
+    def _on_list_offsets(self, call: ListOffsetsCall, out: list[Effect]) -> None:
+        """ListOffsets: latest is the HW for a consumer (it reads below it) and the LEO for a
+        follower, earliest the log start offset; a timestamp finds the first record at or
+        after it, below the HW for a consumer (Kafka's ``fetchOffsetForTimestamp``)."""
+        tp = call.tp
+        client = call.client if call.replica < 0 else call.replica
+        error, partition = self.leader_log(tp, call.current_leader_epoch)
+        if partition is None:
+            out.append(Reply(client, ListOffsetsReply(call.request_id, tp, error)))
+            return
+        consumer = call.replica < 0
+        try:
+            if call.timestamp == LATEST_TIMESTAMP:
+                offset = partition.high_watermark if consumer else partition.log_end_offset
+                answer = ListOffsetsReply(call.request_id, tp, NONE, offset, -1,
+                                          self.states[tp].leader_epoch)
+            elif call.timestamp == EARLIEST_TIMESTAMP:
+                offset = partition.log_start_offset
+                answer = ListOffsetsReply(call.request_id, tp, NONE, offset, -1,
+                                          self._epoch_of(tp, offset))
+            else:
+                found = self.store.offset_for_timestamp(tp, call.timestamp)
+                if found is not None and consumer and found[0] >= partition.high_watermark:
+                    found = None
+                answer = (ListOffsetsReply(call.request_id, tp, NONE) if found is None
+                          else ListOffsetsReply(call.request_id, tp, NONE, found[0], found[1],
+                                                self._epoch_of(tp, found[0])))
+        except StorageError as failure:
+            answer = ListOffsetsReply(call.request_id, tp, int(failure.error_code))
+        except OSError:
+            answer = ListOffsetsReply(call.request_id, tp, KAFKA_STORAGE_ERROR)
+        out.append(Reply(client, answer))
+
+    def _epoch_of(self, tp: TopicPartition, offset: int) -> int:
+        """The leader epoch ``offset`` was written in (the epoch cache's), -1 if unknown."""
+        epoch = -1
+        for entry, start in self.store.epoch_entries(tp):
+            if start > offset:
+                break
+            epoch = entry
+        return epoch
 
     # --- the follower side -----------------------------------------------------------------
 
@@ -1281,23 +1386,25 @@ class BrokerNode:
         if partition is None:
             followed.in_flight = None
             return
-        if reply.error == OFFSET_OUT_OF_RANGE and reply.log_end_offset >= 0:
-            followed.in_flight = None
-            if reply.log_end_offset < partition.log_end_offset:
-                # Kafka's handleOutOfRangeError: the leader's log ends below this one (an
-                # unclean election, a truncated leader): truncate to its end and start over.
-                self._restart_truncation(followed)
-                try:
-                    self._truncate_out_of_range(tp, partition, reply.log_end_offset)
-                except (StorageError, OSError):
-                    followed.failed = True
-            return
         if reply.error == OFFSET_OUT_OF_RANGE:
-            # The wire's answer does not carry the leader's LEO: truncate again by leader
-            # epoch (KIP-101), which ends this log at most where the leader's ends.
+            # Kafka's handleOutOfRangeError, from what a Fetch answer carries (the leader's log
+            # start; not its LEO): the fetch offset is outside the leader's log.
             followed.in_flight = None
             self._restart_truncation(followed)
-            followed.retry_ms = self.now_ms() + self.config.fetch_backoff_ms
+            if reply.log_start_offset > partition.log_end_offset:
+                # This log ends below the leader's log start (DeleteRecords or retention there
+                # while this replica lagged): Kafka's truncateFullyAndStartAt.
+                try:
+                    self._start_at(tp, partition, reply.log_start_offset)
+                except (StorageError, OSError):
+                    followed.failed = True
+                    return
+                followed.truncated = True
+            else:
+                # The leader's log ends below this one (a truncated or uncleanly elected
+                # leader): truncate again by leader epoch (KIP-101), which ends this log at
+                # most where the leader's ends, after the back-off.
+                followed.retry_ms = self.now_ms() + self.config.fetch_backoff_ms
             return
         if reply.error != NONE:
             followed.in_flight = None
@@ -1366,16 +1473,16 @@ class BrokerNode:
         else:
             followed.retry_ms = self.now_ms() + self.config.fetch_backoff_ms
 
-    def _truncate_out_of_range(self, tp: TopicPartition, partition: NodeLog,
-                               offset: int) -> None:
+    def _start_at(self, tp: TopicPartition, partition: NodeLog, offset: int) -> None:
+        """Empty the log and start it at ``offset``, the leader's log start (one TRUNCATE
+        event, policy ``LOG_START``)."""
         before = partition.log_end_offset
-        self.store.truncate(tp, offset)
+        self.store.truncate_fully(tp, offset)
         self.producers.pop(tp, None)
-        partition.high_watermark = min(partition.high_watermark, partition.log_end_offset)
         self.trace.emit(TraceEvent.of(
             replication.MACHINE, ReplicationEvent.TRUNCATE.value, self.subject(tp),
-            ReplicaRole.FOLLOWER.value, ReplicaRole.FOLLOWER.value, policy="OUT_OF_RANGE",
-            log_end_offset=before, truncated_to=offset))
+            ReplicaRole.FOLLOWER.value, ReplicaRole.FOLLOWER.value, policy="LOG_START",
+            log_end_offset=before, truncated_to=before, log_start_offset=offset))
 
     # --- controller requests ---------------------------------------------------------------
 
@@ -1527,6 +1634,8 @@ __all__ = [
     "HighWatermarkMoved",
     "IsrWritten",
     "LeaderAndIsr",
+    "ListOffsetsCall",
+    "ListOffsetsReply",
     "LogChanged",
     "NodeConfig",
     "NodeLog",

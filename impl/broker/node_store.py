@@ -86,6 +86,18 @@ class LogManagerStore:
         partition = self.manager.get(tp)
         assert partition is not None
         partition.delete_records(offset)
+    def truncate_fully(self, tp: TopicPartition, start_offset: int) -> None:
+        """Empty ``tp``'s log and start it at ``start_offset``."""
+        partition = self.manager.get(tp)
+        assert partition is not None
+        partition.truncate_fully_and_start_at(start_offset)
+
+    def offset_for_timestamp(self, tp: TopicPartition, timestamp_ms: int
+                             ) -> tuple[int, int] | None:
+        """The first record of ``tp`` at or after ``timestamp_ms``."""
+        partition = self.manager.get(tp)
+        assert partition is not None
+        return partition.offset_for_timestamp(timestamp_ms)
 
     def epoch_entries(self, tp: TopicPartition) -> list[tuple[int, int]]:
         """``tp``'s leader-epoch cache as ``(epoch, start offset)``."""

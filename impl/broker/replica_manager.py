@@ -61,6 +61,8 @@ from .node import (
     HighWatermarkMoved,
     IsrWritten,
     LeaderAndIsr,
+    ListOffsetsCall,
+    ListOffsetsReply,
     LogChanged,
     NodeConfig,
     OtherControllerRequest,
@@ -380,11 +382,16 @@ class ReplicaManager:
             if partition is None:
                 return Appended(tp, effect.token, replication.KAFKA_STORAGE_ERROR,
                                 error_message=f"{tp} is not hosted here")
+            # (the node decides, asked holding the partition lock, whether the append is still
+            # wanted: a LeaderAndIsr may change the role while it waits)
+            def guard() -> bool:
+                return self.node.append_wanted(effect)
+
             if effect.leader_epoch is None:
-                info = await partition.append_as_follower(effect.records)
+                info = await partition.append_as_follower(effect.records, guard=guard)
             else:
                 info = await partition.append_as_leader(effect.records, effect.leader_epoch,
-                                                        effect.timestamp_window_ms)
+                                                        effect.timestamp_window_ms, guard=guard)
         except (StorageError, OSError) as error:
             if isinstance(error, OSError):
                 log.warning("append to %s failed: %s", tp, error)
@@ -480,17 +487,28 @@ class ReplicaManager:
     # --- the leader side of fetch ----------------------------------------------------------
 
     def fetch_partition(self, tp: TopicPartition, replica_id: int, fetch_offset: int,
-                        leader_epoch: int, max_bytes: int, *, log_start_offset: int = -1
-                        ) -> FetchReply:
+                        leader_epoch: int, max_bytes: int, *, log_start_offset: int = -1,
+                        incarnation: int = -1) -> FetchReply:
         """One partition of a Fetch (a follower's when ``replica_id >= 0``, with its log start
-        offset); ``max_bytes`` below 0 reads nothing (the response is full)."""
-        replies = self.step(FetchCall(0, replica_id, -1, tp, fetch_offset, leader_epoch,
-                                      max_bytes, LOCAL, log_start_offset))
+        offset, from ``incarnation``: its connection); ``max_bytes`` below 0 reads nothing (the
+        response is full)."""
+        replies = self.step(FetchCall(0, replica_id, incarnation, tp, fetch_offset,
+                                      leader_epoch, max_bytes, LOCAL, log_start_offset))
         for effect in replies:
             if type(effect) is Reply and type(effect.message) is FetchReply:
                 found: FetchReply = effect.message
                 return found
         raise AssertionError(f"no fetch answer for {tp}")
+
+    def list_offsets(self, tp: TopicPartition, timestamp: int, current_leader_epoch: int,
+                     replica_id: int = -1) -> ListOffsetsReply:
+        """ListOffsets for one partition (a follower's when ``replica_id >= 0``)."""
+        for effect in self.step(ListOffsetsCall(0, replica_id, tp, timestamp,
+                                                current_leader_epoch, LOCAL)):
+            if type(effect) is Reply and type(effect.message) is ListOffsetsReply:
+                found: ListOffsetsReply = effect.message
+                return found
+        raise AssertionError(f"no ListOffsets answer for {tp}")
 
     def offset_for_leader_epoch(self, tp: TopicPartition, current_leader_epoch: int,
                                 epoch: int) -> EpochReply:

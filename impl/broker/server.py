@@ -99,6 +99,10 @@ class ConnectionInfo:
 
     peer: str
     listener: str
+    #: this server's number for the connection, increasing: a follower's fetches carry it as
+    #: the follower's incarnation (a restarted follower connects anew; Fetch v11 has no field
+    #: for it), so the broker node forgets a stale LEO and ignores an older connection's fetch
+    connection_id: int = 0
 
 
 Handler = Callable[[DecodedRequest, ConnectionInfo], Awaitable[Response | None]]
@@ -468,6 +472,7 @@ class Server:
         self.ports: list[int] = []
         self._listeners: list[tuple[str, trio.SocketListener]] = []
         self._connections: set[_Connection] = set()
+        self._connection_ids = 0
         self._connection_nursery: trio.Nursery | None = None
         self._idle = trio.Event()
         self._idle.set()
@@ -524,7 +529,8 @@ class Server:
     async def _run_connection(self, stream: trio.SocketStream, name: str = "PLAINTEXT") -> None:
         try:
             peer = stream.socket.getpeername()
-            info = ConnectionInfo(f"{peer[0]}:{peer[1]}", name)
+            self._connection_ids += 1
+            info = ConnectionInfo(f"{peer[0]}:{peer[1]}", name, self._connection_ids)
         except OSError:
             await stream.aclose()
             return

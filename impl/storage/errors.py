@@ -86,6 +86,13 @@ class LogDirOffline(StorageError):  # noqa: N818 (names from STYLE.md and Kafka)
         self.log_dir = log_dir
 
 
+class AppendNotWanted(StorageError):  # noqa: N818 (names from STYLE.md and Kafka)
+    """NOT_LEADER_OR_FOLLOWER (6): the append's guard, asked holding the partition lock, said
+    the replica changed role while the append waited (nothing was written)."""
+
+    error_code = ErrorCode.NOT_LEADER_OR_FOLLOWER
+
+
 class ReplicaNotAvailable(StorageError):  # noqa: N818 (names from STYLE.md and Kafka)
     """REPLICA_NOT_AVAILABLE (9): this broker hosts no log for the partition (or it is offline
     and may not be recreated, KAFKA-16234)."""

@@ -23,7 +23,7 @@ import dataclasses
 import errno
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Iterator
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -50,6 +50,7 @@ from impl.storage.checkpoint import (
 from impl.storage.config import StorageConfig
 from impl.storage.disk import Disk, FileSlice
 from impl.storage.errors import (
+    AppendNotWanted,
     CorruptBatch,
     ErrorCode,
     InvalidTimestamp,
@@ -188,6 +189,16 @@ class MoverSwap:
 MoverAction = MoverCopy | MoverWait | MoverSwap
 
 
+#: Asked holding the partition lock just before an append writes (see
+#: :meth:`PartitionLog.append_as_leader`).
+AppendGuard = Callable[[], bool]
+
+
+def _check_guard(guard: AppendGuard | None) -> None:
+    if guard is not None and not guard():
+        raise AppendNotWanted("the replica changed role while the append waited")
+
+
 class PartitionLog:
     """The broker's handle on one hosted partition; stays valid across a move's swap.
 
@@ -293,7 +304,8 @@ class PartitionLog:
 
     async def append_as_leader(
         self, records: bytes, leader_epoch: int,
-        timestamp_window_ms: tuple[int, int] | None = None,
+        timestamp_window_ms: tuple[int, int] | None = None, *,
+        guard: AppendGuard | None = None,
     ) -> AppendInfo:
         """Validate a produce request's records, assign offsets from the LEO, append.
 
@@ -301,12 +313,18 @@ class PartitionLog:
         say the newest (CRC recomputed), as Kafka's LogValidator does; an honest one is appended
         as received.
 
+        ``guard`` is asked holding the partition lock, just before the write: the broker's
+        answer to "is this still the leader's append?" (validation off the loop and the lock
+        can wait while a LeaderAndIsr makes the replica a follower; Kafka checks leadership
+        under ``leaderIsrUpdateLock``). False: :class:`AppendNotWanted`, nothing written.
+
         Args:
             records: the partition's ``records`` field.
             leader_epoch: stamped on every batch.
             timestamp_window_ms: ``(oldest, newest)`` record timestamps a ``CreateTime`` topic
                 accepts (``message.timestamp.difference.max.ms`` around the broker's clock), or
                 ``None`` for no bound.
+            guard: see above (None: always written).
 
         Returns:
             ``(base_offset, last_offset, append_time_ms)``; ``append_time_ms`` is -1 for a
@@ -316,6 +334,7 @@ class PartitionLog:
         Raises:
             CorruptBatch, InvalidRecord, MessageTooLarge, InvalidTimestamp: nothing appended.
             LogDirOffline: the partition's dir failed (now or earlier).
+            AppendNotWanted: ``guard`` said no.
         """
         log_config = self._manager.log_config(self.tp.topic)
         if len(records) >= VALIDATE_OFF_LOOP_BYTES or rb.is_compressed(records):
@@ -327,12 +346,14 @@ class PartitionLog:
         else:
             batches = rb.validate_client_batches(records, log_config.max_message_bytes)
         async with self.lock:
+            _check_guard(guard)
             return self._append_as_leader_locked(records, batches, leader_epoch,
                                                  timestamp_window_ms)
 
     def append_as_leader_nowait(
         self, records: bytes, leader_epoch: int,
-        timestamp_window_ms: tuple[int, int] | None = None,
+        timestamp_window_ms: tuple[int, int] | None = None, *,
+        guard: AppendGuard | None = None,
     ) -> AppendInfo:
         """:meth:`append_as_leader` for a runtime that never waits (the simulators): validation
         inline, the lock taken without waiting (finding it held is the runtime's bug).
@@ -344,6 +365,7 @@ class PartitionLog:
         batches = rb.validate_client_batches(records, log_config.max_message_bytes)
         self.lock.acquire_nowait()
         try:
+            _check_guard(guard)
             return self._append_as_leader_locked(records, batches, leader_epoch,
                                                  timestamp_window_ms)
         finally:
@@ -391,8 +413,10 @@ class PartitionLog:
             log.append(buffer, assigned)
         return AppendInfo(base, last, append_time_ms)
 
-    async def append_as_follower(self, records: bytes) -> AppendInfo:
-        """Append batches fetched from the leader (offsets and epochs already assigned).
+    async def append_as_follower(self, records: bytes, *,
+                                 guard: AppendGuard | None = None) -> AppendInfo:
+        """Append batches fetched from the leader (offsets and epochs already assigned);
+        ``guard`` as :meth:`append_as_leader`'s (still following the leader they came from?).
 
         The batches are checked first (:func:`~impl.storage.record_batch.validate_replica_records`:
         a malicious or buggy leader cannot make the LEO or an index overflow), off the event loop
@@ -401,15 +425,18 @@ class PartitionLog:
         Raises:
             CorruptBatch: bad batch or offsets below the LEO; nothing appended.
             LogDirOffline: the partition's dir failed.
+            AppendNotWanted: ``guard`` said no.
         """
         if len(records) >= VALIDATE_OFF_LOOP_BYTES or rb.has_compressed_batch(records):
             headers = await self._manager.run_cpu_work(rb.validate_replica_records, records, 0)
         else:
             headers = rb.validate_replica_records(records, 0)
         async with self.lock:
+            _check_guard(guard)
             return self._append_as_follower_locked(records, headers)
 
-    def append_as_follower_nowait(self, records: bytes) -> AppendInfo:
+    def append_as_follower_nowait(self, records: bytes, *,
+                                  guard: AppendGuard | None = None) -> AppendInfo:
         """:meth:`append_as_follower` for a runtime that never waits (the simulators).
 
         Raises:
@@ -418,6 +445,7 @@ class PartitionLog:
         headers = rb.validate_replica_records(records, 0)
         self.lock.acquire_nowait()
         try:
+            _check_guard(guard)
             return self._append_as_follower_locked(records, headers)
         finally:
             self.lock.release()
@@ -461,6 +489,26 @@ class PartitionLog:
                     rm.MoveEvent.SOURCE_TRUNCATED,
                     source_leo=self._log.log_end_offset, dest_leo=future.log_end_offset,
                 ))
+
+    def truncate_fully_and_start_at(self, offset: int) -> None:
+        """Drop every record and start empty at ``offset`` (a follower whose log ends below its
+        leader's log start, Kafka's ``truncateFullyAndStartAt``); a ``.move`` follows (the
+        move steps SOURCE_TRUNCATED).
+
+        Runs synchronously, so it never interleaves with an append or a swap.
+        """
+        self._check_online()
+        with self._manager.io(self._log.log_dir):
+            self._log.truncate_fully(offset)
+            self._manager.write_dir_checkpoints(self._log.log_dir)
+        future = self.future
+        if future is not None:
+            with self._manager.io(future.log_dir):
+                future.truncate_fully(offset)
+            self._manager._step(self.tp, rm.MoveInput(
+                rm.MoveEvent.SOURCE_TRUNCATED,
+                source_leo=self._log.log_end_offset, dest_leo=future.log_end_offset,
+            ))
 
     def assign_epoch(self, epoch: int, start_offset: int) -> None:
         """Record that leader epoch ``epoch`` starts at ``start_offset`` (on becoming leader)."""
@@ -510,13 +558,10 @@ class PartitionLog:
         return self._log.epochs.latest_epoch
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
-        """ListOffsets: ``-1`` latest (LEO), ``-2`` earliest, else the first batch whose max
-        timestamp is at least ``timestamp_ms``, as ``(offset, timestamp)``; ``None`` if none."""
+        """The first record whose timestamp is at least ``timestamp_ms``, as ``(offset,
+        timestamp)``; ``None`` if none (ListOffsets by time; which offset "latest" and
+        "earliest" mean is the broker node's decision)."""
         self._check_online()
-        if timestamp_ms == -1:
-            return self.log_end_offset, -1
-        if timestamp_ms == -2:
-            return self.log_start_offset, -1
         with self._manager.io(self._log.log_dir):
             found = self._log.offset_for_timestamp(timestamp_ms)
         if found is not None and found[0] < self.log_start_offset_floor:
@@ -593,8 +638,6 @@ class LogManager:
         #: the broker epoch of the incarnation whose clean shutdown this start follows, or -1
         #: (:mod:`impl.storage.clean_shutdown`; the broker registers it, KIP-966)
         self.previous_broker_epoch = clean_shutdown.UNCLEAN
-        #: test hook: called before each move effect is carried out
-        self.effect_hook: Callable[[TopicPartition, rm.MoveEffect], None] | None = None
 
     # --- opening and recovery ---------------------------------------------------------------
 
@@ -909,6 +952,12 @@ class LogManager:
     def _step(self, tp: TopicPartition, event: rm.MoveInput) -> rm.Move:
         """Step the move machine and carry out its effects; each effect that succeeded and names
         a completion is stepped in turn (the machine knows the sequence, not this loop)."""
+        for _ in self._steps(tp, event):
+            pass
+        return self._moves[tp]
+
+    def _steps(self, tp: TopicPartition, event: rm.MoveInput) -> Iterator[rm.MoveEffect]:
+        """:meth:`_step`, yielding each effect just before it is carried out."""
         pending: rm.MoveInput | None = event
         while pending is not None:
             event, pending = pending, None
@@ -921,16 +970,14 @@ class LogManager:
             for effect in transition.effects:
                 if self._moves[tp] is not transition.move:
                     break  # an effect failed and stepped the machine (DIR_FAILED)
+                yield effect
                 done = self._carry_out(tp, effect)
                 if done is not None and self._moves[tp] is transition.move:
                     assert pending is None, "two completions from one transition"
                     pending = done
-        return self._moves[tp]
 
     def _carry_out(self, tp: TopicPartition, effect: rm.MoveEffect) -> rm.MoveInput | None:
         """Carry out one effect; return its completion (``None``: it has none, or failed)."""
-        if self.effect_hook is not None:
-            self.effect_hook(tp, effect)
         partition = self._partitions.get(tp)
         move = self._moves[tp]
         match effect:
@@ -1524,7 +1571,16 @@ class LogManager:
     def swap_locked_nowait(self, tp: TopicPartition) -> None:
         """Steps 5-9 for a CAUGHT_UP move whose partition lock the caller holds; the swap
         releases the lock."""
-        self._step(tp, rm.MoveInput(rm.MoveEvent.LOCK_ACQUIRED))
+        for _ in self.swap_steps(tp):
+            pass
+
+    def swap_steps(self, tp: TopicPartition) -> Iterator[rm.MoveEffect]:
+        """:meth:`swap_locked_nowait` one effect at a time: each effect of the swap
+        (``CopyRemaining``, ``SyncDest``, ``RenameSourceToDelete``, ``RenameMoveToLive``,
+        ``SwapLog``, ``ReleaseLock``, ``DeleteAsync``) is yielded just before it is carried out,
+        so a driver can act between them (the simulators append inside the locked window,
+        crash before an effect). Exhaust it to finish the swap."""
+        yield from self._steps(tp, rm.MoveInput(rm.MoveEvent.LOCK_ACQUIRED))
         assert not self._moves[tp].lock_held, "the swap returned holding the partition lock"
 
     def copy_step_nowait(self, tp: TopicPartition, max_bytes: int) -> int:

@@ -20,6 +20,8 @@ from impl.broker.node import (
     FetchReply,
     IsrWritten,
     LeaderAndIsr,
+    ListOffsetsCall,
+    ListOffsetsReply,
     NodeConfig,
     Produce,
     ProduceReply,
@@ -56,7 +58,7 @@ class MemLog:
 
     @property
     def log_end_offset(self) -> int:
-        return rb.parse_header(self.batches[-1]).next_offset if self.batches else 0
+        return rb.parse_header(self.batches[-1]).next_offset if self.batches else self.start
 
     @property
     def latest_epoch(self) -> int:
@@ -89,6 +91,12 @@ class MemLog:
             self.batches.append(records[position:position + length])
             position += length
         return base, last
+
+    def truncate_fully(self, offset: int) -> None:
+        self.batches, self.epochs = [], []
+        self.log_start_offset = self.high_watermark = self.start = offset
+
+    start: int = 0
 
     def truncate(self, offset: int) -> None:
         self.batches = [b for b in self.batches if rb.parse_header(b).base_offset < offset]
@@ -135,6 +143,16 @@ class MemStore:
     def delete_records(self, tp: TopicPartition, offset: int) -> None:
         log = self.logs[tp]
         log.log_start_offset = max(log.log_start_offset, offset)
+    def truncate_fully(self, tp: TopicPartition, start_offset: int) -> None:
+        self.logs[tp].truncate_fully(start_offset)
+
+    def offset_for_timestamp(self, tp: TopicPartition, timestamp_ms: int
+                             ) -> tuple[int, int] | None:
+        for data in self.logs[tp].batches:
+            header = rb.parse_header(data)
+            if header.max_timestamp >= timestamp_ms:
+                return header.base_offset, header.max_timestamp
+        return None
 
     def epoch_entries(self, tp: TopicPartition) -> list[tuple[int, int]]:
         return list(self.logs[tp].epochs)
@@ -191,10 +209,11 @@ class Harness:
             10, (state,), ())))
 
 
-def batch(sequence: int, count: int = 1, producer_epoch: int = 0) -> bytes:
+def batch(sequence: int, count: int = 1, producer_epoch: int = 0,
+          timestamp_ms: int = 0) -> bytes:
     return rb.build_batch([b"v%d" % (sequence + i) for i in range(count)],
                           producer_id=PRODUCER_ID, producer_epoch=producer_epoch,
-                          base_sequence=sequence)
+                          base_sequence=sequence, timestamp_ms=timestamp_ms)
 
 
 def produce_replies(effects: list[Any]) -> list[ProduceReply]:
@@ -392,3 +411,88 @@ def test_stop_replica_fails_waiting_produces_and_reports_the_role() -> None:
     assert [r.error for r in produce_replies(effects)] == [6]
     assert any(isinstance(e, RoleChanged) and e.state is None for e in effects)
     assert TP not in h.store.logs
+
+
+def list_offsets(h: Harness, timestamp: int, replica: int = -1,
+                 epoch: int = -1) -> ListOffsetsReply:
+    (reply,) = [e.message for e in h.step(ListOffsetsCall(9, replica, TP, timestamp, epoch, 50))
+                if isinstance(e, Reply)]
+    assert isinstance(reply, ListOffsetsReply)
+    return reply
+
+
+def test_list_offsets_latest_earliest_and_by_time_are_the_nodes_answers() -> None:
+    """Latest is the HW for a consumer and the LEO for a follower, earliest the log start; a
+    consumer's search by time stops at the HW; ListOffsets v4's epoch is fenced."""
+    h = Harness()
+    h.leader_and_isr(0, 1, (0, 1))
+    for sequence in range(3):  # offsets 0..2, timestamps 1000, 2000, 3000
+        h.step(Produce(50, sequence, TP, batch(sequence, timestamp_ms=1000 * (sequence + 1)),
+                       1, 1_000, now_wall_ms=4000))
+    h.step(FetchCall(5, 1, 1, TP, 2, 1))  # the follower holds 0..1: HW 2
+    assert h.store.logs[TP].high_watermark == 2
+    latest = list_offsets(h, -1)
+    assert (latest.error, latest.offset, latest.leader_epoch) == (0, 2, 1)
+    assert list_offsets(h, -1, replica=1).offset == 3
+    assert list_offsets(h, -2).offset == 0
+    found = list_offsets(h, 1500)
+    assert (found.offset, found.timestamp, found.leader_epoch) == (1, 2000, 1)
+    assert list_offsets(h, 2500).offset == -1  # offset 2 is above the HW
+    assert list_offsets(h, 2500, replica=1).offset == 2
+    assert list_offsets(h, -1, epoch=0).error == 74  # FENCED_LEADER_EPOCH
+    assert list_offsets(h, -1, epoch=2).error == 75  # UNKNOWN_LEADER_EPOCH
+    h.leader_and_isr(1, 2, (0, 1), zk_version=1)
+    assert list_offsets(h, -1).error == 6  # NOT_LEADER_OR_FOLLOWER
+
+
+def test_offset_out_of_range_below_the_leaders_log_start_starts_afresh_there() -> None:
+    """Kafka's truncateFullyAndStartAt: a follower whose log ends below its leader's log start
+    (DeleteRecords there while it lagged) empties its log and fetches from that start."""
+    h = Harness(broker_id=1)
+    h.store.logs[TP] = MemLog()
+    h.store.logs[TP].append(batch(0, 2), 1)
+    h.leader_and_isr(0, 2, (0, 1))
+    ask = sent(h)
+    h.step(EpochReply(ask.request_id, TP, 0, 2, 1))
+    fetch = sent(h)
+    assert fetch.offset == 2
+    h.step(FetchReply(fetch.request_id, TP, 1, high_watermark=40, log_start_offset=30))
+    log = h.store.logs[TP]
+    assert (log.log_start_offset, log.log_end_offset) == (30, 30)
+    truncations = [e for e in h.trace if e.event == "TRUNCATE"]
+    assert truncations[-1].fields["policy"] == "LOG_START"
+    again = sent(h)
+    assert isinstance(again, FetchCall)
+    assert again.offset == 30
+
+
+def test_a_fetch_of_an_older_incarnation_moves_nothing() -> None:
+    """A follower's fetch from an incarnation a later one overtook (a dead process's request
+    still queued) neither sets its LEO nor moves the HW; a new incarnation starts afresh."""
+    h = Harness()
+    h.leader_and_isr(0, 1, (0, 1))
+    for sequence in range(3):
+        h.step(Produce(50, sequence, TP, batch(sequence), 1, 1_000))
+    h.step(FetchCall(5, 1, 2, TP, 1, 1))  # incarnation 2 holds offset 0
+    assert h.store.logs[TP].high_watermark == 1
+    h.step(FetchCall(6, 1, 1, TP, 3, 1))  # incarnation 1 (dead) claimed everything
+    assert h.store.logs[TP].high_watermark == 1
+    assert h.node.follower_leos[TP][1] == 1
+    h.step(FetchCall(7, 1, 3, TP, 0, 1))  # incarnation 3 lost its log
+    assert h.node.follower_leos[TP][1] == 0
+
+
+def test_an_append_that_waited_past_a_new_leader_and_isr_is_not_wanted() -> None:
+    """The shell asks the node, holding the partition lock, whether an append may still be
+    written: a LeaderAndIsr that arrived while it waited (for the lock, for validation off the
+    loop) deposed the leader, so nothing is written and the produce is refused."""
+    h = Harness()
+    h.leader_and_isr(0, 1, (0, 1))
+    (append,) = [e for e in h.node.step(Produce(50, 1, TP, batch(0), -1, 1_000))
+                 if isinstance(e, Append)]
+    assert h.node.append_wanted(append)
+    h.leader_and_isr(1, 2, (0, 1), zk_version=1)
+    assert not h.node.append_wanted(append)
+    replies = produce_replies(h.step(Appended(TP, append.token, 6)))
+    assert [r.error for r in replies] == [6]
+    assert h.store.logs[TP].log_end_offset == 0

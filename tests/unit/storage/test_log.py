@@ -212,8 +212,7 @@ def test_offset_for_timestamp() -> None:
         assert partition.offset_for_timestamp(1000) == (0, 1000)
         assert partition.offset_for_timestamp(1017) == (34, 1017)
         assert partition.offset_for_timestamp(5000) is None
-        assert partition.offset_for_timestamp(-1) == (80, -1)
-        assert partition.offset_for_timestamp(-2) == (0, -1)
+        assert partition.log_end_offset == 80
 
     run(main)
 
@@ -418,3 +417,29 @@ def test_leader_epoch_cache_rules() -> None:
     assert cache.truncate_from_start(5)
     assert cache.entries == (EpochEntry(1, 5), EpochEntry(4, 7))
     assert LeaderEpochCache.from_text(cache.to_text()).entries == cache.entries
+
+
+def test_an_append_whose_guard_says_no_writes_nothing() -> None:
+    """The guard is asked holding the partition lock, just before the write (the broker node's
+    "still the leader's append?"): no, and nothing is written, leader or follower."""
+    from impl.storage.errors import AppendNotWanted
+
+    async def main() -> None:
+        manager = _open(SimDisk([DIR_A, DIR_B]))
+        partition = manager.create(TP, is_new=True)
+        await partition.append_as_leader(batch(0), 1, guard=lambda: True)
+        with pytest.raises(AppendNotWanted):
+            await partition.append_as_leader(batch(1), 1, guard=lambda: False)
+        with pytest.raises(AppendNotWanted):
+            partition.append_as_leader_nowait(batch(1), 1, guard=lambda: False)
+        follower = manager.create(TopicPartition("f", 0), is_new=True)
+        pieces = partition.read(0, 1 << 20)
+        records = b"".join(piece.read_all() for piece in pieces)
+        for piece in pieces:
+            piece.close()
+        with pytest.raises(AppendNotWanted):
+            await follower.append_as_follower(records, guard=lambda: False)
+        assert (partition.log_end_offset, follower.log_end_offset) == (2, 0)
+        assert not partition.lock.locked()
+
+    run(main)

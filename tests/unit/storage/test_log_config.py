@@ -72,7 +72,9 @@ def test_delete_records_moves_the_log_start_offset_durably() -> None:
         assert partition.delete_records(first_segment_base + 3) == first_segment_base + 3
         assert partition.log_start_offset == first_segment_base + 3
         assert partition.log.segments[0].base_offset == first_segment_base  # whole ones only
-        assert partition.offset_for_timestamp(-2) == (first_segment_base + 3, -1)
+        found = partition.offset_for_timestamp(0)
+        assert found is not None
+        assert found[0] == first_segment_base + 3
         with pytest.raises(OffsetOutOfRange):
             partition.read(first_segment_base + 2, 1000)
         for piece in partition.read(first_segment_base + 3, 1000):

@@ -2,9 +2,10 @@
 MOVE_RECOVERY_TOTAL.
 
 Crash points are enumerated, not sampled: every mutating disk operation the move performs (the
-simulated disk's armed crash), and every effect the ``replica_move`` core emits (the manager's
-effect hook). After each crash the simulated disk loses what the durability contract allows, at
-both extremes (keep every unsynced change, lose every one) and with seeded choices in between.
+simulated disk's armed crash), and every effect the ``replica_move`` core emits (observed on
+the manager's effect carrier). After each crash the simulated disk loses what the durability
+contract allows, at both extremes (keep every unsynced change, lose every one) and with seeded
+choices in between.
 """
 
 from __future__ import annotations
@@ -73,7 +74,14 @@ def _scenario(
             if crash_at_effect is not None and len(effects) == crash_at_effect:
                 raise SimulatedCrash
 
-        manager.effect_hook = hook
+        # (a white-box test of the manager: every effect, swap or not, is a crash point)
+        carry_out = manager._carry_out
+
+        def carry_out_observed(tp: object, effect: rm.MoveEffect) -> object:
+            hook(tp, effect)
+            return carry_out(tp, effect)  # type: ignore[arg-type]
+
+        manager._carry_out = carry_out_observed  # type: ignore[method-assign,assignment]
         if crash_at_op is not None:
             disk.arm_crash(crash_at_op)
         operations_before = disk.statistics().operations
