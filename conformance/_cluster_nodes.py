@@ -127,11 +127,12 @@ APPEND_WAIT_TICKS_MAX: Final = 4
 
 
 class ProduceCall(NamedTuple):
-    """An ``acks=all`` produce of one idempotent batch."""
+    """A produce of one idempotent batch (``acks=all`` unless the prober asks otherwise)."""
 
     request_id: int
     tp: TopicPartition
     batch: bytes
+    acks: int = -1
 
 
 # --- helpers -------------------------------------------------------------------------------
@@ -488,7 +489,7 @@ class SimBroker:
         kind = type(payload)
         if kind is ProduceCall:
             call: Any = payload
-            self.step(Produce(source, call.request_id, call.tp, call.batch, -1,
+            self.step(Produce(source, call.request_id, call.tp, call.batch, call.acks,
                               PRODUCE_TIMEOUT_MS))
         elif kind is ControllerCall:
             self.on_controller_call(source, payload)  # type: ignore[arg-type]

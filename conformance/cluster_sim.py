@@ -40,8 +40,10 @@ Fault model
   still acts on watches, whose writes ``/controller_epoch``'s version check must fence.
 * ``partition``: one broker is cut from every other node for ``target`` steps (ZooKeeper stays
   reachable, so a partitioned leader shrinks its ISR and is fenced by epochs).
-* ``reassign``: ``/admin/reassign_partitions`` is written with a new replica order (or a new
-  replica set when there are more brokers than replicas); the controller carries it out.
+* ``reassign``: ``/admin/reassign_partitions`` is written with a new replica order, a new
+  replica set when there are more brokers than replicas, one replica fewer (never below two;
+  the dropped replica is stopped and deleted) or one more (back to the replication factor, the
+  new replica created empty); the controller carries it out.
 * the network's per-run mix: loss, duplication, reordering (``network`` stream).
 * the storage broker's faults (broker id ``brokers``; :class:`StorageBroker`): the single-broker
   simulator's whole disk fault model, planned from the ``storage-broker`` stream.
@@ -412,6 +414,12 @@ class _InFlight:
     sent_ms: int = 0
 
 
+#: The prober's producer id, its requests after the first batch, and the error each must get.
+PROBE_PRODUCER_ID: Final = 4343
+_PROBES = ("duplicate", "old_epoch", "gap", "new_epoch", "bad_acks")
+_PROBE_ERRORS = {"duplicate": 0, "old_epoch": 47, "gap": 45, "new_epoch": 45, "bad_acks": 21}
+
+
 class SimProducer:
     """An idempotent ``acks=all`` producer: one batch in flight per partition, retried with the
     same producer epoch and sequence until acknowledged."""
@@ -426,6 +434,10 @@ class SimProducer:
         self._request_ids = 0
         self._values = 0
         self.sequence_resets = 0
+        #: the prober's requests in flight: request id -> (kind, partition)
+        self.probes: dict[int, tuple[str, TopicPartition]] = {}
+        #: per partition: the offset of the prober's acknowledged first batch
+        self.probe_base: dict[TopicPartition, int] = {}
 
     def produce(self, tp: TopicPartition, count: int) -> None:
         """Send a new batch of ``count`` records if none is in flight."""
@@ -465,8 +477,61 @@ class SimProducer:
         for tp in sorted(due) if len(due) > 1 else due:
             self._send(tp)
 
+    # --- probes: requests the leader must refuse (IDEMPOTENCE_SEQUENCED) ----------------------
+
+    def probe(self, tp: TopicPartition, choice: int) -> None:
+        """A second idempotent producer (:data:`PROBE_PRODUCER_ID`): its first batch of ``tp``
+        (epoch 1, sequence 0) until acknowledged, then one request that must be refused: an
+        older producer epoch (INVALID_PRODUCER_EPOCH), a sequence gap or a new epoch not
+        starting at 0 (OUT_OF_ORDER_SEQUENCE_NUMBER), ``acks=2`` (INVALID_REQUIRED_ACKS); or
+        the first batch again, a duplicate answered with its first offset."""
+        leader = self.world.leader_of(tp)
+        if leader < 0:
+            return
+        established = self.probe_base.get(tp)
+        kind = "first" if established is None else _PROBES[choice % len(_PROBES)]
+        epoch, sequence, acks = {
+            "first": (1, 0, -1), "duplicate": (1, 0, -1), "old_epoch": (0, 1, -1),
+            "gap": (1, 2 + choice % 5, -1), "new_epoch": (2, 1 + choice % 3, -1),
+            "bad_acks": (1, 1, 2),
+        }[kind]
+        batch = rb.build_batch([b"probe"], timestamp_ms=self.world.clock.wall_ms(),
+                               producer_id=PROBE_PRODUCER_ID, producer_epoch=epoch,
+                               base_sequence=sequence)
+        self._request_ids += 1
+        self.probes[self._request_ids] = (kind, tp)
+        self.world.network.send(PRODUCER_NODE, leader,
+                                ProduceCall(self._request_ids, tp, batch, acks))
+
+    def _probe_reply(self, kind: str, reply: ProduceReply) -> None:
+        if kind == "first":
+            if reply.error == 0:
+                self.probe_base.setdefault(reply.tp, reply.base_offset)
+            return
+        if self.world.config.unclean_leader_election:
+            return  # (the first batch may be lost, and the producer's state with it)
+        expected = _PROBE_ERRORS[kind]
+        if kind == "duplicate":
+            if reply.error == 0 and reply.base_offset != self.probe_base[reply.tp]:
+                self.world.violation("IDEMPOTENCE_SEQUENCED", (
+                    f"{reply.tp}: the prober's first batch again was appended at "
+                    f"{reply.base_offset}, not answered as the duplicate at "
+                    f"{self.probe_base[reply.tp]}"))
+        elif reply.error == 0:
+            self.world.violation("IDEMPOTENCE_SEQUENCED", (
+                f"{reply.tp}: the prober's {kind} batch was appended at {reply.base_offset}; "
+                f"expected error {expected}"))
+        elif reply.error in (45, 47, 21) and reply.error != expected:
+            self.world.violation("IDEMPOTENCE_SEQUENCED", (
+                f"{reply.tp}: the prober's {kind} batch was refused with {reply.error}; "
+                f"expected {expected}"))
+
     def on_reply(self, reply: ProduceReply) -> None:
         """Acknowledged, or to be retried (soon)."""
+        probe = self.probes.pop(reply.request_id, None)
+        if probe is not None:
+            self._probe_reply(probe[0], reply)
+            return
         flight = self.in_flight.get(reply.tp)
         if flight is None or reply.request_id not in flight.attempts:
             return
@@ -924,7 +989,16 @@ class ClusterWorld:
             return
         partition = choice % len(assignment)
         replicas = assignment[partition]
-        if self.config.brokers > len(replicas):
+        brokers = self.config.brokers
+        if choice & 8 and len(replicas) < self.config.replication_factor:
+            # back to the replication factor: a new replica, created empty (isNew)
+            missing = [b for b in range(brokers) if b not in replicas]
+            target = (*replicas, missing[(choice >> 4) % len(missing)])
+        elif choice & 8 and len(replicas) > 2 and len(replicas) >= brokers:
+            # one replica fewer: the controller stops and deletes it (StopReplica)
+            drop = replicas[(choice >> 4) % len(replicas)]
+            target = tuple(r for r in replicas if r != drop)
+        elif brokers > len(replicas):
             pool = list(range(self.config.brokers))
             start = (choice >> 4) % len(pool)
             target = tuple(pool[(start + i) % len(pool)] for i in range(len(replicas)))
@@ -988,6 +1062,8 @@ class ClusterWorld:
         elif roll < 95:
             # (parameters from a stream of their own: the draws above stay as they were)
             self.consumer.list_offsets(tp, self.extra_rng.randrange(1 << 16))
+        elif roll < 98:
+            self.producer.probe(tp, self.extra_rng.randrange(1 << 16))
 
     def movers(self) -> None:
         """One step of every broker's movers (chunk copies and swaps)."""
