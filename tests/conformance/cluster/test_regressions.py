@@ -100,11 +100,12 @@ def test_seed_15_a_replica_crashes_twice_across_a_restart_it_was_not_part_of() -
     """Seed 15 of the default configuration (NOT_ENABLED): broker 1's dir holding t-1 failed;
     the broker crashed, restarted without t-1 (no RESTART reported for it) and crashed again,
     reporting a second CRASH of t-1. The model's crash needs a live replica: the replication
-    abstraction now infers the restart it was not told of."""
-    result, outcome = replay(15, ClusterConfig(storage_broker=False))
+    abstraction now infers the restart it was not told of. (Reached by seed 30 on t-1@2 since
+    the simulator's reassignments shrink and grow replica sets.)"""
+    result, outcome = replay(30, ClusterConfig(storage_broker=False))
     assert not result.failed, result.message
     crashes = [e.event for e in outcome.trace
-               if e.subject == "t-1@1" and e.event in ("CRASH", "RESTART")]
+               if e.subject == "t-1@2" and e.event in ("CRASH", "RESTART")]
     assert any(a == b == "CRASH" for a, b in itertools.pairwise(crashes)), crashes
 
 

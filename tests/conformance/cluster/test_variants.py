@@ -106,8 +106,9 @@ def test_a_leader_and_isr_overtaken_by_a_later_epoch_replays() -> None:
     a partition's leader in one epoch reached it only after a follower had heard of a later
     epoch. The broker rightly applies the epoch it receives (its own was older); the replication
     abstraction replayed that election from ZooKeeper's later ISR and refused the reported ISR.
-    It now elects from the ISR the request carries."""
-    outcome = simulate(22, ClusterConfig(), keep_trace=True)
+    It now elects from the ISR the request carries. (Reached by seed 42 since the simulator's
+    reassignments shrink and grow replica sets.)"""
+    outcome = simulate(42, ClusterConfig(), keep_trace=True)
     assert outcome.violation is None, outcome.violation
     newest: dict[str, int] = {}
     late = []
