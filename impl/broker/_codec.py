@@ -146,8 +146,10 @@ def decode_request(frame_bytes: bytes | memoryview) -> DecodedRequest:
     except ScanError as error:
         raise MalformedRequestError(f"api key {head.api_key}: {error}") from None
     if body_end != len(frame_bytes):
-        trailing = len(frame_bytes) - body_end
-        raise MalformedRequestError(f"{trailing} trailing bytes after the request")
+        if not _tolerated_trailer(head.api_key, frame_bytes, body_end):
+            trailing = len(frame_bytes) - body_end
+            raise MalformedRequestError(f"{trailing} trailing bytes after the request")
+        frame_bytes = frame_bytes[:body_end]
     if (
         head.api_key == api_versions.METADATA
         and head.api_version <= _METADATA_PYTHON_MAX_VERSION
@@ -169,6 +171,14 @@ def decode_request(frame_bytes: bytes | memoryview) -> DecodedRequest:
     if missing is not None:
         raise MalformedRequestError(f"api key {head.api_key}: null in non-nullable {missing}")
     return DecodedRequest(head, header.client_id, body, response_class)
+
+
+def _tolerated_trailer(api_key: int, frame_bytes: bytes | memoryview, body_end: int) -> bool:
+    """librdkafka (2.x) ends an AlterUserScramCredentials request with a second, empty
+    tagged-field section (one zero byte); Kafka, which does not check for bytes left after a
+    request, accepts it, so this one byte is accepted too. Any other trailer is malformed."""
+    return (api_key == api_versions.ALTER_USER_SCRAM_CREDENTIALS
+            and len(frame_bytes) == body_end + 1 and frame_bytes[body_end] == 0)
 
 
 #: A Metadata request at least this large (v0-v8) is decoded here, in Python, rather than by kio:

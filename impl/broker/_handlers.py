@@ -19,6 +19,7 @@ from impl.security import request_acls
 from impl.security.acl_apis import AclApis
 from impl.security.authorizer import CLUSTER, AclOperation, Resource, ResourceType
 from impl.security.enforcement import RequestAuthorizer
+from impl.security.scram_apis import ScramApis
 from impl.security.session import current_session
 from impl.storage.names import TopicPartition
 
@@ -145,6 +146,8 @@ class HandlerContext:
     authorization: RequestAuthorizer | None = None
     #: CreateAcls, DescribeAcls, DeleteAcls (without a store: SECURITY_DISABLED)
     acl_apis: AclApis | None = None
+    #: DescribeUserScramCredentials, AlterUserScramCredentials (KIP-554; None: no ZooKeeper)
+    scram_apis: ScramApis | None = None
     #: listener name → this broker's advertised (host, port) on it (filled once the listeners
     #: are bound): Metadata advertises this broker on the listener the request came in on
     own_endpoints: dict[str, tuple[str, int]] = field(default_factory=dict)
@@ -204,6 +207,12 @@ class RequestHandlers:
             api_versions.CREATE_ACLS: acl_apis.create_acls,
             api_versions.DESCRIBE_ACLS: acl_apis.describe_acls,
             api_versions.DELETE_ACLS: acl_apis.delete_acls,
+        })
+        scram_apis = context.scram_apis or ScramApis(lambda: None)
+        self._handlers.update({
+            api_versions.DESCRIBE_USER_SCRAM_CREDENTIALS:
+                scram_apis.describe_user_scram_credentials,
+            api_versions.ALTER_USER_SCRAM_CREDENTIALS: scram_apis.alter_user_scram_credentials,
         })
         #: the group APIs and the group coordinator's pump (``run`` them with the broker)
         self.groups = GroupHandlers(context)

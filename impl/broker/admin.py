@@ -13,6 +13,7 @@ reached or answers garbage raises :class:`AdminClientError`.
 from __future__ import annotations
 
 import itertools
+import secrets
 import struct
 import time
 from collections.abc import Iterable, Mapping, Sequence
@@ -33,6 +34,8 @@ from impl.security.authorizer import (
 )
 from impl.security.client import AuthenticationError, open_socket
 from impl.security.config import ClientSecurity
+from impl.security.sasl import salted_password
+from impl.security.scram_credentials import MECHANISM_IDS, MECHANISM_NAMES
 
 from . import api_versions
 from ._codec import (
@@ -66,6 +69,8 @@ _CLIENT_RANGES: Final[Mapping[int, tuple[int, int]]] = {
     api_versions.OFFSET_COMMIT: (2, 8),
     api_versions.DELETE_GROUPS: (0, 2),
     api_versions.LIST_OFFSETS: (1, 5),
+    api_versions.DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+    api_versions.ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
 }
 #: COORDINATOR_LOAD_IN_PROGRESS, COORDINATOR_NOT_AVAILABLE, NOT_COORDINATOR: ask again.
 _COORDINATOR_RETRIABLE: Final = frozenset({14, 15, 16})
@@ -218,6 +223,21 @@ def parse_bootstrap_servers(value: str) -> list[tuple[str, int]]:
     if not addresses:
         raise AdminClientError("no bootstrap server given")
     return addresses
+
+
+@dataclass(frozen=True, slots=True)
+class UserScramCredentials:
+    """One user of DescribeUserScramCredentials: its error, or (mechanism, iterations) per
+    credential."""
+
+    user: str
+    error_code: int
+    error_message: str | None
+    credentials: tuple[tuple[str, int], ...]
+
+
+#: Bytes of the random salt of a credential set through AlterUserScramCredentials.
+SALT_BYTES: Final = 32
 
 
 class _Connection:
@@ -452,6 +472,51 @@ class AdminClient:
              "operation": int(b.entry.operation), "permission_type": int(b.entry.permission)}
             for b in bindings]})
         return [(int(item.error_code), item.error_message) for item in response.results]
+
+    def describe_user_scram_credentials(
+        self, users: Sequence[str] | None = None
+    ) -> tuple[int, str | None, list[UserScramCredentials]]:
+        """DescribeUserScramCredentials (KIP-554): (error code, message, one entry per user;
+        ``users`` None: every user with a credential)."""
+        response = self._call(self._any(), api_versions.DESCRIBE_USER_SCRAM_CREDENTIALS, {
+            "users": None if users is None else [{"name": user} for user in users]})
+        return int(response.error_code), response.error_message, [
+            UserScramCredentials(
+                item.user, int(item.error_code), item.error_message,
+                tuple((MECHANISM_NAMES.get(int(info.mechanism), "UNKNOWN"),
+                       int(info.iterations)) for info in item.credential_infos))
+            for item in response.results]
+
+    def alter_user_scram_credentials(
+        self, upsertions: Sequence[tuple[str, str, str, int]],
+        deletions: Sequence[tuple[str, str]] = (),
+    ) -> dict[str, tuple[int, str | None]]:
+        """AlterUserScramCredentials (KIP-554): ``(user, mechanism, password, iterations)``
+        to set (the password is salted here with a fresh random salt; only the salted
+        password is sent) and ``(user, mechanism)`` to remove; user → (error code, message).
+
+        Raises:
+            AdminClientError: an unknown mechanism.
+        """
+        def mechanism_id(mechanism: str) -> int:
+            if mechanism not in MECHANISM_IDS:
+                raise AdminClientError(f"unknown SCRAM mechanism {mechanism!r} (known: "
+                                       f"{', '.join(MECHANISM_IDS)})")
+            return MECHANISM_IDS[mechanism]
+
+        upserts = []
+        for user, mechanism, password, iterations in upsertions:
+            salt = secrets.token_bytes(SALT_BYTES)
+            upserts.append({"name": user, "mechanism": mechanism_id(mechanism),
+                            "iterations": iterations, "salt": salt,
+                            "salted_password": salted_password(mechanism, password, salt,
+                                                               iterations)})
+        response = self._call(self._any(), api_versions.ALTER_USER_SCRAM_CREDENTIALS, {
+            "deletions": [{"name": user, "mechanism": mechanism_id(mechanism)}
+                          for user, mechanism in deletions],
+            "upsertions": upserts})
+        return {item.user: (int(item.error_code), item.error_message)
+                for item in response.results}
 
     def describe_acls(self, query: AclBindingFilter) -> tuple[int, str | None, list[AclBinding]]:
         """DescribeAcls: (error code, message, the matching bindings)."""

@@ -69,6 +69,8 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
         LIST_GROUPS: (0, 4),
         DELETE_GROUPS: (0, 2),
         OFFSET_DELETE: (0, 0),
+        DESCRIBE_USER_SCRAM_CREDENTIALS: (0, 0),
+        ALTER_USER_SCRAM_CREDENTIALS: (0, 0),
     }
 )
 

@@ -60,6 +60,7 @@ from impl.security.sasl import (
     decode_user_config,
     user_config_path,
 )
+from impl.security.scram_apis import ScramApis
 from impl.storage import Disk, LogManager, StorageConfig, TopicPartition
 from impl.storage.cleaner_runner import CleanerConfig, LogCleanerRunner
 from impl.storage.runtime import run_log_manager
@@ -689,6 +690,7 @@ class Broker:
                 quotas=self.quotas,
                 authorization=self.authorization,
                 acl_apis=AclApis(self.acls),
+                scram_apis=ScramApis(lambda: self.coordinator),
             )
         )
         server = Server(

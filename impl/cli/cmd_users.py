@@ -1,14 +1,22 @@
-"""``logproof users``: SCRAM credentials in ZooKeeper, in the shape of ``kafka-configs.sh``.
+"""``logproof users``: SCRAM credentials, in the shape of ``kafka-configs.sh``.
 
 Examples::
 
-    logproof users --zookeeper localhost:2181 --entity-type users --entity-name alice \\
+    logproof users --bootstrap-server localhost:9092 --command-config admin.properties \
+        --entity-type users --entity-name alice \
         --alter --add-config 'SCRAM-SHA-256=[password=secret],SCRAM-SHA-512=[password=secret]'
-    logproof users --zookeeper localhost:2181 --entity-name alice --alter \\
-        --delete-config SCRAM-SHA-256
-    logproof users --zookeeper localhost:2181 --describe [--entity-name alice]
+    logproof users --bootstrap-server localhost:9092 --command-config admin.properties \
+        --entity-name alice --alter --delete-config SCRAM-SHA-256
+    logproof users --bootstrap-server localhost:9092 --describe [--entity-name alice]
+    logproof users --zookeeper localhost:2181 --entity-name admin --alter \
+        --add-config 'SCRAM-SHA-512=[password=secret]'
 
-Credentials are stored as Kafka stores them (KIP-84): ``/config/users/<user>`` holds
+Through a broker (``--bootstrap-server``) the command uses AlterUserScramCredentials and
+DescribeUserScramCredentials (KIP-554): the password is salted here and only the salted password
+is sent; the principal needs ALTER (or DESCRIBE) on the cluster. ``--zookeeper`` writes
+ZooKeeper directly, as ``kafka-configs.sh --zookeeper`` does, to create the first users before
+any broker runs (the brokers' own inter-broker user). Either way credentials are stored as
+Kafka stores them (KIP-84): ``/config/users/<user>`` holds
 ``{"version":1,"config":{"SCRAM-SHA-512":"salt=…,stored_key=…,server_key=…,iterations=4096"}}``
 and each change adds a ``/config/changes/config_change_<seq>`` notification. Passwords are never
 stored or printed; brokers read the credential at each login.
@@ -17,32 +25,23 @@ stored or printed; brokers read the credential at each login.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import re
 from typing import Any
 
 import trio
 
 from impl.security.sasl import (
-    CONFIG_CHANGE_PREFIX,
-    CONFIG_CHANGES_ROOT,
     ITERATIONS_MIN,
     SCRAM_MECHANISMS,
-    USERS_CONFIG_ROOT,
     CredentialError,
-    decode_user_config,
-    encode_user_change,
-    encode_user_config,
     make_credential,
-    user_config_path,
 )
 
 from ._errors import CliError
+from ._security import add_security_arguments, admin_client
 
 #: One ``MECHANISM=[key=value,…]`` item of ``--add-config``.
 _ITEM = re.compile(r"\s*(SCRAM-SHA-(?:256|512))\s*=\s*\[([^\]]*)\]\s*(?:,|$)")
-#: Compare-and-set attempts against concurrent writers.
-ATTEMPTS_MAX = 20
 
 
 def register(subparsers: Any) -> None:
@@ -51,7 +50,13 @@ def register(subparsers: Any) -> None:
         "users", help="add, remove or describe SCRAM credentials (kafka-configs.sh shape)",
         description="Manage SCRAM-SHA-256/512 credentials stored in ZooKeeper.",
     )
-    parser.add_argument("--zookeeper", required=True, help="HOST:PORT[/chroot]")
+    where = parser.add_mutually_exclusive_group(required=True)
+    where.add_argument("--bootstrap-server", default=None, help="HOST:PORT[,HOST:PORT]: "
+                       "through a broker (AlterUserScramCredentials, KIP-554)")
+    where.add_argument("--zookeeper", default=None, help="HOST:PORT[/chroot]: write ZooKeeper "
+                       "directly (before any broker runs)")
+    add_security_arguments(parser)
+    parser.add_argument("--timeout", type=float, default=30.0, help="seconds (default 30)")
     parser.add_argument("--entity-type", default="users", choices=["users"])
     parser.add_argument("--entity-name", default=None, help="the user")
     action = parser.add_mutually_exclusive_group(required=True)
@@ -97,55 +102,67 @@ def parse_add_config(text: str) -> dict[str, tuple[str, int]]:
 async def alter_user(coordinator: Any, user: str, credentials: dict[str, str],
                      deletions: list[str]) -> None:
     """Set ``credentials`` (mechanism → Kafka's credential text) and remove ``deletions`` in
-    ``/config/users/<user>`` with a compare-and-set, then notify ``/config/changes``.
+    ``/config/users/<user>`` directly (:func:`impl.security.credential_store.update_user`).
 
     Raises:
-        CliError: a deleted mechanism is absent, or too many concurrent writers.
+        CliError: a deleted mechanism is absent, the node is malformed, or too many concurrent
+            writers.
     """
-    from impl.controller.coordinator import (  # noqa: PLC0415
-        BadVersionError,
-        NodeExistsError,
-        NoNodeError,
+    from impl.security.credential_store import (  # noqa: PLC0415
+        CredentialStoreError,
+        update_user,
     )
+    from impl.security.scram_credentials import UserChange  # noqa: PLC0415
 
-    async def ensure(path: str) -> None:
-        current = ""
-        for part in (part for part in path.split("/") if part):
-            current = f"{current}/{part}"
-            with contextlib.suppress(NodeExistsError):
-                await coordinator.create(current)
+    change = UserChange(user, credentials, tuple(deletions))
+    try:
+        refused = await update_user(coordinator, user, change.apply)
+    except CredentialStoreError as error:
+        raise CliError(str(error)) from None
+    if refused is not None:
+        raise CliError(f"--delete-config: {user}: {refused[1]}")
 
-    path = user_config_path(user)
-    await ensure(USERS_CONFIG_ROOT)
-    await ensure(CONFIG_CHANGES_ROOT)
-    for _ in range(ATTEMPTS_MAX):
-        try:
-            data, stat = await coordinator.get(path)
-            config, version = decode_user_config(data), stat.version
-        except NoNodeError:
-            config, version = {}, -1
-        missing = [mechanism for mechanism in deletions if mechanism not in config]
-        if missing:
-            raise CliError(f"--delete-config: {user} has no {missing[0]} credential")
-        for mechanism in deletions:
-            config.pop(mechanism)
-        config.update(credentials)
-        try:
-            if version < 0:
-                await coordinator.create(path, encode_user_config(config))
-            else:
-                await coordinator.set(path, encode_user_config(config), version=version)
-        except (BadVersionError, NodeExistsError, NoNodeError):
-            continue
-        await coordinator.create(f"{CONFIG_CHANGES_ROOT}/{CONFIG_CHANGE_PREFIX}",
-                                 encode_user_change(user), sequential=True)
-        return
-    raise CliError(f"could not update {path}: too many concurrent writers")
+
+def _describe_line(user: str, credentials: Any) -> str:
+    shown = [f"{mechanism}=iterations={iterations}" for mechanism, iterations in credentials]
+    return (f"SCRAM credential configs for user-principal '{user}' are "
+            f"{', '.join(shown) or 'none'}")
+
+
+def _run_through_broker(arguments: argparse.Namespace,
+                        additions: dict[str, tuple[str, int]], deletions: list[str]) -> int:
+    from impl.broker.admin import AdminClientError, error_name  # noqa: PLC0415
+
+    try:
+        with admin_client(arguments) as admin:
+            if arguments.alter:
+                user = arguments.entity_name
+                results = admin.alter_user_scram_credentials(
+                    [(user, mechanism, password, iterations)
+                     for mechanism, (password, iterations) in additions.items()],
+                    [(user, mechanism) for mechanism in deletions])
+                code, message = results.get(user, (0, None))
+                if code != 0:
+                    raise CliError(f"altering the credentials of {user}: {error_name(code)}"
+                                   + (f" ({message})" if message else ""))
+                print(f"Completed updating config for user {user}.")
+                return 0
+            users = [arguments.entity_name] if arguments.entity_name else None
+            code, message, described = admin.describe_user_scram_credentials(users)
+    except AdminClientError as error:
+        raise CliError(f"users: {error}") from None
+    if code != 0:
+        raise CliError(f"describing credentials: {error_name(code)}"
+                       + (f" ({message})" if message else ""))
+    for item in described:
+        if item.error_code == 0:
+            print(_describe_line(item.user, item.credentials))
+    return 0
 
 
 def _run(arguments: argparse.Namespace) -> int:
     from impl.controller._kazoo import KazooCoordinator  # noqa: PLC0415
-    from impl.controller.coordinator import CoordinatorError, NoNodeError  # noqa: PLC0415
+    from impl.controller.coordinator import CoordinatorError  # noqa: PLC0415
 
     if arguments.alter:
         if not arguments.entity_name:
@@ -166,29 +183,22 @@ def _run(arguments: argparse.Namespace) -> int:
     except CredentialError as error:
         raise CliError(f"--add-config: {error}") from None
 
+    if arguments.bootstrap_server:
+        return _run_through_broker(arguments, additions, deletions)
+
     async def alter(coordinator: Any) -> None:
         await alter_user(coordinator, arguments.entity_name, credentials, deletions)
         print(f"Completed updating config for user {arguments.entity_name}.")
 
     async def describe(coordinator: Any) -> None:
-        try:
-            users = ([arguments.entity_name] if arguments.entity_name
-                     else sorted(await coordinator.children(USERS_CONFIG_ROOT)))
-        except NoNodeError:
-            users = []
-        for user in users:
-            try:
-                data, _ = await coordinator.get(user_config_path(user))
-            except NoNodeError:
-                continue
-            config = decode_user_config(data)
-            shown = []
-            for mechanism in SCRAM_MECHANISMS:
-                if mechanism in config:
-                    iterations = config[mechanism].rsplit("iterations=", 1)[-1]
-                    shown.append(f"{mechanism}=iterations={iterations}")
-            print(f"SCRAM credential configs for user-principal '{user}' are "
-                  f"{', '.join(shown) or 'none'}")
+        from impl.security.credential_store import read_users  # noqa: PLC0415
+        from impl.security.scram_credentials import MECHANISM_NAMES, describe  # noqa: PLC0415
+
+        users = [arguments.entity_name] if arguments.entity_name else None
+        for item in describe(users, await read_users(coordinator, users)):
+            if item.error_code == 0:
+                print(_describe_line(item.user, [(MECHANISM_NAMES[mechanism], iterations)
+                                                 for mechanism, iterations in item.credentials]))
 
     async def main() -> None:
         coordinator = await KazooCoordinator.connect(arguments.zookeeper)

@@ -130,6 +130,8 @@ REQUIRED_ACLS: Final[Mapping[int, Requirement]] = MappingProxyType({
     CREATE_ACLS: _request(_OP.ALTER),
     DELETE_ACLS: _request(_OP.ALTER),
     DESCRIBE_ACLS: _request(_OP.DESCRIBE),
+    DESCRIBE_USER_SCRAM_CREDENTIALS: _request(_OP.DESCRIBE),
+    ALTER_USER_SCRAM_CREDENTIALS: _request(_OP.ALTER),
     DESCRIBE_CONFIGS: Requirement(Scope.PER_RESOURCE, ResourceType.TOPIC, _OP.DESCRIBE_CONFIGS,
                                   note="a broker resource needs it on the cluster"),
     ALTER_CONFIGS: Requirement(Scope.PER_RESOURCE, ResourceType.TOPIC, _OP.ALTER_CONFIGS,
@@ -199,6 +201,13 @@ def refusal_data(api_key: int, body: object, code: int, message: str) -> dict[st
             for topic in (getattr(body, "topic_partitions", None) or ())]
     elif api_key == CONTROLLED_SHUTDOWN:
         data["remaining_partitions"] = []
+    elif api_key == DESCRIBE_USER_SCRAM_CREDENTIALS:
+        data["results"] = []  # Kafka: the top-level error only
+    elif api_key == ALTER_USER_SCRAM_CREDENTIALS:
+        users = [str(item.name) for item in (*getattr(body, "deletions", ()),
+                                             *getattr(body, "upsertions", ()))]
+        data["results"] = [{"user": user, "error_code": code, "error_message": message}
+                           for user in dict.fromkeys(users)]
     elif api_key == DELETE_ACLS:
         data["filter_results"] = [{"error_code": code, "error_message": message,
                                    "matching_acls": []} for _ in getattr(body, "filters", ())]

@@ -126,6 +126,36 @@ def make_credential(mechanism: str, password: str, iterations: int = ITERATIONS_
     return ScramCredential(bytes(salt_bytes), bytes(stored_key), bytes(server_key), int(count))
 
 
+def salted_password(mechanism: str, password: str, salt: bytes, iterations: int) -> bytes:
+    """RFC 5802's ``Hi(password, salt, iterations)``: what a client sends in
+    AlterUserScramCredentials (KIP-554) instead of the password.
+
+    Raises:
+        CredentialError: an unknown mechanism.
+    """
+    if mechanism not in SCRAM_MECHANISMS:
+        raise CredentialError(f"unknown SCRAM mechanism {mechanism!r}")
+    return hashlib.pbkdf2_hmac(_HASHES[mechanism], password.encode(), salt, iterations)
+
+
+def credential_from_salted_password(mechanism: str, salt: bytes, salted: bytes,
+                                    iterations: int) -> ScramCredential:
+    """Kafka's ``ScramFormatter.generateCredential`` from a salted password (KIP-554):
+    ``stored_key = H(HMAC(salted, "Client Key"))``, ``server_key = HMAC(salted, "Server Key")``
+    (RFC 5802 section 3).
+
+    Raises:
+        CredentialError: an unknown mechanism.
+    """
+    if mechanism not in SCRAM_MECHANISMS:
+        raise CredentialError(f"unknown SCRAM mechanism {mechanism!r}")
+    name = _HASHES[mechanism]
+    client_key = hmac.digest(salted, b"Client Key", name)
+    stored_key = hashlib.new(name, client_key).digest()
+    server_key = hmac.digest(salted, b"Server Key", name)
+    return ScramCredential(salt, stored_key, server_key, iterations)
+
+
 # ``/config/users/<user>`` (Kafka's ``ConfigEntityName`` node for users)
 USERS_CONFIG_ROOT: Final = "/config/users"
 CONFIG_CHANGES_ROOT: Final = "/config/changes"

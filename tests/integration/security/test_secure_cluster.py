@@ -98,7 +98,9 @@ def test_replication_and_acl_propagation_over_sasl_ssl(cluster: Cluster, zk_chro
 
     _wait(fully_replicated, "both replicas in the ISR")
 
-    assert cli_main(["users", "--zookeeper", zk_chroot, "--entity-name", "alice", "--alter",
+    # alice is created through broker 1 (AlterUserScramCredentials) and logs in on broker 2
+    assert cli_main(["users", "--bootstrap-server", first, "--command-config",
+                     str(cluster.admin_properties), "--entity-name", "alice", "--alter",
                      "--add-config", "SCRAM-SHA-512=[password=alice-secret]"]) == 0
     alice = ClientSecurity(SecurityProtocol.SASL_SSL, "SCRAM-SHA-512", "alice", "alice-secret",
                            cafile=ca)
