@@ -33,8 +33,12 @@ THROUGHPUT_PRODUCER = {
     "compression.codec": "none",
     "message.max.bytes": "1000000",
 }
-#: librdkafka settings of the latency phase: each record goes out as soon as a request can
-LATENCY_PRODUCER = {**THROUGHPUT_PRODUCER, "linger.ms": "0"}
+#: librdkafka settings of the latency phase: its default linger (5 ms, which every record's
+#: latency includes), batches of at most 256 KiB; with linger.ms=0 a paced producer sends a
+#: request per few records and measures how many requests per second the broker answers instead
+LATENCY_LINGER_MS = 5
+LATENCY_PRODUCER = {**THROUGHPUT_PRODUCER, "linger.ms": str(LATENCY_LINGER_MS),
+                    "batch.size": "262144"}
 CONSUMER = {
     "fetch.message.max.bytes": "16777216",
     "fetch.max.bytes": "52428800",
