@@ -60,11 +60,14 @@ class ProduceResult:
 
 @dataclass(frozen=True)
 class ConsumeResult:
-    """One consume run: wall seconds, value bytes received and the client's name."""
+    """One consume run: wall seconds from the first record to the last, value bytes received,
+    the client's name, and the seconds before the first record (None: included in
+    ``elapsed_s``, as kcat's whole command is timed)."""
 
     client: str
     elapsed_s: float
     value_bytes: int
+    start_s: float | None = None
 
 
 class NativeClient(Protocol):
@@ -129,7 +132,8 @@ class LpPerf:
                        *_settings(CONSUMER)])
         report = json.loads(output.strip().splitlines()[-1])
         self.name = f"lp_perf ({report['client']})"
-        return ConsumeResult(self.name, float(report["elapsed_s"]), int(report["bytes"]))
+        return ConsumeResult(self.name, float(report["elapsed_s"]), int(report["bytes"]),
+                             float(report["start_s"]))
 
 
 class KcatClient:

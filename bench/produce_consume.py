@@ -452,6 +452,10 @@ def _native_single(root: Path, zookeeper: str, client: NativeClient, *, records:
             raise SystemExit(f"consumed {consumed.value_bytes} of {records * record_bytes} bytes")
         _report(results, "consume", "1 broker, consume        ",
                 megabytes=consumed.value_bytes / MB, elapsed=consumed.elapsed_s, cpu=cpu)
+        if consumed.start_s is not None:
+            results["consume_start_s"] = round(consumed.start_s, 3)
+            print(f"  (from the first record to the last; {consumed.start_s * 1000:.0f} ms "
+                  "before the first record: connection, metadata, first fetch)")
     finally:
         _stop([process])
 
