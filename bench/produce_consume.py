@@ -25,12 +25,14 @@ ratio to the figures measured before the work on the hot path and to the target,
 ends with one JSON line naming the client.
 
 Run: ``python -m bench.produce_consume [--records N] [--record-bytes B]`` or
-``python -m bench.produce_consume --client native [--records N] [--latency-seconds S]``.
+``python -m bench.produce_consume --client native [--records N] [--latency-seconds S]
+[--broker-source DIR] [--profile DIR]``.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import signal
@@ -44,6 +46,7 @@ from typing import Any
 
 from bench._broker import cpu_seconds, start_broker
 from bench._native import LATENCY_LINGER_MS, NativeClient, native_client
+from bench._profile import Profile, summary
 from impl.controller import EmbeddedZooKeeper, find_free_loopback_port
 
 PRODUCE_TARGET_MB_PER_SECOND = 100.0
@@ -379,9 +382,9 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
             process.wait()
 
 
-def _create_replicated_topic(bootstrap: str, topic: str, factor: int) -> None:
-    """One partition on ``factor`` brokers, returned once every replica is in the ISR (brokers
-    register with a delay after they report serving, so a refusal is retried for 60 s)."""
+def _create_replicated_topic(bootstrap: str, topic: str, factor: int) -> int:
+    """One partition on ``factor`` brokers, once every replica is in the ISR (brokers register
+    with a delay after they report serving, so a refusal is retried for 60 s); its leader's id."""
     from impl.broker.admin import AdminClient
 
     deadline = time.monotonic() + 60
@@ -396,7 +399,7 @@ def _create_replicated_topic(bootstrap: str, topic: str, factor: int) -> None:
         while True:
             _, partitions = admin.metadata([topic]).topics.get(topic, (0, ()))
             if partitions and partitions[0].leader >= 0 and len(partitions[0].isr) == factor:
-                return
+                return partitions[0].leader
             if time.monotonic() > deadline:
                 raise SystemExit(f"{topic} has no full ISR after 60 s")
             time.sleep(0.2)
@@ -427,9 +430,25 @@ def _report(results: dict[str, Any], key: str, label: str, *, megabytes: float,
           f"CPU-second ({'; '.join(ratios)})")
 
 
+def _profiled(pid: int, profile: Path | None, name: str) -> contextlib.AbstractContextManager[Any]:
+    """A py-spy recording of ``pid`` into ``profile/name.txt`` (nothing without ``profile``)."""
+    if profile is None:
+        return contextlib.nullcontext()
+    profile.mkdir(parents=True, exist_ok=True)
+    return Profile(pid, profile / f"{name}.txt")
+
+
+def _print_profile(profile: Path | None, name: str, what: str) -> None:
+    if profile is None:
+        return
+    print(f"  profile of {what} ({profile / (name + '.txt')}, share of busy samples, self):")
+    for share, function in summary(profile / f"{name}.txt"):
+        print(f"    {share:5.1f} %  {function}")
+
+
 def _native_single(root: Path, zookeeper: str, client: NativeClient, *, records: int,
                    record_bytes: int, results: dict[str, Any],
-                   source: Path | None = None) -> None:
+                   source: Path | None = None, profile: Path | None = None) -> None:
     """One broker: acks=1 produce, then consume it all from the beginning."""
     directory = root / "single"
     directory.mkdir()
@@ -440,11 +459,13 @@ def _native_single(root: Path, zookeeper: str, client: NativeClient, *, records:
     megabytes = records * record_bytes / MB
     try:
         _create_topic(bootstrap, "acks1")
-        cpu = cpu_seconds(process.pid)
-        produced = client.produce(bootstrap, "acks1", records, record_bytes, "1")
-        cpu = cpu_seconds(process.pid) - cpu
+        with _profiled(process.pid, profile, "acks_1"):
+            cpu = cpu_seconds(process.pid)
+            produced = client.produce(bootstrap, "acks1", records, record_bytes, "1")
+            cpu = cpu_seconds(process.pid) - cpu
         _report(results, "acks_1", "1 broker, acks=1 produce ", megabytes=megabytes,
                 elapsed=produced.elapsed_s, cpu=cpu)
+        _print_profile(profile, "acks_1", "the broker")
         cpu = cpu_seconds(process.pid)
         consumed = client.consume(bootstrap, "acks1", records, record_bytes)
         cpu = cpu_seconds(process.pid) - cpu
@@ -462,17 +483,19 @@ def _native_single(root: Path, zookeeper: str, client: NativeClient, *, records:
 
 def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records: int,
                     record_bytes: int, latency_seconds: float, results: dict[str, Any],
-                    source: Path | None = None) -> None:
+                    source: Path | None = None, profile: Path | None = None) -> None:
     """Three brokers, replication factor 3: acks=all throughput, then latency at 50 MB/s."""
     processes, bootstrap = _start_cluster(root, zookeeper, CLUSTER_SIZE, source)
     megabytes = records * record_bytes / MB
     try:
-        _create_replicated_topic(bootstrap, "rf3", CLUSTER_SIZE)
-        cpu = _cluster_cpu(processes)
-        produced = client.produce(bootstrap, "rf3", records, record_bytes, "all")
-        cpu = _cluster_cpu(processes) - cpu
+        leader = _create_replicated_topic(bootstrap, "rf3", CLUSTER_SIZE)
+        with _profiled(processes[leader - 1].pid, profile, "rf3_leader"):
+            cpu = _cluster_cpu(processes)
+            produced = client.produce(bootstrap, "rf3", records, record_bytes, "all")
+            cpu = _cluster_cpu(processes) - cpu
         _report(results, "rf3_acks_all", "3 brokers, RF 3, acks=all", megabytes=megabytes,
                 elapsed=produced.elapsed_s, cpu=cpu)
+        _print_profile(profile, "rf3_leader", f"the leader (broker {leader})")
         if not client.measures_latency:
             print(f"latency at {LATENCY_RATE_MB_PER_S:.0f} MB/s: skipped ({client.name} cannot "
                   "measure it)")
@@ -502,8 +525,8 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
         _stop(processes)
 
 
-def native_main(records: int, record_bytes: int, latency_seconds: float, prefer: str,
-                source: Path | None = None) -> int:
+def native_main(records: int, record_bytes: int, latency_seconds: float, prefer: str, *,
+                source: Path | None = None, profile: Path | None = None) -> int:
     """The native-client phases; prints the figures and one JSON line."""
     results: dict[str, Any] = {"records": records, "record_bytes": record_bytes,
                                "broker_source": str(source) if source else "this checkout"}
@@ -517,10 +540,11 @@ def native_main(records: int, record_bytes: int, latency_seconds: float, prefer:
         if source is not None:
             print(f"brokers run from {source}")
         _native_single(root, zookeeper.connect_string, client, records=records,
-                       record_bytes=record_bytes, results=results, source=source)
+                       record_bytes=record_bytes, results=results, source=source,
+                       profile=profile)
         _native_cluster(root, zookeeper.connect_string, client, records=records,
                         record_bytes=record_bytes, latency_seconds=latency_seconds,
-                        results=results, source=source)
+                        results=results, source=source, profile=profile)
         results["client"] = client.name
         results["load_average_1m_start"] = round(load, 2)
         results["load_average_1m_end"] = round(os.getloadavg()[0], 2)
@@ -543,6 +567,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--broker-source", type=Path, default=None,
                         help="native mode: run the brokers from this checkout (e.g. a git "
                              "worktree of an older commit), to compare versions within one run")
+    parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
+                        help="native mode: record the acks=1 broker and the RF 3 leader with "
+                             "py-spy into DIR and print where their busy time went (CPU figures "
+                             "then include py-spy's cost to the broker)")
     arguments = parser.parse_args(argv)
     if arguments.records <= 0 or arguments.record_bytes <= 1 or arguments.latency_seconds <= 0:
         parser.error("--records, --record-bytes (> 1) and --latency-seconds must be positive")
@@ -552,7 +580,7 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--broker-source {arguments.broker_source}: no impl/cli there")
         return native_main(arguments.records, arguments.record_bytes, arguments.latency_seconds,
                            "kcat" if arguments.client == "kcat" else "lp_perf",
-                           arguments.broker_source)
+                           source=arguments.broker_source, profile=arguments.profile)
     value = os.urandom(arguments.record_bytes)
     records = arguments.records
     payload_mb = records * arguments.record_bytes / MB
