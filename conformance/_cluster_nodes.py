@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 
 from conformance.disk import SimDisk
 from conformance.move_sim import SimLock
+from impl.broker import group_coordinator as gc
 from impl.broker.node import (
     Append,
     Appended,
@@ -37,6 +38,7 @@ from impl.broker.node import (
     EpochReply,
     FetchCall,
     FetchReply,
+    GroupCall,
     HighWatermarkMoved,
     IsrWritten,
     LeaderAndIsr,
@@ -248,6 +250,10 @@ class SimBroker:
         self._waiting_appends: list[tuple[int, Append]] = []
         self._ticks = 0
         self._append_rng = world.append_rng(broker_id)
+        #: group request ids this incarnation took (a duplicated request is dropped, as TCP
+        #: delivers once)
+        self._group_requests: set[int] = set()
+        self._member_ids = 0
 
     # --- the node's state, for the checkers --------------------------------------------------
 
@@ -279,9 +285,20 @@ class SimBroker:
         self.node = BrokerNode(self.node_config, self.store, trace=self.sink,
                                clock_ms=self.now_ms, wall_ms=world.clock.wall_ms,
                                incarnation=self.incarnation)
+        self._group_requests = set()
+        if world.config.groups:
+            from ._cluster_groups import COMMIT_TIMEOUT_MS, coordinator_config  # noqa: PLC0415
+            self.node.host_groups(gc.GroupCoordinator(
+                self.id, coordinator_config(), new_member_suffix=self._member_suffix,
+                trace=self.sink), COMMIT_TIMEOUT_MS)
         self._register_session(self.manager.previous_broker_epoch)
         self.controller = SimController(world, self)
         self.node.started()
+
+    def _member_suffix(self) -> str:
+        """A new member id's suffix: unique in the run, the same for the same seed."""
+        self._member_ids += 1
+        return f"{self.id}.{self.incarnation}.{self._member_ids}"
 
     def _register_session(self, previous_broker_epoch: int) -> None:
         """Open a ZooKeeper session and register ``/brokers/ids/<id>``; its czxid is the new
@@ -496,6 +513,12 @@ class SimBroker:
         elif kind is ControllerReply:
             if self.controller is not None:
                 self.controller.on_reply(payload)  # type: ignore[arg-type]
+        elif kind is GroupCall:
+            request_id = payload.request.request_id  # type: ignore[attr-defined]
+            if request_id in self._group_requests:
+                return
+            self._group_requests.add(request_id)
+            self.step(payload)
         else:
             self.step(payload)
         if self.failed_dirs_seen:

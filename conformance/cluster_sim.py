@@ -60,8 +60,12 @@ under the current controller epoch), DIR_FAILURE_ISOLATION (a replica lost with 
 never recreated empty without ``is_new``), READ_CONSISTENT (the consumer reads contiguous
 batches, no producer batch twice, sequences in order). At the end the cluster is healed and
 settled, then every acknowledged batch must be in the leader's log exactly once, in the order
-acknowledged, and what the consumer read must still be the log's prefix. Every trace event is
-fed to the :class:`~conformance.trace_check.TraceChecker`.
+acknowledged, and what the consumer read must still be the log's prefix. With ``groups`` (the
+default), the brokers host group coordinators over ``__consumer_offsets`` and simulated members
+run consumer groups (:mod:`conformance._cluster_groups`): GROUP_ASSIGNMENT_EXCLUSIVE,
+COORDINATOR_LOADED and OFFSETS_DURABLE are checked end to end. Every trace event is fed to the
+:class:`~conformance.trace_check.TraceChecker` (group coordinator events through
+:mod:`conformance.group_abstraction`).
 
 This module is a sans-IO core.
 """
@@ -83,6 +87,8 @@ from conformance.move_sim import BrokerWorld, Fault, SimConfig, ViolationFound
 from conformance.network import NetworkFaults, SimNetwork
 from conformance.rng import SimRng
 from conformance.trace_check import Abstraction, TraceChecker, TraceVerdict
+from impl.broker import group_coordinator as gc
+from impl.broker import group_records
 from impl.broker.replication import ReplicaRole, ReplicaState
 from impl.controller.coordinator import CreateOp, NoNodeError, SetOp
 from impl.controller.znodes import (
@@ -105,6 +111,7 @@ from impl.storage.manager import MoverCopy, MoverSwap
 from impl.storage.names import TopicPartition
 from impl.trace import TraceEvent
 
+from ._cluster_groups import GROUP_NODE_BASE, OFFSETS_PARTITIONS, GroupClients
 from ._cluster_nodes import (
     CONSUMER_NODE,
     FETCH_MAX_BYTES,
@@ -186,6 +193,10 @@ class ClusterConfig:
             others' events are counted as unchecked and the end-to-end checks cover them.
         storage_broker: run the storage broker alongside the cluster (see the module
             docstring): the single-broker simulator's storage workload and disk faults.
+        groups: run consumer groups (:mod:`conformance._cluster_groups`): the brokers host
+            group coordinators over ``__consumer_offsets``, members join, sync, heartbeat,
+            commit, fetch offsets, leave, crash and pause; coordinator events are
+            trace-checked against ``model.group_coordinator``.
     """
 
     brokers: int = 3
@@ -204,6 +215,7 @@ class ClusterConfig:
     trace_check: bool = True
     model_machines: tuple[str, ...] = ("replication", "controller")
     storage_broker: bool = True
+    groups: bool = True
 
     def __post_init__(self) -> None:
         assert self.brokers >= 1
@@ -354,6 +366,10 @@ class ClusterOutcome:
     leader_elections: int
     controller_elections: int
     faults_skipped: int
+    #: consumer groups: commits acknowledged, OffsetFetch answers checked, assignments received
+    group_commits: int = 0
+    group_fetches: int = 0
+    group_assignments: int = 0
 
 
 def replay_command(seed: int, config: ClusterConfig,
@@ -378,6 +394,8 @@ def replay_command(seed: int, config: ClusterConfig,
         parts.append(f"--model-machines {','.join(config.model_machines) or 'none'}")
     if not config.storage_broker:
         parts.append("--no-storage-broker")
+    if not config.groups:
+        parts.append("--no-groups")
     if faults is not None:
         parts.append(f"--faults '{format_faults(faults)}'")
     return " ".join(parts)
@@ -397,6 +415,10 @@ def cluster_abstractions(config: ClusterConfig) -> list[Abstraction]:
         if callable(factory):
             # Every variant is checked against the shipped model: the spec.
             found.extend(factory())
+    if config.groups:
+        from conformance import group_abstraction  # noqa: PLC0415 (optional layer)
+
+        found.extend(group_abstraction.abstractions(OFFSETS_PARTITIONS))
     return found
 
 
@@ -694,7 +716,18 @@ class ClusterWorld:
         self.admin = self.zk.open_session(60_000)
         for path in PERSISTENT_PATHS:
             self.zk.multi(self.admin, [CreateOp(path)])
+        self.topic = TOPIC
         self.tps = tuple(TopicPartition(TOPIC, p) for p in range(config.partitions))
+        #: the offsets partitions of the groups' coordinators (none without groups)
+        self.offsets_tps = tuple(TopicPartition(gc.OFFSETS_TOPIC, p)
+                                 for p in range(OFFSETS_PARTITIONS if config.groups else 0))
+        #: every replicated partition the per-step checks cover
+        self.checked_tps = self.tps + self.offsets_tps
+        self.group_rng = root.stream("group-clients")
+        self._request_ids = itertools.count(1)
+        self._commit_values: dict[tuple[str, int], int] = {}
+        #: (group, partition) -> the highest commit acknowledged to a member
+        self.group_acked: dict[tuple[str, int], int] = {}
         self.brokers = [SimBroker(self, b) for b in range(config.brokers)]
         # books
         self.acked: dict[TopicPartition, list[BatchKey]] = {tp: [] for tp in self.tps}
@@ -716,7 +749,7 @@ class ClusterWorld:
         self.faults_skipped = 0
         self._state_cache: dict[TopicPartition, tuple[int, tuple[int, int, tuple[int, ...]]]] = {}
         self._state_paths: dict[TopicPartition, str] = {}
-        self._assignment_cache: tuple[int, dict[int, tuple[int, ...]]] | None = None
+        self._assignment_cache: dict[str, tuple[int, dict[int, tuple[int, ...]]]] = {}
         #: per (broker, tp): bumped whenever the shadow log is rebuilt (not on appends)
         self.generation: dict[tuple[int, TopicPartition], int] = {}
         self._committed_checked: dict[TopicPartition, tuple[int, int, int, int]] = {}
@@ -727,8 +760,15 @@ class ClusterWorld:
                       for p in range(config.partitions)}
         self.zk.multi(self.admin, [CreateOp(topic_path(TOPIC),
                                             encode_topic(TopicAssignment(assignment)))])
+        if config.groups:
+            offsets = {p: tuple((p + 1 + i) % config.brokers
+                                for i in range(config.replication_factor))
+                       for p in range(OFFSETS_PARTITIONS)}
+            self.zk.multi(self.admin, [CreateOp(topic_path(gc.OFFSETS_TOPIC),
+                                                encode_topic(TopicAssignment(offsets)))])
         self.producer = SimProducer(self)
         self.consumer = SimConsumer(self)
+        self.groups = GroupClients(self, root.stream("groups")) if config.groups else None
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -747,6 +787,43 @@ class ClusterWorld:
     def violation(self, invariant: str, message: str) -> None:
         """Stop the run with a violation."""
         raise ViolationFound(invariant, message)
+
+    # --- the groups' books -----------------------------------------------------------------
+
+    def next_request_id(self) -> int:
+        """A group request id unique in the run (a node's answers are routed by it)."""
+        return next(self._request_ids)
+
+    def next_commit_value(self, group: str, partition: int) -> int:
+        """A fresh offset to commit for ``group``'s ``partition`` (increasing, so an answer
+        older than an acknowledged commit is recognised)."""
+        key = (group, partition)
+        value = self._commit_values[key] = self._commit_values.get(key, 0) + 1
+        return value
+
+    def commit_acknowledged(self, member: Any, generation: int, partition: int,
+                            value: int) -> None:
+        """A member was told its commit of ``value`` succeeded."""
+        del generation
+        key = (member.group, partition)
+        self.group_acked[key] = max(self.group_acked.get(key, -1), value)
+        assert self.groups is not None
+        self.groups.commits_acknowledged += 1
+
+    def offsets_fetched(self, member: Any, partition: int, floor: int, value: int) -> None:
+        """OFFSETS_DURABLE: an OffsetFetch answers at least the last commit acknowledged
+        before it was sent."""
+        assert self.groups is not None
+        self.groups.fetches_checked += 1
+        if value < floor:
+            self.violation("OFFSETS_DURABLE", (
+                f"{member.group}: OffsetFetch by {member.client_id} answered {value} for "
+                f"{TOPIC}-{partition}, older than the acknowledged commit {floor}"))
+
+    def assigned(self, member: Any) -> None:
+        """A member received its assignment."""
+        assert self.groups is not None
+        self.groups.rebalances += 1
 
     def leader_of(self, tp: TopicPartition) -> int:
         """The leader a client would be routed to (the partition state in ZooKeeper, which
@@ -893,24 +970,26 @@ class ClusterWorld:
 
     def online_replicas(self, tp: TopicPartition) -> list[int]:
         """Brokers assigned ``tp`` whose replica is not lost with a failed dir."""
-        assigned = self._assignment().get(tp.partition, ())
+        assigned = self._assignment(tp.topic).get(tp.partition, ())
         return [b for b in assigned if (b, tp) not in self.lost_with_dir]
 
-    def _assignment(self) -> dict[int, tuple[int, ...]]:
+    def _assignment(self, topic: str = TOPIC) -> dict[int, tuple[int, ...]]:
         try:
-            data, stat = self.zk.get(self.admin, topic_path(TOPIC), False)
+            data, stat = self.zk.get(self.admin, topic_path(topic), False)
         except NoNodeError:
             return {}
-        if self._assignment_cache is None or self._assignment_cache[0] != stat.mzxid:
-            self._assignment_cache = (stat.mzxid, dict(decode_topic(TOPIC, data).partitions))
-        return dict(self._assignment_cache[1])
+        cached = self._assignment_cache.get(topic)
+        if cached is None or cached[0] != stat.mzxid:
+            cached = self._assignment_cache[topic] = (
+                stat.mzxid, dict(decode_topic(topic, data).partitions))
+        return dict(cached[1])
 
     def healthy(self) -> bool:
         """Every broker up, every partition's ISR = its online replicas (at least two), each
         leader's own view agreeing."""
         if not all(broker.alive for broker in self.brokers):
             return False
-        for tp in self.tps:
+        for tp in self.checked_tps:
             state = self._state(tp)
             online = self.online_replicas(tp)
             if state is None or len(online) < min(2, self.config.replication_factor):
@@ -934,7 +1013,7 @@ class ClusterWorld:
                 self.faults_skipped += 1
                 return
             broker.crash(lose_unflushed=kind == "crash")
-            for tp in self.tps:
+            for tp in self.checked_tps:
                 self.shadow.pop((broker.id, tp), None)
                 self.shadow_sets.pop((broker.id, tp), None)
             self.restart_at[broker.id] = step + max(1, fault.target)
@@ -977,7 +1056,9 @@ class ClusterWorld:
             self.reregister_at[broker.id] = step + max(1, fault.target)
         elif kind == "partition":
             others = [b.id for b in self.brokers if b.id != broker.id]
-            self.network.partition([[broker.id], [*others, PRODUCER_NODE, CONSUMER_NODE]])
+            members = [m.node for m in self.groups.members] if self.groups is not None else []
+            self.network.partition([[broker.id], [*others, PRODUCER_NODE, CONSUMER_NODE,
+                                                  *members]])
             self.heal_at = step + max(1, fault.target)
         else:
             self._reassign(fault.target)
@@ -1020,7 +1101,7 @@ class ClusterWorld:
                 del self.restart_at[broker_id]
                 broker = self.brokers[broker_id]
                 broker.start()
-                for tp in self.tps:
+                for tp in self.checked_tps:
                     self.resync(broker, tp)
         for broker_id in sorted(self.reregister_at):
             if self.reregister_at[broker_id] <= step:
@@ -1116,6 +1197,9 @@ class ClusterWorld:
         producer = self.producer
         if producer.in_flight:
             producer.tick()
+        groups = self.groups
+        if groups is not None:
+            groups.tick()
         for _, _, source, target, payload, _ in self.network.deliver_due():
             if target == PRODUCER_NODE:
                 if isinstance(payload, ProduceReply):
@@ -1127,12 +1211,19 @@ class ClusterWorld:
                     self.consumer.on_list_offsets(payload)
             elif 0 <= target < len(brokers):
                 brokers[target].deliver(source, payload)
+            elif target >= GROUP_NODE_BASE and groups is not None:
+                member = groups.by_node.get(target)
+                if member is not None and isinstance(payload, gc.Respond):
+                    member.on_reply(payload)
 
     # --- checks ----------------------------------------------------------------------------
 
     def check(self) -> None:
         """The per-step end-to-end checks."""
-        for tp in self.tps:
+        if self.groups is not None:
+            self.groups.check()
+            self._check_coordinators()
+        for tp in self.checked_tps:
             state = self._state(tp)
             if state is not None:
                 epoch = state[1]
@@ -1145,8 +1236,26 @@ class ClusterWorld:
             if leader is None:
                 continue
             self._check_matching(tp, leader)
-            if not self.config.unclean_leader_election:
+            if not self.config.unclean_leader_election and tp in self.acked:
                 self._check_committed(tp, leader)
+
+    def _check_coordinators(self) -> None:
+        """COORDINATOR_LOADED: a broker holds an offsets partition loaded (or loading) only
+        while its node leads it (a zombie coordinator answers from a cache nobody updates)."""
+        for broker in self.brokers:
+            node = broker.node
+            host = node.groups if node is not None else None
+            if host is None:
+                continue
+            for tp in self.offsets_tps:
+                state = node.states.get(tp) if node is not None else None
+                if state is not None and state.role is ReplicaRole.LEADER:
+                    continue
+                held = host.coordinator.coordinator_state(tp.partition)
+                if held is not gc.CoordinatorState.UNLOADED:
+                    self.violation("COORDINATOR_LOADED", (
+                        f"broker {broker.id} holds {tp} {held.name} without leading it "
+                        f"({'no replica' if state is None else state.role.value})"))
 
     def _check_matching(self, tp: TopicPartition, leader: SimBroker) -> None:
         """LOG_MATCHING: each ISR member's log equals the leader's below the HW."""
@@ -1223,9 +1332,20 @@ class ClusterWorld:
             for tp in self.tps:
                 self.consumer.poll(tp)
             self.check()
-            if not self.producer.in_flight and self.healthy() and self._caught_up():
+            if not self.producer.in_flight and self.healthy() and self._caught_up() and (
+                    self._groups_settled()):
                 break
         return settled
+
+    def _groups_settled(self) -> bool:
+        """Every offsets partition's leader has loaded it."""
+        for tp in self.offsets_tps:
+            leader = self.current_leader(tp)
+            host = leader.node.groups if leader is not None and leader.node is not None else None
+            if host is None or host.coordinator.coordinator_state(tp.partition) is not (
+                    gc.CoordinatorState.LOADED):
+                return False
+        return True
 
     def _caught_up(self) -> bool:
         for tp in self.tps:
@@ -1234,6 +1354,15 @@ class ClusterWorld:
             if leader is None or partition is None:
                 return False
             if self.consumer.position.get(tp, 0) < partition.high_watermark:
+                return False
+            for member in leader.states[tp].isr:
+                log = self.brokers[member].log(tp)
+                if log is None or log.log_end_offset != partition.log_end_offset:
+                    return False
+        for tp in self.offsets_tps:
+            leader = self.current_leader(tp)
+            partition = leader.log(tp) if leader is not None else None
+            if leader is None or partition is None:
                 return False
             for member in leader.states[tp].isr:
                 log = self.brokers[member].log(tp)
@@ -1265,6 +1394,27 @@ class ClusterWorld:
             identities = [(k[3], k[4], k[5]) for k in log]
             if len(identities) != len(set(identities)):
                 self.violation("READ_CONSISTENT", f"{tp}: a producer batch is in the log twice")
+        self._final_group_check()
+
+    def _final_group_check(self) -> None:
+        """OFFSETS_DURABLE after the run: the loaded coordinator of each group holds at least
+        every acknowledged commit."""
+        if self.groups is None:
+            return
+        for (group, partition), acked in sorted(self.group_acked.items()):
+            leader = self.current_leader(TopicPartition(
+                gc.OFFSETS_TOPIC, group_records.partition_for(group, OFFSETS_PARTITIONS)))
+            host = leader.node.groups if leader is not None and leader.node is not None else None
+            if host is None:
+                continue
+            held = host.coordinator.groups.get(group)
+            value = held.offsets.get((TOPIC, partition)) if held is not None else None
+            if value is None or value.offset < acked:
+                self.violation("OFFSETS_DURABLE", (
+                    f"{group}: after the run the coordinator on broker "
+                    f"{-1 if leader is None else leader.id} holds "
+                    f"{None if value is None else value.offset} for {TOPIC}-{partition}, "
+                    f"older than the acknowledged commit {acked}"))
 
 
 class StorageBroker:
@@ -1379,6 +1529,8 @@ def simulate(
                 elif fault.kind in FAULT_KINDS:
                     world.inject(fault, step)
             world.operate(workload)
+            if world.groups is not None:
+                world.groups.operate()
             world.movers()
             world.pump()
             world.check()
@@ -1423,4 +1575,10 @@ def simulate(
         leader_elections=0 if world is None else world.leader_elections,
         controller_elections=0 if world is None else world.controller_elections,
         faults_skipped=0 if world is None else world.faults_skipped,
+        group_commits=0 if world is None or world.groups is None
+        else world.groups.commits_acknowledged,
+        group_fetches=0 if world is None or world.groups is None
+        else world.groups.fetches_checked,
+        group_assignments=0 if world is None or world.groups is None
+        else world.groups.rebalances,
     )

@@ -1,13 +1,13 @@
 """Planted bugs: the mutation test of the default conformance run.
 
-Each :class:`Plant` is a realistic bug in one decision of the replication, controller or storage
-path, written as a source edit of the module that owns the decision: an ``anchor`` (a fragment
+Each :class:`Plant` is a realistic bug in one decision of the replication, controller, storage or
+group path, written as a source edit of the module that owns the decision: an ``anchor`` (a fragment
 that must occur exactly once in the module) and its ``replacement``. :func:`run_plant` starts a
-fresh Python process that imports the module with the edit applied (an import hook installed
-before anything else is imported, so every importer sees the planted code) and runs seeds of the
-default cluster configuration (the one ``logproof conformance run``, the demo and ``logproof
-fuzz`` use) until one fails; ``seeds`` is the budget the default run catches the plant within
-(measured; the first failing seed is recorded next to it).
+fresh Python process that imports the module with the edit applied (an import hook installed before
+anything else is imported, so every importer sees the planted code) and runs seeds of the default
+cluster configuration (the one ``logproof conformance run``, the demo and ``logproof fuzz`` use)
+until one fails; ``seeds`` is the budget the default run catches the plant within (measured; the
+first failing seed is recorded next to it).
 
 :data:`GAPS` holds the plants the default run does not catch within the seeds measured: the
 decisions its workload and faults do not yet reach (run them with ``--only NAME``).
@@ -41,7 +41,7 @@ class Plant:
 
     Attributes:
         name: a short slug.
-        area: ``replication``, ``controller`` or ``storage``.
+        area: ``replication``, ``controller``, ``storage`` or ``groups``.
         module: the module holding the decision (``impl.broker.replication``).
         anchor: the fragment replaced (must occur exactly once).
         replacement: what replaces it.
@@ -72,7 +72,7 @@ PLANTS: tuple[Plant, ...] = (
         "            high_watermark, leader_epoch_start_offset\n        ):",
         "elif follower_log_end_offsets.get(replica, -1) >= high_watermark:",
         "ISR expansion once the follower reaches the HW, before the start of the leader's epoch "
-        "(KIP-320 rule 4)", 34, (15, "NOT_ENABLED"),
+        "(KIP-320 rule 4)", 34, (4, "NOT_ENABLED"),
     ),
     Plant(
         "hw_from_the_leader_alone", "replication", "impl.broker.replication",
@@ -172,6 +172,43 @@ PLANTS: tuple[Plant, ...] = (
         "        return state is not None",
         "a leader deposed by a newer LeaderAndIsr while its append waited for the partition lock "
         "still writes and acknowledges it", 36, (35, "STATE_MISMATCH"),
+    ),
+    Plant(
+        "commit_any_generation", "groups", "impl.broker.group_coordinator",
+        "            if request.generation_id != group.generation:\n"
+        "                return answer(ILLEGAL_GENERATION)\n"
+        "            if group.state is GroupState.COMPLETING_REBALANCE:\n"
+        "                return answer(REBALANCE_IN_PROGRESS)\n"
+        "            self._heartbeat(group.members[request.member_id])",
+        "            if group.state is GroupState.COMPLETING_REBALANCE:\n"
+        "                return answer(REBALANCE_IN_PROGRESS)\n"
+        "            self._heartbeat(group.members[request.member_id])",
+        "OffsetCommit is accepted from a member of any generation (a revoked owner's late "
+        "auto-commit overwrites the new owner's offsets)", 8, (1, "NOT_ENABLED"),
+    ),
+    Plant(
+        "serve_while_loading", "groups", "impl.broker.group_coordinator",
+        "        if state is CoordinatorState.LOADING:\n            return loading_error",
+        "        if False:\n            return loading_error",
+        "the coordinator answers before its load of the offsets partition completes (an "
+        "OffsetFetch answers from a half-replayed cache)", 4, (0, "NOT_ENABLED"),
+    ),
+    Plant(
+        "offsets_acks_one", "groups", "impl.broker.group_coordinator",
+        "    records: tuple[tuple[bytes, bytes | None], ...]\n    acks: int = -1",
+        "    records: tuple[tuple[bytes, bytes | None], ...]\n    acks: int = 1",
+        "group and offset records are written with acks=1: a commit is acknowledged before the "
+        "followers hold it, and a leader change loses it", 24, (9, "OFFSETS_DURABLE"),
+    ),
+    Plant(
+        "zombie_coordinator", "groups", "impl.broker.group_coordinator",
+        "            return\n        self._unload(event.partition, out)\n"
+        "        state.leader_epoch = max(state.leader_epoch, event.leader_epoch)",
+        "            return\n        state.leader_epoch = max(state.leader_epoch, "
+        "event.leader_epoch)",
+        "the old leader of an offsets partition keeps its groups loaded after losing the "
+        "leadership and answers from its cache (a zombie coordinator)", 20,
+        (7, "COORDINATOR_LOADED"),
     ),
 )
 

@@ -116,9 +116,11 @@ class GroupService:
             replicas.spawn = nursery.start_soon
             task_status.started()
             try:
+                host = replicas.node.groups
                 while True:
                     await replicas.group_tick()
-                    await trio.sleep(TICK_SECONDS)
+                    # a load under way reads its next chunk at once (other tasks run between)
+                    await trio.sleep(0 if host is not None and host.reading() else TICK_SECONDS)
             finally:
                 replicas.spawn = None
 

@@ -448,6 +448,9 @@ class _PendingAppend:
     answer: dict[tuple[str, int], int] = field(default_factory=dict)
     groups: tuple[str, ...] = ()
     member_id: str = ""
+    #: a commit: the group's generation and state when it was accepted
+    group_generation: int = -1
+    group_state: str = ""
 
 
 def _consumer_topics(subscription: bytes) -> set[str] | None:
@@ -535,7 +538,8 @@ class GroupCoordinator:
 
     def _emit(self, event: GroupEvent, subject: str, before: str, after: str,
               **fields: object) -> None:
-        self.trace.emit(TraceEvent.of(MACHINE, event.value, subject, before, after, **fields))
+        self.trace.emit(TraceEvent.of(MACHINE, event.value, subject, before, after,
+                                      broker=self.broker_id, **fields))
 
     def _transition(self, group: Group, to: GroupState, event: GroupEvent,
                     **fields: object) -> None:
@@ -1232,7 +1236,10 @@ class GroupCoordinator:
         epoch = self._partition_epoch(group.partition)
         token = self._token(_PendingAppend("commit", group.partition, epoch, group.group_id,
                                            request.request_id, request.generation_id,
-                                           offsets=tuple(offsets), answer=results))
+                                           offsets=tuple(offsets), answer=results,
+                                           member_id=request.member_id,
+                                           group_generation=group.generation,
+                                           group_state=group.state.name))
         out.append(Append(token, group.partition, epoch, tuple(records)))
         return None
 
@@ -1249,8 +1256,12 @@ class GroupCoordinator:
         if error == NONE and group is not None:
             for slot, value in pending.offsets:
                 group.offsets[slot] = value
+            # (the fence was decided when the commit was accepted: the member, its
+            # generation and the group's generation and state then)
             self._emit(GroupEvent.OFFSET_COMMITTED, group.group_id, group.state.name,
                        group.state.name, generation=pending.generation,
+                       member=pending.member_id, group_generation=pending.group_generation,
+                       accepted_in=pending.group_state,
                        offsets=tuple((t, p, v.offset) for (t, p), v in pending.offsets))
         out.append(Respond(pending.request_id, {"partitions": results}))
 

@@ -10,8 +10,9 @@ same objects:
   leads it: load) or ``Resigned`` (unload) in the same step, so the coordinator never serves a
   partition the node no longer leads, and no shell polls leadership.
 * **Loading.** The coordinator's ``ReadPartition`` is read through the node's storage port, as
-  the node reads a log to rebuild a producer's state; a read that must wait (a retry after a
-  failed read) is done by a later tick.
+  the node reads a log to rebuild a producer's state, one chunk per tick (the next tick at once
+  in the trio broker, :meth:`GroupHost.reading`); a retry after a failed read waits for its
+  back-off. Requests in between are answered COORDINATOR_LOAD_IN_PROGRESS.
 * **Writes.** The coordinator's ``Append`` (acks=all) becomes the node's own ``Produce`` from
   the client :data:`GROUP_CLIENT`: the same checks, the same append effect, the same wait for
   the high watermark as a client's produce; its answer becomes ``AppendCompleted``.
@@ -131,12 +132,17 @@ class GroupHost:
                     assert isinstance(effect, gc.Append)
                     events.extend(self._produce(effect, out))
                 else:
+                    # a chunk of a load is read on the next tick (a retry after its back-off):
+                    # requests in between are answered COORDINATOR_LOAD_IN_PROGRESS, and a
+                    # large partition never holds the node's step for its whole replay
                     assert isinstance(effect, gc.ReadPartition)
-                    if effect.backoff_ms > 0:
-                        self.reads.append((now + effect.backoff_ms, effect))
-                    else:
-                        events.append(self._read(effect))
+                    self.reads.append((now + effect.backoff_ms, effect))
         self.due_ms = self.coordinator.next_deadline_ms()
+
+    def reading(self) -> bool:
+        """Whether a load has a chunk to read at the next tick."""
+        now = self.node.wall_ms()
+        return any(at <= now for at, _ in self.reads)
 
     def _produce(self, effect: gc.Append, out: list[Effect]) -> list[object]:
         """The coordinator's append as the node's own produce; the completions of answers

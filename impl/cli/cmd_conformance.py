@@ -125,6 +125,11 @@ def _config_options(parser: argparse.ArgumentParser) -> None:
         "workload and disk faults, run alongside the replicated topic)",
     )
     parser.add_argument(
+        "--no-groups", action="store_true",
+        help="a cluster runs without consumer groups (the brokers' group coordinators and the "
+        "simulated group members)",
+    )
+    parser.add_argument(
         "--model-machines", default=",".join(cluster.model_machines),
         help="a cluster's machines replayed in their models besides replica_move "
         "(comma-separated: replication,controller; default both; none: end-to-end checks only)",
@@ -182,6 +187,7 @@ def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
             network_faults=not arguments.no_network_faults,
             model_machines=machines,
             storage_broker=not arguments.no_storage_broker,
+            groups=not arguments.no_groups,
         )
     return SimConfig(
         brokers=arguments.brokers,
@@ -294,6 +300,9 @@ def replay_command(arguments: argparse.Namespace) -> int:
               f"{outcome.consumed_batches}  leader elections {outcome.leader_elections}  "
               f"controller elections {outcome.controller_elections}  faults skipped "
               f"{outcome.faults_skipped}")
+        if outcome.config.groups:
+            print(f"group commits acknowledged {outcome.group_commits}  offset fetches checked "
+                  f"{outcome.group_fetches}  assignments {outcome.group_assignments}")
     print(f"faults: {result.faults or 'none'}")
     print(f"trace digest: {result.trace_digest}")
     if result.failed:

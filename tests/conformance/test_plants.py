@@ -17,12 +17,12 @@ from conformance.plants import (
 )
 
 #: Plants the default run catches in its first seeds (a few seconds each).
-CHEAP = ("hw_from_the_leader_alone", "election_keeps_the_epoch")
+CHEAP = ("hw_from_the_leader_alone", "election_keeps_the_epoch", "serve_while_loading")
 
 
-def test_the_list_spans_the_three_areas() -> None:
+def test_the_list_spans_the_four_areas() -> None:
     areas = {plant.area for plant in PLANTS}
-    assert areas == {"replication", "controller", "storage"}
+    assert areas == {"replication", "controller", "storage", "groups"}
     assert len(PLANTS) >= 10
     every = (*PLANTS, *GAPS)
     assert len({plant.name for plant in every}) == len(every)

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import Any
 
 from impl.broker import group_coordinator as gc
-from impl.broker.node import FetchCall, GroupCall, LeaderAndIsr, Reply
+from impl.broker.node import FetchCall, GroupCall, LeaderAndIsr, Reply, Tick
 from impl.controller.requests import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 from impl.storage.names import TopicPartition
 
@@ -29,10 +29,13 @@ def hosting(broker_id: int = 0) -> Harness:
     return h
 
 
-def offsets_leader_and_isr(h: Harness, leader: int, epoch: int, zk_version: int = 0) -> None:
+def offsets_leader_and_isr(h: Harness, leader: int, epoch: int, zk_version: int = 0,
+                           *, load: bool = True) -> None:
     state = LeaderAndIsrPartitionState(OFFSETS.topic, OFFSETS.partition, h.controller_epoch,
                                        leader, epoch, (0, 1), zk_version, (0, 1), is_new=True)
     h.step(LeaderAndIsr(99, 1, LeaderAndIsrRequest(99, h.controller_epoch, 10, (state,), ())))
+    if load:
+        h.step(Tick(periodic=False))  # (each chunk of a load is read on a tick)
 
 
 def answers(effects: list[Any]) -> dict[int, dict[str, Any]]:
@@ -91,3 +94,13 @@ def test_a_commit_waiting_when_leadership_moves_is_refused() -> None:
     effects = h.step(LeaderAndIsr(99, 2, LeaderAndIsrRequest(99, h.controller_epoch, 10,
                                                               (state,), ())))
     assert answers(effects)[1]["partitions"][("t", 0)] == gc.NOT_COORDINATOR
+
+
+def test_requests_meet_the_load_under_way_then_the_loaded_partition() -> None:
+    h = hosting()
+    offsets_leader_and_isr(h, 0, 1, load=False)
+    assert events(h) == ["COORDINATOR_ELECTED"]
+    assert answers(h.step(fetch(1)))[1]["error_code"] == gc.COORDINATOR_LOAD_IN_PROGRESS
+    h.step(Tick(periodic=False))
+    assert events(h)[-1] == "LOAD_COMPLETED"
+    assert answers(h.step(fetch(2)))[2]["error_code"] == gc.NONE
