@@ -1405,8 +1405,10 @@ class ClusterWorld:
             leader = self.current_leader(TopicPartition(
                 gc.OFFSETS_TOPIC, group_records.partition_for(group, OFFSETS_PARTITIONS)))
             host = leader.node.groups if leader is not None and leader.node is not None else None
-            if host is None:
-                continue
+            if host is None or host.coordinator.coordinator_state(
+                    group_records.partition_for(group, OFFSETS_PARTITIONS)) is not (
+                    gc.CoordinatorState.LOADED):
+                continue  # (the run did not settle: nothing loaded to compare)
             held = host.coordinator.groups.get(group)
             value = held.offsets.get((TOPIC, partition)) if held is not None else None
             if value is None or value.offset < acked:
