@@ -12,8 +12,10 @@ round-robin in SyncGroup, it fetches its committed offsets, heartbeats, commits,
 owns before it rejoins, leaves, crashes (a restart is a new process; a static member comes back
 with its ``group.instance.id``, KIP-345) and pauses past its session timeout (it is evicted and
 keeps what it owns until it learns so, as a paused consumer does). One request is in flight per
-member besides its asynchronous auto-commit (a connection delivers once, as TCP does: the
-broker drops a duplicated request).
+member besides its asynchronous auto-commit, and a commit waits for the auto-commit's answer (a
+connection delivers once and in order, as TCP does: the broker drops a duplicated request). An
+auto-commit not yet sent when a new assignment arrives is dropped (it would carry the current
+positions and generation).
 
 End-to-end checks, under the model's names:
 
@@ -174,8 +176,9 @@ class GroupMember:
 
     def commit(self) -> None:
         """Commit a new offset for every owned partition (when nothing is in flight)."""
-        if self.state != "stable" or self.flight is not None or not self.owned:
-            return
+        if self.state != "stable" or self.flight is not None or not self.owned or (
+                self.auto_flight is not None):
+            return  # (one connection: a commit goes out after the auto-commit's answer)
         world = self.world
         entries = []
         values = {}
@@ -327,6 +330,7 @@ class GroupMember:
             if code == gc.NONE:
                 self.owned = owned_of(bytes(body["assignment"]))
                 self.state = "stable"
+                self.auto_commit = None  # (the next auto-commit is of the new assignment)
                 self.next_heartbeat_ms = now + HEARTBEAT_MS
                 self.world.assigned(self)
                 self.fetch()

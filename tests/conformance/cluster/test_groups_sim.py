@@ -7,9 +7,12 @@ from __future__ import annotations
 
 from typing import Any
 
+from conformance._cluster_groups import GroupMember, assignment
 from conformance.cluster_sim import ClusterConfig, replay_command, simulate
 from conformance.group_abstraction import abstractions
+from conformance.rng import SimRng
 from conformance.trace_check import TraceChecker
+from impl.broker import group_coordinator as gc
 from impl.trace import TraceEvent
 
 
@@ -92,3 +95,79 @@ def test_answers_while_loading_or_from_another_broker_are_refused() -> None:
                      event("OFFSET_FETCHED", GROUP, broker=1, offsets=()))
     assert unloaded is not None
     assert unloaded.kind == "not_enabled", unloaded
+
+
+class _World:
+    """What a simulated member needs of its world: a clock, a network that records, metadata."""
+
+    topic = "t"
+
+    class config:  # noqa: N801 (stands for the ClusterConfig attribute)
+        partitions = 2
+
+    def __init__(self) -> None:
+        self.now = 0
+        self.sent: list[Any] = []
+        self.ids = 0
+        self.values = 0
+        self.group_acked: dict[Any, int] = {}
+        self.group_rng = SimRng(1).stream("x")
+        self.network = self
+
+    def send(self, source: int, target: int, payload: Any) -> None:
+        self.sent.append(payload.request)
+
+    def now_ms(self) -> int:
+        return self.now
+
+    def leader_of(self, tp: Any) -> int:
+        return 0
+
+    def next_request_id(self) -> int:
+        self.ids += 1
+        return self.ids
+
+    def next_commit_value(self, group: str, partition: int) -> int:
+        self.values += 1
+        return self.values
+
+    def assigned(self, member: Any) -> None:
+        pass
+
+    def commit_acknowledged(self, *args: Any) -> None:
+        pass
+
+
+def test_a_revoked_owners_auto_commit_never_follows_a_newer_commit() -> None:
+    """Seed 654 of ``logproof fuzz --seeds 2000`` (OFFSETS_DURABLE): a member told
+    REBALANCE_IN_PROGRESS prepared its auto-commit (value 1, generation 1); the coordinator
+    failed over and reloaded generation 1, the member was handed the same partition again and
+    committed value 2, and then the stale auto-commit went out and overwrote it with 1, which a
+    later OffsetFetch answered. The coordinator was right (generation 1 was current); the member
+    was not: an auto-commit not yet sent is dropped when a new assignment arrives, and a commit
+    waits for the auto-commit's answer (one ordered connection)."""
+    world = _World()
+    member = GroupMember(world, 1100, "group-0", 1)  # type: ignore[arg-type]
+    member.state, member.member_id, member.generation = "stable", "m", 1
+    member.owned = frozenset({0})
+    member.coordinator = 0
+    member._generation_over(gc.REBALANCE_IN_PROGRESS)
+    prepared = member.auto_commit
+    assert prepared is not None
+    member._join()
+    join = world.sent[-1]
+    member.on_reply(gc.Respond(join.request_id, {
+        "error_code": gc.NONE, "member_id": "m", "generation_id": 1, "leader": "other",
+        "members": [], "protocol_name": "range"}))
+    sync = world.sent[-1]
+    member.on_reply(gc.Respond(sync.request_id, {
+        "error_code": gc.NONE, "assignment": assignment("t", [0])}))
+    assert member.auto_commit is None
+    world.now += 20
+    member.tick()  # the OffsetFetch of the new assignment goes out, no auto-commit
+    assert not any(isinstance(r, gc.OffsetCommit) for r in world.sent)
+    # and an auto-commit in flight holds the next commit back
+    member.flight = None
+    member.auto_flight = (99, world.now, 1, {0: 1})
+    member.commit()
+    assert not any(isinstance(r, gc.OffsetCommit) for r in world.sent)
