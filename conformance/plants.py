@@ -72,7 +72,7 @@ PLANTS: tuple[Plant, ...] = (
         "            high_watermark, leader_epoch_start_offset\n        ):",
         "elif follower_log_end_offsets.get(replica, -1) >= high_watermark:",
         "ISR expansion once the follower reaches the HW, before the start of the leader's epoch "
-        "(KIP-320 rule 4)", 34, (4, "NOT_ENABLED"),
+        "(KIP-320 rule 4)", 34, (14, "NOT_ENABLED"),
     ),
     Plant(
         "hw_from_the_leader_alone", "replication", "impl.broker.replication",
@@ -86,7 +86,7 @@ PLANTS: tuple[Plant, ...] = (
         "        if epoch is not None and epoch >= 0 and epoch != state.leader_epoch:",
         "        if epoch is not None and epoch >= 0 and epoch < state.leader_epoch:",
         "a leader of an older epoch answers a follower that already follows a newer one (the "
-        "fetch epoch fence only rejects older requests, KIP-320)", 20, (8, "COMMITTED_DURABLE"),
+        "fetch epoch fence only rejects older requests, KIP-320)", 40, (30, "LOG_MATCHING"),
     ),
     Plant(
         "isr_expansion_on_first_fetch", "replication", "impl.broker.replication",
@@ -159,13 +159,6 @@ PLANTS: tuple[Plant, ...] = (
         "with unclean.leader.election.enable off)", 30, (20, "NO_COMMITTED_LOSS"),
     ),
     Plant(
-        "failed_broker_kept_in_the_isr", "controller", "impl.controller.controller",
-        "            eligible = [r for r in eligible if r not in removed]",
-        "            pass",
-        "a pending ISR removal of a failed (bounced) broker is dropped: the controller plans from "
-        "its cached ISR and keeps the broker in it", 80, (64, "NO_COMMITTED_LOSS"),
-    ),
-    Plant(
         "deposed_leader_acknowledges", "replication", "impl.broker.node",
         "        return (state is not None and state.role is ReplicaRole.LEADER\n"
         "                and state.leader_epoch == leader_epoch)",
@@ -184,7 +177,7 @@ PLANTS: tuple[Plant, ...] = (
         "                return answer(REBALANCE_IN_PROGRESS)\n"
         "            self._heartbeat(group.members[request.member_id])",
         "OffsetCommit is accepted from a member of any generation (a revoked owner's late "
-        "auto-commit overwrites the new owner's offsets)", 8, (1, "NOT_ENABLED"),
+        "auto-commit overwrites the new owner's offsets)", 8, (0, "NOT_ENABLED"),
     ),
     Plant(
         "serve_while_loading", "groups", "impl.broker.group_coordinator",
@@ -198,7 +191,7 @@ PLANTS: tuple[Plant, ...] = (
         "    records: tuple[tuple[bytes, bytes | None], ...]\n    acks: int = -1",
         "    records: tuple[tuple[bytes, bytes | None], ...]\n    acks: int = 1",
         "group and offset records are written with acks=1: a commit is acknowledged before the "
-        "followers hold it, and a leader change loses it", 24, (9, "OFFSETS_DURABLE"),
+        "followers hold it, and a leader change loses it", 24, (7, "COORDINATOR_LOADED"),
     ),
     Plant(
         "zombie_coordinator", "groups", "impl.broker.group_coordinator",
@@ -215,6 +208,14 @@ PLANTS: tuple[Plant, ...] = (
 #: Plants the default run does not catch within their budget (seeds run, no failure): gaps
 #: of the run's reach, kept so that a harsher run can be measured against them.
 GAPS: tuple[Plant, ...] = (
+    Plant(
+        "failed_broker_kept_in_the_isr", "controller", "impl.controller.controller",
+        "            eligible = [r for r in eligible if r not in removed]",
+        "            pass",
+        "a pending ISR removal of a failed (bounced) broker is dropped: the controller plans from "
+        "its cached ISR and keeps the broker in it (caught at seed 64 before the default run ran "
+        "consumer groups, whose traffic moved the interleaving)", 80, (-1, ""),
+    ),
     Plant(
         "queued_delete_unguarded", "storage", "impl.storage.manager",
         "        if not request.guarded:\n            return None\n"
