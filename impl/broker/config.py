@@ -177,14 +177,9 @@ class BrokerConfig:
     properties: Mapping[str, str] = field(default_factory=dict)
 
     @property
-    def host(self) -> str:
-        """The first listener's host as configured (for binding side services such as the
-        metrics endpoint; what clients are told is :func:`advertise`'s)."""
-        return self.listeners[0].host
-
-    @property
     def port(self) -> int:
-        """The first listener's port (the one advertised)."""
+        """The first listener's configured port (0: chosen when it binds; what clients are
+        told is :func:`advertise`'s)."""
         return self.listeners[0].port
 
     @property
