@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import io
 import struct
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -28,7 +28,8 @@ from kio.serial import entity_reader, entity_writer
 
 from . import api_versions
 from ._framing import frame
-from ._kio_build import build, null_field
+from ._kio_build import build, nested_entity_class, null_field, null_field_steps
+from ._sliced_decode import decode_entity_steps
 from ._wire_scan import ScanError, scan
 
 __sans_io__ = True
@@ -150,14 +151,6 @@ def decode_request(frame_bytes: bytes | memoryview) -> DecodedRequest:
             trailing = len(frame_bytes) - body_end
             raise MalformedRequestError(f"{trailing} trailing bytes after the request")
         frame_bytes = frame_bytes[:body_end]
-    if (
-        head.api_key == api_versions.METADATA
-        and head.api_version <= _METADATA_PYTHON_MAX_VERSION
-        and len(frame_bytes) >= LARGE_METADATA_BYTES
-    ):
-        header, _ = _reader(request_class.__header_schema__)(frame_bytes, 0)
-        body = _decode_metadata(frame_bytes, header_end, request_class, head.api_version)
-        return DecodedRequest(head, header.client_id, body, response_class)
     try:
         header, header_size = _reader(request_class.__header_schema__)(frame_bytes, 0)
         body, body_size = _reader(request_class)(frame_bytes, header_size)
@@ -181,28 +174,85 @@ def _tolerated_trailer(api_key: int, frame_bytes: bytes | memoryview, body_end: 
             and len(frame_bytes) == body_end + 1 and frame_bytes[body_end] == 0)
 
 
-#: A Metadata request at least this large (v0-v8) is decoded here, in Python, rather than by kio:
-#: kio's native reader holds the GIL for the whole of a million-name request, so even in a worker
-#: thread it stalled every other client for most of a second. The names are de-duplicated as
-#: they are read (Kafka collects them in a set too).
-LARGE_METADATA_BYTES: Final = 256 * 1024
+def decode_request_steps(frame_bytes: bytes | memoryview) -> Generator[None, None, DecodedRequest]:
+    """:func:`decode_request` in bounded slices, for a large frame: a generator that yields
+    between slices (the shell lets other clients run there) and returns the request.
+
+    The body is walked by :mod:`._sliced_decode` (every count checked against the bytes that
+    remain as the walk reaches it; kio decodes bounded runs), a large Metadata v0-v8 by
+    :func:`_decode_metadata_steps`; the result equals :func:`decode_request`'s.
+
+    Raises:
+        MalformedRequestError, UnsupportedRequestError: as :func:`decode_request`.
+    """
+    assert isinstance(frame_bytes, bytes) or frame_bytes.readonly
+    head = peek_head(frame_bytes)
+    if not api_versions.is_accepted(head.api_key, head.api_version):
+        raise UnsupportedRequestError(f"api key {head.api_key} version {head.api_version}")
+    request_class = load_request_schema(head.api_key, head.api_version)
+    response_class = load_response_schema(head.api_key, head.api_version)
+    try:
+        header_end = scan(request_class.__header_schema__, frame_bytes, 0)
+        header, header_size = _reader(request_class.__header_schema__)(frame_bytes, 0)
+        if header_size != header_end:
+            raise ScanError(f"header of {header_size} bytes, scanned {header_end}")
+        if (
+            head.api_key == api_versions.METADATA
+            and head.api_version <= _METADATA_PYTHON_MAX_VERSION
+        ):
+            body = yield from _decode_metadata_steps(
+                frame_bytes, header_end, request_class, head.api_version)
+            return DecodedRequest(head, header.client_id, body, response_class)
+        body, body_end = yield from decode_entity_steps(request_class, frame_bytes, header_end)
+    except ScanError as error:
+        raise MalformedRequestError(f"api key {head.api_key}: {error}") from None
+    except MalformedRequestError:
+        raise
+    except Exception as error:  # kio raises several types (ValueError, native errors)
+        raise MalformedRequestError(f"cannot decode api key {head.api_key}: {error!r}") from None
+    if body_end != len(frame_bytes) and not _tolerated_trailer(
+        head.api_key, frame_bytes, body_end
+    ):
+        trailing = len(frame_bytes) - body_end
+        raise MalformedRequestError(f"{trailing} trailing bytes after the request")
+    missing = yield from null_field_steps(body)
+    if missing is not None:
+        raise MalformedRequestError(f"api key {head.api_key}: null in non-nullable {missing}")
+    return DecodedRequest(head, header.client_id, body, response_class)
+
+
+#: A large Metadata request (v0-v8) is decoded in Python, names de-duplicated as they are read
+#: (Kafka collects them in a set too): a million repeated names become one entity, not a million.
 _METADATA_PYTHON_MAX_VERSION: Final = 8
+_METADATA_NAMES_PER_YIELD: Final = 256
 _INT16: Final = struct.Struct(">h")
 _INT32: Final = struct.Struct(">i")
 
 
-def _decode_metadata(
+def _decode_metadata_steps(
     frame_bytes: bytes | memoryview, offset: int, request_class: type[Any], version: int
-) -> Any:
-    """A Metadata v0-v8 body (already bounds-checked by the scan) with unique topic names."""
+) -> Generator[None, None, Any]:
+    """A Metadata v0-v8 body with unique topic names, every count and length checked against
+    the bytes that remain; yields every :data:`_METADATA_NAMES_PER_YIELD` names."""
+    end = len(frame_bytes)
+    if offset + 4 > end:
+        raise ScanError("frame ends inside a length")
     (count,) = _INT32.unpack_from(frame_bytes, offset)
     offset += 4
+    if count < -1 or count > end - offset:
+        raise ScanError(f"array of {count} elements announced, only {end - offset} remain")
     names: dict[str, None] | None = None if count == -1 else {}
-    for _ in range(max(count, 0)):
+    for index in range(max(count, 0)):
+        if index % _METADATA_NAMES_PER_YIELD == _METADATA_NAMES_PER_YIELD - 1:
+            yield
+        if offset + 2 > end:
+            raise ScanError("frame ends inside a length")
         (length,) = _INT16.unpack_from(frame_bytes, offset)
         offset += 2
         if length < 0:
             raise MalformedRequestError("api key 3: null in non-nullable topics.name")
+        if length > end - offset:
+            raise ScanError(f"string of {length} bytes, only {end - offset} remain")
         try:
             name = bytes(frame_bytes[offset : offset + length]).decode("utf-8")
         except UnicodeDecodeError:
@@ -210,8 +260,16 @@ def _decode_metadata(
         offset += length
         assert names is not None
         names[name] = None
+    topics: list[Any] | None = None
+    if names is not None:
+        topic_class = nested_entity_class(request_class, "topics")
+        topics = []
+        for index, name in enumerate(names, 1):
+            if index % _METADATA_NAMES_PER_YIELD == 0:
+                yield
+            topics.append(topic_class(name=name))
     data: dict[str, Any] = {
-        "topics": None if names is None else [{"name": name} for name in names],
+        "topics": topics,
         "allow_auto_topic_creation": True,
         "include_cluster_authorized_operations": False,
         "include_topic_authorized_operations": False,
@@ -220,6 +278,8 @@ def _decode_metadata(
     if version >= 8:
         flags += ["include_cluster_authorized_operations", "include_topic_authorized_operations"]
     for flag in flags:
+        if offset >= end:
+            raise ScanError("frame ends inside a field")
         data[flag] = frame_bytes[offset] != 0
         offset += 1
     if offset != len(frame_bytes):

@@ -45,6 +45,7 @@ LEADER_NOT_AVAILABLE: Final = 5
 #: the leader is alive but has no endpoint on the request's listener (Metadata v6+)
 LISTENER_NOT_FOUND: Final = 72
 NOT_LEADER_OR_FOLLOWER: Final = 6
+REPLICA_NOT_AVAILABLE: Final = 9
 REQUEST_TIMED_OUT: Final = 7
 INVALID_TOPIC_EXCEPTION: Final = 17
 TOPIC_ALREADY_EXISTS: Final = 36
@@ -68,7 +69,10 @@ PARTITIONS_PER_TOPIC_MAX: Final = 100_000
 #: creates or deletes logs, with fsyncs), so no request holds the event loop for long.
 YIELD_EVERY_ENTRIES: Final = 512
 ENCODE_OFF_LOOP_ENTRIES: Final = 2_000
-CONTROLLER_CHUNK_PARTITIONS: Final = 8
+CONTROLLER_CHUNK_PARTITIONS: Final = 2
+#: Kafka's ``LIST_OFFSETS`` special timestamps.
+LATEST_TIMESTAMP: Final = -1
+EARLIEST_TIMESTAMP: Final = -2
 
 
 class TopicAdmin(Protocol):
@@ -625,6 +629,9 @@ class RequestHandlers:
         count = 0
         for topic in request.body.topics:
             partitions = []
+            # topic-level verdicts once per topic, not once per partition entry
+            allowed = self._topic_allowed(AclOperation.DESCRIBE, topic.name)
+            bad_name = topic_name_error(topic.name) is not None
             for item in topic.partitions:
                 count += 1
                 if count % YIELD_EVERY_ENTRIES == 0:
@@ -632,11 +639,11 @@ class RequestHandlers:
                 tp = TopicPartition(topic.name, int(item.partition_index))
                 entry: dict[str, Any] = {"partition_index": item.partition_index,
                                          "timestamp": -1, "offset": -1, "leader_epoch": -1}
-                if not self._topic_allowed(AclOperation.DESCRIBE, topic.name):
+                if not allowed:
                     entry["error_code"] = TOPIC_AUTHORIZATION_FAILED
                     partitions.append(entry)
                     continue
-                if topic_name_error(topic.name) is not None:
+                if bad_name:
                     entry["error_code"] = UNKNOWN_TOPIC_OR_PARTITION
                     partitions.append(entry)
                     continue
@@ -858,22 +865,33 @@ class RequestHandlers:
         return self._answer(request, {**_throttle(), "error_code": NONE, "results": results})
 
     async def alter_replica_log_dirs(self, request: DecodedRequest) -> Response:
-        """AlterReplicaLogDirs v1-v2 (KIP-113): the dir must be one of ``log.dirs`` exactly."""
+        """AlterReplicaLogDirs v1-v2 (KIP-113): the dir must be one of ``log.dirs`` exactly.
+
+        A partition the cluster does not have (not in the metadata cache) is answered
+        REPLICA_NOT_AVAILABLE, as Kafka answers a replica not hosted, but its dir is not
+        remembered: Kafka remembers a dir for any name, so a request naming millions of
+        made-up partitions grew the broker's memory without bound. A replica about to be
+        created by a reassignment belongs to a partition the cache knows.
+        """
         configured = set(self.context.config.log_dirs)
+        cache = self.context.metadata
         by_topic: dict[str, list[dict[str, Any]]] = {}
         count = 0
         for entry in request.body.dirs:
             path = entry.path
             for topic in entry.topics:
                 results = by_topic.setdefault(topic.name, [])
+                bad_name = topic_name_error(topic.name) is not None
                 for partition in topic.partitions:
                     count += 1
                     if count % YIELD_EVERY_ENTRIES == 0:
                         await trio.lowlevel.checkpoint()
-                    if topic_name_error(topic.name) is not None:
+                    if bad_name:
                         code = INVALID_TOPIC_EXCEPTION
                     elif path not in configured:
                         code = LOG_DIR_NOT_FOUND
+                    elif cache.partition(topic.name, int(partition)) is None:
+                        code = REPLICA_NOT_AVAILABLE
                     else:
                         code = self.context.log_dirs.alter_replica_log_dir(
                             TopicPartition(topic.name, int(partition)), path

@@ -14,7 +14,7 @@ import dataclasses
 import datetime
 import types
 import typing
-from collections.abc import Mapping
+from collections.abc import Generator, Mapping
 from typing import Any, Final
 
 from kio.schema.errors import ErrorCode
@@ -70,6 +70,13 @@ def _spec(cls: type[Any]) -> dict[str, tuple[int, type[Any] | None]]:
                 spec[item.name] = (_SCALAR, None)
     _specs[cls] = spec
     return spec
+
+
+def nested_entity_class(cls: type[Any], name: str) -> type[Any]:
+    """The entity class of ``cls``'s field ``name`` (an entity or a tuple of entities)."""
+    entity = _spec(cls)[name][1]
+    assert entity is not None, (cls, name)
+    return entity
 
 
 def build(cls: type[Any], data: Mapping[str, Any]) -> Any:
@@ -141,6 +148,40 @@ def _nullability_spec(cls: type[Any]) -> list[tuple[str, bool, int, type[Any] | 
         ]
         _nullability[cls] = cached
     return cached
+
+
+#: Elements :func:`null_field_steps` checks between two yields.
+NULL_CHECK_ELEMENTS_PER_YIELD: Final = 512
+
+
+def null_field_steps(entity: Any) -> Generator[None, None, str | None]:
+    """:func:`null_field` as a generator that yields every
+    :data:`NULL_CHECK_ELEMENTS_PER_YIELD` array elements (a request of a million entries)."""
+    counter = [0]
+    return (yield from _null_field_steps(entity, counter))
+
+
+def _null_field_steps(entity: Any, counter: list[int]) -> Generator[None, None, str | None]:
+    for name, nullable, kind, nested in _nullability_spec(type(entity)):
+        value = getattr(entity, name)
+        if value is None:
+            if not nullable:
+                return name
+            continue
+        if kind == _NESTED_TUPLE and nested is not None:
+            for item in value:
+                counter[0] += 1
+                if counter[0] >= NULL_CHECK_ELEMENTS_PER_YIELD:
+                    counter[0] = 0
+                    yield
+                inner = yield from _null_field_steps(item, counter)
+                if inner is not None:
+                    return f"{name}.{inner}"
+        elif kind == _NESTED and nested is not None:
+            inner = yield from _null_field_steps(value, counter)
+            if inner is not None:
+                return f"{name}.{inner}"
+    return None
 
 
 def null_field(entity: Any) -> str | None:

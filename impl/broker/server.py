@@ -46,6 +46,7 @@ from ._codec import (
     UnsupportedRequestError,
     api_versions_fallback,
     decode_request,
+    decode_request_steps,
     peek_head,
 )
 from ._framing import FrameDecoder, FrameError
@@ -54,8 +55,12 @@ from ._produce_shape import few_partitions
 log = logging.getLogger(__name__)
 
 RECEIVE_BYTES: Final = 256 * 1024
-#: Frames at least this large are decoded in a worker thread, so other clients are served.
-DECODE_OFF_LOOP_BYTES: Final = 256 * 1024
+#: Frames at least this large are decoded in slices (:func:`._codec.decode_request_steps`), other
+#: clients served between them: kio's native reader holds the GIL for a whole request, so a
+#: worker thread did not help (a 12 MB ListOffsets held it 370 ms).
+DECODE_IN_SLICES_BYTES: Final = 64 * 1024
+#: The most event-loop time one run of slices takes before the connection yields.
+DECODE_SLICE_SECONDS: Final = 0.002
 #: Responses queued per connection before the reader waits for the writer.
 OUTGOING_QUEUE_MAX: Final = 64
 
@@ -185,6 +190,22 @@ async def sendfile_all(sock: trio.socket.SocketType, fd: int, offset: int, count
         offset += sent
         count -= sent
         await trio.lowlevel.checkpoint()
+
+
+async def _decode_in_slices(frame: bytes | memoryview) -> DecodedRequest:
+    """Drive :func:`decode_request_steps`, yielding to other tasks every
+    :data:`DECODE_SLICE_SECONDS` of decoding."""
+    steps = decode_request_steps(frame)
+    deadline = trio.current_time() + DECODE_SLICE_SECONDS
+    while True:
+        try:
+            next(steps)
+        except StopIteration as done:
+            request: DecodedRequest = done.value
+            return request
+        if trio.current_time() >= deadline:
+            await trio.lowlevel.checkpoint()
+            deadline = trio.current_time() + DECODE_SLICE_SECONDS
 
 
 def _close_slices(pieces: Sequence[bytes | Any]) -> None:
@@ -344,11 +365,22 @@ class _Connection:
                 except ValueError as error:
                     log.info("closing %s: %s", self.info.peer, error)
                     return _CLOSE
+        # a Produce of a few partitions is mostly record bytes, one copy each: decoded whole
+        sliced = len(frame) >= DECODE_IN_SLICES_BYTES and not few_partitions(frame)
+        if sliced:
+            self.server.large_requests_in_flight += 1
+            try:
+                return await self._handle_request(frame, guard, sliced=True)
+            finally:
+                self.server.large_requests_in_flight -= 1
+        return await self._handle_request(frame, guard, sliced=False)
+
+    async def _handle_request(
+        self, frame: bytes | memoryview, guard: ConnectionGuard | None, *, sliced: bool
+    ) -> Response | object | None:
         try:
-            if len(frame) >= DECODE_OFF_LOOP_BYTES and not few_partitions(frame):
-                # checking and decoding a few MB of entries is seconds of CPU: off the loop (a
-                # Produce of a few partitions is mostly record bytes, one copy each: on it)
-                request = await trio.to_thread.run_sync(decode_request, frame)
+            if sliced:
+                request = await _decode_in_slices(frame)
             else:
                 request = decode_request(frame)
         except UnsupportedRequestError as error:
@@ -468,6 +500,8 @@ class Server:
         self.timed_out = 0
         self._per_ip: dict[str, int] = {}
         self.draining = False
+        #: requests decoded in slices (large, not a few-partition Produce) being handled now
+        self.large_requests_in_flight = 0
         self.internal_errors = 0
         self.ports: list[int] = []
         self._listeners: list[tuple[str, trio.SocketListener]] = []

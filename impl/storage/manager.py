@@ -613,6 +613,8 @@ class LogManager:
         )
         self._partitions: dict[TopicPartition, PartitionLog] = {}
         self._moves: dict[TopicPartition, rm.Move] = {}
+        #: the replicas whose move is COPYING or CAUGHT_UP (kept by :meth:`_step`)
+        self._copying: set[TopicPartition] = set()
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._offline_partitions: set[TopicPartition] = set()
         self._lost: set[TopicPartition] = set()
@@ -966,6 +968,10 @@ class LogManager:
                 move = dataclasses.replace(move, source_dir=self._partitions[tp].log_dir)
             transition = rm.step(move, event)
             self._moves[tp] = transition.move
+            if transition.move.state in (MoveState.COPYING, MoveState.CAUGHT_UP):
+                self._copying.add(tp)
+            else:
+                self._copying.discard(tp)
             self.trace.emit(transition.trace)
             for effect in transition.effects:
                 if self._moves[tp] is not transition.move:
@@ -1236,6 +1242,7 @@ class LogManager:
         if move is not None and move.state in (MoveState.COPYING, MoveState.CAUGHT_UP):
             self._step(tp, rm.MoveInput(rm.MoveEvent.CANCEL_REQUESTED))
         self._moves.pop(tp, None)
+        self._copying.discard(tp)
         self._preferred_dirs.pop(tp, None)
         self._offline_partitions.discard(tp)
         self._lost.discard(tp)
@@ -1371,6 +1378,28 @@ class LogManager:
     def _write_dir_checkpoints(
         self, log_dir: str, extra: Log | None = None, *, rewrite_high_watermarks: bool = False
     ) -> None:
+        for _ in self._write_dir_checkpoint_steps(
+            log_dir, extra, rewrite_high_watermarks=rewrite_high_watermarks
+        ):
+            pass
+
+    def _write_dir_checkpoint_steps(
+        self, log_dir: str, extra: Log | None = None, *, rewrite_high_watermarks: bool = False
+    ) -> Iterator[None]:
+        """Write ``log_dir``'s changed checkpoints, yielding after each file written (each is
+        two fsyncs); the texts are taken from the state at that moment."""
+        for name in (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+                     RECOVERY_POINT_CHECKPOINT):
+            if log_dir in self.offline_dirs:
+                return
+            text = self._checkpoint_text(log_dir, name, extra)
+            rewrite = rewrite_high_watermarks and name == REPLICATION_OFFSET_CHECKPOINT
+            if rewrite or self._checkpoints_written.get((log_dir, name)) != text:
+                write_atomically(self.disk, log_dir, name, text)
+                self._checkpoints_written[(log_dir, name)] = text
+                yield
+
+    def _checkpoint_text(self, log_dir: str, name: str, extra: Log | None) -> str:
         live = {
             tp: p.log for tp, p in self._partitions.items()
             if p.log.log_dir == log_dir and p.log.kind is DirKind.LIVE and not p.offline
@@ -1383,17 +1412,12 @@ class LogManager:
             if (partition := self._partitions.get(tp)) is not None
             and partition.log_start_offset_floor > 0
         }
-        for name, text in (
-            (LOG_START_OFFSET_CHECKPOINT, format_offsets(floors)),
-            (REPLICATION_OFFSET_CHECKPOINT,
-             format_offsets({tp: log.high_watermark for tp, log in live.items()})),
-            (RECOVERY_POINT_CHECKPOINT,
-             format_offsets({tp: log.recovery_point for tp, log in live.items()})),
-        ):
-            rewrite = rewrite_high_watermarks and name == REPLICATION_OFFSET_CHECKPOINT
-            if rewrite or self._checkpoints_written.get((log_dir, name)) != text:
-                write_atomically(self.disk, log_dir, name, text)
-                self._checkpoints_written[(log_dir, name)] = text
+        if name == LOG_START_OFFSET_CHECKPOINT:
+            return format_offsets(floors)
+        if name == REPLICATION_OFFSET_CHECKPOINT:
+            return format_offsets({tp: log.high_watermark for tp, log in live.items()})
+        assert name == RECOVERY_POINT_CHECKPOINT, name
+        return format_offsets({tp: log.recovery_point for tp, log in live.items()})
 
     def write_dir_checkpoints(self, log_dir: str) -> None:
         """Write ``log_dir``'s checkpoints now (those whose text changed)."""
@@ -1403,39 +1427,75 @@ class LogManager:
         """Write every online dir's HW checkpoint, changed or not, as Kafka does each
         ``replica.high.watermark.checkpoint.interval.ms``: the write is also what finds a dir
         that failed while idle (its ``OSError`` takes the dir offline, KIP-112)."""
+        for _ in self.checkpoint_high_watermark_steps():
+            pass
+
+    def checkpoint_high_watermark_steps(self) -> Iterator[None]:
+        """:meth:`checkpoint_high_watermarks`, yielding after each file written (a runtime with
+        an event loop serves others there: each file is two fsyncs)."""
         for log_dir in self.config.log_dirs:
             if log_dir not in self.offline_dirs:
-                with self._io_nowait(log_dir):
-                    self._write_dir_checkpoints(log_dir, rewrite_high_watermarks=True)
+                yield from self._io_steps(log_dir, self._write_dir_checkpoint_steps(
+                    log_dir, rewrite_high_watermarks=True))
 
     def checkpoint(self, *, flush: bool = True) -> None:
         """Fsync live logs (if ``flush``) and write every online dir's checkpoints."""
-        for partition in list(self._partitions.values()):
-            if flush and not partition.offline:
+        for _ in self.checkpoint_steps(flush=flush):
+            pass
+
+    def checkpoint_steps(self, *, flush: bool = True) -> Iterator[None]:
+        """:meth:`checkpoint`, yielding after each partition flushed and each checkpoint file
+        written. Between steps the partitions may change: each is re-checked when reached."""
+        if flush:
+            for tp, partition in list(self._partitions.items()):
+                if self._partitions.get(tp) is not partition or partition.offline:
+                    continue
                 with self._io_nowait(partition.log_dir):
                     partition.log.flush()
+                yield
         for log_dir in self.config.log_dirs:
             if log_dir not in self.offline_dirs:
-                with self._io_nowait(log_dir):
-                    self._write_dir_checkpoints(log_dir)
+                yield from self._io_steps(log_dir, self._write_dir_checkpoint_steps(log_dir))
+
+    def _io_steps(self, log_dir: str, steps: Iterator[None]) -> Iterator[None]:
+        """Drive ``steps`` with each step inside :meth:`_io_nowait` (an ``OSError`` takes
+        ``log_dir`` offline and ends them)."""
+        while True:
+            with self._io_nowait(log_dir):
+                try:
+                    next(steps)
+                except StopIteration:
+                    return
+            if log_dir in self.offline_dirs:
+                return
+            yield
 
     def enforce_retention(self) -> int:
         """Apply ``log.retention.ms``/``.bytes``; a ``.move`` mirror drops the same segments."""
         deleted = 0
+        for count in self.enforce_retention_steps():
+            deleted += count
+        return deleted
+
+    def enforce_retention_steps(self) -> Iterator[int]:
+        """:meth:`enforce_retention`, yielding after each partition the segments it deleted."""
         now_ms = self.clock.wall_ms()
-        for partition in list(self._partitions.values()):
-            if partition.offline:
+        for tp, partition in list(self._partitions.items()):
+            if self._partitions.get(tp) is not partition or partition.offline:
                 continue
+            deleted = 0
             with self._io_nowait(partition.log_dir):
                 target = max(partition.log.retention_target(now_ms),
                              min(partition.log_start_offset_floor, partition.log.high_watermark))
-                deleted += partition.log.delete_segments_below(target)
+                deleted = partition.log.delete_segments_below(target)
                 if partition.future is not None:
                     partition.future.delete_segments_below(target)
-        return deleted
+            yield deleted
 
-    def delete_pending_nowait(self) -> int:
-        """Remove the queued ``.delete`` dirs that may go now; returns how many were removed.
+    def delete_pending_nowait(self, max_count: int | None = None) -> int:
+        """Remove the queued ``.delete`` dirs that may go now (at most ``max_count`` of them:
+        a runtime with an event loop removes one at a time and serves others in between);
+        returns how many were removed.
 
         A guarded request (:class:`_DeleteRequest`) is removed only while the partition is served
         from an online dir whose log end offset is at least the doomed copy's: otherwise that
@@ -1444,7 +1504,7 @@ class LogManager:
         """
         done = 0
         kept: list[_DeleteRequest] = []
-        while self._pending_deletes:
+        while self._pending_deletes and (max_count is None or done < max_count):
             request = self._pending_deletes.pop(0)
             if request.log_dir in self.offline_dirs:
                 continue
@@ -1533,11 +1593,12 @@ class LogManager:
         for tp in [tp for tp in active if self._moving(tp) is None]:
             active.discard(tp)
         if len(active) < self._mover_count:
-            for tp, move in sorted(self._moves.items()):
+            # only the moves copying now, not every move ever recorded (a placement remembered
+            # for each of millions of partitions must not cost every wake-up a sort of them all)
+            for tp in sorted(self._copying):
                 if len(active) >= self._mover_count:
                     break
-                if tp not in active and move.state in (MoveState.COPYING, MoveState.CAUGHT_UP) \
-                        and tp in self._partitions:
+                if tp not in active and tp in self._partitions:
                     active.add(tp)
         return sorted(active)
 

@@ -10,7 +10,7 @@ simulators ask the same two methods.
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 import trio
 
@@ -38,14 +38,17 @@ async def _background(manager: LogManager) -> None:
     try:
         async with trio.open_nursery() as nursery:
             nursery.start_soon(_periodic, manager, manager.config.flush_interval_ms,
-                               manager.checkpoint)
+                               manager.checkpoint_steps)
             nursery.start_soon(_periodic, manager, manager.config.checkpoint_interval_ms,
-                               manager.checkpoint_high_watermarks)
+                               manager.checkpoint_high_watermark_steps)
             nursery.start_soon(_periodic, manager, manager.config.retention_check_interval_ms,
-                               manager.enforce_retention)
+                               manager.enforce_retention_steps)
             running: set[TopicPartition] = set()
             while not manager.closed:
-                manager.delete_pending_nowait()
+                # one removal (a tree and a dir fsync) per turn of the loop: deleting a topic of
+                # thousands of partitions must not hold the event loop for all of them
+                while manager.delete_pending_nowait(max_count=1):
+                    await trio.sleep(0)
                 for tp in manager.mover_slots():
                     if tp not in running:
                         running.add(tp)
@@ -59,11 +62,19 @@ async def _background(manager: LogManager) -> None:
         manager.set_cpu_offload(None)
 
 
-async def _periodic(manager: LogManager, interval_ms: int, action: Callable[[], object]) -> None:
+_PASS_DONE = object()
+
+
+async def _periodic(manager: LogManager, interval_ms: int,
+                    steps: Callable[[], Iterator[object]]) -> None:
+    """Every ``interval_ms``, run ``steps`` (a flush, checkpoint or retention pass over every
+    partition), letting other tasks run after each step: a pass over thousands of partitions,
+    each with fsyncs, would otherwise hold the event loop for all of them."""
     while not manager.closed:
         await trio.sleep(interval_ms / 1000)
-        if not manager.closed:
-            action()
+        pass_steps = steps()
+        while not manager.closed and next(pass_steps, _PASS_DONE) is not _PASS_DONE:
+            await trio.sleep(0)
 
 
 async def _mover(manager: LogManager, tp: TopicPartition, running: set[TopicPartition],

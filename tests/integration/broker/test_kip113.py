@@ -241,3 +241,23 @@ def test_throttle_set_live_by_reassign_and_removed_by_verify(
     wait_for(lambda: broker.call_sync(rate) == UNLIMITED_RATE, "the throttle to be removed")
     misuse = ["reassign", "--verify", "--replica-alter-log-dirs-throttle", "5", *common]
     assert cli_main(misuse) == 1
+
+
+def test_a_dir_is_remembered_only_for_partitions_the_cluster_has(broker: RunningBroker) -> None:
+    """Issue 15: AlterReplicaLogDirs naming partitions no topic has is answered
+    REPLICA_NOT_AVAILABLE without remembering anything (before, each name was remembered, so
+    requests naming millions of made-up partitions grew the broker by about 500 bytes each and
+    every mover wake-up sorted them all); a partition of a topic that exists is still
+    remembered for its creation, as Kafka does."""
+    from impl.storage import MoveState, TopicPartition
+
+    ghosts = {TopicPartitionReplica("ghost", index, 1): broker.log_dirs[1]
+              for index in range(5_000)}
+    with AdminClient(broker.bootstrap) as admin:
+        answers = admin.alter_replica_log_dirs(ghosts)
+    assert set(answers.values()) == {9}
+    logs = broker.broker.logs
+    assert logs is not None
+    states = broker.call_sync(lambda: {
+        logs.move_state(TopicPartition("ghost", index)).state for index in range(5_000)})
+    assert states == {MoveState.NONE}

@@ -1,0 +1,73 @@
+"""The storage engine's periodic passes come in steps, so that a runtime with an event loop
+serves other clients between them (issue 15, fairness).
+
+Before: a flush, checkpoint or retention pass, and the removal of every queued ``.delete`` dir,
+ran over all partitions in one call on the event loop: after creating and deleting a topic of
+2,000 partitions, each pass held the loop for thousands of fsyncs. Now each step is one
+partition (or one checkpoint file, or one removal), and the passes still do all their work.
+"""
+
+from __future__ import annotations
+
+from conformance.disk import SimDisk
+from impl.storage import LogManager, TopicPartition
+from impl.storage.names import DELETE_SUFFIX
+
+from ._support import DIR_A, DIR_B, ManualClock, batch, config, run
+
+PARTITIONS = 6
+
+
+def _manager_with_partitions(disk: SimDisk) -> LogManager:
+    manager = LogManager.open(config(), disk=disk, clock=ManualClock())
+
+    async def fill() -> None:
+        for index in range(PARTITIONS):
+            partition = manager.create(TopicPartition("t", index), is_new=True)
+            await partition.append_as_leader(batch(index), 1)
+
+    run(fill)
+    return manager
+
+
+def test_a_flush_pass_takes_one_step_per_partition_and_flushes_them_all() -> None:
+    manager = _manager_with_partitions(SimDisk([DIR_A, DIR_B]))
+    steps = manager.checkpoint_steps()
+    for _ in range(PARTITIONS):
+        next(steps)  # one partition flushed per step
+    flushed = [manager.get(TopicPartition("t", index)) for index in range(PARTITIONS)]
+    assert all(p is not None and p.log.recovery_point == p.log_end_offset for p in flushed)
+    rest = list(steps)  # then one step per checkpoint file written
+    assert 1 <= len(rest) <= 3 * 2
+
+
+def test_a_partition_deleted_between_steps_is_skipped() -> None:
+    manager = _manager_with_partitions(SimDisk([DIR_A, DIR_B]))
+    steps = manager.checkpoint_steps()
+    next(steps)
+    manager.delete(TopicPartition("t", PARTITIONS - 1))
+    list(steps)
+    assert not manager.offline_dirs
+
+
+def test_queued_deletes_are_removed_one_at_a_time() -> None:
+    disk = SimDisk([DIR_A, DIR_B])
+    manager = _manager_with_partitions(disk)
+    for index in range(PARTITIONS):
+        manager.delete(TopicPartition("t", index))
+
+    def queued() -> list[str]:
+        return [name for log_dir in (DIR_A, DIR_B) for name in disk.list_dir(log_dir)
+                if name.endswith(DELETE_SUFFIX)]
+
+    assert len(queued()) == PARTITIONS
+    removed = 0
+    while manager.delete_pending_nowait(max_count=1):
+        removed += 1
+        assert len(queued()) == PARTITIONS - removed
+    assert removed == PARTITIONS
+
+
+def test_a_retention_pass_takes_one_step_per_partition() -> None:
+    manager = _manager_with_partitions(SimDisk([DIR_A, DIR_B]))
+    assert len(list(manager.enforce_retention_steps())) == PARTITIONS
