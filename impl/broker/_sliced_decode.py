@@ -74,7 +74,7 @@ class _Field:
 
 _fields_of: dict[type[Any], tuple[tuple[_Field, ...], dict[int, _Field]]] = {}
 _fixed_widths: dict[type[Any], int | None] = {}
-_element_readers: dict[tuple[Any, bool], Any] = {}
+_element_readers: dict[tuple[Any, str, bool, bool], Any] = {}
 _field_readers: dict[tuple[type[Any], str, bool], Any] = {}
 
 
@@ -122,7 +122,8 @@ def _fixed_width(op: _Op) -> int | None:
 
 def _array_reader(element: _Op, kafka_type: str, flexible: bool, compact: bool) -> Any:
     """kio's native reader of an array of ``element`` (an entity or a scalar)."""
-    key = (element, compact)
+    # the op alone does not name the reader: int32 and timedelta_i32, string and bytes share one
+    key = (element, kafka_type, flexible, compact)
     reader = _element_readers.get(key)
     if reader is None:
         code, arg = element
