@@ -350,14 +350,19 @@ def move_abstractions(config: object) -> Sequence[Abstraction]:
         config: the run's config (every variant is checked against the shipped model: the spec).
 
     Returns:
-        The ``replica_move`` abstraction; none when the model package lacks the move model.
+        The ``replica_move`` abstraction (and ``log_cleaner``'s when the run has compacted
+        partitions); none when the model package lacks the move model.
     """
-    del config
     shared = _shared_model()
     if shared is None:
         return ()
     model, model_module, initial = shared
     abstraction: Abstraction = MoveAbstraction(model, model_module, initial)
+    if getattr(config, "compacted", 0):
+        # the log cleaner runs on the compacted partitions: its events replay in its model
+        from conformance.cleaner_abstraction import CleanerAbstraction  # noqa: PLC0415
+
+        return (abstraction, CleanerAbstraction())
     return (abstraction,)
 
 

@@ -50,6 +50,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from conformance.cleaner_sim import CleanerDriver, check_compacted, keyed_batch, read_records
 from conformance.clock import SimClock
 from conformance.disk import SimDisk, SimulatedCrash
 from conformance.recovery_check import StartupView, compare, model_decision
@@ -59,6 +60,7 @@ from impl.storage import record_batch as rb
 from impl.storage import replica_move as rm
 from impl.storage.config import UNLIMITED_RATE, StorageConfig
 from impl.storage.errors import StorageError
+from impl.storage.log_config import LogConfig
 from impl.storage.manager import LogManager, MoverSwap, MoverWait, PartitionLog
 from impl.storage.names import DirKind, TopicPartition, dir_name, parse_dir_name
 from impl.trace import TraceEvent
@@ -76,6 +78,10 @@ VARIANTS: dict[str, str] = {
     "swap_before_durable": (
         "the swap renames before tp.move is durable: the destination's data and dir fsyncs "
         "of the swap do not happen (Apache Kafka's order)"
+    ),
+    "clean_active_segment": (
+        "the log cleaner's range reaches into the active segment (needs --compacted): "
+        "COMPACTION_OFFSETS_STABLE's guard, refused by model/log_cleaner.py"
     ),
 }
 
@@ -113,6 +119,8 @@ SWAP_EFFECTS = (
 _MOVING = (rm.MoveState.COPYING, rm.MoveState.CAUGHT_UP)
 _LOCKED_WINDOW = (rm.MoveState.CAUGHT_UP, rm.MoveState.SWAPPING)
 _THROTTLE_RATES = (UNLIMITED_RATE, 1 << 20, 64 << 10, 8 << 10)
+#: The topic of the compacted partitions (``SimConfig.compacted``).
+COMPACTED_TOPIC = "c"
 
 
 @dataclass(frozen=True, slots=True)
@@ -130,6 +138,9 @@ class SimConfig:
         segment_bytes: ``log.segment.bytes`` (small, so that moves cross segments).
         chunk_bytes: a mover's chunk.
         trace_check: replay the trace in the models as it is emitted.
+        compacted: how many of the partitions (the last ones, topic ``c``) are
+            ``cleanup.policy=compact``, with keyed records and the log cleaner racing the rest
+            of the workload (:mod:`conformance.cleaner_sim`); 0 leaves every run as before.
     """
 
     brokers: int = 1
@@ -142,6 +153,7 @@ class SimConfig:
     segment_bytes: int = 2048
     chunk_bytes: int = 700
     trace_check: bool = True
+    compacted: int = 0
 
     def __post_init__(self) -> None:
         assert self.brokers >= 1
@@ -151,6 +163,9 @@ class SimConfig:
         assert 0.0 <= self.fault_probability <= 1.0
         assert self.variant in VARIANTS, f"unknown variant {self.variant!r}"
         assert self.verify_interval >= 1
+        assert 0 <= self.compacted <= self.partitions
+        assert self.variant != "clean_active_segment" or self.compacted > 0, (
+            "the clean_active_segment variant needs compacted partitions")
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -436,8 +451,25 @@ class BrokerWorld:
             index_interval_bytes=256,
             move_chunk_bytes=config.chunk_bytes,
         )
-        self.tps = tuple(TopicPartition("t", index) for index in range(config.partitions))
+        plain = config.partitions - config.compacted
+        self.tps = tuple(TopicPartition("t", index) for index in range(plain)) + tuple(
+            TopicPartition(COMPACTED_TOPIC, index) for index in range(config.compacted))
         self.books = {tp: _PartitionBook() for tp in self.tps}
+        #: compacted partitions: offset -> (key, value) of every acknowledged record
+        self.records: dict[TopicPartition, dict[int, tuple[bytes, bytes]]] = {
+            tp: {} for tp in self.tps if tp.topic == COMPACTED_TOPIC}
+        self._cleaner_rng = rng.stream("cleaner")
+        self.cleaner: CleanerDriver | None = None
+        #: compacted partitions: what the cleaner may have cleaned below, across restarts (the
+        #: cleaner point read back after a crash may lag the segments it had replaced)
+        self.clean_bounds: dict[TopicPartition, int] = {}
+        #: compacted partitions: the highest HW reached (a truncation stays above it, as a
+        #: follower's never goes below its leader's HW)
+        self.committed: dict[TopicPartition, int] = {}
+        #: compacted partitions: records that may be on disk without being acknowledged, per
+        #: offset: above a truncation (a crash may bring them back: the deletion of a segment
+        #: file is durable only with its dir), or of a refused append
+        self.unconfirmed: dict[TopicPartition, dict[int, set[tuple[bytes, bytes]]]] = {}
         self.restarts = 0
         self.recoveries_checked = 0
         self.recoveries_unchecked = 0
@@ -457,10 +489,17 @@ class BrokerWorld:
     # --- life cycle --------------------------------------------------------------------------
 
     def _open(self) -> LogManager:
-        return LogManager.open(
+        manager = LogManager.open(
             self.storage_config, disk=self.disk, clock=self.clock, trace=self.sink,
             lock_factory=self._new_lock,
         )
+        if self.config.compacted:
+            manager.set_log_config(COMPACTED_TOPIC, LogConfig(
+                segment_bytes=self.config.segment_bytes,
+                cleanup_policy=frozenset({"compact"}), min_cleanable_dirty_ratio=0.01))
+            self.cleaner = CleanerDriver(
+                manager, plant_active_segment=self.config.variant == "clean_active_segment")
+        return manager
 
     def _new_lock(self) -> SimLock:
         """Each partition's lock (variant ``unlocked_swap``: one that excludes nothing)."""
@@ -477,6 +516,11 @@ class BrokerWorld:
             move = self.manager.move_state(tp)
             if move.state is not rm.MoveState.NONE:
                 self.sink.emit(rm.step(move, rm.MoveInput(rm.MoveEvent.CRASHED)).trace)
+        if self.cleaner is not None:
+            for tp in self.records:
+                self.clean_bounds[tp] = max(self.clean_bounds.get(tp, 0),
+                                            self.cleaner.cleaned_bound(tp))
+            self.cleaner.abandon()
         self.disk.arm_crash(None)
         self.disk.set_fsync_effective(True)
         self._swap_crash = None
@@ -552,6 +596,9 @@ class BrokerWorld:
                     )
                 book.offline = True
                 continue
+            if tp in self.records:
+                self._reconcile_compacted(tp, partition)
+                continue
             found = self._read_whole(tp, partition)
             if found is None:
                 book.offline = True
@@ -610,11 +657,17 @@ class BrokerWorld:
         partition = self.manager.get(tp)
         if partition is None or partition.offline:
             return
-        values = []
-        for _ in range(record_count):
-            self._sequence += 1
-            values.append(f"b{self.broker}/{tp}/{self._sequence}".encode())
-        batch = rb.build_batch(values, timestamp_ms=self.clock.wall_ms())
+        pairs: list[tuple[bytes, bytes]] = []
+        if tp in self.records:
+            batch, pairs = keyed_batch(self._sequence + 1, self.broker, tp, record_count,
+                                       self.clock.wall_ms())
+            self._sequence += record_count
+        else:
+            values = []
+            for _ in range(record_count):
+                self._sequence += 1
+                values.append(f"b{self.broker}/{tp}/{self._sequence}".encode())
+            batch = rb.build_batch(values, timestamp_ms=self.clock.wall_ms())
         crc = rb.parse_header(batch).crc
         book = self.books[tp]
         book.in_flight = (record_count, crc)
@@ -622,6 +675,9 @@ class BrokerWorld:
             info = partition.append_as_leader_nowait(batch, leader_epoch=0)
         except StorageError:
             book.in_flight = None
+            if tp in self.records:  # refused, yet its bytes may have reached the disk
+                self._unconfirm(tp, {book.end_offset + index: pair
+                                     for index, pair in enumerate(pairs)})
             return
         book.in_flight = None
         if info.base_offset != book.end_offset:
@@ -632,6 +688,9 @@ class BrokerWorld:
             )
         book.batches.append((info.base_offset, info.last_offset + 1, crc))
         self.acknowledged_batches += 1
+        if tp in self.records:
+            for index, pair in enumerate(pairs):
+                self.records[tp][info.base_offset + index] = pair
 
     def flush(self, tp: TopicPartition) -> None:
         """Fsync one partition; its acknowledged batches become durable."""
@@ -727,6 +786,9 @@ class BrokerWorld:
         if partition is None or partition.offline or not book.batches:
             return
         offset = offset_draw % (book.end_offset + 1)
+        if tp in self.records:
+            self._check_compacted(tp, partition)
+            return
         try:
             slices = partition.read(offset, max_bytes)
             found = _batches_of(slices)
@@ -745,13 +807,148 @@ class BrokerWorld:
             )
 
     def settle(self, steps_max: int = 10_000) -> None:
-        """Finish every move (unthrottled) and the pending deletions (end of the run)."""
+        """Finish every move (unthrottled) and the pending deletions (end of the run); then
+        commit, seal and clean the compacted partitions."""
         self.manager.set_throttle_rate(UNLIMITED_RATE)
         for step in range(steps_max):
             if not any(self.manager.move_state(tp).state in _MOVING for tp in self.tps):
                 break
             self.mover_step(step)
         self.delete_pending()
+        if self.cleaner is not None:
+            for tp in self.records:
+                partition = self.manager.get(tp)
+                if partition is not None and not partition.offline:
+                    partition.high_watermark = partition.log_end_offset
+                    try:
+                        with self.manager.io(partition.log_dir):
+                            partition.log.roll()
+                    except StorageError:
+                        continue  # its dir failed: the partition is offline now
+            self.cleaner.finish()
+
+    # --- the log cleaner (compacted partitions) ---------------------------------------------
+
+    def cleaner_draw(self) -> int:
+        """The next draw of the ``cleaner`` stream (taken before the step runs: a crash inside
+        it does not change the stream)."""
+        return self._cleaner_rng.randrange(1 << 30)
+
+    def compaction_step(self, draw: int) -> None:
+        """One step of what races the cleaner, drawn from the ``cleaner`` stream: the cleaning
+        under way advances, a follower fetch moves a compacted partition's HW to its LEO, or the
+        partition is truncated above its HW (a follower's KIP-101 truncation)."""
+        assert self.cleaner is not None
+        roll = draw % 100
+        tp = sorted(self.records)[(draw // 100) % len(self.records)]
+        partition = self.manager.get(tp)
+        if roll < 60:
+            self.cleaner.step()
+        elif partition is None or partition.offline:
+            return
+        elif roll < 85:
+            partition.high_watermark = partition.log_end_offset
+            self.committed[tp] = max(self.committed.get(tp, 0), partition.log_end_offset)
+        elif roll < 95:
+            floor = max(partition.high_watermark, self.committed.get(tp, 0))
+            if partition.log_end_offset <= floor:
+                return
+            cut = floor + (draw // 10_000) % (partition.log_end_offset - floor)
+            # the book follows the truncation before it runs; until a flush makes it durable, a
+            # crash may bring the records above the cut back (the file's durable length), as a
+            # crash inside it may leave them
+            before, batches = self.records[tp], list(self.books[tp].batches)
+            self._forget_above(tp, cut)
+            self._unconfirm(tp, {o: r for o, r in before.items() if o not in self.records[tp]})
+            try:
+                partition.truncate_to(cut)
+            except StorageError:
+                return  # its dir failed: the records above the cut may still be on disk
+            # done: the log keeps whole batches, so the book follows its end
+            end = partition.log_end_offset
+            kept = [batch for batch in batches if batch[1] <= end]
+            if (kept[-1][1] if kept else 0) < end:  # a span the book only knows as a whole
+                kept.append((kept[-1][1] if kept else 0, end, 0))
+            self.books[tp].batches = kept
+            self.records[tp] = {o: r for o, r in before.items() if o < end}
+
+    def _unconfirm(self, tp: TopicPartition, records: dict[int, tuple[bytes, bytes]]) -> None:
+        unconfirmed = self.unconfirmed.setdefault(tp, {})
+        for offset, record in records.items():
+            unconfirmed.setdefault(offset, set()).add(record)
+
+    def _forget_above(self, tp: TopicPartition, end: int) -> None:
+        book = self.books[tp]
+        book.batches = [batch for batch in book.batches if batch[1] <= end]
+        book.durable_offset = min(book.durable_offset, book.end_offset)
+        self.records[tp] = {o: r for o, r in self.records[tp].items() if o < book.end_offset}
+
+    def _check_compacted(self, tp: TopicPartition, partition: PartitionLog) -> None:
+        assert self.cleaner is not None
+        try:
+            found = read_records(partition)
+        except StorageError:
+            if partition.offline:
+                return
+            raise
+        if found is None:
+            return
+        verdict = check_compacted(found, self.records[tp], self._clean_point(tp))
+        if verdict is not None:
+            raise ViolationFound(verdict[0], f"broker {self.broker}: {tp}: {verdict[1]}")
+
+    def _clean_point(self, tp: TopicPartition) -> int:
+        assert self.cleaner is not None
+        return max(self.clean_bounds.get(tp, 0), self.cleaner.cleaned_below(tp))
+
+    def _reconcile_compacted(self, tp: TopicPartition, partition: PartitionLog) -> None:
+        """After a restart: what came back is a prefix of what was acknowledged (the durable
+        part at least), cleaned or not; the book follows it."""
+        assert self.cleaner is not None
+        book = self.books[tp]
+        try:
+            found = read_records(partition)
+        except StorageError:
+            found = None
+        if found is None:
+            book.offline = True
+            return
+        end = partition.log_end_offset
+        acknowledged = dict(self.records[tp])
+        for offset, candidates in self.unconfirmed.get(tp, {}).items():
+            key, value = found.get(offset, (None, None))
+            if key is not None and value is not None and (key, value) in candidates:
+                acknowledged[offset] = (key, value)  # a truncated or refused record came back
+        if book.in_flight is not None:
+            end_before = book.end_offset
+            count, _ = book.in_flight
+            for index in range(count):  # a torn last append may have come back whole
+                offset = end_before + index
+                key, value = found.get(offset, (None, None))
+                if key is not None and value is not None:
+                    acknowledged[offset] = (key, value)
+        if end < book.durable_offset:
+            raise ViolationFound(
+                "MOVE_NO_LOSS",
+                f"broker {self.broker}: {tp} recovered up to {end}, durable up to "
+                f"{book.durable_offset}")
+        verdict = check_compacted(found, {o: r for o, r in acknowledged.items() if o < end},
+                                  self._clean_point(tp))
+        if verdict is not None:
+            raise ViolationFound(verdict[0], f"broker {self.broker}: {tp} after a restart: "
+                                 f"{verdict[1]}")
+        kept = [batch for batch in book.batches if batch[1] <= end]
+        if (kept[-1][1] if kept else 0) < end:
+            # records that came back past the book (a torn append whole, or an interrupted
+            # truncation's): one span in the book, so it ends where the log does (a compacted
+            # partition's CRCs are not compared)
+            kept.append((kept[-1][1] if kept else 0, end, 0))
+        book.batches = kept
+        self.records[tp] = {o: r for o, r in acknowledged.items() if o < end}
+        self.committed[tp] = min(self.committed.get(tp, 0), end)
+        book.durable_offset = book.end_offset
+        book.in_flight = None
+        book.offline = False
 
     # --- checks ------------------------------------------------------------------------------
 
@@ -798,6 +995,9 @@ class BrokerWorld:
             if partition is None or partition.offline:
                 continue
             book = self.books[tp]
+            if tp in self.records:
+                self._check_compacted(tp, partition)
+                continue
             found = self._read_whole(tp, partition)
             if found is None or found == book.batches:
                 continue
@@ -973,6 +1173,8 @@ def replay_command(seed: int, config: SimConfig, faults: Sequence[Fault] | None 
         parts.append(f"--segment-bytes {config.segment_bytes}")
     if config.chunk_bytes != default.chunk_bytes:
         parts.append(f"--chunk-bytes {config.chunk_bytes}")
+    if config.compacted != default.compacted:
+        parts.append(f"--compacted {config.compacted}")
     if faults is not None:
         parts.append(f"--faults '{format_faults(faults)}'")
     return " ".join(parts)
@@ -1035,6 +1237,10 @@ def simulate(
             world = worlds[workload.randrange(len(worlds))]
             operation = _draw_operation(workload, config)
             _guarded(world, operation)
+            if config.compacted:
+                for each in worlds:
+                    _guarded(each, functools.partial(BrokerWorld.compaction_step,
+                                                     draw=each.cleaner_draw()))
             for each in worlds:
                 each.check_structure()
                 if step % config.verify_interval == 0:

@@ -12,6 +12,7 @@ its verdict and, with ``--trace``, its trace as JSON lines.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
 import logging
 import time
@@ -116,6 +117,12 @@ def _config_options(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--segment-bytes", type=int, default=None)
     parser.add_argument("--chunk-bytes", type=int, default=None)
     parser.add_argument(
+        "--compacted", type=int, default=0,
+        help="one broker: how many of the partitions are cleanup.policy=compact, with the log "
+        "cleaner racing appends, truncations, moves and crashes (its trace replayed in "
+        "model/log_cleaner.py; default 0)",
+    )
+    parser.add_argument(
         "--no-network-faults", action="store_true",
         help="a cluster's network neither loses, duplicates nor reorders (partitions remain)",
     )
@@ -158,6 +165,12 @@ def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
         raise CliError("need --brokers >= 1, --log-dirs >= 2 and --steps >= 0")
     if arguments.partitions < 1 or not 0.0 <= arguments.fault_probability <= 1.0:
         raise CliError("need --partitions >= 1 and --fault-probability in [0, 1]")
+    if not 0 <= arguments.compacted <= arguments.partitions:
+        raise CliError("need 0 <= --compacted <= --partitions")
+    if arguments.compacted and arguments.brokers > 1:
+        raise CliError("--compacted needs --brokers 1 (the storage simulator)")
+    if arguments.variant == "clean_active_segment" and not arguments.compacted:
+        raise CliError("the clean_active_segment variant needs --compacted 1 or more")
     cluster = arguments.brokers > 1
     variants = cluster_sim.VARIANTS if cluster else VARIANTS
     if arguments.variant not in variants:
@@ -170,10 +183,16 @@ def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
     if not set(machines) <= {"replication", "controller"}:
         raise CliError("--model-machines takes replication and/or controller")
     if arguments.swarm:
-        return swarm_config(
+        drawn = swarm_config(
             seed, brokers=arguments.brokers, log_dirs=arguments.log_dirs, steps=arguments.steps,
-            variant=arguments.variant,
+            variant=arguments.variant if not arguments.compacted else "shipped",
         )
+        if arguments.compacted and isinstance(drawn, SimConfig):
+            # the drawn partition count, at least the compacted ones
+            drawn = dataclasses.replace(
+                drawn, partitions=max(drawn.partitions, arguments.compacted),
+                compacted=arguments.compacted, variant=arguments.variant)
+        return drawn
     if cluster:
         return ClusterConfig(
             brokers=arguments.brokers,
@@ -198,6 +217,7 @@ def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
         variant=arguments.variant,
         segment_bytes=arguments.segment_bytes,
         chunk_bytes=arguments.chunk_bytes,
+        compacted=arguments.compacted,
     )
 
 

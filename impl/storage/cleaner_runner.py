@@ -26,7 +26,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TypeVar
 
@@ -64,6 +64,9 @@ class CleanerConfig:
         dedupe_buffer_bytes: ``log.cleaner.dedupe.buffer.size``: offset-map memory, shared by
             the threads (24 bytes per key).
         backoff_ms: ``log.cleaner.backoff.ms``: pause when nothing is dirty enough.
+        clean_active_segment: a known-bad plant (never set in production; the storage
+            simulator's ``clean_active_segment`` variant): the cleanable range reaches the log
+            end, into the active segment (COMPACTION_OFFSETS_STABLE's guard).
     """
 
     enable: bool = True
@@ -71,6 +74,7 @@ class CleanerConfig:
     io_max_bytes_per_second: int = (1 << 63) - 1
     dedupe_buffer_bytes: int = 128 << 20
     backoff_ms: int = 15_000
+    clean_active_segment: bool = False
 
     @property
     def map_capacity(self) -> int:
@@ -119,8 +123,13 @@ class LogCleanerRunner:
         config: CleanerConfig | None = None,
         *,
         cpu_clock: Callable[[], float] | None = None,
+        pacer: Callable[[int], Awaitable[None]] | None = None,
     ) -> None:
         self.manager = manager
+        #: what a cleaning awaits before each read and write of ``n`` bytes (default: the
+        #: throttle, on trio); the storage simulator passes one that hands control back to it,
+        #: so appends, truncations, moves and crashes interleave with a cleaning step by step
+        self._pacer = pacer
         self.config = config or CleanerConfig()
         self.stats = CleaningStats()
         self.cleanings: dict[TopicPartition, lc.Cleaning] = {}
@@ -129,6 +138,9 @@ class LogCleanerRunner:
         #: one by one and the point moves at the end, so in between the records below this
         #: offset are the cleaned ones (the model's replace is one step)
         self.installing: dict[TopicPartition, int] = {}
+        #: the range of each cleaning under way (the simulator bounds what a crash in the
+        #: middle of its replace may leave cleaned)
+        self.ranges: dict[TopicPartition, lc.CleanableRange] = {}
         #: partitions whose cleaning failed (KIP-346): left alone until the broker restarts
         self.uncleanable: set[TopicPartition] = set()
         self._bucket = TokenBucket(self.config.io_max_bytes_per_second,
@@ -214,12 +226,19 @@ class LogCleanerRunner:
                 continue
             infos = [lc.SegmentInfo(s.base_offset, s.next_offset, s.size) for s in log.segments]
             cleanable = lc.cleanable_range(infos, self.points.get(tp, 0), log.high_watermark)
+            if self.config.clean_active_segment:  # the plant: the range reaches the log end
+                cleanable = lc.CleanableRange(
+                    cleanable.first_dirty, log.log_end_offset, cleanable.clean_bytes,
+                    cleanable.dirty_bytes + log.active.size)
             found.append(lc.Candidate(tp, cleanable, log_config.min_cleanable_dirty_ratio))
         return found
 
     # --- cleaning ----------------------------------------------------------------------------
 
     async def _charge(self, byte_count: int) -> None:
+        if self._pacer is not None:
+            await self._pacer(byte_count)
+            return
         # a yield between segments, throttled or not: appends and fetches run in between
         await trio.lowlevel.checkpoint()
         while not self._closed:
@@ -252,6 +271,7 @@ class LogCleanerRunner:
         self._step(tp, lc.CleanerEvent.CLEANING_STARTED, first_dirty=cleanable.first_dirty,
                    first_uncleanable=cleanable.first_uncleanable,
                    active_base=partition.log.active.base_offset)
+        self.ranges[tp] = cleanable
         try:
             installed = await self._clean(tp, partition, cleanable)
         except (CorruptBatch, StorageError, OSError) as error:
@@ -262,6 +282,8 @@ class LogCleanerRunner:
             elif self.cleanings[tp].state is lc.CleanerState.ABORTED:
                 self._step(tp, lc.CleanerEvent.CLEANING_PAUSED)
             return False
+        finally:
+            self.ranges.pop(tp, None)
         if not installed:
             self.stats.aborted += 1
         return installed
@@ -272,7 +294,8 @@ class LogCleanerRunner:
         log = partition.log
         log_config = log.log_config
         snapshot = _Snapshot(log)
-        sealed = [s for s in log.sealed_segments() if s.base_offset < cleanable.first_uncleanable]
+        segments = log.segments if self.config.clean_active_segment else log.sealed_segments()
+        sealed = [s for s in segments if s.base_offset < cleanable.first_uncleanable]
         # 1. the offset map over the dirty segments, and each producer's last batch over the
         # whole log (its headers)
         offset_map = lc.OffsetMap(self.config.map_capacity, end_offset=cleanable.first_dirty)
