@@ -331,8 +331,13 @@ def build_election(variant: Variant) -> Model:
         bar_unclean: the controller reads the registration's previous broker epoch and bars a
             member that restarted uncleanly while a member it did not mark is in the ISR
             (``True``); ``False`` is ZooKeeper-era Kafka, seed 595.
+        admin_unclean: an operator's ElectLeaders UNCLEAN (KIP-460) may be asked at any time:
+            with no leader and no live ISR member, the controller elects a live replica outside
+            the ISR, whose ISR is then itself (``False``: the shipped protocol elects only ISR
+            members; the variant shows the loss the operator accepts).
     """
     bar: bool = variant.flags.get("bar_unclean", True)
+    admin: bool = variant.flags.get("admin_unclean", False)
 
     m = Model("controller_election", "election after unclean shutdowns: the clean-shutdown "
                                      "marker and KIP-966's rule", int_bits=INT_BITS)
@@ -414,9 +419,15 @@ def build_election(variant: Variant) -> Model:
         if bar:
             guard = o.And(guard, o.Or(o.Not(s.unclean[b]), o.Not(any_trusted)))
         barred = {r: o.And(s.unclean[r], any_trusted) for r in BROKERS}
+        isr = {r: o.And(s.isr[r], o.Not(barred[r])) for r in BROKERS}
+        if admin:  # ElectLeaders UNCLEAN: a live replica outside the ISR when none in it lives
+            outside = o.And(s.leader == NONE, s.alive[b], o.Not(s.isr[b]), o.ForAll(
+                BROKERS, lambda r: o.Implies(s.isr[r], o.Not(s.alive[r]))))
+            guard = o.Or(guard, outside)
+            isr = {r: o.If(s.isr[b], isr[r], r == b) for r in BROKERS}
         return Transition(guard, {
             "leader": b,
-            "isr": {r: o.And(s.isr[r], o.Not(barred[r])) for r in BROKERS},
+            "isr": isr,
             "unclean": {r: o.And(s.unclean[r], o.Not(barred[r]), o.Not(s.unclean[b]))
                         for r in BROKERS},
             "passed_over": o.Or(s.passed_over, o.Or(*[
@@ -515,6 +526,15 @@ MODELS = (
                 "the controller ignores how a member last shut down (ZooKeeper-era Kafka, "
                 "cluster simulator seed 595)",
                 {"bar_unclean": False},
+                expected={"NO_COMMITTED_LOSS": V, "ISR_VOUCHED": V, "TRUSTED_MEMBER": V,
+                          "LEADER_TRUSTED": V},
+            ),
+            Variant(
+                "elect_leaders_unclean",
+                "an operator's ElectLeaders UNCLEAN (KIP-460): with no ISR member live, a live "
+                "replica outside the ISR is elected, alone in the ISR — the committed records it "
+                "lacks are lost, as the operator asked",
+                {"admin_unclean": True},
                 expected={"NO_COMMITTED_LOSS": V, "ISR_VOUCHED": V, "TRUSTED_MEMBER": V,
                           "LEADER_TRUSTED": V},
             ),
