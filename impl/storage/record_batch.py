@@ -371,34 +371,6 @@ def validate_client_batches(
     return headers
 
 
-#: Longest encodings of a record's zig-zag ``varint`` (int32) and ``varlong`` (int64).
-VARINT_MAX_BYTES = 5
-VARLONG_MAX_BYTES = 10
-
-
-def read_varint(
-    data: bytes | bytearray | memoryview, position: int, end: int, limit_bytes: int
-) -> tuple[int, int]:
-    """The zig-zag varint at ``position`` (``limit_bytes``: :data:`VARINT_MAX_BYTES` or
-    :data:`VARLONG_MAX_BYTES`) and where it ends; the one reader of record varints.
-
-    Raises:
-        CorruptBatch: the varint runs past ``end`` or is longer than ``limit_bytes``.
-    """
-    raw = 0
-    shift = 0
-    for _ in range(limit_bytes):
-        if position >= end:
-            raise CorruptBatch("record ends inside a varint")
-        byte = data[position]
-        position += 1
-        raw |= (byte & 0x7F) << shift
-        if not byte & 0x80:
-            return (raw >> 1) ^ -(raw & 1), position
-        shift += 7
-    raise CorruptBatch(f"varint longer than {limit_bytes} bytes")
-
-
 def check_batch_records(
     buffer: bytes | bytearray | memoryview,
     header: BatchHeader,

@@ -11,8 +11,9 @@ case read inline, nothing allocated per record. ``make setup`` compiles it (``se
 optional: where no C compiler is available the build goes on without it) and Python then imports
 the compiled module in place of this file; this file is the same code run by the interpreter
 (``i64`` is a plain ``int`` there), so both behave alike, which ``tests/unit/storage`` checks by
-running the two side by side. :data:`COMPILED` tells which one is loaded. Its varint readers are
-the compiled twins of :func:`impl.storage.record_batch.read_varint` (same limits and errors).
+running the two side by side. :data:`COMPILED` tells which one is loaded. Its varint readers
+(:func:`read_varint`, :func:`read_varlong`) are the storage engine's only readers of record
+varints: the record decoder (:mod:`impl.storage.records`) uses them too.
 
 Semantics that matter at the edges, kept identical in both: a varint is at most 5 bytes and a
 varlong (the timestamp delta) at most 10, both zig-zag; the varlong keeps every bit (a 10-byte
@@ -40,8 +41,12 @@ _SAFE: Final = 1 << 61
 _NO_DELTA: Final = -(1 << 62)
 
 
-def _varint(data: bytes, position: i64, end: i64) -> tuple[i64, i64]:
-    """A zig-zag varint (at most 5 bytes) at ``position`` before ``end``; (value, next)."""
+def read_varint(data: bytes, position: i64, end: i64) -> tuple[i64, i64]:
+    """A zig-zag varint (at most 5 bytes) at ``position`` before ``end``; (value, next).
+
+    Raises:
+        CorruptBatch: it runs past ``end`` or is longer than 5 bytes.
+    """
     raw: i64 = 0
     shift: i64 = 0
     for _ in range(5):
@@ -56,8 +61,12 @@ def _varint(data: bytes, position: i64, end: i64) -> tuple[i64, i64]:
     raise CorruptBatch("varint longer than 5 bytes")
 
 
-def _varlong(data: bytes, position: i64, end: i64) -> tuple[int, i64]:
-    """A zig-zag varlong (at most 10 bytes), every bit kept; (value, next)."""
+def read_varlong(data: bytes, position: i64, end: i64) -> tuple[int, i64]:
+    """A zig-zag varlong (at most 10 bytes), every bit kept; (value, next).
+
+    Raises:
+        CorruptBatch: it runs past ``end`` or is longer than 10 bytes.
+    """
     raw = 0
     shift = 0
     for _ in range(10):
@@ -78,7 +87,7 @@ def _field(data: bytes, position: i64, record_end: i64) -> tuple[i64, i64]:
         byte: i64 = data[position]
         if byte < 0x80:
             return (byte >> 1) ^ -(byte & 1), position + 1
-    return _varint(data, position, record_end)
+    return read_varint(data, position, record_end)
 
 
 def walk_records(data: bytes, start: i64, end: i64, *, record_count: i64, base_timestamp: int,
@@ -112,7 +121,7 @@ def walk_records(data: bytes, start: i64, end: i64, *, record_count: i64, base_t
             length: i64 = (byte >> 1) ^ -(byte & 1)
             position += 1
         else:
-            length, position = _varint(data, position, end)
+            length, position = read_varint(data, position, end)
         record_end = position + length
         if length < 6 or record_end > end:  # 6: the smallest record (every field empty)
             raise CorruptBatch(f"record {index}: length {length} outside the batch")
@@ -125,14 +134,14 @@ def walk_records(data: bytes, start: i64, end: i64, *, record_count: i64, base_t
             delta = (byte >> 1) ^ -(byte & 1)
             position += 1
         else:
-            wide, position = _varlong(data, position, record_end)
+            wide, position = read_varlong(data, position, record_end)
         # each varint's one-byte case inline (a call per field costs more than the field)
         byte = data[position] if position < record_end else 0x80
         if byte < 0x80:
             offset_delta: i64 = (byte >> 1) ^ -(byte & 1)
             position += 1
         else:
-            offset_delta, position = _varint(data, position, record_end)
+            offset_delta, position = read_varint(data, position, record_end)
         if replicated:
             if not previous_delta < offset_delta <= last_offset_delta:
                 raise CorruptBatch(
@@ -158,7 +167,7 @@ def walk_records(data: bytes, start: i64, end: i64, *, record_count: i64, base_t
             size: i64 = (byte >> 1) ^ -(byte & 1)
             position += 1
         else:
-            size, position = _varint(data, position, record_end)
+            size, position = read_varint(data, position, record_end)
         if size < -1:
             raise CorruptBatch(f"record key length {size}")
         if size > record_end - position:
@@ -170,7 +179,7 @@ def walk_records(data: bytes, start: i64, end: i64, *, record_count: i64, base_t
             size = (byte >> 1) ^ -(byte & 1)
             position += 1
         else:
-            size, position = _varint(data, position, record_end)
+            size, position = read_varint(data, position, record_end)
         if size < -1:
             raise CorruptBatch(f"record value length {size}")
         if size > record_end - position:

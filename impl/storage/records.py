@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from impl.storage import compression as codecs
 from impl.storage import record_batch as rb
 from impl.storage.errors import CorruptBatch
+from impl.storage.record_walk import read_varint, read_varlong
 
 __sans_io__ = True
 
@@ -44,12 +45,8 @@ class Record:
     attributes: int = 0
 
 
-def _read_varint(buffer: bytes, position: int, end: int) -> tuple[int, int]:
-    return rb.read_varint(buffer, position, end, rb.VARINT_MAX_BYTES)
-
-
 def _read_bytes(buffer: bytes, position: int, end: int) -> tuple[bytes | None, int]:
-    length, position = _read_varint(buffer, position, end)
+    length, position = read_varint(buffer, position, end)
     if length < -1:
         raise CorruptBatch(f"record field length {length}")
     if length == -1:
@@ -76,17 +73,16 @@ def iter_records(batch: bytes, header: rb.BatchHeader | None = None) -> Iterator
     body = codecs.decompress(header.compression, bytes(batch[start:end]))
     position = 0
     for _ in range(header.record_count):
-        length, position = _read_varint(body, position, len(body))
+        length, position = read_varint(body, position, len(body))
         record_end = position + length
         if length < 1 or record_end > len(body):
             raise CorruptBatch(f"batch {header.base_offset}: record of {length} bytes past the end")
         attributes = body[position]
-        timestamp_delta, cursor = rb.read_varint(body, position + 1, record_end,
-                                                 rb.VARLONG_MAX_BYTES)
-        offset_delta, cursor = _read_varint(body, cursor, record_end)
+        timestamp_delta, cursor = read_varlong(body, position + 1, record_end)
+        offset_delta, cursor = read_varint(body, cursor, record_end)
         key, cursor = _read_bytes(body, cursor, record_end)
         value, cursor = _read_bytes(body, cursor, record_end)
-        count, cursor = _read_varint(body, cursor, record_end)
+        count, cursor = read_varint(body, cursor, record_end)
         if count < 0 or count > record_end - cursor:
             raise CorruptBatch(f"batch {header.base_offset}: record with {count} headers")
         headers: list[tuple[bytes, bytes | None]] = []
