@@ -20,7 +20,8 @@ goes through the brokers' admin APIs, as Kafka's tool does since KIP-455 (no Zoo
 * ``--cancel`` cancels the JSON's reassignments (the controller reverts a started one to the
   original replicas and deletes the replicas it was adding, as Kafka does since KIP-455), and
   cancels the log-dir moves by pointing each replica back at its current dir, as Kafka's tool
-  does.
+  does; then it removes the throttles, as ``--verify`` does once complete, unless
+  ``--preserve-throttles``.
 """
 
 from __future__ import annotations
@@ -101,6 +102,9 @@ def register(subparsers: Any) -> None:
                         help="with --execute: limit the log-dir movers of the brokers involved "
                              "(a dynamic broker config, applied live; --verify removes it once "
                              "every move has completed)")
+    parser.add_argument("--preserve-throttles", action="store_true",
+                        help="with --verify or --cancel: leave the throttles as they are "
+                             "(Kafka's option; by default they are removed)")
     parser.set_defaults(handler=run)
 
 
@@ -144,11 +148,14 @@ def run(arguments: argparse.Namespace) -> int:
             if arguments.execute:
                 return _execute(admin, arguments, targets, moves)
             if arguments.cancel:
-                return _cancel(admin, targets, moves)
+                status = _cancel(admin, targets, moves)
+                if not arguments.preserve_throttles:
+                    _remove_throttles(admin, targets, moves)
+                return status
             pending = set(admin.list_partition_reassignments())
             status = _verify_partitions(admin, targets, pending)
             status = max(status, _verify(admin, moves))
-            if status == 0:
+            if status == 0 and not arguments.preserve_throttles:
                 _remove_throttles(admin, targets, moves)
     except AdminClientError as error:
         raise CliError(str(error)) from None
@@ -242,7 +249,8 @@ def _set_throttles(admin: AdminClient, arguments: argparse.Namespace,
 
 def _remove_throttles(admin: AdminClient, targets: tuple[ReassignmentTarget, ...],
                       moves: list[ReplicaMove]) -> None:
-    """--verify's clean-up once complete: every throttle this tool may have set that is set."""
+    """--verify's clean-up once complete, and --cancel's (as Kafka's tool): every throttle this
+    tool may have set that is set."""
     removed = False
     for broker_id in sorted(admin.metadata().brokers):
         removed |= _delete_set(

@@ -221,6 +221,9 @@ def test_cancelling_a_started_reassignment_reverts_it(cluster: Cluster, zk: Kazo
                       "--reassignment-json-file", str(plan))
     assert status == 0, out
     assert "Cancelled the reassignment of partition cy-0." in out
+    assert "Throttle was removed." in out  # as Kafka's tool, unless --preserve-throttles
+    config, _ = zk.get("/config/topics/cy")
+    assert "throttled.replicas" not in config.decode()
     wait_until(lambda: replicas("cy") == [1, 2], "the reassignment to be reverted", pause)
     with AdminClient(bootstrap) as admin:
         wait_until(lambda: not admin.list_partition_reassignments(), "nothing listed", pause)
