@@ -68,6 +68,8 @@ class Relay:
             sink.shutdown(socket.SHUT_WR)
 
     def close(self) -> None:
+        with contextlib.suppress(OSError):
+            self.listener.shutdown(socket.SHUT_RDWR)  # wakes the accepting thread
         self.listener.close()
         self._thread.join(TIMEOUT_SECONDS)
         for sock in self._sockets:
