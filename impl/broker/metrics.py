@@ -11,9 +11,10 @@ alerts written for Apache Kafka read this broker unchanged:
   ``kafka_network_requestmetrics_totaltimems{request}`` histogram (milliseconds),
   ``kafka_server_replicamanager_isr{shrinks,expands}_total``;
 - gauges computed at scrape time by :class:`BrokerCollector` from public state of the broker:
-  UnderReplicatedPartitions, OfflinePartitionsCount and ActiveControllerCount (reported by the
-  active controller only, as in Kafka), OfflineLogDirectoryCount, the controller's
-  LeaderElectionRateAndTimeMs count, and per partition the progress of a log-dir move
+  UnderReplicatedPartitions, PartitionCount, LeaderCount, OfflinePartitionsCount and
+  ActiveControllerCount (reported by the active controller only, as in Kafka),
+  OfflineLogDirectoryCount, the controller's LeaderElectionRateAndTimeMs count, and per
+  partition the progress of a log-dir move
   (``kafka_log_logdirmove_bytescopied``, ``..._offsetlag``) with the broker's intra-broker
   throttle rate.
 
@@ -112,6 +113,8 @@ class BrokerView(Protocol):
     """The public state :class:`BrokerCollector` reads at scrape time."""
 
     def under_replicated_partitions(self) -> int: ...
+    def partition_count(self) -> int: ...
+    def leader_count(self) -> int: ...
     def offline_log_directory_count(self) -> int: ...
     def active_controller(self) -> bool: ...
     def offline_partitions_count(self) -> int: ...
@@ -134,6 +137,12 @@ class BrokerCollector(Collector):
             "kafka_server_replicamanager_underreplicatedpartitions",
             "Partitions led by this broker whose ISR is smaller than their replica set",
             value=view.under_replicated_partitions())
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_partitioncount",
+            "Partitions this broker hosts a replica of", value=view.partition_count())
+        yield GaugeMetricFamily(
+            "kafka_server_replicamanager_leadercount",
+            "Partitions this broker leads", value=view.leader_count())
         yield GaugeMetricFamily(
             "kafka_log_logmanager_offlinelogdirectorycount",
             "Log directories of this broker that are offline",
@@ -292,6 +301,19 @@ class BrokerStateView:
         me = replicas.broker_id
         return sum(1 for state in list(replicas.states.values())
                    if state.leader == me and len(state.isr) < len(state.replicas))
+
+    def partition_count(self) -> int:
+        """Partitions this broker hosts (a replica the controller gave it)."""
+        replicas = self.broker.replicas
+        return 0 if replicas is None else len(replicas.states)
+
+    def leader_count(self) -> int:
+        """Partitions this broker leads."""
+        replicas = self.broker.replicas
+        if replicas is None:
+            return 0
+        me = replicas.broker_id
+        return sum(1 for state in list(replicas.states.values()) if state.leader == me)
 
     def offline_log_directory_count(self) -> int:
         """Configured log dirs that failed."""

@@ -54,8 +54,12 @@ def test_metrics_endpoint_counts_a_real_clients_traffic(zk_chroot: str, tmp_path
         assert before[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 0
         assert before[("kafka_log_logmanager_offlinelogdirectorycount", ())] == 0
         assert before[("kafka_controller_kafkacontroller_activecontrollercount", ())] == 0
+        assert before[("kafka_server_replicamanager_partitioncount", ())] == 0
         assert all(response.error_code == 0
                    for response in broker.become_leader("mt", partitions=2))
+        led = _scrape(port)
+        assert led[("kafka_server_replicamanager_partitioncount", ())] == 2
+        assert led[("kafka_server_replicamanager_leadercount", ())] == 2
         errors: list[str] = []
         producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all"})
         for index in range(RECORDS):

@@ -17,6 +17,8 @@ class View:
     """A BrokerView with settable values."""
 
     under_replicated: int = 0
+    partitions: int = 0
+    leaders: int = 0
     offline_dirs: int = 0
     active: bool = False
     offline_partitions: int = 0
@@ -26,6 +28,12 @@ class View:
 
     def under_replicated_partitions(self) -> int:
         return self.under_replicated
+
+    def partition_count(self) -> int:
+        return self.partitions
+
+    def leader_count(self) -> int:
+        return self.leaders
 
     def offline_log_directory_count(self) -> int:
         return self.offline_dirs
@@ -65,7 +73,10 @@ def test_gauges_are_read_at_scrape_time() -> None:
     view.under_replicated, view.offline_dirs, view.offline_partitions = 3, 1, 2
     view.progress = [MoveProgress("t", 4, 1234, 7)]
     view.rate, view.elections = 1_000_000, 5
+    view.partitions, view.leaders = 9, 4
     second = _samples(metrics)
+    assert second[("kafka_server_replicamanager_partitioncount", ())] == 9
+    assert second[("kafka_server_replicamanager_leadercount", ())] == 4
     assert second[("kafka_server_replicamanager_underreplicatedpartitions", ())] == 3
     assert second[("kafka_log_logmanager_offlinelogdirectorycount", ())] == 1
     # OfflinePartitionsCount is the active controller's figure, as in Kafka
