@@ -71,6 +71,9 @@ class EmbeddedZooKeeper:
         tick_ms: ZooKeeper's ``tickTime``; sessions may be as short as two ticks, which lets
             tests expire sessions quickly.
         start_timeout_s: how long :meth:`start` waits for the server to serve.
+        heap_mb: the server JVM's maximum heap; the default suits tests, while hundreds of
+            thousands of znodes (a benchmark's 100,000 partitions) need more, or the collector's
+            pauses outlast the sessions.
 
     Use as a context manager, or call :meth:`start` and :meth:`stop`.
     """
@@ -81,6 +84,7 @@ class EmbeddedZooKeeper:
         data_dir: Path | None = None,
         tick_ms: int = 200,
         start_timeout_s: float = 60.0,
+        heap_mb: int = 256,
     ) -> None:
         self.host = "127.0.0.1"
         self.port = port if port is not None else find_free_loopback_port()
@@ -90,6 +94,7 @@ class EmbeddedZooKeeper:
         self.data_dir = data_dir
         self.tick_ms = tick_ms
         self.start_timeout_s = start_timeout_s
+        self.heap_mb = heap_mb
         self._process: subprocess.Popen[bytes] | None = None
 
     @property
@@ -149,7 +154,7 @@ class EmbeddedZooKeeper:
         command = [
             java,
             "-Xms32m",
-            "-Xmx256m",
+            f"-Xmx{self.heap_mb}m",
             "-XX:+UseSerialGC",
             "-XX:TieredStopAtLevel=1",
             "-Dzookeeper.jmx.log4j.disable=true",
