@@ -31,6 +31,7 @@ import trio
 
 from bench._metrics import Endpoint
 from conformance.coordinator import RecordingBrokers
+from impl.broker import garbage
 from impl.broker.metrics import Parts
 from impl.controller import (
     ControllerService,
@@ -93,7 +94,8 @@ class _CountingCoordinator(KazooCoordinator):
         return await super().multi(ops)
 
 
-async def _run(hosts: str, partitions: int, topics: int, batch: int) -> dict[str, object]:
+async def _run(hosts: str, partitions: int, topics: int, batch: int,
+               session_timeout_ms: int = 6_000) -> dict[str, object]:
     per_topic = math.ceil(partitions / topics)
     transport = RecordingBrokers()
     traces = _TimedTraces()
@@ -102,9 +104,10 @@ async def _run(hosts: str, partitions: int, topics: int, batch: int) -> dict[str
         for broker_id in BROKERS:
             if broker_id == 0:
                 session: Coordinator = await _CountingCoordinator.connect(
-                    hosts, session_timeout_ms=6_000)
+                    hosts, session_timeout_ms=session_timeout_ms)
             else:
-                session = await KazooCoordinator.connect(hosts, session_timeout_ms=6_000)
+                session = await KazooCoordinator.connect(
+                    hosts, session_timeout_ms=session_timeout_ms)
             sessions[broker_id] = session
             await register_broker(session, broker_id, "127.0.0.1", 9092 + broker_id)
         service = ControllerService(trace_sink=traces, partitions_per_write_max=batch)
@@ -257,6 +260,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--zookeeper", help="connect string of a running ZooKeeper "
                         "(default: start an embedded one)")
     args = parser.parse_args(argv)
+    garbage.take_over_full_collections()  # the collector policy of the broker process
     if args.partitions < 3 or args.topics < 1 or args.partitions_per_write < 1:
         parser.error("need --partitions >= 3, --topics >= 1, --partitions-per-write >= 1")
     if args.zookeeper:
