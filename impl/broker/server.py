@@ -60,7 +60,7 @@ RECEIVE_BYTES: Final = 256 * 1024
 #: worker thread did not help (a 12 MB ListOffsets held it 370 ms).
 DECODE_IN_SLICES_BYTES: Final = 64 * 1024
 #: The most event-loop time one run of slices takes before the connection yields.
-DECODE_SLICE_SECONDS: Final = 0.002
+DECODE_SLICE_SECONDS: Final = 0.0005
 #: Responses queued per connection before the reader waits for the writer.
 OUTGOING_QUEUE_MAX: Final = 64
 
