@@ -298,7 +298,9 @@ class ReplicaManager:
         pending: list[Effect] = []
         self._stepping = True
         try:
-            self._carry_out_now(self.node.step(event), pending)
+            # a StopReplica deleting many logs writes each dir's checkpoints once per step
+            with self.logs.batched_checkpoints():
+                self._carry_out_now(self.node.step(event), pending)
         finally:
             self._stepping = False
         while self._deferred:

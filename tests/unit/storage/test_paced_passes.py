@@ -9,8 +9,11 @@ partition (or one checkpoint file, or one removal), and the passes still do all 
 
 from __future__ import annotations
 
+import pytest
+
 from conformance.disk import SimDisk
 from impl.storage import LogManager, TopicPartition
+from impl.storage.checkpoint import RECOVERY_POINT_CHECKPOINT
 from impl.storage.names import DELETE_SUFFIX
 
 from ._support import DIR_A, DIR_B, ManualClock, batch, config, run
@@ -71,3 +74,29 @@ def test_queued_deletes_are_removed_one_at_a_time() -> None:
 def test_a_retention_pass_takes_one_step_per_partition() -> None:
     manager = _manager_with_partitions(SimDisk([DIR_A, DIR_B]))
     assert len(list(manager.enforce_retention_steps())) == PARTITIONS
+
+
+def test_deleting_many_partitions_in_one_step_checkpoints_each_dir_once(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A StopReplica deleting thousands of logs wrote every dir's three checkpoint files (two
+    fsyncs each) once per partition; in a batch, once per dir, and the checkpoints end the same
+    (no deleted partition left in them)."""
+    disk = SimDisk([DIR_A, DIR_B])
+    manager = _manager_with_partitions(disk)
+    writes: list[str] = []
+    real = manager._write_dir_checkpoints
+
+    def counting(log_dir: str, *args: object, **kwargs: bool) -> None:
+        writes.append(log_dir)
+        real(log_dir)
+
+    monkeypatch.setattr(manager, "_write_dir_checkpoints", counting)
+    with manager.batched_checkpoints():
+        for index in range(PARTITIONS):
+            manager.delete(TopicPartition("t", index))
+        assert writes == []
+    assert sorted(writes) == sorted(set(writes))  # once per dir
+    for log_dir in set(writes):
+        text = disk.read(f"{log_dir}/{RECOVERY_POINT_CHECKPOINT}", 0, 1 << 20)
+        assert b"t " not in text
