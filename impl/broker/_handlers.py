@@ -69,7 +69,7 @@ PARTITIONS_PER_TOPIC_MAX: Final = 100_000
 #: creates or deletes logs, with fsyncs), so no request holds the event loop for long.
 YIELD_EVERY_ENTRIES: Final = 512
 ENCODE_OFF_LOOP_ENTRIES: Final = 2_000
-CONTROLLER_CHUNK_PARTITIONS: Final = 2
+CONTROLLER_CHUNK_PARTITIONS: Final = 1
 #: Kafka's ``LIST_OFFSETS`` special timestamps.
 LATEST_TIMESTAMP: Final = -1
 EARLIEST_TIMESTAMP: Final = -2
