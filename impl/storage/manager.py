@@ -1579,6 +1579,14 @@ class LogManager:
                 f"the served copy on {partition.log_dir} ends at offset "
                 f"{partition.log_end_offset}, before this copy's {request.log_end_offset}"
             )
+        # The removal destroys a copy: the served one is looked at first, so that a disk that
+        # died since its last I/O is noticed now rather than after its only peer is gone.
+        probe = self._io_nowait(partition.log_dir)
+        present = False
+        with probe:
+            present = self.disk.exists(f"{partition.log_dir}/{dir_name(request.tp)}")
+        if probe.failed or not present:
+            return f"the served copy's dir {partition.log_dir} failed"
         return None
 
     # --- what the runtime lends ----------------------------------------------------------------

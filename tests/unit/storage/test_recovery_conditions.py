@@ -389,3 +389,37 @@ def test_a_move_is_not_resumed_into_a_dir_that_failed_during_recovery() -> None:
         assert served.future is None
 
     run(main)
+
+
+def test_a_queued_delete_stays_while_the_served_copys_disk_died_unnoticed() -> None:
+    """Found by the simulator's composite fault ``fail_after_swap`` (``conformance run --brokers
+    1``, seed 13 of the first run with it): a move swapped, then the served copy's disk died
+    with no I/O since; the background removal of the swap's ``tp.delete`` saw the partition
+    online (nothing had noticed the failure) and removed the only copy on a working disk. It
+    now looks at the served copy first: the failure is noticed, the copy is kept."""
+    async def main() -> None:
+        disk, manager = _three_dirs()
+        partition = manager.create(TP, is_new=True)
+        for i in range(5):
+            await partition.append_as_leader(batch(i), 1)
+        partition.flush()
+        source = partition.log_dir
+        dest = next(d for d in (DIR_A, DIR_B, DIR_C) if d != source)
+        assert manager.alter_replica_log_dir(TP, dest) == ErrorCode.NONE
+        for _ in range(1000):
+            state = manager.move_state(TP).state
+            if state is MoveState.COPYING:
+                manager.copy_step_nowait(TP, 1 << 20)
+            elif state is MoveState.CAUGHT_UP:
+                partition.lock.acquire_nowait()
+                manager.swap_locked_nowait(TP)
+            else:
+                break
+        assert manager.move_state(TP).state is MoveState.DONE
+        assert disk.exists(f"{source}/{dir_name(TP, DirKind.DELETE)}")
+        disk.fail_dir(dest)
+        assert manager.delete_pending_nowait() == 0
+        assert disk.exists(f"{source}/{dir_name(TP, DirKind.DELETE)}")
+        assert dest in manager.offline_dirs
+
+    run(main)
