@@ -296,6 +296,10 @@ class SimDisk:
         return sorted(root for root, (_, reads, writes) in self._failed.items()
                       if reads and writes)
 
+    def unreadable_dirs(self) -> list[str]:
+        """The log dirs whose reads fail (failed whole, or reads alone), sorted."""
+        return sorted(root for root, (_, reads, _) in self._failed.items() if reads)
+
     def faulty_dirs(self) -> list[str]:
         """The log dirs with any fault (failed whole or in part, a failed file, full), sorted."""
         return sorted({*self._failed, *self._failed_files, *self._space})

@@ -100,7 +100,15 @@ FAULT_KINDS = (
     "file_failure",
     "disk_full",
     "torn_middle",
+    # the composite faults: a disk failure at the moment a decision depends on it (planned
+    # from their own stream too)
+    "redirect_off_failing",
+    "file_failure_at_restart",
+    "fail_after_swap",
 )
+
+#: The composite faults (see :meth:`BrokerWorld.inject`).
+_COMPOSITE_FAULTS = ("redirect_off_failing", "file_failure_at_restart", "fail_after_swap")
 
 #: The partial faults that take a dir out (they count against the ``log_dirs - 1`` budget).
 _PARTIAL_DIR_FAULTS = ("dir_read_only", "dir_read_errors", "file_failure", "disk_full")
@@ -288,6 +296,15 @@ def plan_faults(seed: int, config: SimConfig, root: SimRng | None = None) -> tup
         dirs.add(target)
         extra = partial.randrange(1 << 12) if kind in ("file_failure", "disk_full") else 0
         faults.append(Fault(step, kind, broker, target + 16 * extra))
+    # The composite faults: a disk fails just when a decision depends on it (a redirect off a
+    # failing destination, a failing segment read during startup recovery, the served copy's
+    # dir failing while the swap's tp.delete waits for removal).
+    composite = root.stream("composite-faults")
+    for step in range(1, config.steps):
+        if composite.chance(config.fault_probability / 3):
+            faults.append(Fault(step, composite.choice(_COMPOSITE_FAULTS),
+                                composite.randrange(config.brokers),
+                                composite.randrange(1 << 16)))
     return tuple(sorted(faults))
 
 
@@ -758,8 +775,28 @@ class BrokerWorld:
         self.manager.set_throttle_rate(_THROTTLE_RATES[choice % len(_THROTTLE_RATES)])
 
     def delete_pending(self) -> None:
-        """The background removal of ``.delete`` dirs."""
+        """The background removal of ``.delete`` dirs. MOVE_NO_LOSS: a partition with durable
+        acknowledged records that had a copy on a readable disk still has one after it (the
+        removal may not take the last one while the served copy's disk is failed)."""
+        before = {tp: self._copies_on_good_dirs(tp) for tp in self.tps}
         self.manager.delete_pending_nowait()
+        for tp, held in before.items():
+            if held and self.books[tp].durable_offset > 0 and not self._copies_on_good_dirs(tp):
+                raise ViolationFound("MOVE_NO_LOSS", (
+                    f"broker {self.broker}: {tp}'s last copy on a readable disk ({held[0]}) was "
+                    f"removed; the served copy's dir is failed ({self._dirs_of(tp)})"))
+
+    def _copies_on_good_dirs(self, tp: TopicPartition) -> list[str]:
+        """``tp``'s copies (live, ``.move``, ``.delete``) on dirs whose reads work."""
+        unreadable = set(self.disk.unreadable_dirs())
+        found = []
+        for log_dir in self.log_dirs:
+            if log_dir in unreadable:
+                continue
+            for kind in DirKind:
+                if self.disk.exists(f"{log_dir}/{dir_name(tp, kind)}"):
+                    found.append(f"{log_dir}/{dir_name(tp, kind)}")
+        return found
 
     def recreate(self, tp: TopicPartition) -> None:
         """LeaderAndIsr without ``isNew`` for a replica this broker lost: never recreated empty."""
@@ -981,6 +1018,12 @@ class BrokerWorld:
             if partition is None or offline:
                 self.books[tp].offline = True
                 continue
+            if partition.log_dir in offline_dirs:
+                raise ViolationFound(
+                    "DIR_FAILURE_ISOLATION",
+                    f"broker {self.broker}: {tp} is served online from the offline dir "
+                    f"{partition.log_dir}",
+                )
             if partition.log.kind is not DirKind.LIVE or partition.log_dir not in dirs:
                 raise ViolationFound(
                     "MOVE_SINGLE_LIVE",
@@ -989,7 +1032,9 @@ class BrokerWorld:
                 )
 
     def check_records(self) -> None:
-        """MOVE_NO_LOSS and READ_CONSISTENT: every online partition read back whole."""
+        """MOVE_NO_LOSS and READ_CONSISTENT: every online partition read back whole; then
+        what DescribeLogDirs and DescribeReplicaLogDirs report (:meth:`check_described`)."""
+        self.check_described()
         for tp in self.tps:
             partition = self.manager.get(tp)
             if partition is None or partition.offline:
@@ -1007,6 +1052,52 @@ class BrokerWorld:
                 f"broker {self.broker}: {tp} on {partition.log_dir} holds {_describe(found)}, "
                 f"acknowledged {_describe(book.batches)}",
             )
+
+    def check_described(self) -> None:
+        """MOVE_SINGLE_LIVE and DIR_FAILURE_ISOLATION as DescribeLogDirs (KIP-113) reports
+        them: an offline dir is reported offline with no replica; every online partition once
+        as the current replica, in the dir it is served from, at its LEO; a running move's
+        ``.move`` as the future replica in its destination; DescribeReplicaLogDirs agrees."""
+        try:
+            described = self.manager.describe()
+        except (StorageError, OSError):
+            return
+        current: dict[TopicPartition, list[tuple[str, int]]] = {}
+        future: dict[TopicPartition, str] = {}
+        for entry in described:
+            if not entry.online:
+                if entry.replicas or entry.path not in self.manager.offline_dirs:
+                    raise ViolationFound("DIR_FAILURE_ISOLATION", (
+                        f"broker {self.broker}: DescribeLogDirs reports {entry.path} offline "
+                        f"with {len(entry.replicas)} replicas"))
+                continue
+            for replica in entry.replicas:
+                if replica.is_temporary:
+                    future[replica.tp] = entry.path
+                else:
+                    current.setdefault(replica.tp, []).append((entry.path, replica.log_end_offset))
+        for tp in self.tps:
+            partition = self.manager.get(tp)
+            info = self.manager.replica_dir_info(tp)
+            if partition is None or partition.offline:
+                if tp in current:
+                    raise ViolationFound("DIR_FAILURE_ISOLATION", (
+                        f"broker {self.broker}: DescribeLogDirs reports offline {tp} on "
+                        f"{current[tp]}"))
+                continue
+            if partition.log_dir in self.manager.offline_dirs:
+                continue  # (check_structure's verdict)
+            expected = [(partition.log_dir, partition.log_end_offset)]
+            if current.get(tp) != expected or info.current_dir != partition.log_dir:
+                raise ViolationFound("MOVE_SINGLE_LIVE", (
+                    f"broker {self.broker}: {tp} is served from {expected}; DescribeLogDirs "
+                    f"says {current.get(tp)}, DescribeReplicaLogDirs {info.current_dir}"))
+            dest = partition.future.log_dir if partition.future is not None else None
+            if future.get(tp) != (dest if dest not in self.manager.offline_dirs else None) or (
+                    info.future_dir != dest):
+                raise ViolationFound("MOVE_SINGLE_LIVE", (
+                    f"broker {self.broker}: {tp}'s .move is on {dest}; DescribeLogDirs says "
+                    f"{future.get(tp)}, DescribeReplicaLogDirs {info.future_dir}"))
 
     def _read_whole(
         self, tp: TopicPartition, partition: PartitionLog
@@ -1068,8 +1159,108 @@ class BrokerWorld:
         elif fault.kind == "unreadable_at_startup":
             self._unreadable_next_start.add(fault.target % len(self.log_dirs))
             self.crash_and_restart()
+        elif fault.kind == "redirect_off_failing":
+            self._redirect_off_failing(fault.target)
+        elif fault.kind == "file_failure_at_restart":
+            self._file_failure_at_restart(fault.target)
+        elif fault.kind == "fail_after_swap":
+            self._fail_after_swap(fault.target)
         else:
             self._inject_partial(fault)
+
+    # --- composite faults --------------------------------------------------------------------
+
+    def _good_dirs(self) -> list[str]:
+        """The dirs with no fault, online in the manager."""
+        faulty = {*self.disk.faulty_dirs(), *self.manager.offline_dirs}
+        return [d for d in self.log_dirs if d not in faulty]
+
+    def _moving(self, tp: TopicPartition, good: list[str], pick: int) -> rm.Move | None:
+        """``tp``'s move between good dirs, started towards one if none runs."""
+        partition = self.manager.get(tp)
+        if partition is None or partition.offline or partition.log_dir not in good:
+            return None
+        move = self.manager.move_state(tp)
+        if move.state not in _MOVING:
+            others = [d for d in good if d != partition.log_dir]
+            self.manager.alter_replica_log_dir(tp, others[pick % len(others)])
+            move = self.manager.move_state(tp)
+        return move if move.state in _MOVING and move.dest_dir in good else None
+
+    def _redirect_off_failing(self, target: int) -> None:
+        """A move's destination disk fails unnoticed and AlterReplicaLogDirs redirects the move
+        to a third dir before any other I/O there (the old tp.move cannot be retired); the
+        operator then reseats the disk and restarts the broker (seed 954)."""
+        good = self._good_dirs()
+        if len(good) < 3:
+            return
+        tp = self.tps[target % len(self.tps)]
+        move = self._moving(tp, good, target >> 4)
+        if move is None or move.dest_dir is None or move.source_dir is None:
+            return
+        third = [d for d in good if d not in (move.source_dir, move.dest_dir)]
+        self.disk.fail_dir(move.dest_dir)
+        self.manager.alter_replica_log_dir(tp, third[0])
+        self._finish_move(tp)
+        self.disk.repair_dir(move.dest_dir)
+        self.crash_and_restart()
+
+    def _finish_move(self, tp: TopicPartition) -> None:
+        """The movers run ``tp``'s move (unthrottled) until it is no longer copying."""
+        self.manager.set_throttle_rate(UNLIMITED_RATE)
+        for step in range(200):
+            if self.manager.move_state(tp).state not in _MOVING:
+                break
+            self.mover_step(step)
+
+    def _file_failure_at_restart(self, target: int) -> None:
+        """The broker restarts with a bad sector in the first segment of a partition sharing
+        its dir with others: recovery reads it and takes the dir offline while the dir's other
+        partitions are still to be recovered (seed 170)."""
+        by_dir: dict[str, list[TopicPartition]] = {}
+        for tp in self.tps:
+            partition = self.manager.get(tp)
+            if partition is not None and not partition.offline:
+                by_dir.setdefault(partition.log_dir, []).append(tp)
+        good = self._good_dirs()
+        shared = sorted(d for d, tps in by_dir.items() if len(tps) > 1 and d in good)
+        if not shared:
+            return
+        log_dir = shared[target % len(shared)]
+        first = min(by_dir[log_dir])
+        segments = sorted(f"{log_dir}/{dir_name(first)}/{name}"
+                          for name in self.disk.entries_unchecked(f"{log_dir}/{dir_name(first)}")
+                          if name.endswith(".log"))
+        if not segments:
+            return
+        self.disk.fail_file(segments[0])
+        self.crash_and_restart()
+        self.check_structure()
+        # (the bad sector is remapped, the broker restarted)
+        self.disk.repair_dir(log_dir)
+        self.crash_and_restart()
+
+    def _fail_after_swap(self, target: int) -> None:
+        """A move swaps, then the served copy's disk fails before the queued tp.delete is
+        removed: the removal must keep it (it is the only copy on a working disk)."""
+        good = self._good_dirs()
+        if len(good) < 2:
+            return
+        tp = self.tps[target % len(self.tps)]
+        move = self._moving(tp, good, target >> 4)
+        if move is None:
+            return
+        self._finish_move(tp)
+        partition = self.manager.get(tp)
+        if self.manager.move_state(tp).state is not rm.MoveState.DONE or partition is None:
+            return
+        served = partition.log_dir
+        self.disk.fail_dir(served)
+        self.read(tp, 0, 1 << 20)  # a consumer's read finds the disk failed
+        self.delete_pending()
+        # (a transient failure: the disk is reseated, the broker restarted)
+        self.disk.repair_dir(served)
+        self.crash_and_restart()
 
     def _inject_partial(self, fault: Fault) -> None:
         log_dir = self.log_dirs[(fault.target % 16) % len(self.log_dirs)]

@@ -203,6 +203,38 @@ PLANTS: tuple[Plant, ...] = (
         "leadership and answers from its cache (a zombie coordinator)", 20,
         (7, "COORDINATOR_LOADED"),
     ),
+    Plant(
+        "queued_delete_unguarded", "storage", "impl.storage.manager",
+        "        if not request.guarded:\n            return None\n"
+        "        partition = self._partitions.get(request.tp)",
+        "        return None\n        partition = self._partitions.get(request.tp)",
+        "a queued tp.delete is removed while no online dir serves a copy at least as long (the "
+        "swap's other copy may be lost or not yet durable)", 4, (0, "MOVE_NO_LOSS"),
+    ),
+    Plant(
+        "redirect_off_a_failed_dir", "storage", "impl.storage.manager",
+        "                if swallow.failed and move.state in "
+        "(MoveState.COPYING, MoveState.CAUGHT_UP):",
+        "                if False:",
+        "a redirect whose old tp.move could not be retired creates the new one anyway (seed 954)",
+        48, (45, "DIR_FAILURE_ISOLATION"),
+    ),
+    Plant(
+        "recovery_loads_from_a_failed_dir", "storage", "impl.storage.manager",
+        "        if live_dir in self.offline_dirs:\n            # the dir failed earlier",
+        "        if False:\n            # the dir failed earlier",
+        "startup recovery loads partitions from a dir that failed earlier in the same recovery "
+        "(seed 170)", 16, (15, "DIR_FAILURE_ISOLATION"),
+    ),
+    Plant(
+        "sequence_gap_accepted", "replication", "impl.broker.producer_state",
+        "        if first_sequence != _next_sequence(entry.batches[-1].last_sequence):\n"
+        "            return SequenceCheck(SequenceVerdict.REJECT, OUT_OF_ORDER_SEQUENCE_NUMBER)",
+        "        if False:\n"
+        "            return SequenceCheck(SequenceVerdict.REJECT, OUT_OF_ORDER_SEQUENCE_NUMBER)",
+        "an idempotent producer's batch with a sequence gap is appended (the leader's sequence "
+        "check skips the gap)", 4, (1, "IDEMPOTENCE_SEQUENCED"),
+    ),
 )
 
 #: Plants the default run does not catch within their budget (seeds run, no failure): gaps
@@ -215,29 +247,6 @@ GAPS: tuple[Plant, ...] = (
         "a pending ISR removal of a failed (bounced) broker is dropped: the controller plans from "
         "its cached ISR and keeps the broker in it (caught at seed 64 before the default run ran "
         "consumer groups, whose traffic moved the interleaving)", 80, (-1, ""),
-    ),
-    Plant(
-        "queued_delete_unguarded", "storage", "impl.storage.manager",
-        "        if not request.guarded:\n            return None\n"
-        "        partition = self._partitions.get(request.tp)",
-        "        return None\n        partition = self._partitions.get(request.tp)",
-        "a queued tp.delete is removed while no online dir serves a copy at least as long (the "
-        "swap's other copy may be lost or not yet durable)", 72, (-1, ""),
-    ),
-    Plant(
-        "redirect_off_a_failed_dir", "storage", "impl.storage.manager",
-        "                if swallow.failed and move.state in "
-        "(MoveState.COPYING, MoveState.CAUGHT_UP):",
-        "                if False:",
-        "a redirect whose old tp.move could not be retired creates the new one anyway (seed 954)",
-        72, (-1, ""),
-    ),
-    Plant(
-        "recovery_loads_from_a_failed_dir", "storage", "impl.storage.manager",
-        "        if live_dir in self.offline_dirs:\n            # the dir failed earlier",
-        "        if False:\n            # the dir failed earlier",
-        "startup recovery loads partitions from a dir that failed earlier in the same recovery "
-        "(seed 170)", 72, (-1, ""),
     ),
 )
 

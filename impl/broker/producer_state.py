@@ -174,13 +174,3 @@ class PartitionProducerState:
             last_offset=last_offset,
         )
 
-    def truncate_to(self, offset: int) -> None:
-        """Forget batches at or above ``offset`` (the log was truncated there)."""
-        for producer_id in list(self._producers):
-            entry = self._producers[producer_id]
-            kept = [batch for batch in entry.batches if batch.last_offset < offset]
-            if not kept:
-                del self._producers[producer_id]
-                continue
-            entry.batches.clear()
-            entry.batches.extend(kept)
