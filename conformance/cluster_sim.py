@@ -1459,6 +1459,7 @@ class StorageBroker:
         world = self.world
         world.clock.advance_ns(self._workload.randrange(2_000_000))
         move_sim._guarded(world, move_sim._draw_operation(self._workload, self.config))
+        move_sim._guarded(world, BrokerWorld.extra_operation)
         world.check_structure()
         if step % self.config.verify_interval == 0:
             world.check_records()

@@ -313,6 +313,11 @@ class SimDisk:
         assert after_operations is None or after_operations >= 1
         self._crash_countdown = after_operations
 
+    @property
+    def crash_armed(self) -> bool:
+        """A crash is armed (:meth:`arm_crash`)."""
+        return self._crash_countdown is not None
+
     def set_fsync_effective(self, effective: bool) -> None:
         """Make ``fsync``/``fsync_dir`` no-ops for durability (``False``) or real again.
 

@@ -44,6 +44,7 @@ This module is a sans-IO core: it imports no I/O module itself.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import hashlib
 from collections.abc import Callable, Sequence
@@ -425,10 +426,12 @@ class _PartitionBook:
     in_flight: tuple[int, int] | None = None
     #: the partition may not be served (its dir failed, or recovery said so)
     offline: bool = False
+    #: the log start offset DeleteRecords or retention moved to (batches below are gone)
+    start_offset: int = 0
 
     @property
     def end_offset(self) -> int:
-        return self.batches[-1][1] if self.batches else 0
+        return self.batches[-1][1] if self.batches else self.start_offset
 
 
 class BrokerWorld:
@@ -456,6 +459,7 @@ class BrokerWorld:
         self.rng = rng
         self._crash_rng = rng.stream("crash")
         self._interleave_rng = rng.stream("interleave")
+        self._extra_rng = rng.stream("extra")
         self.sink = _BrokerSink(broker, emit)
         self.log_dirs = tuple(
             f"/sim/broker-{broker}/data-{index}" for index in range(config.log_dirs)
@@ -708,6 +712,78 @@ class BrokerWorld:
         if tp in self.records:
             for index, pair in enumerate(pairs):
                 self.records[tp][info.base_offset + index] = pair
+
+    def extra_operation(self) -> None:
+        """Now and then (a stream of its own, so the workload's draws stay as they were): a
+        DeleteRecords, retention by size, or a change of ``num.replica.alter.log.dirs.threads``."""
+        rng = self._extra_rng
+        if not rng.chance(0.08):
+            return
+        roll = rng.randrange(3)
+        tp = self.tps[rng.randrange(len(self.tps))]
+        draw = rng.randrange(1 << 16)
+        if roll < 2 and (self.disk.faulty_dirs() or self.disk.crash_armed
+                         or self.manager.offline_dirs or tp.topic == COMPACTED_TOPIC):
+            # (a log start offset moved half way by a failing disk: whether it was recorded
+            # is not knowable from outside; the books could not say what must survive)
+            return
+        if roll == 0:
+            self.delete_records(tp, draw)
+        elif roll == 1:
+            self.retention(tp, 1 + draw % 4)
+        else:
+            self.manager.set_mover_count(1 + draw % 3)
+
+    def delete_records(self, tp: TopicPartition, draw: int) -> None:
+        """DeleteRecords up to a durable acknowledged batch's boundary (the HW of this
+        single-replica leader is set there); the records below are gone from the books."""
+        partition = self.manager.get(tp)
+        book = self.books[tp]
+        if partition is None or partition.offline or not book.batches:
+            return
+        durable = [batch for batch in book.batches if batch[1] <= book.durable_offset]
+        if not durable:
+            return
+        offset = durable[draw % len(durable)][0]
+        try:
+            # (below what is durable: a crash never takes the log below its log start)
+            partition.high_watermark = max(partition.log_start_offset, durable[-1][1])
+            start = partition.delete_records(offset)
+        except (StorageError, OSError):
+            return
+        if start < offset:
+            raise ViolationFound("MOVE_NO_LOSS", (
+                f"broker {self.broker}: {tp} DeleteRecords to {offset} answered the log start "
+                f"offset {start}"))
+        self._forget_below(tp, start)
+
+    def retention(self, tp: TopicPartition, segments: int) -> None:
+        """``retention.bytes`` of about ``segments`` segments, applied, then lifted."""
+        partition = self.manager.get(tp)
+        if partition is None or partition.offline:
+            return
+        config = self.manager.log_config(tp.topic)
+        self.manager.set_log_config(tp.topic, dataclasses.replace(
+            config, retention_bytes=segments * self.config.segment_bytes))
+        book = self.books[tp]
+        try:
+            partition.high_watermark = max(partition.log_start_offset,
+                                           min(book.durable_offset, partition.log_end_offset))
+            self.manager.enforce_retention()
+        except (StorageError, OSError):
+            pass
+        finally:
+            self.manager.set_log_config(tp.topic, None)
+        for each in self.tps:
+            found = self.manager.get(each)
+            if found is not None and not found.offline:
+                self._forget_below(each, found.log_start_offset)
+
+    def _forget_below(self, tp: TopicPartition, start: int) -> None:
+        """The books drop the batches wholly below the log start offset ``start``."""
+        book = self.books[tp]
+        book.start_offset = max(book.start_offset, start)
+        book.batches = [batch for batch in book.batches if batch[1] > start]
 
     def flush(self, tp: TopicPartition) -> None:
         """Fsync one partition; its acknowledged batches become durable."""
@@ -1432,6 +1508,7 @@ def simulate(
                 for each in worlds:
                     _guarded(each, functools.partial(BrokerWorld.compaction_step,
                                                      draw=each.cleaner_draw()))
+            _guarded(world, BrokerWorld.extra_operation)
             for each in worlds:
                 each.check_structure()
                 if step % config.verify_interval == 0:
