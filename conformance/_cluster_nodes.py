@@ -238,6 +238,8 @@ class SimBroker:
         self.incarnation = 0
         self.session = -1
         self.broker_epoch = -1
+        #: the broker epoch since which every shutdown was clean (KIP-966)
+        self.clean_since_epoch = -1
         self.manager: LogManager | None = None
         self.store: _SimStore | None = None
         self.node: BrokerNode | None = None
@@ -291,7 +293,8 @@ class SimBroker:
             self.node.host_groups(gc.GroupCoordinator(
                 self.id, coordinator_config(), new_member_suffix=self._member_suffix,
                 trace=self.sink), COMMIT_TIMEOUT_MS)
-        self._register_session(self.manager.previous_broker_epoch)
+        self.clean_since_epoch = self.manager.clean_since_broker_epoch
+        self._register_session()
         self.controller = SimController(world, self)
         self.node.started()
 
@@ -300,22 +303,25 @@ class SimBroker:
         self._member_ids += 1
         return f"{self.id}.{self.incarnation}.{self._member_ids}"
 
-    def _register_session(self, previous_broker_epoch: int) -> None:
+    def _register_session(self) -> None:
         """Open a ZooKeeper session and register ``/brokers/ids/<id>``; its czxid is the new
-        broker epoch (older controller requests are fenced). ``previous_broker_epoch``: the
-        incarnation whose clean shutdown this registration follows, or -1 (KIP-966)."""
+        broker epoch (older controller requests are fenced). The registration carries the
+        clean-since epoch (KIP-966): the markers' at a start, else (after an unclean shutdown)
+        the first registration's own epoch; a re-registration of the process keeps it."""
         world = self.world
         assert self.node is not None
         self.session = world.zk.open_session(6_000)
         results = world.zk.multi(self.session, [CreateOp(
             broker_path(self.id), encode_broker(f"broker-{self.id}", 9092, None,
                                                 world.clock.wall_ms(),
-                                                previous_broker_epoch=previous_broker_epoch),
+                                                clean_since_broker_epoch=self.clean_since_epoch),
             ephemeral=True)])
         assert isinstance(results[0], CreateResult), results
         stat = world.zk.exists(self.session, broker_path(self.id), False)
         assert stat is not None
         self.broker_epoch = stat.czxid
+        if self.clean_since_epoch < 0:
+            self.clean_since_epoch = self.broker_epoch
         self.node.register(self.broker_epoch)
 
     def expire_session(self) -> None:
@@ -327,8 +333,8 @@ class SimBroker:
 
     def register(self) -> None:
         """Register again after a session expiry (Kafka's re-registration), same process: it
-        follows the incarnation whose session expired, which lost nothing."""
-        self._register_session(self.broker_epoch)
+        lost nothing, its clean-since epoch stands."""
+        self._register_session()
 
     def crash(self, *, lose_unflushed: bool) -> None:
         """The process dies: memory is lost; the disk keeps what its contract says."""
@@ -342,7 +348,7 @@ class SimBroker:
                 self.storage_sink.emit(rm.step(move, rm.MoveInput(rm.MoveEvent.CRASHED)).trace)
         if not lose_unflushed:  # a clean shutdown: flushed, then the markers (KIP-966)
             with contextlib.suppress(StorageError, OSError):
-                self.manager.close(broker_epoch=self.broker_epoch)
+                self.manager.close(clean_since_epoch=self.clean_since_epoch)
         self.disk.crash(world.crash_rng(self.id))
         self.alive = False
         self.restarts += 1

@@ -31,8 +31,24 @@ Fault model
   Lossy faults (``crash``, ``dir_failure``) strike only a *healthy* cluster — every broker up and
   every partition's ISR in ZooKeeper equal to its online replicas, at least two of them — so the
   loss of unflushed data never exceeds what replication is there to survive (Kafka's guarantee
-  needs one surviving in-sync copy, not fsync).
+  needs one surviving in-sync copy, not fsync). ``crash_last_copy`` strikes whenever, for
+  every partition whose ISR in ZooKeeper holds the broker, another member of that ISR holds
+  every acknowledged batch, live or stopped cleanly, and has not crashed uncleanly since it
+  last joined the ISR. That is what NO_COMMITTED_LOSS promises: one in-sync copy surviving a
+  lossy crash, as KIP-966 (``min.insync.replicas`` - 1 unclean shutdowns) but within the ISR:
+  a copy that already left the ISR (KIP-966's eligible leader replicas, which ZooKeeper's
+  partition state does not keep) is not counted, so the crash of the last ISR member after
+  the others left it is outside the promise and never injected.
 * ``clean_restart``: everything is flushed, then the broker crashes and restarts (any time).
+* ``crash_last_copy``: another member of an ISR that holds the broker stops cleanly (flushed,
+  clean-shutdown marker written), then the broker crashes losing its unflushed tail: it was the
+  last *live* in-sync copy (cluster seed 595's interleaving, in the other order). Downtimes:
+  ``target % 16 + 2`` steps for the crashed broker, ``target // 16 % 16 + 2`` for the stopped
+  one. Unlike ``crash`` it strikes an unhealthy cluster too (partitions, catch-ups,
+  reassignments, brokers down), under the promise below.
+* ``session_expiry``: the broker's ZooKeeper session expires (its registration vanishes, its
+  process keeps running); it registers again ``target`` steps later with a new broker epoch
+  (``--faults`` only: not drawn yet, see :func:`plan_faults`).
 * ``dir_failure``: one log dir fails with EIO (at most one per run); its replicas go offline,
   the broker notifies the controller (``/log_dir_event_notification``).
 * ``controller_expiry``: the active controller's session expires; its client re-creates a
@@ -54,11 +70,12 @@ After every step: LEADER_UNIQUE (at most one broker leads a partition in a leade
 EPOCHS_MONOTONIC (a replica's leader epoch never decreases; nor does the partition state's in
 ZooKeeper), HW_MONOTONIC (a leader's HW never decreases while it leads in one epoch),
 LOG_MATCHING (an ISR member's log equals the leader's below the HW, and a follower joins the ISR
-only holding everything below the HW), NO_COMMITTED_LOSS (the current leader holds every
-acknowledged batch at its acknowledged offset), CONTROLLER_FENCED (a controller write lands only
-under the current controller epoch), DIR_FAILURE_ISOLATION (a replica lost with a failed dir is
-never recreated empty without ``is_new``), READ_CONSISTENT (the consumer reads contiguous
-batches, no producer batch twice, sequences in order). At the end the cluster is healed and
+only holding everything below the HW), NO_COMMITTED_LOSS (the current leader, the live broker
+leading in ZooKeeper's leader epoch, holds every acknowledged batch at its acknowledged
+offset), CONTROLLER_FENCED (a controller write lands only under the current controller epoch),
+DIR_FAILURE_ISOLATION (a replica lost with a failed dir is never recreated empty without
+``is_new``), READ_CONSISTENT (the consumer reads contiguous batches, no producer batch twice,
+sequences in order). At the end the cluster is healed and
 settled, then every acknowledged batch must be in the leader's log exactly once, in the order
 acknowledged, and what the consumer read must still be the log's prefix. With ``groups`` (the
 default), the brokers host group coordinators over ``__consumer_offsets`` and simulated members
@@ -162,7 +179,12 @@ FAULT_KINDS = (
     "partition",
     "reassign",
     "session_expiry",
+    "crash_last_copy",
 )
+#: The faults of the ``faults-last-copy`` stream (added after the others: a schedule without
+#: them is the plan of a seed as it was drawn before; ``session_expiry`` was drawn there for a
+#: while).
+LAST_COPY_STREAM_KINDS = ("session_expiry", "crash_last_copy")
 #: The storage broker's faults (``move_sim.FAULT_KINDS``; its id is ``brokers``).
 STORAGE_FAULT_KINDS = move_sim.FAULT_KINDS
 
@@ -313,6 +335,16 @@ def plan_faults(seed: int, config: ClusterConfig) -> tuple[ClusterFault, ...]:
             faults.append(ClusterFault(step, "partition", broker, rng.randint(5, 40)))
         else:
             faults.append(ClusterFault(step, "reassign", broker, rng.randrange(1 << 16)))
+    # Crashes of the last live in-sync copy come from a stream of their own, so that they
+    # leave the faults above (and every seed pinned by them) unchanged. (``session_expiry`` is
+    # not drawn yet: the trace checker replays a deposed leader's delayed LeaderAndIsr, which a
+    # broker whose session expired receives after a later epoch, against today's state, and
+    # refuses it, fuzz seed 215; ``--faults`` still takes it.)
+    more = SimRng(seed).stream("faults-last-copy")
+    for step in range(1, config.steps):
+        if more.chance(config.fault_probability / 4):
+            faults.append(ClusterFault(step, "crash_last_copy", more.randrange(config.brokers),
+                                       more.randrange(256)))
     if config.storage_broker:
         # the storage broker's own schedule, from a stream of its own (so the cluster's
         # faults are the same with it or without it)
@@ -740,6 +772,10 @@ class ClusterWorld:
         self.lost_with_dir: set[tuple[int, TopicPartition]] = set()
         self.failed_dirs = 0
         self.restart_at: dict[int, int] = {}
+        #: replicas of brokers stopped cleanly: the batches they held (flushed at the stop)
+        self.stopped_holding: dict[tuple[int, TopicPartition], set[BatchKey]] = {}
+        #: replicas that lost their unflushed tail and have not left the ISR since
+        self.tail_lost: set[tuple[int, TopicPartition]] = set()
         #: brokers whose ZooKeeper session expired: the step they register again
         self.reregister_at: dict[int, int] = {}
         self.heal_at: int | None = None
@@ -958,7 +994,11 @@ class ClusterWorld:
     # --- state queries ---------------------------------------------------------------------
 
     def current_leader(self, tp: TopicPartition) -> SimBroker | None:
-        """The live broker leading ``tp`` in the highest leader epoch any live broker knows."""
+        """The live broker leading ``tp`` in the highest leader epoch any live broker knows,
+        unless ZooKeeper's partition state names a newer epoch: a leader deposed while its
+        session had expired (or while its LeaderAndIsr is on the way), still unaware, is no
+        one's leader (a client with ZooKeeper's metadata is fenced by the newer epoch,
+        KIP-320); the partition has none until the new leader takes office."""
         best: SimBroker | None = None
         best_epoch = -1
         for broker in self.brokers:
@@ -966,6 +1006,10 @@ class ClusterWorld:
             if state is not None and state.role is ReplicaRole.LEADER and (
                     state.leader_epoch > best_epoch) and broker.log(tp) is not None:
                 best, best_epoch = broker, state.leader_epoch
+        if best is not None:
+            written = self._state(tp)
+            if written is not None and written[1] > best_epoch:
+                return None
         return best
 
     def online_replicas(self, tp: TopicPartition) -> list[int]:
@@ -984,12 +1028,13 @@ class ClusterWorld:
                 stat.mzxid, dict(decode_topic(topic, data).partitions))
         return dict(cached[1])
 
-    def healthy(self) -> bool:
+    def healthy(self, tps: Sequence[TopicPartition] | None = None) -> bool:
         """Every broker up, every partition's ISR = its online replicas (at least two), each
-        leader's own view agreeing."""
+        leader's own view agreeing (``tps``: those partitions only; default every checked
+        one)."""
         if not all(broker.alive for broker in self.brokers):
             return False
-        for tp in self.checked_tps:
+        for tp in self.checked_tps if tps is None else tps:
             state = self._state(tp)
             online = self.online_replicas(tp)
             if state is None or len(online) < min(2, self.config.replication_factor):
@@ -1012,11 +1057,14 @@ class ClusterWorld:
             if not broker.alive or (kind == "crash" and not self.healthy()):
                 self.faults_skipped += 1
                 return
-            broker.crash(lose_unflushed=kind == "crash")
-            for tp in self.checked_tps:
-                self.shadow.pop((broker.id, tp), None)
-                self.shadow_sets.pop((broker.id, tp), None)
-            self.restart_at[broker.id] = step + max(1, fault.target)
+            self._stop(broker, step + max(1, fault.target), lose_unflushed=kind == "crash")
+        elif kind == "crash_last_copy":
+            partner = self._last_copy_partner(broker)
+            if partner is None:
+                self.faults_skipped += 1
+                return
+            self._stop(partner, step + fault.target // 16 % 16 + 2, lose_unflushed=False)
+            self._stop(broker, step + fault.target % 16 + 2, lose_unflushed=True)
         elif kind == "dir_failure":
             if not broker.alive or self.failed_dirs or not self.healthy():
                 self.faults_skipped += 1
@@ -1063,6 +1111,54 @@ class ClusterWorld:
         else:
             self._reassign(fault.target)
 
+    def _stop(self, broker: SimBroker, restart_step: int, *, lose_unflushed: bool) -> None:
+        """``broker`` stops (cleanly, or losing its unflushed tail) until ``restart_step``."""
+        for tp in self.checked_tps:
+            held = self.shadow_sets.get((broker.id, tp))
+            if lose_unflushed:
+                self.tail_lost.add((broker.id, tp))
+            elif held is not None:
+                self.stopped_holding[(broker.id, tp)] = set(held)
+        broker.crash(lose_unflushed=lose_unflushed)
+        self.reregister_at.pop(broker.id, None)  # the restart registers (a new session)
+        for tp in self.checked_tps:
+            self.shadow.pop((broker.id, tp), None)
+            self.shadow_sets.pop((broker.id, tp), None)
+        self.restart_at[broker.id] = restart_step
+
+    def _holds_everything(self, member: int, tp: TopicPartition) -> bool:
+        """Whether ``member``'s replica of ``tp`` holds every acknowledged batch (its log if
+        it runs, what it held when it stopped cleanly if not) and lost no tail since it last
+        joined the ISR."""
+        if (member, tp) in self.tail_lost:
+            return False
+        broker = self.brokers[member]
+        held = (self.shadow_sets.get((member, tp)) if broker.alive
+                else self.stopped_holding.get((member, tp)))
+        return held is not None and self.acked_set[tp] <= held
+
+    def _last_copy_partner(self, broker: SimBroker) -> SimBroker | None:
+        """For ``crash_last_copy``: a live fellow ISR member of ``broker`` to stop cleanly
+        first, when the crash keeps the promise (module docstring) with it stopped; else None."""
+        if not broker.alive:
+            return None
+        # The offsets partitions keep no book of acknowledged batches: they must be healthy
+        # (ISR = online replicas, all up): a third in-sync copy then survives both stops.
+        if self.offsets_tps and not self.healthy(self.offsets_tps):
+            return None
+        partner: SimBroker | None = None
+        for tp in self.tps:
+            state = self._state(tp)
+            if state is None or broker.id not in state[2]:
+                continue
+            others = [m for m in state[2] if m != broker.id]
+            if partner is None:
+                partner = next((self.brokers[m] for m in others if self.brokers[m].alive
+                                and self._holds_everything(m, tp)), None)
+            if not any(self._holds_everything(m, tp) for m in others):
+                return None
+        return partner
+
     def _reassign(self, choice: int) -> None:
         assignment = self._assignment()
         if not assignment:
@@ -1101,6 +1197,8 @@ class ClusterWorld:
                 del self.restart_at[broker_id]
                 broker = self.brokers[broker_id]
                 broker.start()
+                for tp in self.checked_tps:
+                    self.stopped_holding.pop((broker_id, tp), None)
                 for tp in self.checked_tps:
                     self.resync(broker, tp)
         for broker_id in sorted(self.reregister_at):
@@ -1226,6 +1324,9 @@ class ClusterWorld:
         for tp in self.checked_tps:
             state = self._state(tp)
             if state is not None:
+                for member, lost in [k for k in self.tail_lost if k[1] == tp]:
+                    if member not in state[2]:
+                        self.tail_lost.discard((member, lost))
                 epoch = state[1]
                 if epoch < self.zk_epochs.get(tp, -1):
                     self.violation("EPOCHS_MONOTONIC", (

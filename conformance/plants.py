@@ -79,7 +79,7 @@ PLANTS: tuple[Plant, ...] = (
         "    return max(current_high_watermark, min(offsets))",
         "    return max(current_high_watermark, leader_log_end_offset)",
         "the leader's HW ignores its followers' fetch offsets (commits what only it holds)",
-        4, (0, "NOT_ENABLED"),
+        4, (0, "LOG_MATCHING"),
     ),
     Plant(
         "fetch_from_an_older_epoch_served", "replication", "impl.broker.node",
@@ -156,7 +156,7 @@ PLANTS: tuple[Plant, ...] = (
         "        candidates = [r for r in replicas if r in isr_usable]",
         "        candidates = [r for r in replicas if r in eligible]",
         "the controller elects the first live replica, in the ISR or not (an unclean election "
-        "with unclean.leader.election.enable off)", 30, (20, "NO_COMMITTED_LOSS"),
+        "with unclean.leader.election.enable off)", 30, (1, "NO_COMMITTED_LOSS"),
     ),
     Plant(
         "deposed_leader_acknowledges", "replication", "impl.broker.node",
@@ -235,6 +235,15 @@ PLANTS: tuple[Plant, ...] = (
         "an idempotent producer's batch with a sequence gap is appended (the leader's sequence "
         "check skips the gap)", 4, (1, "IDEMPOTENCE_SEQUENCED"),
     ),
+    Plant(
+        "uncleanly_restarted_member_elected", "controller", "impl.controller.controller",
+        "        if not marked or all(r in marked for r in isr):\n"
+        "            return frozenset()",
+        "        if True:\n            return frozenset()",
+        "the controller ignores how an ISR member last shut down and elects it over a member "
+        "that kept its log (ZooKeeper-era Kafka; KIP-966, cluster seed 595)", 40,
+        (11, "COMMITTED_DURABLE"),
+    ),
 )
 
 #: Plants the default run does not catch within their budget (seeds run, no failure): gaps
@@ -246,7 +255,8 @@ GAPS: tuple[Plant, ...] = (
         "            pass",
         "a pending ISR removal of a failed (bounced) broker is dropped: the controller plans from "
         "its cached ISR and keeps the broker in it (caught at seed 64 before the default run ran "
-        "consumer groups, whose traffic moved the interleaving)", 80, (-1, ""),
+        "consumer groups, whose traffic moved the interleaving; KIP-966's marks now also bar "
+        "a bounced broker that lost its tail, whatever its pending removal)", 80, (-1, ""),
     ),
 )
 

@@ -551,6 +551,14 @@ class ReplicationAbstraction:
         )
         pending = [b for b, replica in part.replicas.items()
                    if replica.pending and replica.leader == r and replica.epoch == epoch]
+        # Replayed late, the election precedes the leaders of later epochs (a broker whose
+        # session expired gets its delayed LeaderAndIsr after another led a later epoch): they
+        # are its future, shown OFFLINE; what they do is checked at their own events.
+        later = [b for b, replica in part.replicas.items()
+                 if late and b != r and replica.role == "LEADER" and replica.epoch is not None
+                 and replica.epoch > epoch]
+        if later:
+            self.inferred["BECOME_LEADER after a later epoch: its later leaders shown OFFLINE"] += 1
         plan = _Plan(
             actions=(*self._revived(me, part.index(r)), _action("become_leader", r=part.index(r)),
                      *(_action("become_follower", r=part.index(b)) for b in pending)),
@@ -558,7 +566,7 @@ class ReplicationAbstraction:
             zk=(part.zk_leader, zk_before, old_isr),
             down=tuple(b for b in old_isr if b not in isr and b != r),
             up=isr,
-            roles=dict.fromkeys(pending, "OFFLINE"),
+            roles=dict.fromkeys((*pending, *later), "OFFLINE"),
         )
         my_leo = leo if leo is not None else me.leo
         plan.leos[r] = my_leo

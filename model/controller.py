@@ -328,7 +328,7 @@ def build_election(variant: Variant) -> Model:
     the controller's marks of members that restarted uncleanly since the ISR vouched for them.
 
     Flags:
-        bar_unclean: the controller reads the registration's previous broker epoch and bars a
+        bar_unclean: the controller reads the registration's clean-since epoch and bars a
             member that restarted uncleanly while a member it did not mark is in the ISR
             (``True``); ``False`` is ZooKeeper-era Kafka, seed 595.
         admin_unclean: an operator's ElectLeaders UNCLEAN (KIP-460) may be asked at any time:
@@ -387,12 +387,13 @@ def build_election(variant: Variant) -> Model:
               params={"b": BROKERS, "clean": (True, False)})
     def broker_failed(o: Ops, s: State, b: int, clean: bool) -> Transition:
         """``b`` stops: cleanly (flushed, marker written) or not (its unflushed tail, which may
-        hold committed records, is lost; only while another ISR member is live, complete and
-        unmarked: the fault model's bound)."""
+        hold committed records, is lost; only while another ISR member, live or stopped, is
+        complete and unmarked: the fault model's bound, KIP-966's MinISR - 1 within the
+        ISR)."""
         guard = s.alive[b]
         if not clean:
             guard = o.And(guard, o.Or(*[
-                o.And(trusted(o, s, other), s.alive[other], s.complete[other])
+                o.And(trusted(o, s, other), s.complete[other])
                 for other in BROKERS if other != b]))
         return Transition(guard, {
             "alive": {b: False},
@@ -403,7 +404,7 @@ def build_election(variant: Variant) -> Model:
 
     @m.action(modifies=["alive", "unclean"], params={"b": BROKERS})
     def broker_started(o: Ops, s: State, b: int) -> Transition:
-        """``b`` registers again; its registration carries the previous broker epoch (the
+        """``b`` registers again; its registration carries the clean-since epoch (the
         marker's), which the controller reads (shipped)."""
         marked = o.Or(s.unclean[b], o.And(s.isr[b], o.Not(s.clean_marker[b]))) if bar \
             else s.unclean[b]
@@ -514,7 +515,7 @@ MODELS = (
         variants=(
             Variant(
                 "shipped",
-                "the registration's previous broker epoch marks an uncleanly restarted member, "
+                "the registration's clean-since epoch marks an uncleanly restarted member, "
                 "which is not elected while an unmarked member is in the ISR",
                 {},
                 shipped=True,

@@ -364,6 +364,8 @@ class Broker:
         self.inter_broker = InterBrokerClient(f"controller-{config.broker_id}", self._endpoint_of,
                                               self._connect)
         self.broker_epoch = -1
+        #: the broker epoch since which every shutdown was clean, once registered (KIP-966)
+        self.clean_since_epoch = -1
         self.port = config.port
         #: listener name → bound port, once serving
         self.server_ports: dict[str, int] = {}
@@ -542,16 +544,18 @@ class Broker:
     async def _register(self) -> None:
         """Register (again, after a session expiry) in ``/brokers/ids``.
 
-        The previous broker epoch (KIP-966) is the clean-shutdown markers' at the first
-        registration; a re-registration of the same process follows the incarnation whose
-        session expired, which lost nothing.
+        The clean-since epoch (KIP-966, spec/controller.md "Unclean shutdowns") is the
+        clean-shutdown markers' at the first registration, else this registration's own epoch
+        (this start followed an unclean shutdown: the clean run begins here); a re-registration
+        of the same process keeps it (the process lost nothing).
         """
         coordinator = self.coordinator
         assert coordinator is not None
         endpoints = self.advertised_endpoints()
         assert self.logs is not None
-        previous = (self.broker_epoch if self.broker_epoch >= 0
-                    else self.logs.previous_broker_epoch)
+        if self.broker_epoch < 0:
+            self.clean_since_epoch = self.logs.clean_since_broker_epoch
+        since = self.clean_since_epoch
         epoch = await zk_admin.register_broker(
             coordinator,
             self.config.broker_id,
@@ -560,9 +564,11 @@ class Broker:
             self.config.rack,
             timestamp_ms=int(trio.current_time() * 1000),
             endpoints=endpoints,
-            previous_broker_epoch=previous,
+            clean_since_broker_epoch=since,
         )
         self.broker_epoch = epoch
+        if self.clean_since_epoch < 0:
+            self.clean_since_epoch = epoch
         assert self.replicas is not None
         if epoch > self.replicas.fence.broker_epoch:
             self.replicas.fence.register(epoch)
@@ -819,7 +825,7 @@ class Broker:
                 self.cleaner.close()
             if self.logs is not None:
                 # a clean shutdown: the markers name this incarnation (KIP-966)
-                self.logs.close(broker_epoch=self.broker_epoch)
+                self.logs.close(clean_since_epoch=self.clean_since_epoch)
             await trio.to_thread.run_sync(self.metrics.stop)
         nursery.cancel_scope.cancel()
 

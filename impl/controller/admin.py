@@ -120,7 +120,7 @@ async def register_broker(
     *,
     timestamp_ms: int = 0,
     endpoints: Sequence[ListenerEndpoint] = (),
-    previous_broker_epoch: int | None = None,
+    clean_since_broker_epoch: int | None = None,
 ) -> int:
     """Register a live broker as the ephemeral ``/brokers/ids/<id>`` (KIP-380 broker epoch).
 
@@ -131,8 +131,8 @@ async def register_broker(
         rack: ``broker.rack`` or ``None``.
         timestamp_ms: registration time written into the znode.
         endpoints: every advertised listener, each registered with its name and protocol.
-        previous_broker_epoch: the epoch of the incarnation whose clean shutdown this one
-            follows, -1 after an unclean shutdown (KIP-966; spec/controller.md).
+        clean_since_broker_epoch: the epoch of the incarnation since which every shutdown was
+            clean, -1 after an unclean shutdown (KIP-966; spec/controller.md).
 
     Returns:
         The broker epoch: the czxid of the registration znode.
@@ -150,7 +150,7 @@ async def register_broker(
     try:
         await coordinator.create(
             path, encode_broker(host, port, rack, timestamp_ms, endpoints,
-                                previous_broker_epoch=previous_broker_epoch),
+                                clean_since_broker_epoch=clean_since_broker_epoch),
             ephemeral=True
         )
     except NodeExistsError:

@@ -33,10 +33,11 @@ Decisions, and where they come from:
   wrote before the failure (not yet seen by the controller) is not kept. The last ISR member
   stays in the ISR with no leader, so it can lead cleanly when it returns.
 - **Unclean shutdowns** (KIP-966, spec/controller.md "Unclean shutdowns"): a registration's
-  ``previous_broker_epoch`` tells whether the broker's last shutdown was clean and of which
-  incarnation. An ISR member whose registration does not name an incarnation the partition
-  state vouched for (the one this controller saw, or one registered before the state's last
-  write read at the failover) restarted uncleanly and may have lost committed records: it is
+  ``clean_since_broker_epoch`` names the incarnation since which every shutdown of the broker
+  was clean (-1: the last one was not). An ISR member whose clean run does not reach back to
+  an incarnation the partition state vouched for (the one this controller saw, or one
+  registered before the state's last write read at the failover) may have lost committed
+  records: it is
   marked in that partition, and while the ISR holds an unmarked member it is neither elected
   nor kept in the ISR. It rejoins through its leader after catching up.
 - **Requests** are accumulated while writes or reads are outstanding and flushed as one
@@ -592,7 +593,7 @@ class Controller:
         #: vouched for them; barred from leadership and the ISR while an unmarked member remains
         self._unclean: dict[TP, set[int]] = {}
         #: the registration epoch this controller last saw for each broker (kept after the
-        #: broker fails): a clean restart names it as its previous broker epoch
+        #: broker fails): a registration whose clean-since epoch is not newer follows it cleanly
         self._seen_epochs: dict[int, int] = {}
         #: the mzxid of each partition state read at the failover: it vouches for the
         #: incarnations of its ISR registered before it
@@ -716,24 +717,24 @@ class Controller:
         return [(t, p) for t, a in sorted(self.topics.items()) for p in sorted(a.partitions)]
 
     def _restarted_uncleanly(self, tp: TP, broker: BrokerRegistration) -> bool:
-        """Whether ``broker``'s registration follows an incarnation that ``tp``'s state did not
-        vouch for, or an unclean shutdown (spec/controller.md "Unclean shutdowns").
+        """Whether ``broker``'s registration follows an unclean shutdown since an incarnation
+        ``tp``'s state vouched for (spec/controller.md "Unclean shutdowns").
 
-        A registration without ``previous_broker_epoch`` is taken as clean (Kafka's ZooKeeper
-        controller takes every broker so). Otherwise the previous incarnation must have shut
-        down cleanly and be the one this controller last saw registered, or, for a broker this
-        controller never saw, one registered at or before the state's last write read at the
-        failover.
+        A registration without ``clean_since_broker_epoch`` is taken as clean (Kafka's ZooKeeper
+        controller takes every broker so). Otherwise every shutdown since the incarnation it
+        names was clean: the registration is clean when that incarnation is not newer than the
+        one this controller last saw registered, or, for a broker this controller never saw,
+        was registered at or before the state's last write read at the failover.
         """
-        previous = broker.previous_epoch
-        if previous is None:
+        since = broker.clean_since_epoch
+        if since is None:
             return False
-        if previous < 0:
+        if since < 0:
             return True
         seen = self._seen_epochs.get(broker.broker_id)
         if seen is not None:
-            return previous != seen
-        return previous > self._vouched_zxid.get(tp, -1)
+            return since > seen
+        return since > self._vouched_zxid.get(tp, -1)
 
     def _mark_unclean(self, tp: TP, broker_id: int) -> None:
         self._unclean.setdefault(tp, set()).add(broker_id)

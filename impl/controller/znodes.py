@@ -208,10 +208,10 @@ class BrokerRegistration:
     ``host``/``port`` is the first advertised listener; ``endpoints`` every listener (a
     registration in the old single-endpoint form has one PLAINTEXT endpoint).
 
-    ``previous_epoch`` is the field ``previous_broker_epoch`` (KIP-966's PreviousBrokerEpoch,
-    spec/controller.md "Unclean shutdowns"): the broker epoch of the incarnation whose clean
-    shutdown this one follows, -1 after an unclean shutdown, ``None`` when the broker does not
-    report it (a registration written by Kafka).
+    ``clean_since_epoch`` is the field ``clean_since_broker_epoch`` (spec/controller.md
+    "Unclean shutdowns"; KIP-966's PreviousBrokerEpoch extended to a run of clean restarts):
+    the broker epoch of the incarnation since which every shutdown was clean, -1 after an
+    unclean shutdown, ``None`` when the broker does not report it (a registration by Kafka).
     """
 
     broker_id: int
@@ -220,7 +220,7 @@ class BrokerRegistration:
     rack: str | None
     epoch: int
     endpoints: tuple[ListenerEndpoint, ...] = ()
-    previous_epoch: int | None = None
+    clean_since_epoch: int | None = None
 
     def endpoint(self, listener: str) -> ListenerEndpoint | None:
         """The endpoint on ``listener``, or None when the broker does not have it."""
@@ -232,14 +232,14 @@ class BrokerRegistration:
 
 def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int,
                   endpoints: Sequence[ListenerEndpoint] = (), *,
-                  previous_broker_epoch: int | None = None) -> bytes:
+                  clean_since_broker_epoch: int | None = None) -> bytes:
     """Kafka's version-5 broker registration JSON.
 
     ``endpoints`` are every advertised listener (default: one PLAINTEXT listener at
     ``host:port``); the legacy ``host``/``port`` fields name the PLAINTEXT listener, or are
-    null/-1 when there is none, as Kafka writes them. ``previous_broker_epoch`` (this
-    project's field, KIP-966's PreviousBrokerEpoch: the epoch of the incarnation whose clean
-    shutdown this start follows, -1 after an unclean one) is written when given.
+    null/-1 when there is none, as Kafka writes them. ``clean_since_broker_epoch`` (this
+    project's field, after KIP-966's PreviousBrokerEpoch: the epoch of the incarnation since
+    which every shutdown was clean, -1 after an unclean one) is written when given.
     """
     listed = tuple(endpoints) or (ListenerEndpoint("PLAINTEXT", "PLAINTEXT", host, port),)
     plaintext = next((e for e in listed if e.security_protocol == "PLAINTEXT"), None)
@@ -254,8 +254,8 @@ def encode_broker(host: str, port: int, rack: str | None, timestamp_ms: int,
         "features": {},
         "rack": rack,
     }
-    if previous_broker_epoch is not None:
-        value["previous_broker_epoch"] = previous_broker_epoch
+    if clean_since_broker_epoch is not None:
+        value["clean_since_broker_epoch"] = clean_since_broker_epoch
     return _dumps(value)
 
 
@@ -298,11 +298,11 @@ def decode_broker(broker_id: int, data: bytes, epoch: int) -> BrokerRegistration
     rack = value.get("rack")
     if rack is not None and not isinstance(rack, str):
         raise ZnodeFormatError(f"{where}: rack must be a string")
-    previous = value.get("previous_broker_epoch")
+    previous = value.get("clean_since_broker_epoch")
     if previous is not None:
-        previous = _int(previous, f"{where}: previous_broker_epoch")
+        previous = _int(previous, f"{where}: clean_since_broker_epoch")
         if previous < -1:
-            raise ZnodeFormatError(f"{where}: previous_broker_epoch {previous} below -1")
+            raise ZnodeFormatError(f"{where}: clean_since_broker_epoch {previous} below -1")
     first = endpoints[0]
     return BrokerRegistration(broker_id, first.host, first.port, rack, epoch, endpoints,
                               previous)

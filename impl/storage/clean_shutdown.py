@@ -2,11 +2,12 @@
 
 A clean shutdown flushes every log and writes the checkpoints, then writes
 :data:`CLEAN_SHUTDOWN_FILE` into every online log dir (atomically: temp file, fsync, rename, dir
-fsync), holding the broker epoch of the incarnation that shut down. The next start reads the
-markers and removes them durably before the broker registers, so a crash of that incarnation
-finds none. The broker registers the *previous broker epoch*: the epoch every online dir's
-marker names, or -1 (a dir without a marker, unreadable markers, markers of different
-incarnations). The controller elects a member that restarted uncleanly only when no ISR member
+fsync), holding the *clean-since epoch*: the broker epoch of the incarnation since which every
+shutdown was clean (the one that shut down, or an earlier one when it had itself started after
+a clean shutdown). The next start reads the markers and removes them durably before the broker
+registers, so a crash of that incarnation finds none. The broker registers the epoch every
+online dir's marker names, or -1 (a dir without a marker, unreadable markers, markers of
+different runs). The controller elects a member that restarted uncleanly only when no ISR member
 kept its log.
 
 Everything goes through the :class:`~impl.storage.disk.Disk` port, so the simulator's disks
@@ -25,7 +26,7 @@ __sans_io__ = True
 
 #: Kafka's name for the file (``LogManager.CleanShutdownFileName``).
 CLEAN_SHUTDOWN_FILE = ".kafka_cleanshutdown"
-#: The previous broker epoch after an unclean shutdown (or none recorded).
+#: The clean-since epoch after an unclean shutdown (or none recorded).
 UNCLEAN = -1
 
 

@@ -640,9 +640,9 @@ class LogManager:
         #: ``log-start-offset-checkpoint`` per dir as read at start-up
         self._log_start_checkpoints: dict[str, dict[TopicPartition, int]] = {}
         self.recovery_decisions: list[RecoveryDecision] = []
-        #: the broker epoch of the incarnation whose clean shutdown this start follows, or -1
-        #: (:mod:`impl.storage.clean_shutdown`; the broker registers it, KIP-966)
-        self.previous_broker_epoch = clean_shutdown.UNCLEAN
+        #: the broker epoch since which every shutdown was clean (this start follows a clean
+        #: one), or -1 (:mod:`impl.storage.clean_shutdown`; the broker registers it, KIP-966)
+        self.clean_since_broker_epoch = clean_shutdown.UNCLEAN
 
     # --- opening and recovery ---------------------------------------------------------------
 
@@ -678,7 +678,7 @@ class LogManager:
         if lock_factory is not None:
             manager._lock_factory = lock_factory
         manager._recover()
-        manager.previous_broker_epoch = clean_shutdown.take_markers(
+        manager.clean_since_broker_epoch = clean_shutdown.take_markers(
             disk, [d for d in config.log_dirs if d not in manager.offline_dirs])
         return manager
 
@@ -1703,20 +1703,21 @@ class LogManager:
         self._step(tp, rm.copy_completion(partition.log_end_offset, future.log_end_offset))
         return copied
 
-    def close(self, broker_epoch: int | None = None) -> None:
+    def close(self, clean_since_epoch: int | None = None) -> None:
         """Stop background tasks and write checkpoints (flushing every live log).
 
         Args:
-            broker_epoch: a clean shutdown of the incarnation registered with this epoch:
-                once the logs and checkpoints are durable, every online dir gets the
-                clean-shutdown marker naming it (a dir that fails on the way gets none).
+            clean_since_epoch: a clean shutdown; every shutdown since the incarnation
+                registered with this broker epoch was clean: once the logs and checkpoints are
+                durable, every online dir gets the clean-shutdown marker naming it (a dir that
+                fails on the way gets none).
         """
         self.checkpoint(flush=True)
-        if broker_epoch is not None and broker_epoch >= 0:
+        if clean_since_epoch is not None and clean_since_epoch >= 0:
             for log_dir in self.config.log_dirs:
                 if log_dir not in self.offline_dirs:
                     with self._io_nowait(log_dir):
-                        clean_shutdown.write_markers(self.disk, [log_dir], broker_epoch)
+                        clean_shutdown.write_markers(self.disk, [log_dir], clean_since_epoch)
         self.closed = True
         self._work_available()
 

@@ -15,8 +15,11 @@ import itertools
 
 import pytest
 
-from conformance.cluster_sim import ClusterConfig, parse_faults
+from conformance.cluster_sim import ClusterConfig, ClusterOutcome, parse_faults
 from conformance.runner import replay, swarm_config
+from impl.controller.controller import Controller
+
+from ._plans import as_found
 
 
 def test_seed_112_a_restarted_leader_truncates_its_unreplicated_epoch() -> None:
@@ -32,7 +35,7 @@ def test_seed_112_a_restarted_leader_truncates_its_unreplicated_epoch() -> None:
     drawn = swarm_config(112, brokers=3, log_dirs=2, steps=200)
     assert isinstance(drawn, ClusterConfig)
     config = dataclasses.replace(drawn, groups=False)
-    result, outcome = replay(112, config)
+    result, outcome = replay(112, config, as_found(112, config))
     assert result.replay_command.startswith(
         "logproof conformance replay --seed 112 --brokers 3 --log-dirs 2 --partitions 2 "
         "--steps 200 --fault-probability 0.02")
@@ -57,7 +60,7 @@ def test_seed_561_a_late_leader_and_isr_names_an_isr_member_that_crashed_since()
     it on t-0.)"""
     config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=126,
                            fault_probability=0.1, segment_bytes=600, chunk_bytes=65536)
-    result, outcome = replay(99, config)
+    result, outcome = replay(99, config, as_found(99, config))
     assert not result.failed, result.message
     assert outcome.violation is None, outcome.violation
     events = [e.to_json() for e in outcome.trace if e.subject.startswith("t-0@")]
@@ -86,7 +89,7 @@ def test_clusters_of_more_than_three_brokers_replay_in_the_models(seed: int, bro
     merged into one abstract epoch, are not two leaders of one epoch."""
     config = ClusterConfig(brokers=brokers, log_dirs=2, partitions=2, steps=300,
                            fault_probability=0.1, storage_broker=False)
-    result, outcome = replay(seed, config)
+    result, outcome = replay(seed, config, as_found(seed, config))
     assert not result.failed, result.message
     verdict = outcome.trace_verdict
     assert verdict.actions.get("replication.become_leader", 0) > 0
@@ -106,7 +109,8 @@ def test_seed_15_a_replica_crashes_twice_across_a_restart_it_was_not_part_of() -
     reporting a second CRASH of t-1. The model's crash needs a live replica: the replication
     abstraction now infers the restart it was not told of. (Reached by seed 30 on t-1@2 since
     the simulator's reassignments shrink and grow replica sets.)"""
-    result, outcome = replay(30, ClusterConfig(storage_broker=False))
+    config = ClusterConfig(storage_broker=False)
+    result, outcome = replay(30, config, as_found(30, config))
     assert not result.failed, result.message
     crashes = [e.event for e in outcome.trace
                if e.subject == "t-1@2" and e.event in ("CRASH", "RESTART")]
@@ -158,6 +162,96 @@ def test_a_stale_leader_is_not_held_to_what_a_later_epoch_did(seed: int,
     (every acknowledged batch was on the ISR's survivors; the end-of-run check found them).
     LOG_MATCHING now skips members that follow a later epoch, NO_COMMITTED_LOSS checks the
     leader of ZooKeeper's epoch once it leads."""
-    result, outcome = replay(seed, config)
+    result, outcome = replay(seed, config, as_found(seed, config))
     assert not result.failed, result.message
     assert outcome.violation is None, outcome.violation
+
+
+#: Shrunk from seed 0 of the default run with the KIP-966 rule planted away (conformance.plants
+#: ``uncleanly_restarted_member_elected``): the crash of the last live in-sync copy.
+LAST_COPY_FAULTS = "107:crash_last_copy:0:242,190:crash:1:16,207:crash_last_copy:0:233"
+LAST_COPY_CONFIG = ClusterConfig(steps=221, storage_broker=False, groups=False)
+
+
+def test_the_crash_of_the_last_live_in_sync_copy_keeps_every_acknowledged_batch() -> None:
+    """``crash_last_copy`` (docs/conformance.md): a fellow ISR member stops cleanly, then the
+    broker crashes losing its unflushed tail. The controller bars the crashed member when it
+    registers again (previous broker epoch -1) and waits for, then elects, the one that kept
+    its log."""
+    result, outcome = replay(0, LAST_COPY_CONFIG, parse_faults(LAST_COPY_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    assert outcome.faults_skipped == 0, "the schedule no longer reaches its interleaving"
+
+
+def test_electing_the_uncleanly_restarted_member_loses_an_acknowledged_batch(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """The same schedule with the rule taken away (ZooKeeper-era Kafka): the check fails."""
+    monkeypatch.setattr(Controller, "_barred", lambda self, tp, isr: frozenset())
+    _result, outcome = replay(0, LAST_COPY_CONFIG, parse_faults(LAST_COPY_FAULTS))
+    assert outcome.violation is not None
+    assert outcome.violation.invariant == "NO_COMMITTED_LOSS", outcome.violation
+
+
+#: Seed 301's plan when it was found (its crash_last_copy faults were drawn differently then).
+SEED_301_FAULTS = (
+    "20:crash:0:10,22:unreadable_at_startup:3:2,33:dir_read_only:3:0,37:crash_mid_operation:3:12,"
+    "41:crash_last_copy:1:92,47:crash_in_swap:3:6,50:clean_restart:1:5,55:torn_middle:3:42346,"
+    "65:dir_repaired:3:0,73:dir_repaired:3:0,81:crash:1:19,86:torn_middle:3:35430,"
+    "99:session_expiry:1:8,104:partition:0:11,104:torn_middle:3:27891,108:crash:1:11,"
+    "113:torn_middle:3:8448,114:crash_last_copy:0:85,123:crash_last_copy:0:34,133:crash:3:0,"
+    "140:crash:3:0,142:clean_restart:1:9,150:file_failure:3:4274,157:crash_last_copy:1:54,"
+    "159:crash_mid_operation:3:14,159:dir_repaired:3:0,164:crash_last_copy:1:144,"
+    "166:crash_last_copy:1:162,167:dir_repaired:3:0,168:controller_expiry:2:26,"
+    "176:dir_read_errors:3:0,177:dir_repaired:3:0,185:dir_repaired:3:0,196:torn_tail:3:0")
+#: Seed 326's plan when it was found (the default plan drew session expiries then).
+SEED_326_FAULTS = (
+    "3:session_expiry:2:3,16:file_failure:3:19568,31:disk_full:3:290,31:reassign:0:56420,"
+    "40:controller_expiry:0:54,46:session_expiry:0:6,49:session_expiry:1:5,58:torn_tail:3:0,"
+    "80:torn_tail:3:0,93:dir_repaired:3:0,107:crash:3:0,134:crash_in_swap:3:6,"
+    "145:crash_mid_operation:3:30,167:dir_repaired:3:0,177:crash_last_copy:1:84")
+
+
+def test_seed_301_two_clean_restarts_in_a_row_keep_the_member_trusted() -> None:
+    """Seed 301 of ``logproof fuzz --seeds 2000`` once the default fault model drew
+    ``crash_last_copy`` (NO_COMMITTED_LOSS): t-0's ISR {0, 2}; broker 2 stopped cleanly and 0
+    crashed losing its tail, both came back and at once the same again. The controller missed
+    broker 2's middle incarnation, so a registration naming only the previous incarnation
+    (KIP-966's PreviousBrokerEpoch) made 2 look unclean too; with every member marked, the
+    controller elected 0, the short log. The registration now names the incarnation since
+    which every shutdown was clean: 2 reaches back to the one the controller saw."""
+    # (recorded before the simulator ran groups: their traffic changes the interleaving)
+    drawn = swarm_config(301, brokers=3, log_dirs=2, steps=200)
+    assert isinstance(drawn, ClusterConfig)
+    config = dataclasses.replace(drawn, groups=False)
+    result, outcome = replay(301, config, parse_faults(SEED_301_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+
+
+def test_seed_326_a_late_election_precedes_its_later_leaders() -> None:
+    """Seed 326 of the same campaign once the default fault model drew ``session_expiry``
+    (LEADER_UNIQUE, a false alarm of the trace checker): broker 1's session expired while the
+    controller's LeaderAndIsr of epoch 2 (broker 1 leading) was on its way; the controller
+    failed it and elected broker 2 in epoch 3, then the delayed request made broker 1 leader of
+    epoch 2. The abstraction replays such a late election from the ISR it carries; it now shows
+    the leaders of later epochs OFFLINE in that replay instead of merging epoch 3 into 2."""
+    drawn = swarm_config(326, brokers=3, log_dirs=2, steps=200)
+    assert isinstance(drawn, ClusterConfig)
+    config = dataclasses.replace(drawn, groups=False)
+    result, outcome = replay(326, config, parse_faults(SEED_326_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    highest: dict[str, int] = {}
+    late = []
+    for event in outcome.trace:
+        if event.machine != "replication" or event.event != "BECOME_LEADER":
+            continue
+        partition = event.subject.split("@")[0]
+        epoch = event.fields.get("leader_epoch")
+        assert isinstance(epoch, int)
+        if epoch < highest.get(partition, -1):
+            late.append(event.subject)
+        highest[partition] = max(epoch, highest.get(partition, -1))
+    assert late, "the seed no longer reaches a late election after a later epoch"

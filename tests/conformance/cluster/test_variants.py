@@ -29,6 +29,8 @@ import pytest
 
 from conformance.cluster_sim import ClusterConfig, simulate
 
+from ._plans import as_found
+
 #: variant -> (seeds within which it must be caught, the invariants that may catch it)
 CAUGHT_WITHIN: dict[str, tuple[int, frozenset[str]]] = {
     "truncate_to_hw": (10, frozenset({"LOG_MATCHING", "NO_COMMITTED_LOSS"})),
@@ -89,7 +91,7 @@ def test_a_bounced_broker_is_sent_its_replicas_only_in_their_new_epoch() -> None
     in the ISR, and the new incarnation, holding no state for t-1, followed that epoch while
     ZooKeeper moved to epoch 2 without it. Such states are now held back until the deferred
     change is written: broker 0 first follows t-1 in epoch 2, outside the ISR."""
-    outcome = simulate(64, ClusterConfig(), keep_trace=True)
+    outcome = simulate(64, ClusterConfig(), as_found(64, ClusterConfig()), keep_trace=True)
     assert outcome.violation is None, outcome.violation
     trace = list(outcome.trace)
     restart = next(i for i, e in enumerate(trace)
@@ -109,7 +111,8 @@ def test_a_leader_and_isr_overtaken_by_a_later_epoch_replays() -> None:
     It now elects from the ISR the request carries. (Reached by seed 42 since the simulator's
     reassignments shrink and grow replica sets.)"""
     # (recorded before the simulator ran groups: their traffic changes the interleaving)
-    outcome = simulate(42, ClusterConfig(groups=False), keep_trace=True)
+    config = ClusterConfig(groups=False)
+    outcome = simulate(42, config, as_found(42, config), keep_trace=True)
     assert outcome.violation is None, outcome.violation
     newest: dict[str, int] = {}
     late = []

@@ -76,22 +76,22 @@ def test_older_single_endpoint_forms() -> None:
     b'{"version":5,"endpoints":"A://h:1"}',
     b'{"version":5,"endpoints":["A://h:1"],"listener_security_protocol_map":[1]}',
     b'{"version":5,"endpoints":[]}',
-    b'{"version":5,"host":"h","port":1,"previous_broker_epoch":"3"}',
-    b'{"version":5,"host":"h","port":1,"previous_broker_epoch":true}',
-    b'{"version":5,"host":"h","port":1,"previous_broker_epoch":-2}',
+    b'{"version":5,"host":"h","port":1,"clean_since_broker_epoch":"3"}',
+    b'{"version":5,"host":"h","port":1,"clean_since_broker_epoch":true}',
+    b'{"version":5,"host":"h","port":1,"clean_since_broker_epoch":-2}',
 ])
 def test_malformed_registrations_are_refused(data: bytes) -> None:
     with pytest.raises(ZnodeFormatError):
         decode_broker(1, data, 1)
 
 
-def test_the_previous_broker_epoch_round_trips_and_is_absent_from_kafka_registrations() -> None:
-    """KIP-966's PreviousBrokerEpoch (spec/controller.md "Unclean shutdowns"): the epoch of the
-    incarnation whose clean shutdown this start follows, -1 after an unclean one; a registration
-    written without it (Kafka's) reads as not reported."""
-    assert decode_broker(1, encode_broker("h", 9092, None, 0, previous_broker_epoch=17),
-                         20).previous_epoch == 17
-    assert decode_broker(1, encode_broker("h", 9092, None, 0, previous_broker_epoch=-1),
-                         20).previous_epoch == -1
-    assert "previous_broker_epoch" not in json.loads(encode_broker("h", 9092, None, 0))
-    assert decode_broker(1, KAFKA_V4_EXAMPLE, epoch=7).previous_epoch is None
+def test_the_clean_since_broker_epoch_round_trips_and_is_absent_from_kafka_registrations() -> None:
+    """After KIP-966's PreviousBrokerEpoch (spec/controller.md "Unclean shutdowns"): the epoch
+    of the incarnation since which every shutdown was clean, -1 after an unclean one; a
+    registration written without it (Kafka's) reads as not reported."""
+    assert decode_broker(1, encode_broker("h", 9092, None, 0, clean_since_broker_epoch=17),
+                         20).clean_since_epoch == 17
+    assert decode_broker(1, encode_broker("h", 9092, None, 0, clean_since_broker_epoch=-1),
+                         20).clean_since_epoch == -1
+    assert "clean_since_broker_epoch" not in json.loads(encode_broker("h", 9092, None, 0))
+    assert decode_broker(1, KAFKA_V4_EXAMPLE, epoch=7).clean_since_epoch is None

@@ -1,0 +1,17 @@
+"""Seeds' fault plans as they were drawn when the seeds were found."""
+
+from __future__ import annotations
+
+from conformance.cluster_sim import (
+    LAST_COPY_STREAM_KINDS,
+    ClusterConfig,
+    ClusterFault,
+    plan_faults,
+)
+
+
+def as_found(seed: int, config: ClusterConfig) -> list[ClusterFault]:
+    """``seed``'s plan without the ``faults-last-copy`` stream (session expiries and crashes
+    of the last live in-sync copy, drawn since): the schedule a regression seed was found with,
+    so it still reaches its interleaving."""
+    return [f for f in plan_faults(seed, config) if f.kind not in LAST_COPY_STREAM_KINDS]
