@@ -36,7 +36,8 @@ from typing import Any, Final, Protocol
 
 import trio
 
-from impl.security.listener import ConnectionGuard, ServerSecurity, Verdict
+from impl.api_keys import SASL_AUTHENTICATE, SASL_HANDSHAKE
+from impl.security.listener import ConnectionGuard, ServerSecurity, Verdict, sasl_refused
 from impl.security.session import ANONYMOUS, Session, set_session
 
 from . import api_versions
@@ -51,6 +52,9 @@ from ._codec import (
 )
 from ._framing import FrameDecoder, FrameError
 from ._produce_shape import few_partitions
+
+#: the SASL APIs, answered by a listener's guard (refused where no guard serves SASL)
+SASL_APIS: Final = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 log = logging.getLogger(__name__)
 
@@ -396,6 +400,8 @@ class _Connection:
             verdict = await guard.answer(request)
             self._refresh_session()
             return verdict
+        if guard is None and request.api_key in SASL_APIS:
+            return sasl_refused(request)  # no SASL here: Kafka's ILLEGAL_SASL_STATE, closed
         try:
             return await self.server.handler(request, self.info)
         except CloseConnectionError as error:

@@ -37,7 +37,7 @@ from impl.broker._kio_build import build
 
 from .config import ClientAuth, ListenerSecurity, SecurityConfig
 from .request_acls import PRE_AUTHENTICATION_APIS, SASL_AUTHENTICATE, SASL_HANDSHAKE
-from .sasl import NONE, SaslServer, SaslState, ScramCredential
+from .sasl import ILLEGAL_SASL_STATE, NONE, SaslServer, SaslState, ScramCredential
 from .session import ANONYMOUS, Session
 
 log = logging.getLogger(__name__)
@@ -190,11 +190,9 @@ class ConnectionGuard:
         return await self._authenticate(request)
 
     def _handshake(self, request: DecodedRequest) -> Verdict:
-        enabled = list(self.listener.mechanisms) if self.sasl is not None else []
         if self.sasl is None:
-            # Kafka: SaslHandshake on a listener without SASL is an illegal state.
-            data = {"error_code": 34, "mechanisms": enabled}
-            return Verdict(self._encode(request, data), close=True)
+            return sasl_refused(request)
+        enabled = list(self.listener.mechanisms)
         code = self.sasl.handshake(str(request.body.mechanism))
         data = {"error_code": code, "mechanisms": enabled}
         if code == NONE and request.api_version == 0:
@@ -203,9 +201,7 @@ class ConnectionGuard:
 
     async def _authenticate(self, request: DecodedRequest) -> Verdict:
         if self.sasl is None or self._raw_tokens:
-            refusal = {"error_code": 34, "auth_bytes": b"", "session_lifetime": 0,
-                       "error_message": "SaslAuthenticate is not expected here"}
-            return Verdict(self._encode(request, refusal), close=True)
+            return sasl_refused(request)
         token = bytes(request.body.auth_bytes)
         await self._prefetch(token)
         step = self.sasl.authenticate(token)
@@ -245,6 +241,18 @@ class ConnectionGuard:
     @staticmethod
     def _encode(request: DecodedRequest, data: Mapping[str, Any]) -> bytes:
         return encode_response(request, build(request.response_class, dict(data)))
+
+
+def sasl_refused(request: DecodedRequest) -> Verdict:
+    """SaslHandshake or SaslAuthenticate where no SASL exchange is expected (a listener without
+    SASL, or raw tokens after a v0 handshake): ILLEGAL_SASL_STATE, as Kafka answers, then the
+    connection is closed."""
+    if request.api_key == SASL_HANDSHAKE:
+        data: dict[str, Any] = {"error_code": ILLEGAL_SASL_STATE, "mechanisms": []}
+    else:
+        data = {"error_code": ILLEGAL_SASL_STATE, "auth_bytes": b"", "session_lifetime": 0,
+                "error_message": "SaslAuthenticate is not expected here"}
+    return Verdict(ConnectionGuard._encode(request, data), close=True)
 
 
 def scram_user(token: bytes) -> str | None:

@@ -223,3 +223,27 @@ def test_min_insync_replicas(zk_chroot: str, tmp_path: Path) -> None:
         client.close()
     finally:
         strict.stop()
+
+
+@pytest.mark.parametrize(("api_key", "data"), [
+    (17, {"mechanism": "PLAIN"}),
+    (36, {"auth_bytes": b"\0alice\0secret"}),
+])
+def test_sasl_request_on_a_listener_without_sasl(broker: RunningBroker, api_key: int,
+                                                 data: dict[str, Any]) -> None:
+    """SaslHandshake or SaslAuthenticate on a PLAINTEXT listener is answered ILLEGAL_SASL_STATE
+    (34), as Kafka does, then the connection closes; the broker serves the next client."""
+    client = Client(broker.bootstrap)
+    try:
+        response = client.call(api_key, 1, data)
+        assert int(response.error_code) == 34
+        with pytest.raises(ConnectionError):
+            client.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+    finally:
+        client.close()
+    other = Client(broker.bootstrap)
+    try:
+        versions = other.call(18, 3, {"client_software_name": "t", "client_software_version": "1"})
+        assert int(versions.error_code) == 0
+    finally:
+        other.close()
