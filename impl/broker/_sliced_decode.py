@@ -35,6 +35,8 @@ from kio._kio_native import (
     legacy_array_reader,
 )
 
+from impl.storage.record_batch import encode_unsigned_varint
+
 from ._wire_scan import (
     _COMPACT_ARRAY,
     _ENTITY,
@@ -145,16 +147,7 @@ def _field_reader(entity_class: type[Any], item: _Field, *, tagged: bool) -> Any
 def _count_prefix(count: int, compact: bool) -> bytes:
     if not compact:
         return _INT32.pack(count)
-    value = count + 1
-    out = bytearray()
-    while True:
-        byte = value & 0x7F
-        value >>= 7
-        if value:
-            out.append(byte | 0x80)
-        else:
-            out.append(byte)
-            return bytes(out)
+    return encode_unsigned_varint(count + 1)
 
 
 class _Walk:

@@ -36,8 +36,13 @@ from typing import Any, Final, Protocol
 
 import trio
 
-from impl.api_keys import SASL_AUTHENTICATE, SASL_HANDSHAKE
-from impl.security.listener import ConnectionGuard, ServerSecurity, Verdict, sasl_refused
+from impl.security.listener import (
+    SASL_APIS,
+    ConnectionGuard,
+    ServerSecurity,
+    Verdict,
+    sasl_refused,
+)
 from impl.security.session import ANONYMOUS, Session, set_session
 
 from . import api_versions
@@ -52,9 +57,6 @@ from ._codec import (
 )
 from ._framing import FrameDecoder, FrameError
 from ._produce_shape import few_partitions
-
-#: the SASL APIs, answered by a listener's guard (refused where no guard serves SASL)
-SASL_APIS: Final = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
 
 log = logging.getLogger(__name__)
 

@@ -73,6 +73,10 @@ def certificate_principal(der: bytes | None) -> str:
     return f"User:{subject.rfc4514_string()}"
 
 
+#: the SASL APIs: a listener's guard answers them; where none serves SASL they are refused
+SASL_APIS: Final = frozenset({SASL_HANDSHAKE, SASL_AUTHENTICATE})
+
+
 @dataclass(frozen=True)
 class Verdict:
     """What the server does with one frame: answer (bytes), and whether to close after."""
@@ -181,7 +185,7 @@ class ConnectionGuard:
 
     def intercepts(self, api_key: int) -> bool:
         """Whether the guard answers this request itself (the SASL APIs)."""
-        return api_key in (SASL_HANDSHAKE, SASL_AUTHENTICATE)
+        return api_key in SASL_APIS
 
     async def answer(self, request: DecodedRequest) -> Verdict:
         """SaslHandshake or SaslAuthenticate."""

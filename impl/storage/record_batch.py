@@ -511,7 +511,11 @@ def stamp_log_append_time(
 
 def encode_varint(value: int) -> bytes:
     """``value`` as a record's zig-zag varint (varlong for the same bytes up to 64 bits)."""
-    value = ((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF
+    return encode_unsigned_varint(((value << 1) ^ (value >> 63)) & 0xFFFFFFFFFFFFFFFF)
+
+
+def encode_unsigned_varint(value: int) -> bytes:
+    """``value`` (>= 0) as an unsigned varint (the protocol's compact lengths and tags)."""
     out = bytearray()
     while True:
         byte = value & 0x7F
