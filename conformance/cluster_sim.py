@@ -630,8 +630,8 @@ class SimConsumer:
         self._request_ids = 0
         #: per partition: base offset -> (next offset, max timestamp) of each batch read
         self.timestamps: dict[TopicPartition, dict[int, tuple[int, int]]] = {}
-        #: ListOffsets in flight: request id -> the timestamp asked
-        self.offsets_asked: dict[int, int] = {}
+        #: ListOffsets in flight: request id -> the timestamp asked and the position then
+        self.offsets_asked: dict[int, tuple[int, int]] = {}
 
     def poll(self, tp: TopicPartition) -> None:
         """Fetch from the current position (one request in flight per partition)."""
@@ -672,16 +672,25 @@ class SimConsumer:
             bases = sorted(times)
             timestamp = times[bases[(choice // 3) % len(bases)]][1]
         self._request_ids += 1
-        self.offsets_asked[self._request_ids] = timestamp
+        self.offsets_asked[self._request_ids] = timestamp, self.position.get(tp, 0)
         self.world.network.send(CONSUMER_NODE, leader, ListOffsetsCall(
             self._request_ids, -1, tp, timestamp, -1, CONSUMER_NODE))
 
     def on_list_offsets(self, reply: ListOffsetsReply) -> None:
         """READ_CONSISTENT for a search by time: the answer is the first record at or after
         the time among the batches read, and its timestamp reaches it (timestamps grow with
-        offsets: one batch in flight per partition, stamped when built)."""
-        asked = self.offsets_asked.pop(reply.request_id, None)
-        if asked is None or reply.error != 0 or asked < 0 or reply.offset < 0:
+        offsets: one batch in flight per partition, stamped when built). For latest: the end
+        offset is never below what the consumer had read when it asked (everything read was
+        committed, and a leader answers latest only once its HW reached its epoch's start)."""
+        entry = self.offsets_asked.pop(reply.request_id, None)
+        if entry is None or reply.error != 0:
+            return
+        asked, position = entry
+        if asked == -1 and reply.offset < position:
+            self.world.violation("READ_CONSISTENT", (
+                f"{reply.tp}: ListOffsets latest answered {reply.offset}, below offset "
+                f"{position} the consumer had already read"))
+        if asked < 0 or reply.offset < 0:
             return
         if reply.timestamp < asked:
             self.world.violation("READ_CONSISTENT", (

@@ -258,6 +258,18 @@ GAPS: tuple[Plant, ...] = (
         "consumer groups, whose traffic moved the interleaving; KIP-966's marks now also bar "
         "a bounced broker that lost its tail, whatever its pending removal)", 80, (-1, ""),
     ),
+    Plant(
+        "latest_offset_from_a_lagging_hw", "replication", "impl.broker.node",
+        "            lagging = consumer and (",
+        "            lagging = False and (",
+        "a new leader answers a consumer's ListOffsets latest with the HW it inherited while that "
+        "HW is still below the start of its epoch (Kafka answers OFFSET_NOT_AVAILABLE): the "
+        "end offset moves backwards below what the consumer read. READ_CONSISTENT checks "
+        "latest against the consumer's position, but the window (a consumer that read past "
+        "the new leader's HW before the election asks latest before the HW catches up) is "
+        "rare: 3 lagging answers in 30 seeds, none past the consumer's position",
+        150, (-1, ""),
+    ),
 )
 
 

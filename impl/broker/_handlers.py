@@ -60,6 +60,7 @@ KAFKA_STORAGE_ERROR: Final = 56
 LOG_DIR_NOT_FOUND: Final = 57
 FENCED_LEADER_EPOCH: Final = 74
 UNKNOWN_LEADER_EPOCH: Final = 75
+OFFSET_NOT_AVAILABLE: Final = 78
 #: The most partitions one CreateTopics topic may ask for (a bound on the controller's work).
 PARTITIONS_PER_TOPIC_MAX: Final = 100_000
 #: Fairness: a handler iterating a request's entries yields to other clients every this many
@@ -653,6 +654,9 @@ class RequestHandlers:
                     tp, int(item.timestamp), int(getattr(item, "current_leader_epoch", -1)),
                     replica_id)
                 entry["error_code"] = answer.error
+                if answer.error == OFFSET_NOT_AVAILABLE and request.api_version < 5:
+                    # the code exists from v5 on; older clients retry LEADER_NOT_AVAILABLE
+                    entry["error_code"] = LEADER_NOT_AVAILABLE
                 if answer.error == NONE:
                     entry.update(offset=answer.offset, timestamp=answer.timestamp,
                                  leader_epoch=answer.leader_epoch)

@@ -91,6 +91,7 @@ INVALID_REQUIRED_ACKS: Final = 21
 KAFKA_STORAGE_ERROR: Final = 56
 FENCED_LEADER_EPOCH: Final = 74
 UNKNOWN_LEADER_EPOCH: Final = 75
+OFFSET_NOT_AVAILABLE: Final = 78
 #: ListOffsets' special timestamps
 LATEST_TIMESTAMP: Final = -1
 EARLIEST_TIMESTAMP: Final = -2
@@ -1216,7 +1217,12 @@ class BrokerNode:
     def _on_list_offsets(self, call: ListOffsetsCall, out: list[Effect]) -> None:
         """ListOffsets: latest is the HW for a consumer (it reads below it) and the LEO for a
         follower, earliest the log start offset; a timestamp finds the first record at or
-        after it, below the HW for a consumer (Kafka's ``fetchOffsetForTimestamp``)."""
+        after it, below the HW for a consumer (Kafka's ``fetchOffsetForTimestamp``).
+
+        While a leader's HW is still below the start of its own epoch (just elected: the HW
+        it inherited lags the one its predecessor had exposed), a consumer's latest, and a
+        search by time that finds nothing below that HW, are OFFSET_NOT_AVAILABLE (retriable),
+        as in Kafka: answering the lagging HW would move a consumer's end offset backwards."""
         tp = call.tp
         client = call.client if call.replica < 0 else call.replica
         error, partition = self.leader_log(tp, call.current_leader_epoch)
@@ -1225,10 +1231,14 @@ class BrokerNode:
             return
         consumer = call.replica < 0
         try:
+            leader_epoch = self.states[tp].leader_epoch
+            lagging = consumer and (
+                self.store.epoch_start_offset(tp, leader_epoch) > partition.high_watermark)
             if call.timestamp == LATEST_TIMESTAMP:
                 offset = partition.high_watermark if consumer else partition.log_end_offset
-                answer = ListOffsetsReply(call.request_id, tp, NONE, offset, -1,
-                                          self.states[tp].leader_epoch)
+                answer = (ListOffsetsReply(call.request_id, tp, OFFSET_NOT_AVAILABLE) if lagging
+                          else ListOffsetsReply(call.request_id, tp, NONE, offset, -1,
+                                                leader_epoch))
             elif call.timestamp == EARLIEST_TIMESTAMP:
                 offset = partition.log_start_offset
                 answer = ListOffsetsReply(call.request_id, tp, NONE, offset, -1,
@@ -1237,9 +1247,12 @@ class BrokerNode:
                 found = self.store.offset_for_timestamp(tp, call.timestamp)
                 if found is not None and consumer and found[0] >= partition.high_watermark:
                     found = None
-                answer = (ListOffsetsReply(call.request_id, tp, NONE) if found is None
-                          else ListOffsetsReply(call.request_id, tp, NONE, found[0], found[1],
-                                                self._epoch_of(tp, found[0])))
+                if found is not None:
+                    answer = ListOffsetsReply(call.request_id, tp, NONE, found[0], found[1],
+                                              self._epoch_of(tp, found[0]))
+                else:
+                    answer = ListOffsetsReply(call.request_id, tp,
+                                              OFFSET_NOT_AVAILABLE if lagging else NONE)
         except StorageError as failure:
             answer = ListOffsetsReply(call.request_id, tp, int(failure.error_code))
         except OSError:

@@ -496,3 +496,30 @@ def test_an_append_that_waited_past_a_new_leader_and_isr_is_not_wanted() -> None
     replies = produce_replies(h.step(Appended(TP, append.token, 6)))
     assert [r.error for r in replies] == [6]
     assert h.store.logs[TP].log_end_offset == 0
+
+
+def test_list_offsets_while_a_new_epochs_hw_lags_its_start_is_offset_not_available() -> None:
+    """A leader whose HW is below the start of its own epoch (it inherited a lagging HW)
+    answers a consumer's latest, and a search by time that finds nothing below that HW,
+    OFFSET_NOT_AVAILABLE (Kafka's ``fetchOffsetForTimestamp``): the lagging HW would move a
+    consumer's end offset backwards. A follower, earliest, and a search that finds a record
+    below the HW are answered; once the HW reaches the epoch's start, latest is too."""
+    h = Harness()
+    h.leader_and_isr(0, 1, (0, 1))
+    for sequence in range(3):  # offsets 0..2, timestamps 1000, 2000, 3000
+        h.step(Produce(50, sequence, TP, batch(sequence, timestamp_ms=1000 * (sequence + 1)),
+                       1, 1_000, now_wall_ms=4000))
+    h.step(FetchCall(5, 1, 1, TP, 2, 1))  # HW 2, LEO 3
+    h.leader_and_isr(0, 2, (0, 1), zk_version=1)  # epoch 2 starts at the LEO, 3
+    assert h.store.logs[TP].high_watermark == 2
+    assert list_offsets(h, -1).error == 78  # OFFSET_NOT_AVAILABLE
+    assert list_offsets(h, 2500).error == 78  # offset 2 lies at the lagging HW
+    found = list_offsets(h, 1500)
+    assert (found.error, found.offset) == (0, 1)
+    assert (list_offsets(h, -2).error, list_offsets(h, -2).offset) == (0, 0)
+    follower = list_offsets(h, -1, replica=1)
+    assert (follower.error, follower.offset) == (0, 3)
+    h.step(FetchCall(6, 1, 1, TP, 3, 2))  # the follower reaches 3: the HW passes the start
+    latest = list_offsets(h, -1)
+    assert (latest.error, latest.offset, latest.leader_epoch) == (0, 3, 2)
+    assert list_offsets(h, 3500).error == 0  # nothing at or after 3500, not lagging: -1
