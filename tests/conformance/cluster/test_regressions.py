@@ -255,3 +255,41 @@ def test_seed_326_a_late_election_precedes_its_later_leaders() -> None:
             late.append(event.subject)
         highest[partition] = max(epoch, highest.get(partition, -1))
     assert late, "the seed no longer reaches a late election after a later epoch"
+
+
+#: Seed 48's schedule once the default plan drew ``session_expiry`` (``faults-session``),
+#: shrunk by ``logproof fuzz``.
+SEED_48_FAULTS = ("121:session_expiry:1:4,122:clean_restart:1:6,161:partition:1:32,"
+                  "184:clean_restart:0:9,186:session_expiry:1:14")
+
+
+def test_seed_48_a_late_election_precedes_what_later_epochs_committed() -> None:
+    """Seed 48 of ``logproof fuzz --seeds 2000`` once the default fault model drew
+    ``session_expiry`` (COMMITTED_DURABLE, a false alarm of the trace checker; its shrunk
+    schedule): broker 0, leader of t-0, stopped; the controller elected broker 1 in epoch 2
+    (ISR 1, 2), but broker 1's session expired before the LeaderAndIsr reached it, so the
+    controller elected broker 2 alone in epoch 3, which committed offsets 113-116 that broker 1
+    never had. The delayed request, addressed to broker 1's unchanged broker epoch, then made
+    it leader of epoch 2 (as in Kafka, whose broker keeps its epoch until it registers again;
+    epoch 3's followers and ZooKeeper's zkVersion fence it). The abstraction replayed that
+    election against the present committed prefix, epoch 3's included; it now replays it
+    against the prefix committed before any later epoch was revealed."""
+    drawn = swarm_config(48, brokers=3, log_dirs=2, steps=200)
+    assert isinstance(drawn, ClusterConfig)
+    config = dataclasses.replace(drawn, steps=195)
+    result, outcome = replay(48, config, parse_faults(SEED_48_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    highest: dict[str, int] = {}
+    late = []
+    for event in outcome.trace:
+        if event.machine != "replication" or event.event not in ("BECOME_LEADER",
+                                                                 "BECOME_FOLLOWER"):
+            continue
+        partition = event.subject.split("@")[0]
+        epoch = event.fields.get("leader_epoch")
+        assert isinstance(epoch, int)
+        if event.event == "BECOME_LEADER" and epoch < highest.get(partition, -1):
+            late.append(event.subject)
+        highest[partition] = max(epoch, highest.get(partition, -1))
+    assert late, "the seed no longer reaches a late election after a later epoch"
