@@ -286,7 +286,7 @@ class _Partition:
     memo: dict[tuple[Any, ...], tuple[_Plan, Any]] = field(default_factory=dict)
 
     def reveal(self, leader: int, epoch: int, isr: tuple[int, ...]) -> None:
-        """ZooKeeper's partition state as an event revealed it (a later epoch)."""
+        """ZooKeeper's partition state as an event revealed it (its epoch or a later one)."""
         self.zk_leader, self.zk_epoch, self.zk_isr = leader, epoch, isr
         self.committed_before.setdefault(epoch, (self.committed, self.committed_len))
 
