@@ -19,9 +19,10 @@ below the HW.
 One seed decides everything through named :class:`~conformance.rng.SimRng` streams:
 ``workload`` (produce, consume, intra-broker moves through AlterReplicaLogDirs, throttle
 changes, flushes; drawn without looking at the system, so removing a fault leaves the
-operations alone), ``faults`` (the schedule, planned up front: :func:`plan_faults`),
-``network`` (the run's loss/duplication/reordering mix and every delivery delay), and per
-broker ``crash`` streams (what an unflushed crash loses).
+operations alone), ``faults`` (the schedule, planned up front: :func:`plan_faults`;
+crashes of the last live in-sync copy and session expiries come from ``faults-last-copy``
+and ``faults-session``), ``network`` (the run's loss/duplication/reordering mix and every
+delivery delay), and per broker ``crash`` streams (what an unflushed crash loses).
 
 Fault model
 -----------
@@ -47,8 +48,12 @@ Fault model
   one. Unlike ``crash`` it strikes an unhealthy cluster too (partitions, catch-ups,
   reassignments, brokers down), under the promise below.
 * ``session_expiry``: the broker's ZooKeeper session expires (its registration vanishes, its
-  process keeps running); it registers again ``target`` steps later with a new broker epoch
-  (``--faults`` only: not drawn yet, see :func:`plan_faults`).
+  process keeps running and keeps its broker epoch until then); it registers again ``target``
+  steps later (2-20) with a new broker epoch. The controller fails the broker, so controller
+  requests on their way to it arrive after later epochs: addressed to its unchanged broker
+  epoch they are accepted (as in Kafka), and the leader epoch and ZooKeeper's zkVersion fence
+  what they start. Drawn from a stream of its own (``faults-session``, at a quarter of the
+  fault probability), so the other faults of a seed stay as they were.
 * ``dir_failure``: one log dir fails with EIO (at most one per run); its replicas go offline,
   the broker notifies the controller (``/log_dir_event_notification``).
 * ``controller_expiry``: the active controller's session expires; its client re-creates a
@@ -181,10 +186,9 @@ FAULT_KINDS = (
     "session_expiry",
     "crash_last_copy",
 )
-#: The faults of the ``faults-last-copy`` stream (added after the others: a schedule without
-#: them is the plan of a seed as it was drawn before; ``session_expiry`` was drawn there for a
-#: while).
-LAST_COPY_STREAM_KINDS = ("session_expiry", "crash_last_copy")
+#: The faults of the streams added after ``faults`` (``faults-last-copy``, ``faults-session``):
+#: a schedule without them is the plan of a seed as it was drawn before them.
+LATER_STREAM_KINDS = ("session_expiry", "crash_last_copy")
 #: The storage broker's faults (``move_sim.FAULT_KINDS``; its id is ``brokers``).
 STORAGE_FAULT_KINDS = move_sim.FAULT_KINDS
 
@@ -335,16 +339,18 @@ def plan_faults(seed: int, config: ClusterConfig) -> tuple[ClusterFault, ...]:
             faults.append(ClusterFault(step, "partition", broker, rng.randint(5, 40)))
         else:
             faults.append(ClusterFault(step, "reassign", broker, rng.randrange(1 << 16)))
-    # Crashes of the last live in-sync copy come from a stream of their own, so that they
-    # leave the faults above (and every seed pinned by them) unchanged. (``session_expiry`` is
-    # not drawn yet: the trace checker replays a deposed leader's delayed LeaderAndIsr, which a
-    # broker whose session expired receives after a later epoch, against today's state, and
-    # refuses it, fuzz seed 215; ``--faults`` still takes it.)
+    # Crashes of the last live in-sync copy, and session expiries, come from streams of their
+    # own, so that they leave the faults above (and every seed pinned by them) unchanged.
     more = SimRng(seed).stream("faults-last-copy")
     for step in range(1, config.steps):
         if more.chance(config.fault_probability / 4):
             faults.append(ClusterFault(step, "crash_last_copy", more.randrange(config.brokers),
                                        more.randrange(256)))
+    expiries = SimRng(seed).stream("faults-session")
+    for step in range(1, config.steps):
+        if expiries.chance(config.fault_probability / 4):
+            faults.append(ClusterFault(step, "session_expiry", expiries.randrange(config.brokers),
+                                       expiries.randint(2, 20)))
     if config.storage_broker:
         # the storage broker's own schedule, from a stream of its own (so the cluster's
         # faults are the same with it or without it)

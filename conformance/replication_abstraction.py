@@ -43,8 +43,11 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
   ``leader_epoch`` and the old ISR members missing from ``isr`` are down; then
   ``become_follower`` for every follower whose ``BECOME_FOLLOWER`` of that epoch came first.
   The new ISR must be the one reported. A re-delivery of the same epoch is a stutter. A
-  ``BECOME_LEADER`` overtaken by a later epoch (a follower heard of it first) is replayed as an
-  election from the ISR it carries: the mirror holds only ZooKeeper's later state.
+  ``BECOME_LEADER`` overtaken by a later epoch (a follower heard of it first, or its broker's
+  session expired while it was on the way) is replayed as an election from the ISR it carries
+  (the mirror holds only ZooKeeper's later state), before the leaders of later epochs (shown
+  OFFLINE) and what they committed (the committed prefix as it stood when the first later
+  epoch was revealed).
 * ``BECOME_FOLLOWER`` (core): ``leader_epoch``, ``isr``, ``leader``. Model:
   ``become_follower(r)`` once the leader leads in that epoch (until then it waits, see above).
   Without ``leader`` (or with leader -1) it is a stutter that only updates the mirror.
@@ -275,9 +278,25 @@ class _Partition:
     zk_isr: tuple[int, ...] = ()
     committed: Runs = ()
     committed_len: int = 0
+    #: ZooKeeper epoch -> the committed prefix (runs, length) when the events first revealed
+    #: that epoch: what had been committed before any leader of it or a later one took office
+    committed_before: dict[int, tuple[Runs, int]] = field(default_factory=dict)
     #: repeated fetches that change nothing (a caught-up follower polling an idle leader) are
     #: most of a trace: their plans and states, until the mirror changes
     memo: dict[tuple[Any, ...], tuple[_Plan, Any]] = field(default_factory=dict)
+
+    def reveal(self, leader: int, epoch: int, isr: tuple[int, ...]) -> None:
+        """ZooKeeper's partition state as an event revealed it (its epoch or a later one)."""
+        self.zk_leader, self.zk_epoch, self.zk_isr = leader, epoch, isr
+        self.committed_before.setdefault(epoch, (self.committed, self.committed_len))
+
+    def committed_until(self, epoch: int) -> tuple[Runs, int]:
+        """The committed prefix as it stood before any epoch after ``epoch`` was revealed
+        (the present one when none was)."""
+        later = [e for e in self.committed_before if e > epoch]
+        if not later:
+            return self.committed, self.committed_len
+        return self.committed_before[min(later)]
 
     def index(self, broker: int) -> int:
         if broker not in self.replicas:
@@ -310,6 +329,8 @@ class _Plan:
     epochs: dict[int, int] = field(default_factory=dict)
     leaders: dict[int, int] = field(default_factory=dict)
     zk: tuple[int, float, tuple[int, ...]] | None = None
+    #: the committed prefix (runs, length) the state is built with, when not the present one
+    committed: tuple[Runs, int] | None = None
     down: tuple[int, ...] = ()
     #: brokers up for this event (an ISR member the controller still counts, crashed or not)
     up: tuple[int, ...] = ()
@@ -559,6 +580,12 @@ class ReplicationAbstraction:
                  and replica.epoch > epoch]
         if later:
             self.inferred["BECOME_LEADER after a later epoch: its later leaders shown OFFLINE"] += 1
+        # ... and precedes what they committed: its election is checked against the committed
+        # prefix as it stood before any later epoch was revealed (seed 48: a broker whose
+        # session expired took the lead of epoch 9 with its ISR after the leader of epoch 10,
+        # alone in its ISR, had committed two records past its log).
+        committed = part.committed_until(epoch) if late else (part.committed,
+                                                              part.committed_len)
         plan = _Plan(
             actions=(*self._revived(me, part.index(r)), _action("become_leader", r=part.index(r)),
                      *(_action("become_follower", r=part.index(b)) for b in pending)),
@@ -579,7 +606,8 @@ class ReplicationAbstraction:
                     plan.leos[member] = min(then, my_leo)
         if hw is not None:
             plan.hws[r] = hw
-        plan.cuts = _cuts(part.committed_len, my_leo)
+        plan.committed = committed
+        plan.cuts = _cuts(committed[1], my_leo)
         plan.expect.append(("new ISR", "zk_isr", None, self._isr_array(part, isr)))
 
         def commit() -> None:
@@ -589,7 +617,7 @@ class ReplicationAbstraction:
             me.epoch_start = me.leo
             me.live = True
             if part.zk_epoch is None or epoch >= part.zk_epoch:
-                part.zk_leader, part.zk_epoch, part.zk_isr = r, epoch, isr
+                part.reveal(r, epoch, isr)
             for b in pending:
                 part.replicas[b].pending = False
 
@@ -616,7 +644,7 @@ class ReplicationAbstraction:
             me.role, me.epoch, me.leader, me.pending = "FOLLOWER", epoch, known_leader, pending
             me.live = True
             if part.zk_epoch is None or epoch > part.zk_epoch:
-                part.zk_leader, part.zk_epoch, part.zk_isr = known_leader, epoch, isr
+                part.reveal(known_leader, epoch, isr)
 
         if leader is None or leader < 0:
             return self._stutter("BECOME_FOLLOWER without a leader",
@@ -984,9 +1012,11 @@ class ReplicationAbstraction:
                          -1 if hw < 0 else (0 if hw < c1 else (1 if hw < c2 else 2)),
                          -1 if start < 0 else (0 if start < c1 else (1 if start < c2 else 2)),
                          local, remote, (replica.live or broker in up) and broker not in down))
-        committed_len = _off(part.committed_len, c1, c2)
-        committed0 = _epoch_at(part.committed, c1 - 1) if committed_len >= 1 else None
-        committed1 = _epoch_at(part.committed, c2 - 1) if committed_len >= 2 else None
+        committed_runs, committed_concrete = (
+            plan.committed if plan.committed is not None else (part.committed, part.committed_len))
+        committed_len = _off(committed_concrete, c1, c2)
+        committed0 = _epoch_at(committed_runs, c1 - 1) if committed_len >= 1 else None
+        committed1 = _epoch_at(committed_runs, c2 - 1) if committed_len >= 2 else None
         if committed0 is not None:
             epochs.add(committed0)
         if committed1 is not None:

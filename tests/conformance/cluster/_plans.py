@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conformance.cluster_sim import (
-    LAST_COPY_STREAM_KINDS,
+    LATER_STREAM_KINDS,
     ClusterConfig,
     ClusterFault,
     plan_faults,
@@ -11,7 +11,7 @@ from conformance.cluster_sim import (
 
 
 def as_found(seed: int, config: ClusterConfig) -> list[ClusterFault]:
-    """``seed``'s plan without the ``faults-last-copy`` stream (session expiries and crashes
-    of the last live in-sync copy, drawn since): the schedule a regression seed was found with,
-    so it still reaches its interleaving."""
-    return [f for f in plan_faults(seed, config) if f.kind not in LAST_COPY_STREAM_KINDS]
+    """``seed``'s plan without the ``faults-last-copy`` and ``faults-session`` streams (crashes
+    of the last live in-sync copy and session expiries, drawn since): the schedule a
+    regression seed was found with, so it still reaches its interleaving."""
+    return [f for f in plan_faults(seed, config) if f.kind not in LATER_STREAM_KINDS]

@@ -76,6 +76,18 @@ def test_faults_round_trip_and_plan_is_seeded() -> None:
         ClusterFault.parse("3:meteor:0:0")
 
 
+def test_session_expiries_are_drawn_from_a_stream_of_their_own() -> None:
+    """The default plan draws ``session_expiry``; the other faults of the seed are the ones it
+    had before session expiries were drawn (recorded then)."""
+    planned = plan_faults(5, ClusterConfig(steps=100, fault_probability=0.1, storage_broker=False))
+    assert [f.spec() for f in planned if f.kind == "session_expiry"] == [
+        "4:session_expiry:2:14"]
+    assert format_faults([f for f in planned if f.kind != "session_expiry"]) == (
+        "6:partition:2:9,37:reassign:2:37684,38:crash_last_copy:2:72,44:dir_failure:1:1,"
+        "49:partition:0:35,53:crash:1:15,56:partition:2:21,63:crash_last_copy:1:213,"
+        "73:crash_last_copy:1:66,92:crash_last_copy:2:216,98:partition:1:34")
+
+
 def test_runner_runs_the_cluster_for_several_brokers() -> None:
     config = swarm_config(9, brokers=3, log_dirs=2, steps=120)
     assert isinstance(config, ClusterConfig)

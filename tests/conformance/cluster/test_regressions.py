@@ -255,3 +255,59 @@ def test_seed_326_a_late_election_precedes_its_later_leaders() -> None:
             late.append(event.subject)
         highest[partition] = max(epoch, highest.get(partition, -1))
     assert late, "the seed no longer reaches a late election after a later epoch"
+
+
+#: Seed 48's schedule once the default plan drew ``session_expiry`` (``faults-session``),
+#: shrunk by ``logproof fuzz``; seed 1142's as drawn then (the same case on t-1).
+SEED_48_FAULTS = ("121:session_expiry:1:4,122:clean_restart:1:6,161:partition:1:32,"
+                  "184:clean_restart:0:9,186:session_expiry:1:14")
+SEED_1142_FAULTS = (
+    "7:dir_repaired:3:0,9:unreadable_at_startup:3:2,10:session_expiry:2:2,17:partition:2:17,"
+    "24:crash_last_copy:2:222,25:crash_mid_operation:3:21,31:clean_restart:1:3,"
+    "33:session_expiry:2:8,34:redirect_off_failing:3:40675,50:crash_mid_operation:3:15,"
+    "57:session_expiry:2:18,61:fail_after_swap:3:21493,65:dir_repaired:3:0,67:dir_failure:2:1,"
+    "68:crash_in_swap:3:6,68:file_failure_at_restart:3:16792,69:controller_expiry:1:53,"
+    "88:disk_full:3:20033,88:session_expiry:0:4,94:crash:1:10,108:crash:1:10,"
+    "109:partition:2:40,110:session_expiry:0:2,115:dir_read_only:3:2,116:partition:0:38,"
+    "118:partition:0:29,120:file_failure:3:53025,142:controller_expiry:0:33,"
+    "142:session_expiry:2:13,147:dir_repaired:3:0,150:torn_middle:3:51402,160:partition:2:9,"
+    "171:session_expiry:0:11,177:torn_middle:3:14115,182:dir_repaired:3:0,"
+    "186:crash_last_copy:2:138,189:dir_read_errors:3:1,192:crash:3:0,193:crash_in_swap:3:1")
+
+
+@pytest.mark.parametrize(("seed", "steps", "faults"), [
+    (48, 195, SEED_48_FAULTS),
+    (1142, 200, SEED_1142_FAULTS),
+])
+def test_a_late_election_precedes_what_later_epochs_committed(seed: int, steps: int,
+                                                               faults: str) -> None:
+    """Seed 48 of ``logproof fuzz --seeds 2000`` once the default fault model drew
+    ``session_expiry`` (COMMITTED_DURABLE, a false alarm of the trace checker; its shrunk
+    schedule): broker 0, leader of t-0, stopped; the controller elected broker 1 in epoch 2
+    (ISR 1, 2), but broker 1's session expired before the LeaderAndIsr reached it, so the
+    controller elected broker 2 alone in epoch 3, which committed offsets 113-116 that broker 1
+    never had. The delayed request, addressed to broker 1's unchanged broker epoch, then made
+    it leader of epoch 2 (as in Kafka, whose broker keeps its epoch until it registers again;
+    epoch 3's followers and ZooKeeper's zkVersion fence it). The abstraction replayed that
+    election against the present committed prefix, epoch 3's included; it now replays it
+    against the prefix committed before any later epoch was revealed. Seed 1142: the same on
+    t-1 (broker 2 elected in epoch 2, its session expired, broker 0 alone in epoch 3)."""
+    drawn = swarm_config(seed, brokers=3, log_dirs=2, steps=200)
+    assert isinstance(drawn, ClusterConfig)
+    config = dataclasses.replace(drawn, steps=steps)
+    result, outcome = replay(seed, config, parse_faults(faults))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    highest: dict[str, int] = {}
+    late = []
+    for event in outcome.trace:
+        if event.machine != "replication" or event.event not in ("BECOME_LEADER",
+                                                                 "BECOME_FOLLOWER"):
+            continue
+        partition = event.subject.split("@")[0]
+        epoch = event.fields.get("leader_epoch")
+        assert isinstance(epoch, int)
+        if event.event == "BECOME_LEADER" and epoch < highest.get(partition, -1):
+            late.append(event.subject)
+        highest[partition] = max(epoch, highest.get(partition, -1))
+    assert late, "the seed no longer reaches a late election after a later epoch"
