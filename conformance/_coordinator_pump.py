@@ -28,9 +28,11 @@ on ``/controller``:
 - :meth:`SimController.stall_next_write`, a write in flight across the expiry (KAFKA-6082's
   zombie write): the controller's next fenced write stalls as it is sent (a pause, a slow link)
   and the session expires meanwhile; the write, with every read or write the node carries after
-  it, runs ``delay_ms`` later on the new session, by when another broker has usually won the
-  next term. The ``/controller_epoch`` version check must fence it (CONTROLLER_FENCED is checked
-  on every write that lands); the node learns its outcome, then that its term's session is gone.
+  it, reaches ZooKeeper on the new session at the worst moment: once another broker has won the
+  next term and read the cluster, before it has written anything (its zkVersions all current),
+  or ``delay_ms`` later if nobody won by then. The ``/controller_epoch`` version check must fence
+  it (CONTROLLER_FENCED is checked on every write that lands); the node learns its outcome, then
+  that its term's session is gone.
 
 Recovery: the notice comes at the end of the window at the latest, and the node runs for
 election again on the new session.
@@ -195,11 +197,7 @@ class SimController(ControllerDriver):
         if self._stall_ms is not None and not self.node.active:
             self._stall_ms = None  # resigned before it wrote
         if self._held_until_ms is not None and now_ms >= self._held_until_ms:
-            held, self._held, self._held_until_ms = self._held, [], None
-            for effect in held:
-                completion = super()._carry(effect)
-                if completion is not None:
-                    self.step(completion)
+            self._release_held()
         if self.expiry_notice_ms is not None and now_ms >= self.expiry_notice_ms:
             self.expiry_notice_ms = None
             self.step(SessionChanged(SessionState.EXPIRED, self._expired_session_id))
@@ -237,6 +235,14 @@ class SimController(ControllerDriver):
         super().step(event)
         if self.node.active and not was_active:
             self.world.controller_elected(self)
+
+    def _release_held(self) -> None:
+        """The stalled reads and writes reach ZooKeeper (on the client's session now)."""
+        held, self._held, self._held_until_ms = self._held, [], None
+        for effect in held:
+            completion = super()._carry(effect)
+            if completion is not None:
+                self.step(completion)
 
     def _carry(self, effect: NodeEffect) -> NodeInput | None:
         if isinstance(effect, ZkRead | ZkWrite):
@@ -301,6 +307,14 @@ class SimController(ControllerDriver):
 
     def _emit(self, event: TraceEvent) -> None:
         self.world.emit(event)
+        if event.event == "CONTROLLER_ELECTED":
+            # A stalled write of a deposed controller arrives at the worst moment: the new
+            # controller has won its term and read the cluster, and has written nothing yet
+            # (KAFKA-6082: only the /controller_epoch check stops it).
+            for broker in self.world.brokers:
+                other = broker.controller
+                if other is not None and other is not self and other._held:
+                    other._release_held()
 
     def _write_landed(self, effect: ZkWrite) -> None:
         """CONTROLLER_FENCED: a write of the controller (guarded by the epoch check) lands
