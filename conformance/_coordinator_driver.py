@@ -4,10 +4,12 @@ Why: the trio service (``impl.controller._service``) is the production pump; the
 the stateful tests want the same :class:`~impl.controller.node.ControllerNode` with no scheduler
 at all, so that one seed decides every step. This pump carries the node's effects at once
 against :class:`SimulatedZooKeeperServer` (reads, writes) and feeds each completion back under
-the id the effect named; it answers requests with fake brokers at once (KAFKA_STORAGE_ERROR for
-the partitions a test marked as on a failed dir). ZooKeeper's own watches are used: the
-notifications the node armed queue up in its session, and the test decides when each kind is
-delivered (:meth:`brokers_changed`, :meth:`topics_changed`, ...). It decides nothing.
+the id the effect named, stamped with the session it ran under (the driver's session on the
+server, as the trio pump stamps its client's); it answers requests with fake brokers at once
+(KAFKA_STORAGE_ERROR for the partitions a test marked as on a failed dir). ZooKeeper's own
+watches are used: the notifications the node armed queue up in its session, and the test
+decides when each kind is delivered (:meth:`brokers_changed`, :meth:`topics_changed`, ...).
+It decides nothing.
 
 Fault model: none of its own beyond the server's (session expiry, connection loss); a request is
 never lost, and a broker's answer arrives before the next input.
@@ -183,7 +185,8 @@ class ControllerDriver:
         if isinstance(effect, EmitTrace):
             self._emit(effect.event)
         elif isinstance(effect, ZkRead):
-            return ReadCompleted(effect.read_id, self._read(effect))
+            results = self._read(effect)
+            return ReadCompleted(effect.read_id, results, self.session_id)
         elif isinstance(effect, ZkWrite):
             return self._write(effect)
         elif isinstance(effect, SendToBroker):
@@ -217,10 +220,10 @@ class ControllerDriver:
                 assert not isinstance(result, Exception) or isinstance(result, NodeExistsError)
             results = self.server.multi(self.session_id, effect.ops)
         except (ConnectionLossError, SessionExpiredError):
-            return WriteCompleted(effect.write_id, None)
+            return WriteCompleted(effect.write_id, None, self.session_id)
         if multi_error(results) is None:
             self._write_landed(effect)
-        return WriteCompleted(effect.write_id, results)
+        return WriteCompleted(effect.write_id, results, self.session_id)
 
     # Hooks for a pump that carries effects differently (the cluster simulator's controller
     # sends requests over the simulated network and checks each landed write).

@@ -10,13 +10,32 @@ order), and requests over the simulated network on a channel per broker: in orde
 ``ATTEMPTS_MAX`` transmissions (the node decides whether to send again). It decides nothing about
 the protocol; it checks CONTROLLER_FENCED on every write that lands.
 
-Fault model (what it injects besides the network's and the server's): the controller's session
-expiry with a late notice (:meth:`SimController.expire`): the client re-creates a session at
-once and re-arms on it every watch the node had armed (as Kafka's ZooKeeperClient re-registers
-its handlers) except the one on ``/controller``, but the node hears of the expiry only
-``notice_delay_ms`` later, so meanwhile it acts on its old epoch on every other notification
-(KAFKA-6082's zombie window, at its longest: it does not hear of its successor either); its
-writes are fenced by the ``/controller_epoch`` version check.
+Each read and write is reported with the session it ran under (the pump's session on the
+server, as the trio pump reports its client's).
+
+Fault model (what it injects besides the network's and the server's), both around the active
+controller's session expiry, whose notice (EXPIRED, then the new session's CONNECTED) reaches
+the node ``delay_ms`` late while the client re-creates a session at once and re-arms on it every
+watch the node had armed (as Kafka's ZooKeeperClient re-registers its handlers) except the one
+on ``/controller``:
+
+- :meth:`SimController.expire`, the late notice: until the notice the node still believes in its
+  old epoch (KAFKA-6082's zombie window; it does not hear of its successor either) and every
+  input reaches it: notifications of the new session, brokers' responses. What it does runs on
+  the new session, and the first read or write it completes tells it that its term's session is
+  gone: it resigns without acting on what it read (fuzz seed 10226's zombie read a broker's new
+  registration there and sent it stale states).
+- :meth:`SimController.stall_next_write`, a write in flight across the expiry (KAFKA-6082's
+  zombie write): the controller's next fenced write stalls as it is sent (a pause, a slow link)
+  and the session expires meanwhile; the write, with every read or write the node carries after
+  it, reaches ZooKeeper on the new session at the worst moment: once another broker has won the
+  next term and read the cluster, before it has written anything (its zkVersions all current),
+  or ``delay_ms`` later if nobody won by then. The ``/controller_epoch`` version check must fence
+  it (CONTROLLER_FENCED is checked on every write that lands); the node learns its outcome, then
+  that its term's session is gone.
+
+Recovery: the notice comes at the end of the window at the latest, and the node runs for
+election again on the new session.
 
 This module is a sans-IO core.
 """
@@ -38,6 +57,7 @@ from impl.controller.coordinator import (
 )
 from impl.controller.node import (
     ChildrenOp,
+    NodeEffect,
     NodeInput,
     ReadResult,
     RequestCompleted,
@@ -108,30 +128,46 @@ class SimController(ControllerDriver):
         #: notifications popped from the session, each with the ms it is delivered at
         self._due: collections.deque[tuple[int, CoordinatorEvent]] = collections.deque()
         self.expiry_notice_ms: int | None = None
+        #: armed by :meth:`stall_next_write`: the stall of the next fenced write, in ms
+        self._stall_ms: int | None = None
+        #: reads and writes held in flight until ``_held_until_ms``, in the order carried
+        self._held: list[ZkRead | ZkWrite] = []
+        self._held_until_ms: int | None = None
+        #: the session whose expiry the pending notice reports
+        self._expired_session_id = 0
         self.stopped = False
         self._channels: dict[int, _Channel] = {}
         self.writes_landed = 0
         #: the watches the node's reads armed and that have not fired: path -> child watch?
         self._armed: dict[tuple[str, bool], None] = {}
 
+    @property
+    def expiring(self) -> bool:
+        """An expiry of this controller's session is armed, or its notice is on its way."""
+        return self.expiry_notice_ms is not None or self._stall_ms is not None
+
     def stop(self) -> None:
         """The broker died: this candidate is gone."""
         self.stopped = True
         self._channels.clear()
+        self._held.clear()
+        self._stall_ms = None
         if self.server.session_alive(self.session_id):
             self.server.expire_session(self.session_id)
 
     def expire(self, notice_delay_ms: int) -> None:
         """The controller's session expires; the client re-creates one at once but the node
-        learns of the expiry only after ``notice_delay_ms`` (KAFKA-6082's zombie window)."""
+        learns of the expiry (and of the new session) only after ``notice_delay_ms``
+        (KAFKA-6082's zombie window)."""
         server = self.server
+        if self.expiry_notice_ms is None:
+            self._expired_session_id = self.session_id
         server.expire_session(self.session_id)
         self.session_id = server.open_session(SESSION_TIMEOUT_MS)
         connected = server.pop_event(self.session_id)
         assert connected == SessionEvent(SessionState.CONNECTED), connected
-        # The client is connected again, on a new session; that the old one expired reaches
-        # the node only with the notice.
-        self.step(SessionChanged(SessionState.CONNECTED, self.session_id, self._clock.wall_ms()))
+        # The client is connected again, on a new session; the node hears of it (and that the
+        # old one expired) only with the notice.
         for path, child in list(self._armed):
             if path == CONTROLLER_PATH:
                 continue
@@ -144,6 +180,13 @@ class SimController(ControllerDriver):
                 del self._armed[(path, child)]
         self.expiry_notice_ms = self.broker.now_ms() + notice_delay_ms
 
+    def stall_next_write(self, delay_ms: int) -> None:
+        """The controller's next fenced write stalls in flight and its session expires as it is
+        sent; the write runs ``delay_ms`` later on the new session, then the node hears of the
+        expiry (KAFKA-6082's zombie write). Disarmed if the node stops being the controller
+        first."""
+        self._stall_ms = delay_ms
+
     # --- the pump ----------------------------------------------------------------------------
 
     def tick(self) -> None:
@@ -151,9 +194,15 @@ class SimController(ControllerDriver):
         if self.stopped:
             return
         now_ms = self._clock.monotonic_ns() // 1_000_000
+        if self._stall_ms is not None and not self.node.active:
+            self._stall_ms = None  # resigned before it wrote
+        if self._held_until_ms is not None and now_ms >= self._held_until_ms:
+            self._release_held()
         if self.expiry_notice_ms is not None and now_ms >= self.expiry_notice_ms:
             self.expiry_notice_ms = None
-            self.step(SessionChanged(SessionState.EXPIRED, self.session_id))
+            self.step(SessionChanged(SessionState.EXPIRED, self._expired_session_id))
+            self.step(SessionChanged(SessionState.CONNECTED, self.session_id,
+                                     self._clock.wall_ms()))
         self._collect_due(now_ms)
         due = self._due
         while due and due[0][0] <= now_ms:
@@ -186,6 +235,27 @@ class SimController(ControllerDriver):
         super().step(event)
         if self.node.active and not was_active:
             self.world.controller_elected(self)
+
+    def _release_held(self) -> None:
+        """The stalled reads and writes reach ZooKeeper (on the client's session now)."""
+        held, self._held, self._held_until_ms = self._held, [], None
+        for effect in held:
+            completion = super()._carry(effect)
+            if completion is not None:
+                self.step(completion)
+
+    def _carry(self, effect: NodeEffect) -> NodeInput | None:
+        if isinstance(effect, ZkRead | ZkWrite):
+            if self._held_until_ms is not None:
+                self._held.append(effect)
+                return None
+            if self._stall_ms is not None and _fenced(effect):
+                delay_ms, self._stall_ms = self._stall_ms, None
+                self.expire(delay_ms)
+                self._held_until_ms = self.expiry_notice_ms
+                self._held.append(effect)
+                return None
+        return super()._carry(effect)
 
     def _read(self, effect: ZkRead) -> tuple[ReadResult, ...] | None:
         for op in effect.ops:
@@ -237,11 +307,19 @@ class SimController(ControllerDriver):
 
     def _emit(self, event: TraceEvent) -> None:
         self.world.emit(event)
+        if event.event == "CONTROLLER_ELECTED":
+            # A stalled write of a deposed controller arrives at the worst moment: the new
+            # controller has won its term and read the cluster, and has written nothing yet
+            # (KAFKA-6082: only the /controller_epoch check stops it).
+            for broker in self.world.brokers:
+                other = broker.controller
+                if other is not None and other is not self and other._held:
+                    other._release_held()
 
     def _write_landed(self, effect: ZkWrite) -> None:
         """CONTROLLER_FENCED: a write of the controller (guarded by the epoch check) lands
         only under the current epoch."""
-        if not effect.ops or not isinstance(effect.ops[0], CheckOp):
+        if not _fenced(effect):
             return  # the election's own writes
         self.writes_landed += 1
         try:
@@ -255,6 +333,12 @@ class SimController(ControllerDriver):
                 f"controller on broker {self.broker.id} (epoch {self.node.epoch}) wrote to "
                 f"ZooKeeper while the controller epoch is {current}",
             )
+
+
+def _fenced(effect: ZkRead | ZkWrite) -> bool:
+    """A write of the controller's core (guarded by the ``/controller_epoch`` check)."""
+    return (isinstance(effect, ZkWrite) and bool(effect.ops)
+            and isinstance(effect.ops[0], CheckOp))
 
 
 __all__ = ["ATTEMPTS_MAX", "RETRY_MS", "ControllerCall", "ControllerReply", "SimController"]

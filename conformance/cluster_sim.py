@@ -57,8 +57,12 @@ Fault model
 * ``dir_failure``: one log dir fails with EIO (at most one per run); its replicas go offline,
   the broker notifies the controller (``/log_dir_event_notification``).
 * ``controller_expiry``: the active controller's session expires; its client re-creates a
-  session at once but the core hears of the expiry only ``target`` ms later: a zombie that
-  still acts on watches, whose writes ``/controller_epoch``'s version check must fence.
+  session at once but the node hears of the expiry only ``target`` ms later. Even ``target``:
+  at once, a zombie whose inputs still reach it, which must resign at the first read or write
+  it completes on the new session rather than act on it (fuzz seed 10226). Odd ``target``: as
+  its next fenced write is sent, which stalls and runs ``target`` ms later on the new session,
+  usually after another broker won the next term: ``/controller_epoch``'s version check must
+  fence it (KAFKA-6082).
 * ``partition``: one broker is cut from every other node for ``target`` steps (ZooKeeper stays
   reachable, so a partitioned leader shrinks its ISR and is fenced by epochs).
 * ``reassign``: ``/admin/reassign_partitions`` is written with a new replica order, a new
@@ -1104,9 +1108,11 @@ class ClusterWorld:
         elif kind == "controller_expiry":
             for each in self.brokers:
                 node = each.controller
-                if each.alive and node is not None and node.core.active and (
-                        node.expiry_notice_ms is None):
-                    node.expire(max(1, fault.target))
+                if each.alive and node is not None and node.core.active and not node.expiring:
+                    if fault.target % 2:
+                        node.stall_next_write(max(1, fault.target))
+                    else:
+                        node.expire(max(1, fault.target))
                     return
             self.faults_skipped += 1
         elif kind == "session_expiry":

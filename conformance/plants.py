@@ -120,7 +120,7 @@ PLANTS: tuple[Plant, ...] = (
         "        return CheckOp(CONTROLLER_EPOCH_PATH, self.epoch_zk_version)",
         "        return CheckOp(CONTROLLER_EPOCH_PATH, ANY_VERSION)",
         "controller writes do not check /controller_epoch's version: a zombie controller's write "
-        "lands (KAFKA-6082)", 4, (0, "CONTROLLER_FENCED"),
+        "lands (KAFKA-6082)", 4, (2, "CONTROLLER_FENCED"),
     ),
     Plant(
         "recovery_without_crc", "storage", "impl.storage.log",
@@ -156,7 +156,7 @@ PLANTS: tuple[Plant, ...] = (
         "        candidates = [r for r in replicas if r in isr_usable]",
         "        candidates = [r for r in replicas if r in eligible]",
         "the controller elects the first live replica, in the ISR or not (an unclean election "
-        "with unclean.leader.election.enable off)", 30, (1, "NO_COMMITTED_LOSS"),
+        "with unclean.leader.election.enable off)", 30, (11, "STATE_MISMATCH"),
     ),
     Plant(
         "deposed_leader_acknowledges", "replication", "impl.broker.node",
@@ -269,6 +269,19 @@ GAPS: tuple[Plant, ...] = (
         "the new leader's HW before the election asks latest before the HW catches up) is "
         "rare: 3 lagging answers in 30 seeds, none past the consumer's position",
         150, (-1, ""),
+    ),
+    Plant(
+        "zombie_reads_on_a_new_session", "controller", "impl.controller.node",
+        "        if event.session_id != self.session_id:\n"
+        "            self._session_gone(event.session_id)  # its results are never acted on",
+        "        if False:\n"
+        "            self._session_gone(event.session_id)  # its results are never acted on",
+        "the controller node acts on reads its client ran under a new session (its term's "
+        "session expired, the notice not yet heard): a zombie reads fresh ZooKeeper data and "
+        "sends brokers its stale cached states (fuzz seed 10226; seeds 0-199 of the default run "
+        "and 0-399 of that seed's configuration with the whole rule reverted: none failed, the "
+        "damage needs a broker restart in the window and a stale state that then matters)",
+        200, (-1, ""),
     ),
 )
 

@@ -8,7 +8,8 @@ only carries: kazoo's session changes and watch notifications, the results of re
 and brokers' responses become inputs of the node (one inbox, stepped in arrival order); the
 node's effects are carried out as they come — reads and writes concurrently (kazoo pipelines
 them), requests by one task each (the node keeps one request in flight per broker) — and each
-reports its completion to the inbox under the id the effect named.
+reports its completion to the inbox under the id the effect named, stamped with the client's
+session id read once the read or write completed (the node judges it).
 """
 
 from __future__ import annotations
@@ -316,7 +317,9 @@ class ControllerService:
                                           READS_IN_FLIGHT_MAX))
         except _LOST:
             results = None
-        self._complete(ReadCompleted(effect.read_id, results))
+        # the session the reads ran under: the client's once they completed (a newer one if the
+        # session was replaced meanwhile, which the node takes as the end of its term)
+        self._complete(ReadCompleted(effect.read_id, results, coordinator.session_id))
 
     async def _ensure_paths(self, paths: Iterable[str]) -> None:
         missing = sorted({p for p in paths if p not in self._ensured_paths},
@@ -341,10 +344,10 @@ class ControllerService:
                 await self._ensure_paths(effect.ensure_paths)
             results = await self._coordinator.multi(effect.ops)
         except _LOST:
-            self._complete(WriteCompleted(effect.write_id, None))
+            self._complete(WriteCompleted(effect.write_id, None, self._coordinator.session_id))
             return
         self._forget_ensured(effect, results)
-        self._complete(WriteCompleted(effect.write_id, results))
+        self._complete(WriteCompleted(effect.write_id, results, self._coordinator.session_id))
 
     def _forget_ensured(self, effect: ZkWrite, results: Sequence[OpResult]) -> None:
         """Keep the cache of ensured paths true: a path this write deleted (a topic's

@@ -384,10 +384,16 @@ class PartitionStatesRead:
 
 @dataclass(frozen=True, slots=True)
 class WriteCompleted:
-    """The result of a :class:`ZkWrite` (per-op results; ``None`` when the outcome is unknown)."""
+    """The result of a :class:`ZkWrite` (per-op results; ``None`` when the outcome is unknown).
+
+    ``session_id``: the ZooKeeper session the pump ran the write under, read from its client
+    once the write completed; the controller node checks it against its term's session
+    (:mod:`impl.controller.node`), the core ignores it (``None`` only between the node and the
+    core)."""
 
     write_id: int
     results: Sequence[OpResult] | None
+    session_id: int | None = None
 
 
 @dataclass(frozen=True, slots=True)

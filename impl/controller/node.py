@@ -26,6 +26,16 @@ which owns partition and replica state):
 - **Revalidation**: after a connection loss (SUSPENDED then CONNECTED) the node checks that its
   session still owns ``/controller`` and that the epoch znode's version is still its own, then
   re-reads everything (watches were dropped with the connection); otherwise the core resigns.
+- **A term is bound to its session** (Kafka's ZooKeeperClient calls ``beforeInitializingSession``
+  and the controller resigns before anything runs on a new session): ZooKeeper hands out a new
+  session only once the old one expired, so a CONNECTED naming another session, or a read or
+  write that the pump ran under another session (``ReadCompleted.session_id``,
+  ``WriteCompleted.session_id``), proves the term's session gone. A read's results are dropped:
+  a zombie never acts on what it read under a session it did not win its term in. A write has
+  already been judged in ZooKeeper by the ``/controller_epoch`` check (KAFKA-6082), so the core
+  learns its outcome (a fenced write resigns it). Then the node drops everything outstanding,
+  the core resigns if it has not, and the node runs again once the new session's CONNECTED
+  arrives.
 - **Request queues**: one FIFO per broker with one request in flight (Kafka's
   ControllerChannelManager); an undelivered request is retried after a back-off while its broker
   is live and reported to the core as undelivered once the broker is gone.
@@ -182,10 +192,12 @@ class SessionChanged:
 @dataclass(frozen=True, slots=True)
 class ReadCompleted:
     """The results of a :class:`ZkRead`, one per op (``None``: the connection or the session was
-    lost and nothing is known)."""
+    lost and nothing is known); ``session_id``: the session the pump ran the reads under, read
+    from its client once they completed (0: no session)."""
 
     read_id: int
     results: tuple[ReadResult, ...] | None
+    session_id: int
 
 
 @dataclass(frozen=True, slots=True)
@@ -279,6 +291,9 @@ class ControllerNode:
         self._effects: list[NodeEffect] = []
         #: the core resigned: run for election again once nothing is outstanding
         self._elect_pending = False
+        #: a completion showed the node's session gone: run again only on the new session's
+        #: CONNECTED
+        self._awaiting_session = False
 
     # --- status -------------------------------------------------------------------------------
 
@@ -375,6 +390,11 @@ class ControllerNode:
     # --- completions --------------------------------------------------------------------------
 
     def _on_read(self, event: ReadCompleted) -> None:
+        if event.read_id not in self._core_reads and event.read_id != self._job_step:
+            return  # a read of a job or a term this node dropped
+        if event.session_id != self.session_id:
+            self._session_gone(event.session_id)  # its results are never acted on
+            return
         partitions = self._core_reads.pop(event.read_id, None)
         if partitions is not None:
             if event.results is None:
@@ -388,11 +408,38 @@ class ControllerNode:
             self._resume(event.results)
 
     def _on_write(self, event: WriteCompleted) -> None:
+        if event.write_id not in self._core_writes and event.write_id != self._job_step:
+            return  # a write of a job or a term this node dropped
+        assert event.session_id is not None, "a pump states the session a write ran under"
         core_id = self._core_writes.pop(event.write_id, None)
+        if event.session_id == self.session_id:
+            if core_id is not None:
+                self._run_core(WriteCompleted(core_id, event.results))
+            else:
+                self._resume(event.results)
+            return
+        # Ran under another session: what it did in ZooKeeper is done and the epoch check
+        # judged it (KAFKA-6082), so the core learns the outcome of its own write (a fenced one
+        # resigns it); then the term ends, whatever that outcome.
         if core_id is not None:
             self._run_core(WriteCompleted(core_id, event.results))
-        elif event.write_id == self._job_step:
-            self._resume(event.results)
+        self._session_gone(event.session_id)
+
+    def _session_gone(self, session_id: int) -> None:
+        """A completion ran under ``session_id``, not the node's session: that session is gone
+        (see the module docstring). Nothing outstanding is carried on: the node drops every
+        read, write and job, the core resigns, and the node waits for the new session's
+        CONNECTED (already on its way: the client connected it) to run again."""
+        assert session_id != self.session_id
+        self._core_writes.clear()
+        self._core_reads.clear()
+        if self._job is not None:
+            self._job.close()
+        self._job = self._job_step = None
+        if self.core.active:
+            self._run_core(SessionExpired())
+        self._elect_pending = False
+        self._awaiting_session = True
 
     # --- jobs ---------------------------------------------------------------------------------
 
@@ -451,7 +498,13 @@ class ControllerNode:
                 self._run_core(SessionExpired())
             return
         # CONNECTED
+        if event.session_id != self.session_id and self.core.active:
+            # A new session: the term's expired first (a notice still on its way). Resign
+            # before anything runs on the new session, then run again on it.
+            self._run_core(SessionExpired())
+            self._elect_pending = False
         self.session_id = event.session_id
+        self._awaiting_session = False
         was_suspended, self.suspended = self.suspended, False
         if self.core.active:
             if was_suspended:
@@ -566,7 +619,8 @@ class ControllerNode:
     def _on_watch(self, event: WatchEvent) -> None:
         path = event.path
         if not self.core.active:
-            if path == CONTROLLER_PATH and event.type is WatchEventType.DELETED:
+            if (path == CONTROLLER_PATH and event.type is WatchEventType.DELETED
+                    and not self._awaiting_session):
                 self._start_job(self._elect())
             return
         if self.suspended:

@@ -7,8 +7,10 @@ object the trio service runs); the request-queue tests step the node by hand to 
 
 from __future__ import annotations
 
+import pytest
+
 from conformance.coordinator import ControllerDriver, SimulatedZooKeeper
-from impl.controller.controller import ControllerConfig, EmitTrace, WriteCompleted, ZkWrite
+from impl.controller.controller import ControllerConfig, EmitTrace, Resign, WriteCompleted, ZkWrite
 from impl.controller.coordinator import (
     CreateOp,
     DeleteOp,
@@ -16,6 +18,7 @@ from impl.controller.coordinator import (
     WatchEvent,
     WatchEventType,
     WatchKind,
+    multi_error,
 )
 from impl.controller.node import (
     REQUEST_RETRY_BACKOFF_MS,
@@ -136,14 +139,14 @@ def test_a_watch_is_mapped_to_the_re_read_it_calls_for() -> None:
     # While that read is outstanding, another notification waits its turn.
     assert node.step(WatchEvent(WatchEventType.DELETED, CONTROLLER_PATH, WatchKind.DATA)) == []
     names = tuple(server.children(controller.session_id, BROKER_IDS_PATH, False))
-    effects = node.step(ReadCompleted(children.read_id, (names,)))
+    effects = node.step(ReadCompleted(children.read_id, (names,), controller.session_id))
     assert len(effects) == 1
     gets = effects[0]
     assert isinstance(gets, ZkRead)
     assert gets.ops == tuple(GetOp(broker_path(b)) for b in (0, 1, 2))
     results = tuple(server.get(controller.session_id, op.path, False)
                     for op in gets.ops if isinstance(op, GetOp))
-    effects = node.step(ReadCompleted(gets.read_id, results))
+    effects = node.step(ReadCompleted(gets.read_id, results, controller.session_id))
     # the brokers are handed to the core; then the queued /controller notification is re-read
     last = effects[-1]
     assert isinstance(last, ZkRead)
@@ -265,3 +268,109 @@ def test_core_writes_are_renumbered_and_their_completions_routed_back() -> None:
     assert any(e.event.event == "LEADER_ELECTED" for e in seen if isinstance(e, EmitTrace))
     assert node.idle
     assert node.step(WriteCompleted(10_000, None)) == [], "an unknown completion is ignored"
+
+
+# --- a term is bound to the session it was won in ---------------------------------------------
+
+
+def _zombie() -> tuple[SimulatedZooKeeper, dict[int, int], ControllerDriver]:
+    """A controller of epoch 1 over t-0 (replicas 0, 1, 2) whose session just expired; its
+    client connected a new session at once, and the node has not heard of either."""
+    server, sessions = _cluster()
+    zombie = ControllerDriver(server, 100)
+    assert zombie.elect()
+    admin = server.open_session(60_000)
+    server.multi(admin, [CreateOp(topic_path("t"), encode_topic(
+        TopicAssignment({0: (0, 1, 2)})))])
+    zombie.topics_changed()
+    server.expire_session(zombie.session_id)
+    zombie.session_id = server.open_session(60_000)
+    return server, sessions, zombie
+
+
+def test_a_read_under_a_new_session_ends_the_term_before_its_result_is_used() -> None:
+    """Fuzz seed 10226's shape: broker 1 restarts with a new broker epoch while the zombie's
+    client is on a new session; the zombie must not read the registration and send broker 1 its
+    cached states (the new broker epoch passes KIP-380's fence, and a restarted broker has seen
+    no controller epoch to fence on)."""
+    server, sessions, zombie = _zombie()
+    server.close_session(sessions.pop(1))
+    sessions[1] = _register(server, 1)
+    sent = len(zombie.requests)
+
+    zombie.step(WatchEvent(WatchEventType.CHILD, BROKER_IDS_PATH, WatchKind.CHILD))
+    assert not zombie.core.active, "a zombie acted on a read of another session"
+    assert zombie.requests[sent:] == [], "the zombie sent its cached states"
+    assert [t.event for t in zombie.traces][-1] == "SESSION_EXPIRED"
+    assert zombie.node.idle
+    # It waits for its new session's CONNECTED, then runs on it (and wins: /controller went
+    # with the old session).
+    assert zombie.node.step(WatchEvent(WatchEventType.DELETED, CONTROLLER_PATH,
+                                       WatchKind.DATA)) == []
+    zombie.step(SessionChanged(SessionState.CONNECTED, zombie.session_id))
+    assert _active(zombie)
+    assert zombie.core.epoch == 2
+
+
+def test_a_connected_naming_another_session_resigns_the_term_before_anything_runs() -> None:
+    server, _sessions, zombie = _zombie()
+    seen: list[NodeEffect] = []
+    original = zombie._carry
+
+    def carry(effect: NodeEffect) -> NodeInput | None:
+        seen.append(effect)
+        return original(effect)
+
+    zombie._carry = carry  # type: ignore[method-assign]
+    zombie.step(SessionChanged(SessionState.CONNECTED, zombie.session_id))
+    resigned = next(i for i, e in enumerate(seen) if isinstance(e, Resign))
+    assert not any(isinstance(e, ZkRead | ZkWrite) for e in seen[:resigned]), seen
+    assert zombie.core.active
+    assert zombie.core.epoch == 2
+    admin = server.open_session(60_000)
+    owner = server.exists(admin, CONTROLLER_PATH, False)
+    assert owner is not None
+    assert owner.ephemeral_owner == zombie.session_id
+
+
+@pytest.mark.parametrize("successor", [True, False], ids=["fenced", "landed"])
+def test_a_write_under_a_new_session_is_reported_to_the_core_and_ends_the_term(
+        successor: bool) -> None:
+    """A write in flight when the session expired runs under the new one. What it did in
+    ZooKeeper is done (the epoch check judged it): the core learns the outcome, then the term
+    ends whatever it was."""
+    server, _sessions = _cluster()
+    zombie = ControllerDriver(server, 100)
+    assert zombie.elect()
+    held: list[ZkWrite] = []
+    original = zombie._carry
+
+    def carry(effect: NodeEffect) -> NodeInput | None:
+        if isinstance(effect, ZkWrite) and not held:
+            held.append(effect)
+            return None  # in flight across the expiry
+        return original(effect)
+
+    zombie._carry = carry  # type: ignore[method-assign]
+    admin = server.open_session(60_000)
+    server.multi(admin, [CreateOp(topic_path("t"), encode_topic(
+        TopicAssignment({0: (0, 1, 2)})))])
+    zombie.topics_changed()
+    assert held, "no write to hold"
+    server.expire_session(zombie.session_id)
+    zombie.session_id = server.open_session(60_000)
+    if successor:
+        assert ControllerDriver(server, 101).elect()
+    completion = zombie._write(held[0])  # carried on the client's new session
+    assert completion.session_id == zombie.session_id
+    assert completion.results is not None
+    assert (multi_error(completion.results) is not None) == successor
+    traces = len(zombie.traces)
+    zombie.step(completion)
+    assert not zombie.core.active
+    assert zombie.node.idle
+    events = [t.event for t in zombie.traces[traces:]]
+    # fenced: the core resigns on the write's outcome; landed: the core records the election
+    # it wrote, then resigns as the session is gone
+    assert events == (["ZK_WRITE_FENCED"] if successor
+                      else ["LEADER_ELECTED", "SESSION_EXPIRED"]), events
