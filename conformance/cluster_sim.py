@@ -128,6 +128,7 @@ from impl.storage.manager import MoverCopy, MoverSwap
 from impl.storage.names import TopicPartition
 from impl.trace import TraceEvent
 
+from ._cluster_admin import ADMIN_NODE, RecordsAdmin
 from ._cluster_groups import GROUP_NODE_BASE, OFFSETS_PARTITIONS, GroupClients
 from ._cluster_nodes import (
     CONSUMER_NODE,
@@ -687,8 +688,9 @@ class SimConsumer:
             self.world.violation("READ_CONSISTENT", (
                 f"{reply.tp}: ListOffsets for time {asked} answered offset {reply.offset} with "
                 f"the earlier time {reply.timestamp}"))
+        deleted = self.world.records_admin.mark(reply.tp)  # (DeleteRecords: gone below it)
         for base, (end, max_timestamp) in self.timestamps.get(reply.tp, {}).items():
-            if base < reply.offset and max_timestamp >= asked and end <= reply.offset:
+            if deleted <= base < reply.offset and max_timestamp >= asked and end <= reply.offset:
                 self.world.violation("READ_CONSISTENT", (
                     f"{reply.tp}: ListOffsets for time {asked} answered offset {reply.offset}, "
                     f"past the batch at {base} stamped {max_timestamp}"))
@@ -804,6 +806,8 @@ class ClusterWorld:
                                                 encode_topic(TopicAssignment(offsets)))])
         self.producer = SimProducer(self)
         self.consumer = SimConsumer(self)
+        #: DeleteRecords (its own stream): the books forget the batches below its offsets
+        self.records_admin = RecordsAdmin(self, root.stream("records-admin"))
         self.groups = GroupClients(self, root.stream("groups")) if config.groups else None
 
     # --- plumbing --------------------------------------------------------------------------
@@ -1243,6 +1247,7 @@ class ClusterWorld:
             self.consumer.list_offsets(tp, self.extra_rng.randrange(1 << 16))
         elif roll < 98:
             self.producer.probe(tp, self.extra_rng.randrange(1 << 16))
+        self.records_admin.operate()
 
     def movers(self) -> None:
         """One step of every broker's movers (chunk copies and swaps)."""
@@ -1309,6 +1314,8 @@ class ClusterWorld:
                     self.consumer.on_list_offsets(payload)
             elif 0 <= target < len(brokers):
                 brokers[target].deliver(source, payload)
+            elif target == ADMIN_NODE:
+                self.records_admin.on_reply(payload)
             elif target >= GROUP_NODE_BASE and groups is not None:
                 member = groups.by_node.get(target)
                 if member is not None and isinstance(payload, gc.Respond):
@@ -1398,8 +1405,9 @@ class ClusterWorld:
             if self._matching_checked.get((tp, member)) == signature:
                 continue
             self._matching_checked[(tp, member)] = signature
-            left = [k for k in mine if k[1] <= bound]
-            right = [k for k in theirs if k[1] <= bound]
+            deleted = self.records_admin.mark(tp)  # (DeleteRecords: what each log may lack)
+            left = [k for k in mine if deleted <= k[0] and k[1] <= bound]
+            right = [k for k in theirs if deleted <= k[0] and k[1] <= bound]
             if left != right:
                 self.violation("LOG_MATCHING", (
                     f"{tp}: ISR member {member}'s log differs from leader {leader.id}'s below "
@@ -1415,8 +1423,9 @@ class ClusterWorld:
         last = self._committed_checked.get(tp)
         start = last[3] if last is not None and last[:3] == mark else 0
         self._committed_checked[tp] = (*mark, len(acked))
+        deleted = self.records_admin.mark(tp)
         for key in acked[start:]:
-            if key not in held:
+            if key not in held and key[1] > deleted:
                 self.violation("NO_COMMITTED_LOSS", (
                     f"{tp}: leader {leader.id} (epoch {leader.states[tp].leader_epoch}) lacks "
                     f"acknowledged batch [{key[0]},{key[1]}) (producer epoch {key[4]}, "
@@ -1491,14 +1500,16 @@ class ClusterWorld:
             log = self.shadow.get((leader.id, tp), [])
             if not self.config.unclean_leader_election:
                 self._check_committed(tp, leader)
+                deleted = self.records_admin.mark(tp)  # (DeleteRecords: gone below it)
                 positions = {key: index for index, key in enumerate(log)}
-                order = [positions[key] for key in self.acked[tp]]
+                order = [positions[key] for key in self.acked[tp] if key[1] > deleted]
                 if order != sorted(order):
                     self.violation("READ_CONSISTENT", (
                         f"{tp}: acknowledged batches are not in acknowledgement order in the "
                         f"log of leader {leader.id}"))
-                consumed = self.consumer.consumed.get(tp, [])
-                if log[: len(consumed)] != consumed:
+                consumed = [k for k in self.consumer.consumed.get(tp, []) if k[0] >= deleted]
+                kept = [k for k in log if k[0] >= deleted]
+                if kept[: len(consumed)] != consumed:
                     self.violation("NO_COMMITTED_LOSS", (
                         f"{tp}: what the consumer read ({len(consumed)} batches) is no longer "
                         f"the prefix of leader {leader.id}'s log"))
