@@ -90,6 +90,7 @@ This module is a sans-IO core.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import itertools
@@ -262,11 +263,13 @@ class ClusterConfig:
     @property
     def storage_config(self) -> SimConfig:
         """The storage broker's shape: three dirs (a move, a redirect and a failure need
-        them), the cluster's partitions, segments, chunks and fault rate."""
+        them), the cluster's partitions (the last one compacted, with the log cleaner, when
+        there are two or more), segments, chunks and fault rate."""
         return SimConfig(brokers=1, log_dirs=max(3, self.log_dirs), partitions=self.partitions,
                          steps=self.steps, fault_probability=self.fault_probability,
                          segment_bytes=self.segment_bytes, chunk_bytes=self.chunk_bytes,
-                         trace_check=self.trace_check)
+                         trace_check=self.trace_check,
+                         compacted=1 if self.partitions >= 2 else 0)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -438,7 +441,8 @@ def cluster_abstractions(config: ClusterConfig) -> list[Abstraction]:
     """The move abstraction, plus those of ``config.model_machines`` (``"replication"``,
     ``"controller"``: ``conformance.<name>_abstraction``, each exposing an ``abstractions()``
     factory whose default checks against the shipped model) when their modules are there."""
-    found: list[Abstraction] = list(move_abstractions(config))
+    # (the storage broker's compacted partition: the log cleaner's abstraction too)
+    found: list[Abstraction] = list(move_abstractions(config.storage_config))
     for name in config.model_machines:
         try:
             module = importlib.import_module(f"conformance.{name}_abstraction")
@@ -1571,6 +1575,9 @@ class StorageBroker:
         world = self.world
         world.clock.advance_ns(self._workload.randrange(2_000_000))
         move_sim._guarded(world, move_sim._draw_operation(self._workload, self.config))
+        if self.config.compacted:
+            move_sim._guarded(world, functools.partial(BrokerWorld.compaction_step,
+                                                       draw=world.cleaner_draw()))
         move_sim._guarded(world, BrokerWorld.extra_operation)
         world.check_structure()
         if step % self.config.verify_interval == 0:

@@ -63,4 +63,6 @@ def test_deletes_reach_the_followers_and_a_lagging_one_starts_afresh() -> None:
     for event in starts:  # (the leader's log start, past where this log ended)
         fields = dict(event.fields)
         start, end = fields["log_start_offset"], fields["log_end_offset"]
-        assert isinstance(start, int) and isinstance(end, int) and start > end, fields
+        assert isinstance(start, int), fields
+        assert isinstance(end, int), fields
+        assert start > end, fields
