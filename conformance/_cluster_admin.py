@@ -75,10 +75,10 @@ class RecordsAdmin:
 
     def operate(self) -> None:
         """One step: now and then, a DeleteRecords to a partition's leader."""
-        rng = self.rng
-        if not rng.chance(DELETE_RECORDS_PROBABILITY):
-            return
         world = self.world
+        rng = self.rng
+        if not world.config.delete_records or not rng.chance(DELETE_RECORDS_PROBABILITY):
+            return
         tp = world.tps[rng.randrange(len(world.tps))]
         past = rng.randrange(4) == 0
         leader = world.leader_of(tp)

@@ -221,6 +221,7 @@ class ClusterConfig:
             group coordinators over ``__consumer_offsets``, members join, sync, heartbeat,
             commit, fetch offsets, leave, crash and pause; coordinator events are
             trace-checked against ``model.group_coordinator``.
+        delete_records: an admin client sends DeleteRecords (:mod:`conformance._cluster_admin`).
     """
 
     brokers: int = 3
@@ -240,6 +241,7 @@ class ClusterConfig:
     model_machines: tuple[str, ...] = ("replication", "controller")
     storage_broker: bool = True
     groups: bool = True
+    delete_records: bool = True
 
     def __post_init__(self) -> None:
         assert self.brokers >= 1
@@ -432,6 +434,8 @@ def replay_command(seed: int, config: ClusterConfig,
         parts.append("--no-storage-broker")
     if not config.groups:
         parts.append("--no-groups")
+    if not config.delete_records:
+        parts.append("--no-delete-records")
     if faults is not None:
         parts.append(f"--faults '{format_faults(faults)}'")
     return " ".join(parts)

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from conformance import _cluster_admin as admin
-from conformance.cluster_sim import ClusterConfig, simulate
+from conformance.cluster_sim import ClusterConfig, replay_command, simulate
 from conformance.move_sim import ViolationFound
 from impl.broker.node import DeleteRecordsReply
 from impl.storage.names import TopicPartition
@@ -66,3 +66,9 @@ def test_deletes_reach_the_followers_and_a_lagging_one_starts_afresh() -> None:
         assert isinstance(start, int), fields
         assert isinstance(end, int), fields
         assert start > end, fields
+
+
+def test_the_client_can_be_left_out_and_the_replay_says_so() -> None:
+    config = ClusterConfig(steps=40, delete_records=False)
+    assert replay_command(3, config).endswith("--no-delete-records")
+    assert "--no-delete-records" not in replay_command(3, ClusterConfig())
