@@ -13,8 +13,8 @@ requests (LeaderAndIsr, StopReplica, UpdateMetadata), follower fetches, OffsetFo
 produce and consume requests are messages over one :class:`~conformance.network.SimNetwork`.
 Clients: one idempotent ``acks=all`` producer (one batch in flight per partition, retried with
 the same sequence until answered) writing to a topic of ``partitions`` partitions with
-replication factor ``min(3, brokers)`` and ``min.insync.replicas`` 2, and one consumer reading
-below the HW.
+replication factor ``min(3, brokers)`` and ``min.insync.replicas`` 2, one consumer reading
+below the HW, and an admin client sending DeleteRecords (:mod:`conformance._cluster_admin`).
 
 One seed decides everything through named :class:`~conformance.rng.SimRng` streams:
 ``workload`` (produce, consume, intra-broker moves through AlterReplicaLogDirs, throttle
