@@ -13,8 +13,8 @@ requests (LeaderAndIsr, StopReplica, UpdateMetadata), follower fetches, OffsetFo
 produce and consume requests are messages over one :class:`~conformance.network.SimNetwork`.
 Clients: one idempotent ``acks=all`` producer (one batch in flight per partition, retried with
 the same sequence until answered) writing to a topic of ``partitions`` partitions with
-replication factor ``min(3, brokers)`` and ``min.insync.replicas`` 2, and one consumer reading
-below the HW.
+replication factor ``min(3, brokers)`` and ``min.insync.replicas`` 2, one consumer reading
+below the HW, and an admin client sending DeleteRecords (:mod:`conformance._cluster_admin`).
 
 One seed decides everything through named :class:`~conformance.rng.SimRng` streams:
 ``workload`` (produce, consume, intra-broker moves through AlterReplicaLogDirs, throttle
@@ -99,6 +99,7 @@ This module is a sans-IO core.
 from __future__ import annotations
 
 import contextlib
+import functools
 import hashlib
 import importlib
 import itertools
@@ -137,6 +138,7 @@ from impl.storage.manager import MoverCopy, MoverSwap
 from impl.storage.names import TopicPartition
 from impl.trace import TraceEvent
 
+from ._cluster_admin import ADMIN_NODE, RecordsAdmin
 from ._cluster_groups import GROUP_NODE_BASE, OFFSETS_PARTITIONS, GroupClients
 from ._cluster_nodes import (
     CONSUMER_NODE,
@@ -227,6 +229,7 @@ class ClusterConfig:
             group coordinators over ``__consumer_offsets``, members join, sync, heartbeat,
             commit, fetch offsets, leave, crash and pause; coordinator events are
             trace-checked against ``model.group_coordinator``.
+        delete_records: an admin client sends DeleteRecords (:mod:`conformance._cluster_admin`).
     """
 
     brokers: int = 3
@@ -246,6 +249,7 @@ class ClusterConfig:
     model_machines: tuple[str, ...] = ("replication", "controller")
     storage_broker: bool = True
     groups: bool = True
+    delete_records: bool = True
 
     def __post_init__(self) -> None:
         assert self.brokers >= 1
@@ -269,11 +273,13 @@ class ClusterConfig:
     @property
     def storage_config(self) -> SimConfig:
         """The storage broker's shape: three dirs (a move, a redirect and a failure need
-        them), the cluster's partitions, segments, chunks and fault rate."""
+        them), the cluster's partitions (the last one compacted, with the log cleaner, when
+        there are two or more), segments, chunks and fault rate."""
         return SimConfig(brokers=1, log_dirs=max(3, self.log_dirs), partitions=self.partitions,
                          steps=self.steps, fault_probability=self.fault_probability,
                          segment_bytes=self.segment_bytes, chunk_bytes=self.chunk_bytes,
-                         trace_check=self.trace_check)
+                         trace_check=self.trace_check,
+                         compacted=1 if self.partitions >= 2 else 0)
 
 
 @dataclass(frozen=True, slots=True, order=True)
@@ -438,6 +444,8 @@ def replay_command(seed: int, config: ClusterConfig,
         parts.append("--no-storage-broker")
     if not config.groups:
         parts.append("--no-groups")
+    if not config.delete_records:
+        parts.append("--no-delete-records")
     if faults is not None:
         parts.append(f"--faults '{format_faults(faults)}'")
     return " ".join(parts)
@@ -447,7 +455,8 @@ def cluster_abstractions(config: ClusterConfig) -> list[Abstraction]:
     """The move abstraction, plus those of ``config.model_machines`` (``"replication"``,
     ``"controller"``: ``conformance.<name>_abstraction``, each exposing an ``abstractions()``
     factory whose default checks against the shipped model) when their modules are there."""
-    found: list[Abstraction] = list(move_abstractions(config))
+    # (the storage broker's compacted partition: the log cleaner's abstraction too)
+    found: list[Abstraction] = list(move_abstractions(config.storage_config))
     for name in config.model_machines:
         try:
             module = importlib.import_module(f"conformance.{name}_abstraction")
@@ -706,8 +715,9 @@ class SimConsumer:
             self.world.violation("READ_CONSISTENT", (
                 f"{reply.tp}: ListOffsets for time {asked} answered offset {reply.offset} with "
                 f"the earlier time {reply.timestamp}"))
+        deleted = self.world.records_admin.mark(reply.tp)  # (DeleteRecords: gone below it)
         for base, (end, max_timestamp) in self.timestamps.get(reply.tp, {}).items():
-            if base < reply.offset and max_timestamp >= asked and end <= reply.offset:
+            if deleted <= base < reply.offset and max_timestamp >= asked and end <= reply.offset:
                 self.world.violation("READ_CONSISTENT", (
                     f"{reply.tp}: ListOffsets for time {asked} answered offset {reply.offset}, "
                     f"past the batch at {base} stamped {max_timestamp}"))
@@ -823,6 +833,8 @@ class ClusterWorld:
                                                 encode_topic(TopicAssignment(offsets)))])
         self.producer = SimProducer(self)
         self.consumer = SimConsumer(self)
+        #: DeleteRecords (its own stream): the books forget the batches below its offsets
+        self.records_admin = RecordsAdmin(self, root.stream("records-admin"))
         self.groups = GroupClients(self, root.stream("groups")) if config.groups else None
 
     # --- plumbing --------------------------------------------------------------------------
@@ -1264,6 +1276,7 @@ class ClusterWorld:
             self.consumer.list_offsets(tp, self.extra_rng.randrange(1 << 16))
         elif roll < 98:
             self.producer.probe(tp, self.extra_rng.randrange(1 << 16))
+        self.records_admin.operate()
 
     def movers(self) -> None:
         """One step of every broker's movers (chunk copies and swaps)."""
@@ -1330,6 +1343,8 @@ class ClusterWorld:
                     self.consumer.on_list_offsets(payload)
             elif 0 <= target < len(brokers):
                 brokers[target].deliver(source, payload)
+            elif target == ADMIN_NODE:
+                self.records_admin.on_reply(payload)
             elif target >= GROUP_NODE_BASE and groups is not None:
                 member = groups.by_node.get(target)
                 if member is not None and isinstance(payload, gc.Respond):
@@ -1419,8 +1434,9 @@ class ClusterWorld:
             if self._matching_checked.get((tp, member)) == signature:
                 continue
             self._matching_checked[(tp, member)] = signature
-            left = [k for k in mine if k[1] <= bound]
-            right = [k for k in theirs if k[1] <= bound]
+            deleted = self.records_admin.mark(tp)  # (DeleteRecords: what each log may lack)
+            left = [k for k in mine if deleted <= k[0] and k[1] <= bound]
+            right = [k for k in theirs if deleted <= k[0] and k[1] <= bound]
             if left != right:
                 self.violation("LOG_MATCHING", (
                     f"{tp}: ISR member {member}'s log differs from leader {leader.id}'s below "
@@ -1436,8 +1452,9 @@ class ClusterWorld:
         last = self._committed_checked.get(tp)
         start = last[3] if last is not None and last[:3] == mark else 0
         self._committed_checked[tp] = (*mark, len(acked))
+        deleted = self.records_admin.mark(tp)
         for key in acked[start:]:
-            if key not in held:
+            if key not in held and key[1] > deleted:
                 self.violation("NO_COMMITTED_LOSS", (
                     f"{tp}: leader {leader.id} (epoch {leader.states[tp].leader_epoch}) lacks "
                     f"acknowledged batch [{key[0]},{key[1]}) (producer epoch {key[4]}, "
@@ -1512,14 +1529,16 @@ class ClusterWorld:
             log = self.shadow.get((leader.id, tp), [])
             if not self.config.unclean_leader_election:
                 self._check_committed(tp, leader)
+                deleted = self.records_admin.mark(tp)  # (DeleteRecords: gone below it)
                 positions = {key: index for index, key in enumerate(log)}
-                order = [positions[key] for key in self.acked[tp]]
+                order = [positions[key] for key in self.acked[tp] if key[1] > deleted]
                 if order != sorted(order):
                     self.violation("READ_CONSISTENT", (
                         f"{tp}: acknowledged batches are not in acknowledgement order in the "
                         f"log of leader {leader.id}"))
-                consumed = self.consumer.consumed.get(tp, [])
-                if log[: len(consumed)] != consumed:
+                consumed = [k for k in self.consumer.consumed.get(tp, []) if k[0] >= deleted]
+                kept = [k for k in log if k[0] >= deleted]
+                if kept[: len(consumed)] != consumed:
                     self.violation("NO_COMMITTED_LOSS", (
                         f"{tp}: what the consumer read ({len(consumed)} batches) is no longer "
                         f"the prefix of leader {leader.id}'s log"))
@@ -1581,6 +1600,9 @@ class StorageBroker:
         world = self.world
         world.clock.advance_ns(self._workload.randrange(2_000_000))
         move_sim._guarded(world, move_sim._draw_operation(self._workload, self.config))
+        if self.config.compacted:
+            move_sim._guarded(world, functools.partial(BrokerWorld.compaction_step,
+                                                       draw=world.cleaner_draw()))
         move_sim._guarded(world, BrokerWorld.extra_operation)
         world.check_structure()
         if step % self.config.verify_interval == 0:

@@ -244,6 +244,21 @@ PLANTS: tuple[Plant, ...] = (
         "that kept its log (ZooKeeper-era Kafka; KIP-966, cluster seed 595)", 40,
         (11, "COMMITTED_DURABLE"),
     ),
+    Plant(
+        "follower_log_start_from_the_hw", "replication", "impl.broker.node",
+        "self.store.follow_log_start_offset(tp, leader_log_start_offset)",
+        "self.store.follow_log_start_offset(tp, leader_hw)",
+        "a follower moves its log start offset to the HW its fetch answer carries instead of "
+        "the leader's log start (DeleteRecords reaching the followers deletes committed records "
+        "a later leader must serve)", 4, (0, "LOG_MATCHING"),
+    ),
+    Plant(
+        "segment_holding_the_log_start_deleted", "storage", "impl.storage.log",
+        "self.segments[0].next_offset <= offset",
+        "self.segments[0].base_offset < offset",
+        "DeleteRecords (or retention) also deletes the segment that holds the new log start "
+        "offset: the records at and above it in that segment are lost", 12, (7, "READ_CONSISTENT"),
+    ),
 )
 
 #: Plants the default run does not catch within their budget (seeds run, no failure): gaps

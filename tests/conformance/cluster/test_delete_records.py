@@ -1,0 +1,74 @@
+"""The cluster simulator's DeleteRecords client (``conformance/_cluster_admin.py``): requests
+reach the leaders, followers follow the log start (one lagging below it starts afresh there),
+the books forget what may be gone, and a refusal the leader owes is checked."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance import _cluster_admin as admin
+from conformance.cluster_sim import ClusterConfig, replay_command, simulate
+from conformance.move_sim import ViolationFound
+from impl.broker.node import DeleteRecordsReply
+from impl.storage.names import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+class _World:
+    """The two things the client's answer check needs of the cluster."""
+
+    tps = (TP,)
+
+    def violation(self, invariant: str, message: str) -> None:
+        raise ViolationFound(invariant, message)
+
+
+def _client() -> admin.RecordsAdmin:
+    from conformance.rng import SimRng
+
+    return admin.RecordsAdmin(_World(), SimRng(0))  # type: ignore[arg-type]
+
+
+def test_a_delete_past_the_hw_must_be_refused() -> None:
+    client = _client()
+    client.asked[1] = admin.PAST_THE_HW
+    client.on_reply(DeleteRecordsReply(1, TP, 1))  # OFFSET_OUT_OF_RANGE: as owed
+    assert client.refused == 1
+    client.asked[2] = admin.PAST_THE_HW
+    with pytest.raises(ViolationFound) as found:
+        client.on_reply(DeleteRecordsReply(2, TP, 0, 7))
+    assert found.value.invariant == "NO_COMMITTED_LOSS"
+
+
+def test_a_low_watermark_below_the_offset_is_reported() -> None:
+    client = _client()
+    client.asked[1] = 12
+    client.on_reply(DeleteRecordsReply(1, TP, 0, 12))
+    assert client.acknowledged == 1
+    client.asked[2] = 12
+    with pytest.raises(ViolationFound, match="low watermark 11"):
+        client.on_reply(DeleteRecordsReply(2, TP, 0, 11))
+
+
+def test_deletes_reach_the_followers_and_a_lagging_one_starts_afresh() -> None:
+    """Seed 2 of the default run: DeleteRecords acknowledged by the leaders, a follower whose
+    log ended below its leader's log start emptied and restarted there (``LOG_START``), every
+    check passing."""
+    outcome = simulate(2, ClusterConfig(), keep_trace=True)
+    assert outcome.violation is None, outcome.violation
+    starts = [event for event in outcome.trace if event.event == "TRUNCATE"
+              and dict(event.fields).get("policy") == "LOG_START"]
+    assert starts
+    for event in starts:  # (the leader's log start, past where this log ended)
+        fields = dict(event.fields)
+        start, end = fields["log_start_offset"], fields["log_end_offset"]
+        assert isinstance(start, int), fields
+        assert isinstance(end, int), fields
+        assert start > end, fields
+
+
+def test_the_client_can_be_left_out_and_the_replay_says_so() -> None:
+    config = ClusterConfig(steps=40, delete_records=False)
+    assert replay_command(3, config).endswith("--no-delete-records")
+    assert "--no-delete-records" not in replay_command(3, ClusterConfig())
