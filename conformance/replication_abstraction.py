@@ -700,8 +700,14 @@ class ReplicationAbstraction:
             # Kafka's truncateFullyAndStartAt: below its leader's log start every record is
             # committed, so the follower holds the leader's prefix as far as the model sees it.
             leader = part.replicas.get(me.leader)
-            return self._stutter("a follower restarted at its leader's log start",
-                                 lambda: me.set_leo(start, leader.runs if leader else ()))
+
+            def restart() -> None:
+                # truncated fully first: whatever the mirror still held of the follower's
+                # old log (a replica deleted and re-created by a reassignment) is gone
+                me.set_leo(0)
+                me.set_leo(start, leader.runs if leader else ())
+
+            return self._stutter("a follower restarted at its leader's log start", restart)
 
         def cut() -> None:
             me.set_leo(before)

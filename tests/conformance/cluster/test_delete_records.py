@@ -72,3 +72,28 @@ def test_the_client_can_be_left_out_and_the_replay_says_so() -> None:
     config = ClusterConfig(steps=40, delete_records=False)
     assert replay_command(3, config).endswith("--no-delete-records")
     assert "--no-delete-records" not in replay_command(3, ClusterConfig())
+
+
+SEED_416_FAULTS = "1:reassign:1:44701,98:reassign:1:39547,154:crash_last_copy:1:239"
+
+
+def test_seed_416_a_replica_re_created_empty_starts_afresh_with_nothing_of_its_old_log() -> None:
+    """Fuzz seed 416 (COMMITTED_DURABLE in the trace checker): a reassignment dropped broker 0
+    from t-0 (its replica stopped and deleted) and a later one added it back, empty; lagging
+    below the leader's log start (17, after a DeleteRecords), it started afresh there
+    (``LOG_START``). The replication abstraction spliced the leader's records onto what its
+    mirror still held of the deleted replica's log (one record of epoch 0), so an ISR member
+    looked divergent from the leader below the HW and a later crash "lost" a committed record.
+    Kafka's truncateFullyAndStartAt empties the log first; the mirror now does too."""
+    from conformance.cluster_sim import parse_faults
+    from conformance.runner import replay
+
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=155,
+                           fault_probability=0.05, segment_bytes=1048576, chunk_bytes=65536)
+    result, outcome = replay(416, config, parse_faults(SEED_416_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    restarts = [dict(event.fields) for event in outcome.trace
+                if event.subject == "t-0@0" and event.event == "TRUNCATE"
+                and dict(event.fields).get("policy") == "LOG_START"]
+    assert restarts, "the run no longer restarts the re-created replica at the log start"
