@@ -1328,6 +1328,11 @@ class Controller:
             self.offline_replicas.pop(broker_id, None)
             self._um_full_brokers.add(broker_id)
         for tp in affected:
+            if tp[0] in self.topics_deleting:
+                # Kafka's onBrokerStartup leaves the replicas of topics queued for deletion
+                # out (deletion resumes below): a LeaderAndIsr would re-create a replica the
+                # broker already deleted, which no StopReplica then deletes again.
+                continue
             for broker_id in started:
                 if broker_id in self._assigned(tp):
                     state = self.replica_states.get((tp, broker_id), ReplicaState.NON_EXISTENT)
