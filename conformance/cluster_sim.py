@@ -23,6 +23,18 @@ operations alone), ``faults`` (the schedule, planned up front: :func:`plan_fault
 ``network`` (the run's loss/duplication/reordering mix and every delivery delay), and per
 broker ``crash`` streams (what an unflushed crash loses).
 
+Admin workload (:mod:`conformance._cluster_admin`, the ``admin`` stream, so the other streams
+and every seed's fault schedule are unchanged): about one step in twenty carries an admin
+operation, written to ZooKeeper by logproof's own admin code (``impl.controller.admin``'s
+``create_topic``, ``add_partitions``, ``delete_topic``; the ``/admin/preferred_replica_election``
+znode ElectLeaders writes): a topic ``a<n>`` created (one or two partitions, replication factor
+``min(3, brokers)``, at most two alive; a name is never reused), a partition added to one (the
+``/brokers/topics/a<n>`` change the controller watches, up to three), one deleted
+(``/admin/delete_topics``), or a preferred replica election of some of ``t``'s partitions and
+the admin topics' first. The admin topics carry no client data; ``t`` is never grown or
+deleted. Every controller and replication event of the admin topics is trace-checked like
+``t``'s.
+
 Fault model
 -----------
 * ``crash``: the broker process dies and loses what was not fsynced (SimDisk's contract); its
@@ -76,8 +88,10 @@ offset), CONTROLLER_FENCED (a controller write lands only under the current cont
 DIR_FAILURE_ISOLATION (a replica lost with a failed dir is never recreated empty without
 ``is_new``), READ_CONSISTENT (the consumer reads contiguous batches, no producer batch twice,
 sequences in order). At the end the cluster is healed and
-settled, then every acknowledged batch must be in the leader's log exactly once, in the order
-acknowledged, and what the consumer read must still be the log's prefix. With ``groups`` (the
+settled (topic deletions completed included), then every acknowledged batch must be in the
+leader's log exactly once, in the order acknowledged, what the consumer read must still be the
+log's prefix, and TOPIC_DELETED: a topic asked to be deleted is gone from ZooKeeper and no
+broker serves a replica of it. With ``groups`` (the
 default), the brokers host group coordinators over ``__consumer_offsets`` and simulated members
 run consumer groups (:mod:`conformance._cluster_groups`): GROUP_ASSIGNMENT_EXCLUSIVE,
 COORDINATOR_LOADED and OFFSETS_DURABLE are checked end to end. Every trace event is fed to the
@@ -128,6 +142,7 @@ from impl.storage.manager import MoverCopy, MoverSwap
 from impl.storage.names import TopicPartition
 from impl.trace import TraceEvent
 
+from ._cluster_admin import AdminWorkload
 from ._cluster_groups import GROUP_NODE_BASE, OFFSETS_PARTITIONS, GroupClients
 from ._cluster_nodes import (
     CONSUMER_NODE,
@@ -219,6 +234,8 @@ class ClusterConfig:
             group coordinators over ``__consumer_offsets``, members join, sync, heartbeat,
             commit, fetch offsets, leave, crash and pause; coordinator events are
             trace-checked against ``model.group_coordinator``.
+        admin: run the admin workload (:mod:`conformance._cluster_admin`): topics created,
+            grown and deleted, preferred replica elections.
     """
 
     brokers: int = 3
@@ -238,6 +255,7 @@ class ClusterConfig:
     model_machines: tuple[str, ...] = ("replication", "controller")
     storage_broker: bool = True
     groups: bool = True
+    admin: bool = True
 
     def __post_init__(self) -> None:
         assert self.brokers >= 1
@@ -402,6 +420,9 @@ class ClusterOutcome:
     group_commits: int = 0
     group_fetches: int = 0
     group_assignments: int = 0
+    #: admin operations carried out (topics created, partitions added, topics deleted,
+    #: preferred elections)
+    admin_operations: int = 0
 
 
 def replay_command(seed: int, config: ClusterConfig,
@@ -428,6 +449,8 @@ def replay_command(seed: int, config: ClusterConfig,
         parts.append("--no-storage-broker")
     if not config.groups:
         parts.append("--no-groups")
+    if not config.admin:
+        parts.append("--no-admin")
     if faults is not None:
         parts.append(f"--faults '{format_faults(faults)}'")
     return " ".join(parts)
@@ -805,6 +828,10 @@ class ClusterWorld:
         self.producer = SimProducer(self)
         self.consumer = SimConsumer(self)
         self.groups = GroupClients(self, root.stream("groups")) if config.groups else None
+        self.admin_ops = AdminWorkload(
+            self.zk, self.admin, root.stream("admin"), brokers=config.brokers,
+            replication_factor=config.replication_factor,
+            preferred=[(TOPIC, p) for p in range(config.partitions)])
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -1444,9 +1471,21 @@ class ClusterWorld:
                 self.consumer.poll(tp)
             self.check()
             if not self.producer.in_flight and self.healthy() and self._caught_up() and (
-                    self._groups_settled()):
+                    self._groups_settled()) and self._deletions_settled():
                 break
         return settled
+
+    def _deletions_settled(self) -> bool:
+        """Every admin topic asked to be deleted is gone from ZooKeeper (but those
+        :meth:`_deletion_may_stall`)."""
+        return all(self.zk.exists(self.admin, topic_path(topic), False) is None
+                   for topic in self.admin_ops.deleting if not self._deletion_may_stall(topic))
+
+    def _deletion_may_stall(self, topic: str) -> bool:
+        """A replica of ``topic`` was lost with a failed dir: its broker answers StopReplica
+        KAFKA_STORAGE_ERROR and the deletion waits for a restart (Kafka's
+        ``ReplicaDeletionIneligible``), which the failure may never get."""
+        return any(tp.topic == topic for _, tp in self.lost_with_dir)
 
     def _groups_settled(self) -> bool:
         """Every offsets partition's leader has loaded it."""
@@ -1505,7 +1544,27 @@ class ClusterWorld:
             identities = [(k[3], k[4], k[5]) for k in log]
             if len(identities) != len(set(identities)):
                 self.violation("READ_CONSISTENT", f"{tp}: a producer batch is in the log twice")
+        self._final_deletion_check()
         self._final_group_check()
+
+    def _final_deletion_check(self) -> None:
+        """TOPIC_DELETED after the run: a topic asked to be deleted is gone from ZooKeeper
+        (unless a replica was lost with a failed dir: :meth:`_deletion_may_stall`) and no
+        broker still serves a replica of it."""
+        for topic in self.admin_ops.deleting:
+            if self.zk.exists(self.admin, topic_path(topic), False) is not None and (
+                    not self._deletion_may_stall(topic)):
+                self.violation("TOPIC_DELETED", (
+                    f"topic {topic} asked to be deleted is still in ZooKeeper after the cluster "
+                    f"settled"))
+            for broker in self.brokers:
+                kept = sorted(str(tp) for tp in (broker.manager.partitions()
+                                                 if broker.manager is not None else {})
+                              if tp.topic == topic and broker.log(tp) is not None)
+                if kept:
+                    self.violation("TOPIC_DELETED", (
+                        f"broker {broker.id} still serves {', '.join(kept)} of deleted topic "
+                        f"{topic}"))
 
     def _final_group_check(self) -> None:
         """OFFSETS_DURABLE after the run: the loaded coordinator of each group holds at least
@@ -1643,6 +1702,8 @@ def simulate(
                 elif fault.kind in FAULT_KINDS:
                     world.inject(fault, step)
             world.operate(workload)
+            if config.admin:
+                world.admin_ops.step()
             if world.groups is not None:
                 world.groups.operate()
             world.movers()
@@ -1695,4 +1756,5 @@ def simulate(
         else world.groups.fetches_checked,
         group_assignments=0 if world is None or world.groups is None
         else world.groups.rebalances,
+        admin_operations=0 if world is None else sum(world.admin_ops.done.values()),
     )

@@ -244,6 +244,20 @@ PLANTS: tuple[Plant, ...] = (
         "that kept its log (ZooKeeper-era Kafka; KIP-966, cluster seed 595)", 40,
         (11, "COMMITTED_DURABLE"),
     ),
+    Plant(
+        "preferred_election_ignores_the_isr", "controller", "impl.controller.controller",
+        "if (tp in self._preferred and current.leader != preferred and preferred in isr_usable",
+        "if (tp in self._preferred and current.leader != preferred and preferred in eligible",
+        "a preferred replica election elects the preferred replica when it is live but out of "
+        "the ISR (a lagging copy leads: acknowledged records lost)", 16, (6, "NOT_ENABLED"),
+    ),
+    Plant(
+        "deleted_topic_replicas_kept", "controller", "impl.controller.controller",
+        "topic, partition, -1 if state is None else state.leader_epoch, True",
+        "topic, partition, -1 if state is None else state.leader_epoch, False",
+        "topic deletion sends StopReplica without delete: the replicas stop but their logs stay "
+        "on the brokers after the topic is gone", 4, (0, "TOPIC_DELETED"),
+    ),
 )
 
 #: Plants the default run does not catch within their budget (seeds run, no failure): gaps

@@ -137,6 +137,11 @@ def _config_options(parser: argparse.ArgumentParser) -> None:
         "simulated group members)",
     )
     parser.add_argument(
+        "--no-admin", action="store_true",
+        help="a cluster runs without its admin workload (topics created, grown and deleted, "
+        "preferred replica elections)",
+    )
+    parser.add_argument(
         "--model-machines", default=",".join(cluster.model_machines),
         help="a cluster's machines replayed in their models besides replica_move "
         "(comma-separated: replication,controller; default both; none: end-to-end checks only)",
@@ -207,6 +212,7 @@ def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
             model_machines=machines,
             storage_broker=not arguments.no_storage_broker,
             groups=not arguments.no_groups,
+            admin=not arguments.no_admin,
         )
     return SimConfig(
         brokers=arguments.brokers,

@@ -170,7 +170,8 @@ def test_a_stale_leader_is_not_held_to_what_a_later_epoch_did(seed: int,
 #: Shrunk from seed 0 of the default run with the KIP-966 rule planted away (conformance.plants
 #: ``uncleanly_restarted_member_elected``): the crash of the last live in-sync copy.
 LAST_COPY_FAULTS = "107:crash_last_copy:0:242,190:crash:1:16,207:crash_last_copy:0:233"
-LAST_COPY_CONFIG = ClusterConfig(steps=221, storage_broker=False, groups=False)
+#: (found before the admin workload, which moves the interleaving: left out)
+LAST_COPY_CONFIG = ClusterConfig(steps=221, storage_broker=False, groups=False, admin=False)
 
 
 def test_the_crash_of_the_last_live_in_sync_copy_keeps_every_acknowledged_batch() -> None:

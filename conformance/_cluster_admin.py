@@ -1,0 +1,252 @@
+"""The cluster simulator's admin workload: topics created, grown and deleted, preferred
+replica elections, each through ZooKeeper exactly as logproof's admin code writes it.
+
+Why: the controller's topic decisions (a topic or partitions appearing under
+``/brokers/topics``, ``/admin/delete_topics``, ``/admin/preferred_replica_election``) are only
+reached when something writes those znodes while the cluster runs and fails. Topics, their
+growth and their deletion go through :mod:`impl.controller.admin` itself (``create_topic``,
+``add_partitions``, ``delete_topic``), over :class:`SyncAdminClient`, the Coordinator port on the
+simulated ZooKeeper server without a scheduler (its calls never wait, so a coroutine of them
+runs to completion at once: :func:`run_now`). A preferred election is the znode
+``ElectLeaders`` writes (:func:`impl.controller.znodes.encode_preferred_election`); a pending one
+is not waited out, the operation is skipped instead.
+
+Every operation is drawn from the ``admin`` stream of the seed, one draw sequence per step
+whatever the system's state, so the other streams (workload, faults, network) and every seed's
+fault schedule are what they were without it. The admin topics (``a0``, ``a1``, ...; a name is
+never reused, so a topic's trace never continues a deleted one's) hold no client data; the
+topic ``t`` the producer writes is never deleted or grown, only its leaders moved back to the
+preferred replicas.
+
+Fault model: none of its own; a call the cluster refuses (a topic marked for deletion grown, a
+pending election) is counted as skipped.
+
+This module is a sans-IO core.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
+
+from conformance.rng import SimRng
+from impl.controller import admin
+from impl.controller.coordinator import (
+    ANY_VERSION,
+    CoordinatorError,
+    CoordinatorEvent,
+    CreateOp,
+    CreateResult,
+    DeleteOp,
+    NodeExistsError,
+    NodeStat,
+    Op,
+    OpResult,
+    SetOp,
+    SetResult,
+)
+from impl.controller.znodes import (
+    PREFERRED_REPLICA_ELECTION_PATH,
+    decode_topic,
+    encode_preferred_election,
+    topic_path,
+)
+
+from ._coordinator_server import SimulatedZooKeeperServer
+
+__sans_io__ = True
+
+_T = TypeVar("_T")
+
+#: chance that a step carries an admin operation
+ADMIN_PROBABILITY = 0.05
+#: admin topics alive at once (created and not yet deleted) at most
+MAX_ADMIN_TOPICS = 2
+#: partitions of an admin topic at most
+MAX_ADMIN_PARTITIONS = 3
+
+
+class AdminOperationWaitedError(RuntimeError):
+    """A coroutine given to :func:`run_now` suspended: it needs a scheduler."""
+
+
+def run_now(operation: Coroutine[Any, Any, _T]) -> _T:
+    """Run a coroutine over :class:`SyncAdminClient` to completion (it never suspends).
+
+    Raises:
+        AdminOperationWaitedError: it suspended after all.
+    """
+    try:
+        operation.send(None)
+    except StopIteration as done:
+        result: _T = done.value
+        return result
+    operation.close()
+    raise AdminOperationWaitedError("an admin operation waited for a scheduler")
+
+
+class SyncAdminClient:
+    """The Coordinator port over one session of the simulated server; every call completes
+    at once (no checkpoint), so :func:`run_now` drives the admin code over it."""
+
+    def __init__(self, server: SimulatedZooKeeperServer, session: int) -> None:
+        self._server = server
+        self._session = session
+
+    @property
+    def session_id(self) -> int:
+        """The admin session."""
+        return self._session
+
+    def _one(self, op: Op) -> OpResult:
+        result = self._server.multi(self._session, [op])[0]
+        if isinstance(result, CoordinatorError):
+            raise result
+        return result
+
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+                     sequential: bool = False) -> str:
+        """Create a node."""
+        result = self._one(CreateOp(path, data, ephemeral=ephemeral, sequential=sequential))
+        assert isinstance(result, CreateResult)
+        return result.path
+
+    async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, NodeStat]:
+        """Read a node."""
+        return self._server.get(self._session, path, watch)
+
+    async def set(self, path: str, data: bytes, *, version: int = ANY_VERSION) -> NodeStat:
+        """Write a node, conditional on ``version``."""
+        result = self._one(SetOp(path, data, version))
+        assert isinstance(result, SetResult)
+        return result.stat
+
+    async def delete(self, path: str, *, version: int = ANY_VERSION) -> None:
+        """Delete a node, conditional on ``version``."""
+        self._one(DeleteOp(path, version))
+
+    async def exists(self, path: str, *, watch: bool = False) -> NodeStat | None:
+        """A node's stat or ``None``."""
+        return self._server.exists(self._session, path, watch)
+
+    async def children(self, path: str, *, watch: bool = False) -> list[str]:
+        """A node's children."""
+        return self._server.children(self._session, path, watch)
+
+    async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
+        """Apply ``ops`` atomically."""
+        return self._server.multi(self._session, ops)
+
+    async def next_event(self) -> CoordinatorEvent:
+        """The next queued event.
+
+        Raises:
+            AdminOperationWaitedError: none is queued (waiting needs a scheduler).
+        """
+        event = self.next_event_nowait()
+        if event is None:
+            raise AdminOperationWaitedError("no event queued for the admin session")
+        return event
+
+    def next_event_nowait(self) -> CoordinatorEvent | None:
+        """The next queued event, if any."""
+        return self._server.pop_event(self._session)
+
+    async def close(self) -> None:
+        """End the admin session."""
+        self._server.close_session(self._session)
+
+
+class AdminWorkload:
+    """The admin operations of one run (see the module docstring)."""
+
+    def __init__(self, server: SimulatedZooKeeperServer, session: int, rng: SimRng, *,
+                 brokers: int, replication_factor: int,
+                 preferred: Sequence[tuple[str, int]]) -> None:
+        self._server = server
+        self._client = SyncAdminClient(server, session)
+        self._brokers = brokers
+        self._replication_factor = replication_factor
+        self._preferred = tuple(preferred)
+        self._rng = rng
+        self._created = 0
+        #: admin topics created and not (yet) asked to be deleted
+        self.alive: list[str] = []
+        #: admin topics asked to be deleted
+        self.deleting: list[str] = []
+        self.done: dict[str, int] = {}
+        self.skipped = 0
+
+    def _replicas(self, start: int) -> tuple[int, ...]:
+        return tuple((start + i) % self._brokers for i in range(self._replication_factor))
+
+    def step(self) -> None:
+        """Maybe one admin operation (four draws every step, whatever happens)."""
+        happens = self._rng.chance(ADMIN_PROBABILITY)
+        roll = self._rng.randrange(100)
+        choice = self._rng.randrange(1 << 16)
+        start = self._rng.randrange(self._brokers)
+        if not happens:
+            return
+        if roll < 35:
+            self._create(choice, start)
+        elif roll < 55:
+            self._add_partition(choice, start)
+        elif roll < 75:
+            self._delete(choice)
+        else:
+            self._elect_preferred(choice)
+
+    def _count(self, what: str) -> None:
+        self.done[what] = self.done.get(what, 0) + 1
+
+    def _create(self, choice: int, start: int) -> None:
+        if len(self.alive) >= MAX_ADMIN_TOPICS:
+            self.skipped += 1
+            return
+        topic = f"a{self._created}"
+        self._created += 1
+        partitions = 1 + choice % 2
+        run_now(admin.create_topic(self._client, topic, assignment={
+            p: self._replicas(start + p) for p in range(partitions)}))
+        self.alive.append(topic)
+        self._count("topics_created")
+
+    def _add_partition(self, choice: int, start: int) -> None:
+        if not self.alive:
+            self.skipped += 1
+            return
+        topic = self.alive[choice % len(self.alive)]
+        data, _ = self._server.get(self._client.session_id, topic_path(topic), False)
+        count = len(decode_topic(topic, data).partitions)
+        if count >= MAX_ADMIN_PARTITIONS:
+            self.skipped += 1
+            return
+        try:
+            run_now(admin.add_partitions(self._client, topic, count + 1,
+                                         assignment={count: self._replicas(start)}))
+        except (admin.AdminError, CoordinatorError):
+            self.skipped += 1
+            return
+        self._count("partitions_added")
+
+    def _delete(self, choice: int) -> None:
+        if not self.alive:
+            self.skipped += 1
+            return
+        topic = self.alive.pop(choice % len(self.alive))
+        run_now(admin.delete_topic(self._client, topic))
+        self.deleting.append(topic)
+        self._count("topics_deleted")
+
+    def _elect_preferred(self, choice: int) -> None:
+        partitions = [tp for i, tp in enumerate(self._preferred) if choice >> i & 1] or list(
+            self._preferred)
+        partitions += [(topic, 0) for topic in self.alive]
+        try:
+            run_now(self._client.create(PREFERRED_REPLICA_ELECTION_PATH,
+                                        encode_preferred_election(partitions)))
+        except NodeExistsError:  # the previous one is pending: ElectLeaders would wait
+            self.skipped += 1
+            return
+        self._count("preferred_elections")
