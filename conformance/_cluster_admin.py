@@ -47,6 +47,7 @@ from impl.controller.coordinator import (
 )
 from impl.controller.znodes import (
     PREFERRED_REPLICA_ELECTION_PATH,
+    ReassignmentTarget,
     decode_topic,
     encode_preferred_election,
     topic_path,
@@ -161,9 +162,11 @@ class AdminWorkload:
     """The admin operations of one run (see the module docstring)."""
 
     def __init__(self, server: SimulatedZooKeeperServer, session: int, rng: SimRng, *,
-                 brokers: int, replication_factor: int,
+                 log_dirs: Sequence[Sequence[str]], replication_factor: int,
                  preferred: Sequence[tuple[str, int]]) -> None:
         self._server = server
+        self._log_dirs = tuple(tuple(dirs) for dirs in log_dirs)
+        brokers = len(self._log_dirs)
         self._client = SyncAdminClient(server, session)
         self._brokers = brokers
         self._replication_factor = replication_factor
@@ -188,12 +191,14 @@ class AdminWorkload:
         start = self._rng.randrange(self._brokers)
         if not happens:
             return
-        if roll < 35:
+        if roll < 30:
             self._create(choice, start)
-        elif roll < 55:
+        elif roll < 45:
             self._add_partition(choice, start)
-        elif roll < 75:
+        elif roll < 60:
             self._delete(choice)
+        elif roll < 75:
+            self._reassign(choice, start)
         else:
             self._elect_preferred(choice)
 
@@ -238,6 +243,35 @@ class AdminWorkload:
         run_now(admin.delete_topic(self._client, topic))
         self.deleting.append(topic)
         self._count("topics_deleted")
+
+    def _reassign(self, choice: int, start: int) -> None:
+        """Reassign one partition of an admin topic: a new replica order, one replica fewer
+        (never below two) or back to the replication factor, each replica's log dir ``any``
+        or one of its broker's dirs (KIP-113)."""
+        if not self.alive:
+            self.skipped += 1
+            return
+        topic = self.alive[choice % len(self.alive)]
+        assignment = run_now(admin.read_topic(self._client, topic))
+        partition = (choice >> 1) % len(assignment.partitions)
+        replicas = assignment.partitions[partition]
+        if choice & 32 and len(replicas) > 2:
+            target = tuple(r for r in replicas if r != replicas[start % len(replicas)])
+        elif len(replicas) < self._replication_factor:
+            target = (*replicas, next(b for b in range(self._brokers) if b not in replicas))
+        else:
+            shift = 1 + start % max(1, len(replicas) - 1)
+            target = replicas[shift:] + replicas[:shift]
+        dirs = tuple("any" if choice >> (6 + i) & 1 else
+                     self._log_dirs[broker][(choice >> (10 + i)) % len(self._log_dirs[broker])]
+                     for i, broker in enumerate(target))
+        try:
+            run_now(admin.reassign_partitions(self._client, [
+                ReassignmentTarget(topic, partition, target, dirs)]))
+        except admin.ReassignmentInProgressError:  # another one is running (or t's)
+            self.skipped += 1
+            return
+        self._count("reassignments")
 
     def _elect_preferred(self, choice: int) -> None:
         partitions = [tp for i, tp in enumerate(self._preferred) if choice >> i & 1] or list(

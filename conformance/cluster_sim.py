@@ -829,7 +829,8 @@ class ClusterWorld:
         self.consumer = SimConsumer(self)
         self.groups = GroupClients(self, root.stream("groups")) if config.groups else None
         self.admin_ops = AdminWorkload(
-            self.zk, self.admin, root.stream("admin"), brokers=config.brokers,
+            self.zk, self.admin, root.stream("admin"),
+            log_dirs=[broker.log_dirs for broker in self.brokers],
             replication_factor=config.replication_factor,
             preferred=[(TOPIC, p) for p in range(config.partitions)])
 
