@@ -4,10 +4,11 @@ replica elections, each through ZooKeeper exactly as logproof's admin code write
 Why: the controller's topic decisions (a topic or partitions appearing under
 ``/brokers/topics``, ``/admin/delete_topics``, ``/admin/preferred_replica_election``) are only
 reached when something writes those znodes while the cluster runs and fails. Topics, their
-growth and their deletion go through :mod:`impl.controller.admin` itself (``create_topic``,
-``add_partitions``, ``delete_topic``), over :class:`SyncAdminClient`, the Coordinator port on the
-simulated ZooKeeper server without a scheduler (its calls never wait, so a coroutine of them
-runs to completion at once: :func:`run_now`). A preferred election is the znode
+growth, deletion and reassignment go through :mod:`impl.controller.admin` itself
+(``create_topic``, ``add_partitions``, ``delete_topic``, ``reassign_partitions``), over
+:class:`SyncAdminClient`, the Coordinator port on the simulated ZooKeeper server without a
+scheduler (its calls never wait, so a coroutine of them runs to completion at once:
+:func:`run_now`). A preferred election is the znode
 ``ElectLeaders`` writes (:func:`impl.controller.znodes.encode_preferred_election`); a pending one
 is not waited out, the operation is skipped instead.
 
@@ -15,11 +16,14 @@ Every operation is drawn from the ``admin`` stream of the seed, one draw sequenc
 whatever the system's state, so the other streams (workload, faults, network) and every seed's
 fault schedule are what they were without it. The admin topics (``a0``, ``a1``, ...; a name is
 never reused, so a topic's trace never continues a deleted one's) hold no client data; the
-topic ``t`` the producer writes is never deleted or grown, only its leaders moved back to the
-preferred replicas.
+topic ``t`` the producer writes is never deleted, grown or reassigned here (its reassignments
+are faults), only its leaders moved back to the preferred replicas. A reassignment of an admin
+topic may meet the ``reassign`` fault, which overwrites ``/admin/reassign_partitions``: the
+controller then cancels the admin topic's (KIP-455).
 
-Fault model: none of its own; a call the cluster refuses (a topic marked for deletion grown, a
-pending election) is counted as skipped.
+Fault model: none of its own; a call the cluster refuses (a topic grown while one of its
+partitions is reassigned, a reassignment or an election while one is pending) is counted as
+skipped.
 
 This module is a sans-IO core.
 """

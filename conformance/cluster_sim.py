@@ -30,8 +30,10 @@ operation, written to ZooKeeper by logproof's own admin code (``impl.controller.
 znode ElectLeaders writes): a topic ``a<n>`` created (one or two partitions, replication factor
 ``min(3, brokers)``, at most two alive; a name is never reused), a partition added to one (the
 ``/brokers/topics/a<n>`` change the controller watches, up to three), one deleted
-(``/admin/delete_topics``), or a preferred replica election of some of ``t``'s partitions and
-the admin topics' first. The admin topics carry no client data; ``t`` is never grown or
+(``/admin/delete_topics``), a partition of one reassigned (``reassign_partitions``: a new
+order, one replica fewer or back to the replication factor, each replica's log dir ``any`` or
+one of its broker's), or a preferred replica election of some of ``t``'s partitions and the
+admin topics' first. The admin topics carry no client data; ``t`` is never grown or
 deleted. Every controller and replication event of the admin topics is trace-checked like
 ``t``'s.
 
@@ -90,13 +92,14 @@ DIR_FAILURE_ISOLATION (a replica lost with a failed dir is never recreated empty
 sequences in order). At the end the cluster is healed and
 settled (topic deletions completed included), then every acknowledged batch must be in the
 leader's log exactly once, in the order acknowledged, what the consumer read must still be the
-log's prefix, and TOPIC_DELETED: a topic asked to be deleted is gone from ZooKeeper and no
-broker serves a replica of it. With ``groups`` (the
-default), the brokers host group coordinators over ``__consumer_offsets`` and simulated members
-run consumer groups (:mod:`conformance._cluster_groups`): GROUP_ASSIGNMENT_EXCLUSIVE,
-COORDINATOR_LOADED and OFFSETS_DURABLE are checked end to end. Every trace event is fed to the
-:class:`~conformance.trace_check.TraceChecker` (group coordinator events through
-:mod:`conformance.group_abstraction`).
+log's prefix, and TOPIC_DELETED: a topic asked to be deleted is gone from ZooKeeper (unless
+one of its replicas was lost with a failed dir: its broker answers StopReplica
+KAFKA_STORAGE_ERROR until it restarts, as Kafka's) and no broker serves a replica of it. With
+``groups`` (the default), the brokers host group coordinators over ``__consumer_offsets`` and
+simulated members run consumer groups (:mod:`conformance._cluster_groups`):
+GROUP_ASSIGNMENT_EXCLUSIVE, COORDINATOR_LOADED and OFFSETS_DURABLE are checked end to end.
+Every trace event is fed to the :class:`~conformance.trace_check.TraceChecker` (group
+coordinator events through :mod:`conformance.group_abstraction`).
 
 This module is a sans-IO core.
 """
