@@ -253,8 +253,8 @@ PLANTS: tuple[Plant, ...] = (
     ),
     Plant(
         "deleted_topic_replicas_kept", "controller", "impl.controller.controller",
-        "topic, partition, -1 if state is None else state.leader_epoch, True",
-        "topic, partition, -1 if state is None else state.leader_epoch, False",
+        "topic, partition, EPOCH_DURING_DELETE, True",
+        "topic, partition, EPOCH_DURING_DELETE, False",
         "topic deletion sends StopReplica without delete: the replicas stop but their logs stay "
         "on the brokers after the topic is gone", 4, (0, "TOPIC_DELETED"),
     ),

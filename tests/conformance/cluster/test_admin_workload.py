@@ -61,3 +61,27 @@ def test_a_restarted_broker_is_not_sent_the_replicas_it_deleted() -> None:
     assert not result.failed, result.message
     assert isinstance(outcome, ClusterOutcome)
     assert outcome.admin_operations > 0
+
+
+def test_a_deletion_is_not_fenced_by_an_election_written_since() -> None:
+    """``logproof fuzz`` seed 67 (TOPIC_DELETED): a new controller planned an election for a0-0
+    (leader epoch 4) before it read the pending deletion of a0, then sent StopReplica (delete)
+    with the leader epoch of its cache, 3; the replicas, already at epoch 4, refused it
+    FENCED_LEADER_EPOCH and stayed DELETION_INELIGIBLE on live brokers: the deletion never
+    finished. A deletion's StopReplica carries Kafka's EpochDuringDelete (-2) now."""
+    config = ClusterConfig(partitions=1, steps=200, fault_probability=0.1, segment_bytes=600)
+    result, _outcome = replay(67, config)
+    assert not result.failed, result.message
+
+
+def test_a_stale_stop_replica_answer_does_not_stall_a_deletion() -> None:
+    """``logproof fuzz`` seed 71 (TOPIC_DELETED): broker 0 restarted while its StopReplica
+    (delete) was on the way; the controller restarted the deletion on the new incarnation, then
+    took the old request's STALE_BROKER_EPOCH answer for the new one's (replica
+    DELETION_INELIGIBLE) and ignored the new one's success: the deletion never finished. An
+    answer to a request sent under an earlier broker epoch is dropped now (Kafka drops a
+    restarted broker's in-flight requests with its old channel)."""
+    config = ClusterConfig(partitions=2, steps=200, fault_probability=0.1, segment_bytes=600,
+                           chunk_bytes=150)
+    result, _outcome = replay(71, config)
+    assert not result.failed, result.message
