@@ -181,6 +181,8 @@ class AdminWorkload:
         self.alive: list[str] = []
         #: admin topics asked to be deleted
         self.deleting: list[str] = []
+        #: their replicas when the deletion was asked (partition -> brokers)
+        self.assigned_at_deletion: dict[str, dict[int, tuple[int, ...]]] = {}
         self.done: dict[str, int] = {}
         self.skipped = 0
 
@@ -244,6 +246,8 @@ class AdminWorkload:
             self.skipped += 1
             return
         topic = self.alive.pop(choice % len(self.alive))
+        self.assigned_at_deletion[topic] = dict(
+            run_now(admin.read_topic(self._client, topic)).partitions)
         run_now(admin.delete_topic(self._client, topic))
         self.deleting.append(topic)
         self._count("topics_deleted")

@@ -1568,14 +1568,24 @@ class ClusterWorld:
                 self.violation("TOPIC_DELETED", (
                     f"topic {topic} asked to be deleted is still in ZooKeeper after the cluster "
                     f"settled"))
+            assigned = self.admin_ops.assigned_at_deletion.get(topic, {})
             for broker in self.brokers:
+                served = sorted(str(tp) for tp in broker.states if tp.topic == topic)
+                if served:
+                    self.violation("TOPIC_DELETED", (
+                        f"broker {broker.id} still serves {', '.join(served)} of deleted topic "
+                        f"{topic}"))
+                # (a replica a reassignment removed while its broker was down stays on its
+                # disk, as in ZooKeeper-era Kafka: only the replicas assigned when the deletion
+                # was asked must be gone)
                 kept = sorted(str(tp) for tp in (broker.manager.partitions()
                                                  if broker.manager is not None else {})
-                              if tp.topic == topic and broker.log(tp) is not None)
+                              if tp.topic == topic and broker.id in assigned.get(tp.partition, ())
+                              and broker.log(tp) is not None)
                 if kept:
                     self.violation("TOPIC_DELETED", (
-                        f"broker {broker.id} still serves {', '.join(kept)} of deleted topic "
-                        f"{topic}"))
+                        f"broker {broker.id} still holds the logs of {', '.join(kept)} of "
+                        f"deleted topic {topic}"))
 
     def _final_group_check(self) -> None:
         """OFFSETS_DURABLE after the run: the loaded coordinator of each group holds at least
