@@ -249,7 +249,7 @@ PLANTS: tuple[Plant, ...] = (
         "if (tp in self._preferred and current.leader != preferred and preferred in isr_usable",
         "if (tp in self._preferred and current.leader != preferred and preferred in eligible",
         "a preferred replica election elects the preferred replica when it is live but out of "
-        "the ISR (a lagging copy leads: acknowledged records lost)", 16, (6, "NOT_ENABLED"),
+        "the ISR (a lagging copy leads: acknowledged records lost)", 4, (0, "NOT_ENABLED"),
     ),
     Plant(
         "deleted_topic_replicas_kept", "controller", "impl.controller.controller",
