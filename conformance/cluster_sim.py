@@ -1570,7 +1570,9 @@ class ClusterWorld:
                     f"settled"))
             assigned = self.admin_ops.assigned_at_deletion.get(topic, {})
             for broker in self.brokers:
-                served = sorted(str(tp) for tp in broker.states if tp.topic == topic)
+                # (an OFFLINE replica, on a failed dir, is not served)
+                served = sorted(str(tp) for tp, state in broker.states.items()
+                                if tp.topic == topic and state.role is not ReplicaRole.OFFLINE)
                 if served:
                     self.violation("TOPIC_DELETED", (
                         f"broker {broker.id} still serves {', '.join(served)} of deleted topic "
