@@ -93,8 +93,9 @@ sequences in order). At the end the cluster is healed and
 settled (topic deletions completed included), then every acknowledged batch must be in the
 leader's log exactly once, in the order acknowledged, what the consumer read must still be the
 log's prefix, and TOPIC_DELETED: a topic asked to be deleted is gone from ZooKeeper (unless
-one of its replicas was lost with a failed dir: its broker answers StopReplica
-KAFKA_STORAGE_ERROR until it restarts, as Kafka's) and no broker serves a replica of it. With
+a broker assigned one of its replicas has a failed dir: it answers StopReplica
+KAFKA_STORAGE_ERROR until it restarts, as Kafka's), no broker serves a replica of it and the
+brokers assigned one when the deletion was asked hold no log of it. With
 ``groups`` (the default), the brokers host group coordinators over ``__consumer_offsets`` and
 simulated members run consumer groups (:mod:`conformance._cluster_groups`):
 GROUP_ASSIGNMENT_EXCLUSIVE, COORDINATOR_LOADED and OFFSETS_DURABLE are checked end to end.
