@@ -1,127 +1,294 @@
-"""The cluster simulator's DeleteRecords client (an admin client, KIP-107).
+"""The cluster simulator's admin workload: topics created, grown and deleted, preferred
+replica elections, each through ZooKeeper exactly as logproof's admin code writes it.
 
-Now and then (a stream of the seed of its own, ``records-admin``, so the workload's and the
-faults' draws stay as they were) the admin asks the leader of a partition, as ZooKeeper's
-partition state names it, to delete the records below an offset: the leader moves its log start
-offset durably and answers once every ISR member's log start offset reached it (Kafka's
-``DelayedDeleteRecords``) or with REQUEST_TIMED_OUT; followers follow the log start their
-fetch answers carry, and one whose log ends below it starts afresh there (Kafka's
-``truncateFullyAndStartAt``, a ``TRUNCATE`` event of policy ``LOG_START``).
+Why: the controller's topic decisions (a topic or partitions appearing under
+``/brokers/topics``, ``/admin/delete_topics``, ``/admin/preferred_replica_election``) are only
+reached when something writes those znodes while the cluster runs and fails. Topics, their
+growth, deletion and reassignment go through :mod:`impl.controller.admin` itself
+(``create_topic``, ``add_partitions``, ``delete_topic``, ``reassign_partitions``), over
+:class:`SyncAdminClient`, the Coordinator port on the simulated ZooKeeper server without a
+scheduler (its calls never wait, so a coroutine of them runs to completion at once:
+:func:`run_now`). A preferred election is the znode
+``ElectLeaders`` writes (:func:`impl.controller.znodes.encode_preferred_election`); a pending one
+is not waited out, the operation is skipped instead.
 
-Which offset, so that what the checkers know stays true:
+Every operation is drawn from the ``admin`` stream of the seed, one draw sequence per step
+whatever the system's state, so the other streams (workload, faults, network) and every seed's
+fault schedule are what they were without it. The admin topics (``a0``, ``a1``, ...; a name is
+never reused, so a topic's trace never continues a deleted one's) hold no client data; the
+topic ``t`` the producer writes is never deleted, grown or reassigned here (its reassignments
+are faults), only its leaders moved back to the preferred replicas. A reassignment of an admin
+topic may meet the ``reassign`` fault, which overwrites ``/admin/reassign_partitions``: the
+controller then cancels the admin topic's (KIP-455).
 
-* at most the consumer's position (it read below the HW: every later leader holds the offset,
-  and the consumer never falls below a log start);
-* at most the base offset of the producer's last acknowledged batch of the partition and of
-  the prober's first batch, with no probe in flight (the idempotence state is rebuilt from the
-  log: a producer's last batch must stay, or a retry would be appended twice).
-
-The books forget what the request may delete as it is sent (:attr:`RecordsAdmin.deleted_below`;
-the request may be lost or refused, the records may stay: the checks below it are only
-dropped): NO_COMMITTED_LOSS, LOG_MATCHING and the final checks look at batches from that offset
-on. One request in four asks far past the HW and must be refused (OFFSET_OUT_OF_RANGE): a
-leader that took it would delete acknowledged records (NO_COMMITTED_LOSS).
+Fault model: none of its own; a call the cluster refuses (a topic grown while one of its
+partitions is reassigned, a reassignment or an election while one is pending) is counted as
+skipped.
 
 This module is a sans-IO core.
 """
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING, Final
+from collections.abc import Coroutine, Sequence
+from typing import Any, TypeVar
 
-from impl.broker.node import DeleteRecords, DeleteRecordsReply
-from impl.storage.names import TopicPartition
+from conformance.rng import SimRng
+from impl.controller import admin
+from impl.controller.coordinator import (
+    ANY_VERSION,
+    CoordinatorError,
+    CoordinatorEvent,
+    CreateOp,
+    CreateResult,
+    DeleteOp,
+    NodeExistsError,
+    NodeStat,
+    Op,
+    OpResult,
+    SetOp,
+    SetResult,
+)
+from impl.controller.znodes import (
+    PREFERRED_REPLICA_ELECTION_PATH,
+    ReassignmentTarget,
+    decode_topic,
+    encode_preferred_election,
+    topic_path,
+)
 
-from ._cluster_nodes import PRODUCE_TIMEOUT_MS
-
-if TYPE_CHECKING:
-    from conformance.rng import SimRng
-
-    from .cluster_sim import ClusterWorld
+from ._coordinator_server import SimulatedZooKeeperServer
 
 __sans_io__ = True
 
-#: The admin client's node id (in no network partition group: connected to every broker).
-ADMIN_NODE: Final = 1002
-#: The chance that a step sends a DeleteRecords.
-DELETE_RECORDS_PROBABILITY: Final = 0.06
-#: An offset past any HW of a run (the request must be refused).
-PAST_THE_HW: Final = 1 << 40
+_T = TypeVar("_T")
+
+#: chance that a step carries an admin operation
+ADMIN_PROBABILITY = 0.05
+#: admin topics alive at once (created and not yet deleted) at most
+MAX_ADMIN_TOPICS = 2
+#: partitions of an admin topic at most
+MAX_ADMIN_PARTITIONS = 3
 
 
-class RecordsAdmin:
-    """Sends DeleteRecords and keeps the offset below which the books forget batches.
+class AdminOperationWaitedError(RuntimeError):
+    """A coroutine given to :func:`run_now` suspended: it needs a scheduler."""
 
-    Args:
-        world: the cluster.
-        rng: the admin's stream.
+
+def run_now(operation: Coroutine[Any, Any, _T]) -> _T:
+    """Run a coroutine over :class:`SyncAdminClient` to completion (it never suspends).
+
+    Raises:
+        AdminOperationWaitedError: it suspended after all.
     """
+    try:
+        operation.send(None)
+    except StopIteration as done:
+        result: _T = done.value
+        return result
+    operation.close()
+    raise AdminOperationWaitedError("an admin operation waited for a scheduler")
 
-    def __init__(self, world: ClusterWorld, rng: SimRng) -> None:
-        self.world = world
-        self.rng = rng
-        #: per partition: the highest offset asked to delete below (batches below are forgotten)
-        self.deleted_below: dict[TopicPartition, int] = {}
-        #: requests in flight: request id -> the offset asked
-        self.asked: dict[int, int] = {}
-        self._request_ids = 0
-        self.sent = 0
-        self.acknowledged = 0
-        self.refused = 0
 
-    def mark(self, tp: TopicPartition) -> int:
-        """The offset below which ``tp``'s batches may have been deleted (0: none)."""
-        return self.deleted_below.get(tp, 0)
+class SyncAdminClient:
+    """The Coordinator port over one session of the simulated server; every call completes
+    at once (no checkpoint), so :func:`run_now` drives the admin code over it."""
 
-    def operate(self) -> None:
-        """One step: now and then, a DeleteRecords to a partition's leader."""
-        world = self.world
-        rng = self.rng
-        if not world.config.delete_records or not rng.chance(DELETE_RECORDS_PROBABILITY):
+    def __init__(self, server: SimulatedZooKeeperServer, session: int) -> None:
+        self._server = server
+        self._session = session
+
+    @property
+    def session_id(self) -> int:
+        """The admin session."""
+        return self._session
+
+    def _one(self, op: Op) -> OpResult:
+        result = self._server.multi(self._session, [op])[0]
+        if isinstance(result, CoordinatorError):
+            raise result
+        return result
+
+    async def create(self, path: str, data: bytes = b"", *, ephemeral: bool = False,
+                     sequential: bool = False) -> str:
+        """Create a node."""
+        result = self._one(CreateOp(path, data, ephemeral=ephemeral, sequential=sequential))
+        assert isinstance(result, CreateResult)
+        return result.path
+
+    async def get(self, path: str, *, watch: bool = False) -> tuple[bytes, NodeStat]:
+        """Read a node."""
+        return self._server.get(self._session, path, watch)
+
+    async def set(self, path: str, data: bytes, *, version: int = ANY_VERSION) -> NodeStat:
+        """Write a node, conditional on ``version``."""
+        result = self._one(SetOp(path, data, version))
+        assert isinstance(result, SetResult)
+        return result.stat
+
+    async def delete(self, path: str, *, version: int = ANY_VERSION) -> None:
+        """Delete a node, conditional on ``version``."""
+        self._one(DeleteOp(path, version))
+
+    async def exists(self, path: str, *, watch: bool = False) -> NodeStat | None:
+        """A node's stat or ``None``."""
+        return self._server.exists(self._session, path, watch)
+
+    async def children(self, path: str, *, watch: bool = False) -> list[str]:
+        """A node's children."""
+        return self._server.children(self._session, path, watch)
+
+    async def multi(self, ops: Sequence[Op]) -> list[OpResult]:
+        """Apply ``ops`` atomically."""
+        return self._server.multi(self._session, ops)
+
+    async def next_event(self) -> CoordinatorEvent:
+        """The next queued event.
+
+        Raises:
+            AdminOperationWaitedError: none is queued (waiting needs a scheduler).
+        """
+        event = self.next_event_nowait()
+        if event is None:
+            raise AdminOperationWaitedError("no event queued for the admin session")
+        return event
+
+    def next_event_nowait(self) -> CoordinatorEvent | None:
+        """The next queued event, if any."""
+        return self._server.pop_event(self._session)
+
+    async def close(self) -> None:
+        """End the admin session."""
+        self._server.close_session(self._session)
+
+
+class AdminWorkload:
+    """The admin operations of one run (see the module docstring)."""
+
+    def __init__(self, server: SimulatedZooKeeperServer, session: int, rng: SimRng, *,
+                 log_dirs: Sequence[Sequence[str]], replication_factor: int,
+                 preferred: Sequence[tuple[str, int]]) -> None:
+        self._server = server
+        self._log_dirs = tuple(tuple(dirs) for dirs in log_dirs)
+        brokers = len(self._log_dirs)
+        self._client = SyncAdminClient(server, session)
+        self._brokers = brokers
+        self._replication_factor = replication_factor
+        self._preferred = tuple(preferred)
+        self._rng = rng
+        self._created = 0
+        #: admin topics created and not (yet) asked to be deleted
+        self.alive: list[str] = []
+        #: admin topics asked to be deleted
+        self.deleting: list[str] = []
+        #: their replicas when the deletion was asked (partition -> brokers)
+        self.assigned_at_deletion: dict[str, dict[int, tuple[int, ...]]] = {}
+        self.done: dict[str, int] = {}
+        self.skipped = 0
+
+    def _replicas(self, start: int) -> tuple[int, ...]:
+        return tuple((start + i) % self._brokers for i in range(self._replication_factor))
+
+    def step(self) -> None:
+        """Maybe one admin operation (four draws every step, whatever happens)."""
+        happens = self._rng.chance(ADMIN_PROBABILITY)
+        roll = self._rng.randrange(100)
+        choice = self._rng.randrange(1 << 16)
+        start = self._rng.randrange(self._brokers)
+        if not happens:
             return
-        tp = world.tps[rng.randrange(len(world.tps))]
-        past = rng.randrange(4) == 0
-        leader = world.leader_of(tp)
-        if leader < 0:
-            return
-        if past:
-            offset = PAST_THE_HW
+        if roll < 30:
+            self._create(choice, start)
+        elif roll < 45:
+            self._add_partition(choice, start)
+        elif roll < 60:
+            self._delete(choice)
+        elif roll < 75:
+            self._reassign(choice, start)
         else:
-            producer = world.producer
-            base = producer.probe_base.get(tp)
-            acked = world.acked[tp]
-            if base is None or not acked or any(
-                    probed == tp for _, probed in producer.probes.values()):
-                return
-            offset = min(world.consumer.position.get(tp, 0), acked[-1][0], base)
-            if offset <= self.mark(tp):
-                return
-            self.deleted_below[tp] = offset
-        self._request_ids += 1
-        self.asked[self._request_ids] = offset
-        self.sent += 1
-        world.network.send(ADMIN_NODE, leader, DeleteRecords(
-            ADMIN_NODE, self._request_ids, tp, offset, PRODUCE_TIMEOUT_MS))
+            self._elect_preferred(choice)
 
-    def on_reply(self, reply: object) -> None:
-        """A DeleteRecords answer: one past the HW must have been refused."""
-        if not isinstance(reply, DeleteRecordsReply):
-            return
-        offset = self.asked.pop(reply.request_id, None)
-        if offset is None:
-            return
-        if reply.error != 0:
-            self.refused += 1
-            return
-        self.acknowledged += 1
-        if offset == PAST_THE_HW:
-            self.world.violation("NO_COMMITTED_LOSS", (
-                f"{reply.tp}: DeleteRecords below offset {offset}, past the HW, was accepted "
-                f"(low watermark {reply.low_watermark}): acknowledged records deleted"))
-        elif reply.low_watermark < offset:
-            self.world.violation("NO_COMMITTED_LOSS", (
-                f"{reply.tp}: DeleteRecords below offset {offset} answered the low watermark "
-                f"{reply.low_watermark}"))
+    def _count(self, what: str) -> None:
+        self.done[what] = self.done.get(what, 0) + 1
 
+    def _create(self, choice: int, start: int) -> None:
+        if len(self.alive) >= MAX_ADMIN_TOPICS:
+            self.skipped += 1
+            return
+        topic = f"a{self._created}"
+        self._created += 1
+        partitions = 1 + choice % 2
+        run_now(admin.create_topic(self._client, topic, assignment={
+            p: self._replicas(start + p) for p in range(partitions)}))
+        self.alive.append(topic)
+        self._count("topics_created")
 
-__all__ = ["ADMIN_NODE", "RecordsAdmin"]
+    def _add_partition(self, choice: int, start: int) -> None:
+        if not self.alive:
+            self.skipped += 1
+            return
+        topic = self.alive[choice % len(self.alive)]
+        data, _ = self._server.get(self._client.session_id, topic_path(topic), False)
+        count = len(decode_topic(topic, data).partitions)
+        if count >= MAX_ADMIN_PARTITIONS:
+            self.skipped += 1
+            return
+        try:
+            run_now(admin.add_partitions(self._client, topic, count + 1,
+                                         assignment={count: self._replicas(start)}))
+        except (admin.AdminError, CoordinatorError):
+            self.skipped += 1
+            return
+        self._count("partitions_added")
+
+    def _delete(self, choice: int) -> None:
+        if not self.alive:
+            self.skipped += 1
+            return
+        topic = self.alive.pop(choice % len(self.alive))
+        self.assigned_at_deletion[topic] = dict(
+            run_now(admin.read_topic(self._client, topic)).partitions)
+        run_now(admin.delete_topic(self._client, topic))
+        self.deleting.append(topic)
+        self._count("topics_deleted")
+
+    def _reassign(self, choice: int, start: int) -> None:
+        """Reassign one partition of an admin topic: a new replica order, one replica fewer
+        (never below two) or back to the replication factor, each replica's log dir ``any``
+        or one of its broker's dirs (KIP-113)."""
+        if not self.alive:
+            self.skipped += 1
+            return
+        topic = self.alive[choice % len(self.alive)]
+        assignment = run_now(admin.read_topic(self._client, topic))
+        partition = (choice >> 1) % len(assignment.partitions)
+        replicas = assignment.partitions[partition]
+        if choice & 32 and len(replicas) > 2:
+            target = tuple(r for r in replicas if r != replicas[start % len(replicas)])
+        elif len(replicas) < self._replication_factor:
+            target = (*replicas, next(b for b in range(self._brokers) if b not in replicas))
+        else:
+            shift = 1 + start % max(1, len(replicas) - 1)
+            target = replicas[shift:] + replicas[:shift]
+        dirs = tuple("any" if choice >> (6 + i) & 1 else
+                     self._log_dirs[broker][(choice >> (10 + i)) % len(self._log_dirs[broker])]
+                     for i, broker in enumerate(target))
+        try:
+            run_now(admin.reassign_partitions(self._client, [
+                ReassignmentTarget(topic, partition, target, dirs)]))
+        except admin.ReassignmentInProgressError:  # another one is running (or t's)
+            self.skipped += 1
+            return
+        self._count("reassignments")
+
+    def _elect_preferred(self, choice: int) -> None:
+        partitions = [tp for i, tp in enumerate(self._preferred) if choice >> i & 1] or list(
+            self._preferred)
+        partitions += [(topic, 0) for topic in self.alive]
+        try:
+            run_now(self._client.create(PREFERRED_REPLICA_ELECTION_PATH,
+                                        encode_preferred_election(partitions)))
+        except NodeExistsError:  # the previous one is pending: ElectLeaders would wait
+            self.skipped += 1
+            return
+        self._count("preferred_elections")

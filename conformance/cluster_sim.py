@@ -14,7 +14,7 @@ produce and consume requests are messages over one :class:`~conformance.network.
 Clients: one idempotent ``acks=all`` producer (one batch in flight per partition, retried with
 the same sequence until answered) writing to a topic of ``partitions`` partitions with
 replication factor ``min(3, brokers)`` and ``min.insync.replicas`` 2, one consumer reading
-below the HW, and an admin client sending DeleteRecords (:mod:`conformance._cluster_admin`).
+below the HW, and an admin client sending DeleteRecords (:mod:`conformance._cluster_records`).
 
 One seed decides everything through named :class:`~conformance.rng.SimRng` streams:
 ``workload`` (produce, consume, intra-broker moves through AlterReplicaLogDirs, throttle
@@ -23,6 +23,20 @@ operations alone), ``faults`` (the schedule, planned up front: :func:`plan_fault
 crashes of the last live in-sync copy and session expiries come from ``faults-last-copy``
 and ``faults-session``), ``network`` (the run's loss/duplication/reordering mix and every
 delivery delay), and per broker ``crash`` streams (what an unflushed crash loses).
+
+Admin workload (:mod:`conformance._cluster_admin`, the ``admin`` stream, so the other streams
+and every seed's fault schedule are unchanged): about one step in twenty carries an admin
+operation, written to ZooKeeper by logproof's own admin code (``impl.controller.admin``'s
+``create_topic``, ``add_partitions``, ``delete_topic``; the ``/admin/preferred_replica_election``
+znode ElectLeaders writes): a topic ``a<n>`` created (one or two partitions, replication factor
+``min(3, brokers)``, at most two alive; a name is never reused), a partition added to one (the
+``/brokers/topics/a<n>`` change the controller watches, up to three), one deleted
+(``/admin/delete_topics``), a partition of one reassigned (``reassign_partitions``: a new
+order, one replica fewer or back to the replication factor, each replica's log dir ``any`` or
+one of its broker's), or a preferred replica election of some of ``t``'s partitions and the
+admin topics' first. The admin topics carry no client data; ``t`` is never grown or
+deleted. Every controller and replication event of the admin topics is trace-checked like
+``t``'s.
 
 Fault model
 -----------
@@ -85,13 +99,17 @@ offset), CONTROLLER_FENCED (a controller write lands only under the current cont
 DIR_FAILURE_ISOLATION (a replica lost with a failed dir is never recreated empty without
 ``is_new``), READ_CONSISTENT (the consumer reads contiguous batches, no producer batch twice,
 sequences in order). At the end the cluster is healed and
-settled, then every acknowledged batch must be in the leader's log exactly once, in the order
-acknowledged, and what the consumer read must still be the log's prefix. With ``groups`` (the
-default), the brokers host group coordinators over ``__consumer_offsets`` and simulated members
-run consumer groups (:mod:`conformance._cluster_groups`): GROUP_ASSIGNMENT_EXCLUSIVE,
-COORDINATOR_LOADED and OFFSETS_DURABLE are checked end to end. Every trace event is fed to the
-:class:`~conformance.trace_check.TraceChecker` (group coordinator events through
-:mod:`conformance.group_abstraction`).
+settled (topic deletions completed included), then every acknowledged batch must be in the
+leader's log exactly once, in the order acknowledged, what the consumer read must still be the
+log's prefix, and TOPIC_DELETED: a topic asked to be deleted is gone from ZooKeeper (unless
+a broker assigned one of its replicas has a failed dir: it answers StopReplica
+KAFKA_STORAGE_ERROR until it restarts, as Kafka's), no broker serves a replica of it and the
+brokers assigned one when the deletion was asked hold no log of it. With
+``groups`` (the default), the brokers host group coordinators over ``__consumer_offsets`` and
+simulated members run consumer groups (:mod:`conformance._cluster_groups`):
+GROUP_ASSIGNMENT_EXCLUSIVE, COORDINATOR_LOADED and OFFSETS_DURABLE are checked end to end.
+Every trace event is fed to the :class:`~conformance.trace_check.TraceChecker` (group
+coordinator events through :mod:`conformance.group_abstraction`).
 
 This module is a sans-IO core.
 """
@@ -138,7 +156,7 @@ from impl.storage.manager import MoverCopy, MoverSwap
 from impl.storage.names import TopicPartition
 from impl.trace import TraceEvent
 
-from ._cluster_admin import ADMIN_NODE, RecordsAdmin
+from ._cluster_admin import AdminWorkload
 from ._cluster_groups import GROUP_NODE_BASE, OFFSETS_PARTITIONS, GroupClients
 from ._cluster_nodes import (
     CONSUMER_NODE,
@@ -157,6 +175,7 @@ from ._cluster_nodes import (
     batch_keys,
     read_bytes,
 )
+from ._cluster_records import ADMIN_NODE, RecordsAdmin
 from ._coordinator_server import SimulatedZooKeeperServer
 
 __sans_io__ = True
@@ -229,7 +248,9 @@ class ClusterConfig:
             group coordinators over ``__consumer_offsets``, members join, sync, heartbeat,
             commit, fetch offsets, leave, crash and pause; coordinator events are
             trace-checked against ``model.group_coordinator``.
-        delete_records: an admin client sends DeleteRecords (:mod:`conformance._cluster_admin`).
+        delete_records: an admin client sends DeleteRecords (:mod:`conformance._cluster_records`).
+        admin: run the admin workload (:mod:`conformance._cluster_admin`): topics created,
+            grown and deleted, preferred replica elections.
     """
 
     brokers: int = 3
@@ -250,6 +271,7 @@ class ClusterConfig:
     storage_broker: bool = True
     groups: bool = True
     delete_records: bool = True
+    admin: bool = True
 
     def __post_init__(self) -> None:
         assert self.brokers >= 1
@@ -418,6 +440,9 @@ class ClusterOutcome:
     group_commits: int = 0
     group_fetches: int = 0
     group_assignments: int = 0
+    #: admin operations carried out (topics created, partitions added, topics deleted,
+    #: preferred elections)
+    admin_operations: int = 0
 
 
 def replay_command(seed: int, config: ClusterConfig,
@@ -446,6 +471,8 @@ def replay_command(seed: int, config: ClusterConfig,
         parts.append("--no-groups")
     if not config.delete_records:
         parts.append("--no-delete-records")
+    if not config.admin:
+        parts.append("--no-admin")
     if faults is not None:
         parts.append(f"--faults '{format_faults(faults)}'")
     return " ".join(parts)
@@ -836,6 +863,11 @@ class ClusterWorld:
         #: DeleteRecords (its own stream): the books forget the batches below its offsets
         self.records_admin = RecordsAdmin(self, root.stream("records-admin"))
         self.groups = GroupClients(self, root.stream("groups")) if config.groups else None
+        self.admin_ops = AdminWorkload(
+            self.zk, self.admin, root.stream("admin"),
+            log_dirs=[broker.log_dirs for broker in self.brokers],
+            replication_factor=config.replication_factor,
+            preferred=[(TOPIC, p) for p in range(config.partitions)])
 
     # --- plumbing --------------------------------------------------------------------------
 
@@ -1482,9 +1514,25 @@ class ClusterWorld:
                 self.consumer.poll(tp)
             self.check()
             if not self.producer.in_flight and self.healthy() and self._caught_up() and (
-                    self._groups_settled()):
+                    self._groups_settled()) and self._deletions_settled():
                 break
         return settled
+
+    def _deletions_settled(self) -> bool:
+        """Every admin topic asked to be deleted is gone from ZooKeeper (but those
+        :meth:`_deletion_may_stall`)."""
+        return all(self.zk.exists(self.admin, topic_path(topic), False) is None
+                   for topic in self.admin_ops.deleting if not self._deletion_may_stall(topic))
+
+    def _deletion_may_stall(self, topic: str) -> bool:
+        """A broker assigned a replica of ``topic`` has a failed dir: unless it still hosts
+        the replica on a good dir, it cannot tell whether the replica is on the failed one and
+        answers StopReplica (delete) KAFKA_STORAGE_ERROR (Kafka's ``LogManager.asyncDelete``
+        with offline dirs), so the deletion waits (``ReplicaDeletionIneligible``) for a good
+        answer that the failure, permanent here, never allows."""
+        brokers = {b for replicas in self._assignment(topic).values() for b in replicas}
+        managers = [self.brokers[b].manager for b in sorted(brokers)]
+        return any(manager is not None and manager.offline_dirs for manager in managers)
 
     def _groups_settled(self) -> bool:
         """Every offsets partition's leader has loaded it."""
@@ -1545,7 +1593,42 @@ class ClusterWorld:
             identities = [(k[3], k[4], k[5]) for k in log]
             if len(identities) != len(set(identities)):
                 self.violation("READ_CONSISTENT", f"{tp}: a producer batch is in the log twice")
+        self._final_deletion_check()
         self._final_group_check()
+
+    def _final_deletion_check(self) -> None:
+        """TOPIC_DELETED after the run: a topic asked to be deleted is gone from ZooKeeper and
+        no broker still serves a replica of it (unless the deletion is stalled:
+        :meth:`_deletion_may_stall`)."""
+        for topic in self.admin_ops.deleting:
+            if self.zk.exists(self.admin, topic_path(topic), False) is not None:
+                if self._deletion_may_stall(topic):
+                    # (stalled as Kafka's: a new controller's LeaderAndIsr may even have
+                    # re-created replicas already deleted; they go when deletion resumes)
+                    continue
+                self.violation("TOPIC_DELETED", (
+                    f"topic {topic} asked to be deleted is still in ZooKeeper after the cluster "
+                    f"settled"))
+            assigned = self.admin_ops.assigned_at_deletion.get(topic, {})
+            for broker in self.brokers:
+                # (an OFFLINE replica, on a failed dir, is not served)
+                served = sorted(str(tp) for tp, state in broker.states.items()
+                                if tp.topic == topic and state.role is not ReplicaRole.OFFLINE)
+                if served:
+                    self.violation("TOPIC_DELETED", (
+                        f"broker {broker.id} still serves {', '.join(served)} of deleted topic "
+                        f"{topic}"))
+                # (a replica a reassignment removed while its broker was down stays on its
+                # disk, as in ZooKeeper-era Kafka: only the replicas assigned when the deletion
+                # was asked must be gone)
+                kept = sorted(str(tp) for tp in (broker.manager.partitions()
+                                                 if broker.manager is not None else {})
+                              if tp.topic == topic and broker.id in assigned.get(tp.partition, ())
+                              and broker.log(tp) is not None)
+                if kept:
+                    self.violation("TOPIC_DELETED", (
+                        f"broker {broker.id} still holds the logs of {', '.join(kept)} of "
+                        f"deleted topic {topic}"))
 
     def _final_group_check(self) -> None:
         """OFFSETS_DURABLE after the run: the loaded coordinator of each group holds at least
@@ -1686,6 +1769,8 @@ def simulate(
                 elif fault.kind in FAULT_KINDS:
                     world.inject(fault, step)
             world.operate(workload)
+            if config.admin:
+                world.admin_ops.step()
             if world.groups is not None:
                 world.groups.operate()
             world.movers()
@@ -1738,4 +1823,5 @@ def simulate(
         else world.groups.fetches_checked,
         group_assignments=0 if world is None or world.groups is None
         else world.groups.rebalances,
+        admin_operations=0 if world is None else sum(world.admin_ops.done.values()),
     )

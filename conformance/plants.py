@@ -259,6 +259,20 @@ PLANTS: tuple[Plant, ...] = (
         "DeleteRecords (or retention) also deletes the segment that holds the new log start "
         "offset: the records at and above it in that segment are lost", 12, (7, "READ_CONSISTENT"),
     ),
+    Plant(
+        "preferred_election_ignores_the_isr", "controller", "impl.controller.controller",
+        "if (tp in self._preferred and current.leader != preferred and preferred in isr_usable",
+        "if (tp in self._preferred and current.leader != preferred and preferred in eligible",
+        "a preferred replica election elects the preferred replica when it is live but out of "
+        "the ISR (a lagging copy leads: acknowledged records lost)", 4, (0, "NOT_ENABLED"),
+    ),
+    Plant(
+        "deleted_topic_replicas_kept", "controller", "impl.controller.controller",
+        "topic, partition, EPOCH_DURING_DELETE, True",
+        "topic, partition, EPOCH_DURING_DELETE, False",
+        "topic deletion sends StopReplica without delete: the replicas stop but their logs stay "
+        "on the brokers after the topic is gone", 4, (0, "TOPIC_DELETED"),
+    ),
 )
 
 #: Plants the default run does not catch within their budget (seeds run, no failure): gaps

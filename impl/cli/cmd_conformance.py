@@ -141,6 +141,11 @@ def _config_options(parser: argparse.ArgumentParser) -> None:
         help="a cluster runs without its DeleteRecords admin client",
     )
     parser.add_argument(
+        "--no-admin", action="store_true",
+        help="a cluster runs without its admin workload (topics created, grown and deleted, "
+        "preferred replica elections)",
+    )
+    parser.add_argument(
         "--model-machines", default=",".join(cluster.model_machines),
         help="a cluster's machines replayed in their models besides replica_move "
         "(comma-separated: replication,controller; default both; none: end-to-end checks only)",
@@ -212,6 +217,7 @@ def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
             storage_broker=not arguments.no_storage_broker,
             groups=not arguments.no_groups,
             delete_records=not arguments.no_delete_records,
+            admin=not arguments.no_admin,
         )
     return SimConfig(
         brokers=arguments.brokers,

@@ -130,6 +130,9 @@ TP = tuple[str, int]
 
 #: ``leader`` sent in UpdateMetadata for a partition being deleted (Kafka's LeaderDuringDelete).
 LEADER_DURING_DELETE = -2
+#: ``leader_epoch`` of a topic deletion's StopReplica (Kafka's EpochDuringDelete): the replica
+#: stops and is deleted whatever epoch it holds.
+EPOCH_DURING_DELETE = -2
 #: Trace machine name.
 MACHINE = "controller"
 #: Partitions per ``multi`` (a few hundred bytes each, far below ZooKeeper's 1 MB request cap).
@@ -1334,6 +1337,11 @@ class Controller:
             self.offline_replicas.pop(broker_id, None)
             self._um_full_brokers.add(broker_id)
         for tp in affected:
+            if tp[0] in self.topics_deleting:
+                # Kafka's onBrokerStartup leaves the replicas of topics queued for deletion
+                # out (deletion resumes below): a LeaderAndIsr would re-create a replica the
+                # broker already deleted, which no StopReplica then deletes again.
+                continue
             for broker_id in started:
                 if broker_id in self._assigned(tp):
                     state = self.replica_states.get((tp, broker_id), ReplicaState.NON_EXISTENT)
@@ -1429,7 +1437,6 @@ class Controller:
         assignment = self.topics[topic]
         for partition, replicas in sorted(assignment.partitions.items()):
             tp = (topic, partition)
-            state = self.leader_isr.get(tp)
             for replica in replicas:
                 current = self.replica_states.get((tp, replica), ReplicaState.NON_EXISTENT)
                 if current in (ReplicaState.DELETION_STARTED, ReplicaState.DELETION_SUCCESSFUL):
@@ -1441,8 +1448,12 @@ class Controller:
                 if current is ReplicaState.NON_EXISTENT:
                     self.replica_states[(tp, replica)] = ReplicaState.OFFLINE
                 self._set_replica(tp, replica, ControllerEvent.TOPIC_DELETED)
+                # Kafka's EpochDuringDelete, not the cached leader epoch: an election written
+                # after it was read (a new controller plans elections before it reads the
+                # pending deletions) would have the replica refuse it, FENCED_LEADER_EPOCH,
+                # and the replica would stay DELETION_INELIGIBLE on a live broker.
                 self._stop.setdefault(replica, {})[tp] = StopReplicaPartition(
-                    topic, partition, -1 if state is None else state.leader_epoch, True
+                    topic, partition, EPOCH_DURING_DELETE, True
                 )
         self._maybe_finish_deletion(topic)
 
@@ -1524,6 +1535,11 @@ class Controller:
     def _on_response(self, event: ResponseReceived) -> None:
         response, request, broker_id = event.response, event.request, event.broker_id
         if isinstance(request, StopReplicaRequest):
+            if request.broker_epoch != self._broker_epoch(broker_id):
+                # sent to an earlier incarnation (Kafka drops a restarted broker's in-flight
+                # requests with its old channel): the deletion restarted on the new one, whose
+                # own answer decides
+                return
             for partition in request.partitions:
                 tp = (partition.topic, partition.partition)
                 state = self.replica_states.get((tp, broker_id))

@@ -1,4 +1,4 @@
-"""The cluster simulator's DeleteRecords client (``conformance/_cluster_admin.py``): requests
+"""The cluster simulator's DeleteRecords client (``conformance/_cluster_records.py``): requests
 reach the leaders, followers follow the log start (one lagging below it starts afresh there),
 the books forget what may be gone, and a refusal the leader owes is checked."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import pytest
 
-from conformance import _cluster_admin as admin
+from conformance import _cluster_records as admin
 from conformance.cluster_sim import ClusterConfig, replay_command, simulate
 from conformance.move_sim import ViolationFound
 from impl.broker.node import DeleteRecordsReply

@@ -1,6 +1,7 @@
 """Simulator scenario: an idempotent producer across a leader -> follower -> leader bounce.
 
-Two brokers, one partition, ``min.insync.replicas=1``. Broker 0 leads; its ZooKeeper session
+Two brokers, one partition, ``min.insync.replicas=1``, no admin workload (a preferred
+replica election would move the leadership on its own). Broker 0 leads; its ZooKeeper session
 expires at step 40 (the process keeps running) so broker 1 is elected and takes the producer's
 next sequences while broker 0, registered again, follows it; at step 150 broker 1's session
 expires and broker 0 leads again, without a restart. Its producer state must know the
@@ -17,7 +18,7 @@ import pytest
 from conformance.cluster_sim import ClusterConfig, ClusterFault, simulate
 
 CONFIG = ClusterConfig(brokers=2, partitions=1, steps=260, fault_probability=0.0,
-                       min_insync_replicas=1)
+                       min_insync_replicas=1, admin=False)
 BOUNCE = (ClusterFault(40, "session_expiry", 0, 20), ClusterFault(150, "session_expiry", 1, 20))
 
 

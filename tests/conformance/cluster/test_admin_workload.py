@@ -1,0 +1,87 @@
+"""The cluster simulator's admin workload: logproof's admin code over the simulated ZooKeeper,
+and topic deletion checked end to end."""
+
+from __future__ import annotations
+
+from conformance._cluster_admin import SyncAdminClient, run_now
+from conformance._coordinator_server import SimulatedZooKeeperServer
+from conformance.cluster_sim import ClusterConfig, ClusterOutcome, plan_faults, simulate
+from conformance.runner import replay
+from impl.controller import admin
+from impl.controller.znodes import decode_topic, delete_topic_path, topic_path
+
+from ._plans import as_found
+
+SHORT = ClusterConfig(steps=120)
+
+
+def test_admin_code_runs_to_completion_over_the_simulated_server() -> None:
+    server = SimulatedZooKeeperServer()
+    client = SyncAdminClient(server, server.open_session(60_000))
+    run_now(admin.create_topic(client, "a0", assignment={0: (0, 1)}))
+    run_now(admin.add_partitions(client, "a0", 2, assignment={1: (1, 2)}))
+    data, _ = server.get(client.session_id, topic_path("a0"), False)
+    assert dict(decode_topic("a0", data).partitions) == {0: (0, 1), 1: (1, 2)}
+    run_now(admin.delete_topic(client, "a0"))
+    assert server.exists(client.session_id, delete_topic_path("a0"), False) is not None
+
+
+def test_the_admin_workload_leaves_the_fault_schedule_alone() -> None:
+    without = ClusterConfig(steps=120, admin=False)
+    for seed in range(5):
+        assert plan_faults(seed, SHORT) == plan_faults(seed, without)
+
+
+def test_admin_operations_run_and_are_checked() -> None:
+    seen: set[tuple[str, str]] = set()
+    operations = 0
+    for seed in range(3):
+        outcome = simulate(seed, SHORT, keep_trace=True)
+        assert outcome.violation is None, outcome.violation
+        operations += outcome.admin_operations
+        seen |= {(event.machine, event.event) for event in outcome.trace
+                 if event.subject.startswith("a")}
+    assert operations > 0
+    assert {("controller", "TOPIC_CREATED"), ("controller", "TOPIC_DELETED"),
+            ("replication", "BECOME_LEADER")} <= seen, seen
+
+
+def test_a_restarted_broker_is_not_sent_the_replicas_it_deleted() -> None:
+    """Seed 99 of the regression shape below (TOPIC_DELETED): broker 1 answered the StopReplica
+    (delete) of topic a0, crashed and restarted while the deletion waited for another replica;
+    the controller sent the restarted broker LeaderAndIsr for every partition assigned to it,
+    a0's included, so it created a0's replicas again, and since its replicas were already
+    DELETION_SUCCESSFUL no StopReplica deleted them: the topic vanished from ZooKeeper while
+    broker 1 kept serving it. Kafka's ``onBrokerStartup`` leaves topics queued for deletion
+    out of the new broker's LeaderAndIsr (and resumes their deletion); so does the controller
+    now."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=126,
+                           fault_probability=0.1, segment_bytes=600, chunk_bytes=65536)
+    result, outcome = replay(99, config, as_found(99, config))
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    assert outcome.admin_operations > 0
+
+
+def test_a_deletion_is_not_fenced_by_an_election_written_since() -> None:
+    """``logproof fuzz`` seed 67 (TOPIC_DELETED): a new controller planned an election for a0-0
+    (leader epoch 4) before it read the pending deletion of a0, then sent StopReplica (delete)
+    with the leader epoch of its cache, 3; the replicas, already at epoch 4, refused it
+    FENCED_LEADER_EPOCH and stayed DELETION_INELIGIBLE on live brokers: the deletion never
+    finished. A deletion's StopReplica carries Kafka's EpochDuringDelete (-2) now."""
+    config = ClusterConfig(partitions=1, steps=200, fault_probability=0.1, segment_bytes=600)
+    result, _outcome = replay(67, config)
+    assert not result.failed, result.message
+
+
+def test_a_stale_stop_replica_answer_does_not_stall_a_deletion() -> None:
+    """``logproof fuzz`` seed 71 (TOPIC_DELETED): broker 0 restarted while its StopReplica
+    (delete) was on the way; the controller restarted the deletion on the new incarnation, then
+    took the old request's STALE_BROKER_EPOCH answer for the new one's (replica
+    DELETION_INELIGIBLE) and ignored the new one's success: the deletion never finished. An
+    answer to a request sent under an earlier broker epoch is dropped now (Kafka drops a
+    restarted broker's in-flight requests with its old channel)."""
+    config = ClusterConfig(partitions=2, steps=200, fault_probability=0.1, segment_bytes=600,
+                           chunk_bytes=150)
+    result, _outcome = replay(71, config)
+    assert not result.failed, result.message
