@@ -1490,9 +1490,8 @@ class LogManager:
             live[extra.tp] = extra
         entries: dict[TopicPartition, int] = {}
         if self._lost:
-            entries = {tp: offset
-                       for tp, offset in self._checkpoint_entries.get((log_dir, name), {}).items()
-                       if tp in self._lost}
+            recorded = self._checkpoint_entries.get((log_dir, name), {})
+            entries = {tp: recorded[tp] for tp in self._lost if tp in recorded}
         if name == LOG_START_OFFSET_CHECKPOINT:
             for tp in live:
                 partition = self._partitions.get(tp)
