@@ -592,6 +592,15 @@ class _DeleteRequest:
     kept_because: str | None = None
 
 
+@dataclass(frozen=True, slots=True)
+class _StartupCheckpoints:
+    """One dir's offset checkpoints as read at start-up."""
+
+    high_watermarks: dict[TopicPartition, int]
+    recovery_points: dict[TopicPartition, int]
+    log_start_offsets: dict[TopicPartition, int]
+
+
 class LogManager:
     """All log dirs of one broker. Open with :meth:`open` (which recovers), then :meth:`run`."""
 
@@ -637,8 +646,9 @@ class LogManager:
         self.closed = False
         #: the text last written per (dir, checkpoint): unchanged checkpoints are not rewritten
         self._checkpoints_written: dict[tuple[str, str], str] = {}
-        #: ``log-start-offset-checkpoint`` per dir as read at start-up
-        self._log_start_checkpoints: dict[str, dict[TopicPartition, int]] = {}
+        #: each (dir, checkpoint)'s entries as read at start-up, then as last written: a lost
+        #: replica's entries are carried from here (:meth:`_checkpoint_entries`)
+        self._checkpoint_entries: dict[tuple[str, str], dict[TopicPartition, int]] = {}
         self.recovery_decisions: list[RecoveryDecision] = []
         #: the broker epoch since which every shutdown was clean (this start follows a clean
         #: one), or -1 (:mod:`impl.storage.clean_shutdown`; the broker registers it, KIP-966)
@@ -684,22 +694,26 @@ class LogManager:
 
     def _recover(self) -> None:
         found: dict[TopicPartition, dict[DirKind, set[str]]] = {}
-        checkpoints: dict[str, tuple[dict[TopicPartition, int], dict[TopicPartition, int]]] = {}
+        checkpoints: dict[str, _StartupCheckpoints] = {}
         self._open_dirs()
         for log_dir in self.config.log_dirs:
             if log_dir in self.offline_dirs:
                 continue
             try:
                 names = self.disk.list_dir(log_dir)
-                checkpoints[log_dir] = (
+                checkpoints[log_dir] = _StartupCheckpoints(
                     self._read_offsets(log_dir, REPLICATION_OFFSET_CHECKPOINT),
                     self._read_offsets(log_dir, RECOVERY_POINT_CHECKPOINT),
+                    self._read_offsets(log_dir, LOG_START_OFFSET_CHECKPOINT),
                 )
-                self._log_start_checkpoints[log_dir] = self._read_offsets(
-                    log_dir, LOG_START_OFFSET_CHECKPOINT)
             except (OSError, ValueError):
                 self._fail_dir(log_dir, ldf.LogDirEvent.UNREADABLE_AT_STARTUP)
                 continue
+            read = checkpoints[log_dir]
+            for name, entries in ((REPLICATION_OFFSET_CHECKPOINT, read.high_watermarks),
+                                  (RECOVERY_POINT_CHECKPOINT, read.recovery_points),
+                                  (LOG_START_OFFSET_CHECKPOINT, read.log_start_offsets)):
+                self._checkpoint_entries[(log_dir, name)] = dict(entries)
             for name in names:
                 parsed = parse_dir_name(name)
                 if parsed is not None:
@@ -813,7 +827,7 @@ class LogManager:
     def _apply_decision(
         self,
         decision: RecoveryDecision,
-        checkpoints: dict[str, tuple[dict[TopicPartition, int], dict[TopicPartition, int]]],
+        checkpoints: dict[str, _StartupCheckpoints],
     ) -> None:
         tp = decision.tp
         # a lone tp.delete with every dir good is a topic deletion (nothing else leaves one)
@@ -842,10 +856,11 @@ class LogManager:
                     f"{live_dir}/{dir_name(tp, DirKind.MOVE)}", f"{live_dir}/{dir_name(tp)}"
                 )
                 self.disk.fsync_dir(live_dir)
-            hw, recovery = checkpoints.get(live_dir, ({}, {}))
+            read = checkpoints.get(live_dir, _StartupCheckpoints({}, {}, {}))
             log = Log.load(
                 self.env, live_dir, tp, DirKind.LIVE,
-                recovery_point=recovery.get(tp, 0), high_watermark=hw.get(tp, 0),
+                recovery_point=read.recovery_points.get(tp, 0),
+                high_watermark=read.high_watermarks.get(tp, 0),
             )
         except OSError as error:
             self._fail_dir(self._dir_of(error, live_dir), ldf.LogDirEvent.IO_ERROR)
@@ -861,7 +876,7 @@ class LogManager:
             self._lost.add(tp)
             return
         partition = PartitionLog(self, log)
-        floor = self._log_start_checkpoints.get(live_dir, {}).get(tp, 0)
+        floor = read.log_start_offsets.get(tp, 0)
         partition.log_start_offset_floor = min(floor, log.high_watermark)
         self._partitions[tp] = partition
         if decision.resume_dest_dir is not None and (
@@ -1219,11 +1234,30 @@ class LogManager:
             log = Log.create(self.env, log_dir, tp, DirKind.LIVE)
         partition = PartitionLog(self, log)
         self._partitions[tp] = partition
-        self._lost.discard(tp)
         self._offline_partitions.discard(tp)
+        self._forget_lost(tp)
         if self._moves.get(tp, rm.Move(tp)).state is MoveState.PENDING_PLACEMENT:
             self._step(tp, rm.MoveInput(rm.MoveEvent.REPLICA_CREATED))
         return partition
+
+    def _forget_lost(self, tp: TopicPartition) -> None:
+        """``tp`` is no longer a lost replica (created anew, or deleted): the dirs whose
+        checkpoints still carry its old copies' entries are rewritten without them now, so
+        that a new replica never starts from them after a crash."""
+        if tp not in self._lost:
+            return
+        self._lost.discard(tp)
+        for log_dir in self.config.log_dirs:
+            if log_dir in self.offline_dirs or not any(
+                    tp in self._checkpoint_entries.get((log_dir, name), {})
+                    for name in (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
+                                 RECOVERY_POINT_CHECKPOINT)):
+                continue
+            if self._checkpoint_batch is not None:
+                self._checkpoint_batch.add(log_dir)
+            else:
+                with self._io_nowait(log_dir):
+                    self._write_dir_checkpoints(log_dir)
 
     def _least_loaded(self, online: list[str]) -> str:
         """The online dir with the fewest bytes (ties: fewest replicas, then config order).
@@ -1255,7 +1289,7 @@ class LogManager:
         self._copying.discard(tp)
         self._preferred_dirs.pop(tp, None)
         self._offline_partitions.discard(tp)
-        self._lost.discard(tp)
+        self._forget_lost(tp)
         for request in self._pending_deletes:
             if request.tp == tp:
                 request.guarded = False  # the topic is gone: every copy goes
@@ -1424,32 +1458,52 @@ class LogManager:
                      RECOVERY_POINT_CHECKPOINT):
             if log_dir in self.offline_dirs:
                 return
-            text = self._checkpoint_text(log_dir, name, extra)
+            entries = self._checkpoint_entries_of(log_dir, name, extra)
+            text = format_offsets(entries)
             rewrite = rewrite_high_watermarks and name == REPLICATION_OFFSET_CHECKPOINT
             if rewrite or self._checkpoints_written.get((log_dir, name)) != text:
                 write_atomically(self.disk, log_dir, name, text)
                 self._checkpoints_written[(log_dir, name)] = text
+                self._checkpoint_entries[(log_dir, name)] = entries
                 yield
 
-    def _checkpoint_text(self, log_dir: str, name: str, extra: Log | None) -> str:
+    def _checkpoint_entries_of(
+        self, log_dir: str, name: str, extra: Log | None
+    ) -> dict[TopicPartition, int]:
+        """What ``log_dir``'s checkpoint ``name`` records: the served live logs' offsets (and
+        ``extra``'s, a ``.move`` made durable for its swap), and a lost replica's entries as
+        this dir last recorded them.
+
+        A lost replica (offline, not served: recovery left its copies untouched, or its dir
+        failed under a move) is decided again at a later start, which may promote the
+        ``.move`` it left here (KIP-113 §3 rule 2 once the bad dir is back): that copy's HW
+        and log start offset are the ones this dir recorded when the swap made it durable, and
+        dropping them would bring back the records DeleteRecords or retention removed (seeds
+        167 and 557). Apache Kafka loads every future log and checkpoints each dir's logs,
+        future ones included; it has no untouched replica.
+        """
         live = {
             tp: p.log for tp, p in self._partitions.items()
             if p.log.log_dir == log_dir and p.log.kind is DirKind.LIVE and not p.offline
         }
         if extra is not None:
             live[extra.tp] = extra
-        floors = {
-            tp: partition.log_start_offset_floor
-            for tp in live
-            if (partition := self._partitions.get(tp)) is not None
-            and partition.log_start_offset_floor > 0
-        }
+        entries: dict[TopicPartition, int] = {}
+        if self._lost:
+            recorded = self._checkpoint_entries.get((log_dir, name), {})
+            entries = {tp: recorded[tp] for tp in self._lost if tp in recorded}
         if name == LOG_START_OFFSET_CHECKPOINT:
-            return format_offsets(floors)
+            for tp in live:
+                partition = self._partitions.get(tp)
+                if partition is not None and partition.log_start_offset_floor > 0:
+                    entries[tp] = partition.log_start_offset_floor
+            return entries
         if name == REPLICATION_OFFSET_CHECKPOINT:
-            return format_offsets({tp: log.high_watermark for tp, log in live.items()})
+            entries.update((tp, log.high_watermark) for tp, log in live.items())
+            return entries
         assert name == RECOVERY_POINT_CHECKPOINT, name
-        return format_offsets({tp: log.recovery_point for tp, log in live.items()})
+        entries.update((tp, log.recovery_point) for tp, log in live.items())
+        return entries
 
     def write_dir_checkpoints(self, log_dir: str) -> None:
         """Write ``log_dir``'s checkpoints now (those whose text changed)."""

@@ -142,3 +142,27 @@ def test_seed_954_a_redirect_off_a_failed_dir_leaves_one_move() -> None:
     assert events[redirect + 1].event == "DIR_FAILED", events[redirect + 1]
     assert not any(e.event == "CLASSIFIED" and "OFFLINE_AMBIGUOUS" in e.to_json()
                    for e in events)
+
+
+@pytest.mark.parametrize(("seed", "config", "schedule"), [
+    (167, SimConfig(brokers=1, steps=259),
+     "118:crash_in_swap:0:3,120:dir_failure:0:2,258:dir_repaired:0:0"),
+    (557, SimConfig(brokers=1, steps=199, compacted=1),
+     "95:file_failure:0:53744,107:crash_in_swap:0:3,198:dir_repaired:0:0"),
+])
+def test_an_untouched_move_keeps_its_log_start_offset(
+    seed: int, config: SimConfig, schedule: str
+) -> None:
+    """Seeds 167 and 557 (``--compacted 1``) of ``logproof conformance run --brokers 1 --steps
+    300`` (MOVE_NO_LOSS), shrunk. DeleteRecords moved t-1's log start inside its first segment;
+    a move's swap made t-1.move durable (its dir's checkpoints got t-1's HW and log start) and
+    crashed once t-1 was renamed t-1.delete. A dir was bad at the next starts: t-1 stayed
+    offline and untouched, and the first rewrite of the .move's dir checkpoints dropped t-1's
+    entries. Once the dir was repaired, t-1.move was promoted with log start 0: the deleted
+    records came back. A dir's checkpoints now keep the entries of a lost replica's copies."""
+    result, outcome = replay(seed, config, parse_faults(schedule))
+    assert not result.failed, f"{result.message}\n{result.replay_command}"
+    classified = [e.to_json() for e in outcome.trace
+                  if e.subject == "t-1@0" and e.event == "CLASSIFIED"]
+    assert any("OFFLINE_UNTOUCHED" in each for each in classified), classified
+    assert "PROMOTE_MOVE" in classified[-1], classified[-1]
