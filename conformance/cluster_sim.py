@@ -103,8 +103,9 @@ settled (topic deletions completed included), then every acknowledged batch must
 leader's log exactly once, in the order acknowledged, what the consumer read must still be the
 log's prefix, and TOPIC_DELETED: a topic asked to be deleted is gone from ZooKeeper (unless
 a broker assigned one of its replicas has a failed dir: it answers StopReplica
-KAFKA_STORAGE_ERROR until it restarts, as Kafka's), no broker serves a replica of it and the
-brokers assigned one when the deletion was asked hold no log of it. With
+KAFKA_STORAGE_ERROR until it restarts, as Kafka's), no broker serves a replica of it (but a
+stray, outside the assignment when the deletion was asked and untouched since, that Kafka
+leaves hosted too) and the brokers assigned one when the deletion was asked hold no log of it. With
 ``groups`` (the default), the brokers host group coordinators over ``__consumer_offsets`` and
 simulated members run consumer groups (:mod:`conformance._cluster_groups`):
 GROUP_ASSIGNMENT_EXCLUSIVE, COORDINATOR_LOADED and OFFSETS_DURABLE are checked end to end.
@@ -834,6 +835,9 @@ class ClusterWorld:
         self.tail_lost: set[tuple[int, TopicPartition]] = set()
         #: brokers whose ZooKeeper session expired: the step they register again
         self.reregister_at: dict[int, int] = {}
+        #: per admin topic asked to be deleted: the replicas brokers served outside the
+        #: assignment read with the request (strays), (broker, tp) -> (incarnation, leader epoch)
+        self.strays_at_deletion: dict[str, dict[tuple[int, TopicPartition], tuple[int, int]]] = {}
         self.heal_at: int | None = None
         self.moves_done = 0
         self.leader_elections = 0
@@ -1310,6 +1314,21 @@ class ClusterWorld:
             self.producer.probe(tp, self.extra_rng.randrange(1 << 16))
         self.records_admin.operate()
 
+    def admin_step(self) -> None:
+        """One step of the admin workload; for a deletion it asks, the replicas that brokers
+        serve outside the assignment read with the request are recorded as the topic's strays
+        (:meth:`_final_deletion_check`)."""
+        asked = len(self.admin_ops.deleting)
+        self.admin_ops.step()
+        for topic in self.admin_ops.deleting[asked:]:
+            assigned = self.admin_ops.assigned_at_deletion.get(topic, {})
+            self.strays_at_deletion[topic] = {
+                (broker.id, tp): (broker.incarnation, state.leader_epoch)
+                for broker in self.brokers for tp, state in sorted(broker.states.items())
+                if tp.topic == topic and state.role is not ReplicaRole.OFFLINE
+                and broker.id not in assigned.get(tp.partition, ())
+            }
+
     def movers(self) -> None:
         """One step of every broker's movers (chunk copies and swaps)."""
         for broker in self.brokers:
@@ -1597,9 +1616,22 @@ class ClusterWorld:
         self._final_group_check()
 
     def _final_deletion_check(self) -> None:
-        """TOPIC_DELETED after the run: a topic asked to be deleted is gone from ZooKeeper and
-        no broker still serves a replica of it (unless the deletion is stalled:
-        :meth:`_deletion_may_stall`)."""
+        """TOPIC_DELETED after the run: a topic asked to be deleted is gone from ZooKeeper
+        (unless the deletion is stalled: :meth:`_deletion_may_stall`), no broker still serves a
+        replica of it but a stray left as it was, and the brokers assigned a replica when the
+        deletion was asked no longer hold its log.
+
+        A stray is a replica a broker served outside the topic's assignment when the deletion
+        was asked: a reassignment removed it and its StopReplica never reached the broker,
+        which kept running (its session had expired, so the controller held it dead and sent
+        nothing; or the controller that queued the request lost its term first). ZooKeeper-era
+        Kafka leaves such a replica hosted: its channel manager drops a request to a broker
+        that is not live and clears every queue when the controller resigns, ``onBrokerStartup``
+        addresses only the replicas assigned to a broker that registers again, and the
+        TopicDeletionManager sends StopReplica (delete) only to the replicas assigned when the
+        deletion runs. A stray is excused only while untouched since the deletion was asked
+        (same incarnation of its broker, same leader epoch): one that a controller request
+        created or changed since is judged as any other replica."""
         for topic in self.admin_ops.deleting:
             if self.zk.exists(self.admin, topic_path(topic), False) is not None:
                 if self._deletion_may_stall(topic):
@@ -1610,10 +1642,13 @@ class ClusterWorld:
                     f"topic {topic} asked to be deleted is still in ZooKeeper after the cluster "
                     f"settled"))
             assigned = self.admin_ops.assigned_at_deletion.get(topic, {})
+            strays = self.strays_at_deletion.get(topic, {})
             for broker in self.brokers:
                 # (an OFFLINE replica, on a failed dir, is not served)
-                served = sorted(str(tp) for tp, state in broker.states.items()
-                                if tp.topic == topic and state.role is not ReplicaRole.OFFLINE)
+                served = sorted(
+                    str(tp) for tp, state in broker.states.items()
+                    if tp.topic == topic and state.role is not ReplicaRole.OFFLINE
+                    and strays.get((broker.id, tp)) != (broker.incarnation, state.leader_epoch))
                 if served:
                     self.violation("TOPIC_DELETED", (
                         f"broker {broker.id} still serves {', '.join(served)} of deleted topic "
@@ -1770,7 +1805,7 @@ def simulate(
                     world.inject(fault, step)
             world.operate(workload)
             if config.admin:
-                world.admin_ops.step()
+                world.admin_step()
             if world.groups is not None:
                 world.groups.operate()
             world.movers()

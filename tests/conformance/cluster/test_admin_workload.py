@@ -5,7 +5,13 @@ from __future__ import annotations
 
 from conformance._cluster_admin import SyncAdminClient, run_now
 from conformance._coordinator_server import SimulatedZooKeeperServer
-from conformance.cluster_sim import ClusterConfig, ClusterOutcome, plan_faults, simulate
+from conformance.cluster_sim import (
+    ClusterConfig,
+    ClusterOutcome,
+    parse_faults,
+    plan_faults,
+    simulate,
+)
 from conformance.runner import replay
 from impl.controller import admin
 from impl.controller.znodes import decode_topic, delete_topic_path, topic_path
@@ -85,3 +91,61 @@ def test_a_stale_stop_replica_answer_does_not_stall_a_deletion() -> None:
                            chunk_bytes=150)
     result, _outcome = replay(71, config)
     assert not result.failed, result.message
+
+
+def _replica_events(outcome: ClusterOutcome, subject: str) -> list[tuple[str, object]]:
+    return [(event.event, event.fields.get("leader_epoch")) for event in outcome.trace
+            if event.machine == "replication" and event.subject == subject]
+
+
+def test_a_replica_removed_while_its_broker_was_expired_stays_a_stray() -> None:
+    """``logproof fuzz`` seed 196, shrunk (TOPIC_DELETED): broker 0's ZooKeeper session expired
+    (its process kept running, a follower of a0-1); a reassignment then removed broker 0 from
+    a0-1, and the controller, holding broker 0 dead, sent it no StopReplica, as Kafka's (its
+    channel manager drops a request to a broker that is not live, and ``onBrokerStartup`` only
+    addresses the replicas assigned to the broker when it registers again). Broker 0 kept a0-1
+    hosted; deleting a0 later addressed the replicas assigned then, as Kafka's
+    TopicDeletionManager does. The check held broker 0 to no longer serving a0-1; a replica
+    that was already outside the assignment (a stray) when the deletion was asked, untouched
+    since, is outside the deletion now."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=200,
+                           fault_probability=0.1, segment_bytes=1048576)
+    faults = parse_faults("35:crash:0:18,55:session_expiry:0:19,62:reassign:0:33139")
+    result, outcome = replay(196, config, faults)
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    # the shape: broker 0 followed a0-1 from its creation, the reassignment left it out
+    # while its session was expired, then a0 was deleted
+    assert _replica_events(outcome, "a0-1@0") == [("BECOME_FOLLOWER", 0)]
+    completed = [event.fields["replicas"] for event in outcome.trace
+                 if event.subject == "a0-1" and event.event == "REASSIGN_COMPLETED"
+                 and event.machine == "controller"]
+    assert completed == [(1, 2)], completed
+    assert any(event.subject == "a0-1" and event.event == "TOPIC_DELETED"
+               for event in outcome.trace)
+
+
+def test_a_stop_replica_lost_with_its_controller_leaves_a_stray() -> None:
+    """``logproof fuzz`` seed 1334, shrunk (TOPIC_DELETED): controller 0, elected at step 72,
+    resumed a0-2's reassignment and completed it, dropping broker 2; its StopReplica (delete)
+    to broker 2 waited behind a LeaderAndIsr whose answer a network partition cut (step 73),
+    and controller 0's term ended with its session (``controller_expiry`` at step 86) with the
+    request still queued. Kafka's controller clears its brokers' queues when it resigns and
+    its successor knows only the assignment in ZooKeeper, so broker 2 kept a0-2 hosted, and
+    deleting a0 later addressed the replicas assigned then: as for seed 196, the stray is
+    outside the deletion."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=2, steps=200,
+                           fault_probability=0.02, segment_bytes=600, chunk_bytes=65536)
+    faults = parse_faults("57:clean_restart:0:10,62:controller_expiry:0:33,"
+                          "73:partition:2:39,86:controller_expiry:1:9")
+    result, outcome = replay(1334, config, faults)
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    completed = [event.fields["replicas"] for event in outcome.trace
+                 if event.subject == "a0-2" and event.event == "REASSIGN_COMPLETED"
+                 and event.machine == "controller"]
+    assert completed == [(1, 0)], completed
+    assert [name for name, _ in _replica_events(outcome, "a0-2@2")] == [
+        "BECOME_FOLLOWER", "BECOME_FOLLOWER"]
+    assert any(event.subject == "a0-2" and event.event == "TOPIC_DELETED"
+               for event in outcome.trace)
