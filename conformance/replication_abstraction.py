@@ -50,7 +50,11 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
   epoch was revealed).
 * ``BECOME_FOLLOWER`` (core): ``leader_epoch``, ``isr``, ``leader``. Model:
   ``become_follower(r)`` once the leader leads in that epoch (until then it waits, see above).
-  Without ``leader`` (or with leader -1) it is a stutter that only updates the mirror.
+  Without ``leader`` (or with leader -1) it is a stutter that only updates the mirror. One that
+  arrives after a later epoch was revealed, while its leader still leads its epoch (deposed and
+  not told yet), is replayed as ZooKeeper last held that epoch: the leader's ISR of it (not the
+  one the request carries, which the leader may have shrunk since) and the committed prefix as
+  it stood before any later epoch was revealed.
 * ``LEADER_APPEND`` (shell): ``base_offset``, ``last_offset``, ``leader_epoch``. Model:
   ``leader_append(r)``.
 * ``FOLLOWER_FETCH`` (shell, at the leader): ``replica``, ``fetch_offset``. Model:
@@ -600,10 +604,7 @@ class ReplicationAbstraction:
         if late:
             # The ISR it carries was ZooKeeper's when its epoch was written: a member that
             # crashed since (and lost an unflushed tail) still held its log then (seed 561).
-            for member in isr:
-                then = part.replicas[member].crash_leo
-                if member != r and then > part.replicas[member].leo:
-                    plan.leos[member] = min(then, my_leo)
+            self._logs_before_crashes(part, plan, isr, r, my_leo)
         if hw is not None:
             plan.hws[r] = hw
         plan.committed = committed
@@ -658,16 +659,41 @@ class ReplicationAbstraction:
             return _Plan(commit=lambda: follow(True, leader))
         plan = _Plan(actions=(*self._revived(me, part.index(f)),
                               _action("become_follower", r=part.index(f))),
-                     zk=(leader, epoch, part.zk_isr if part.zk_epoch == epoch else isr),
-                     involved=(f, leader))
+                     zk=(leader, epoch, part.zk_isr), involved=(f, leader))
         my_leo = leo if leo is not None else me.leo
         plan.leos[f] = my_leo
         my_hw = me.hw if hw is None else hw
         plan.hws[f] = my_hw
+        committed_len = part.committed_len
+        if part.zk_epoch is not None and part.zk_epoch > epoch:
+            # A LeaderAndIsr that arrives after ZooKeeper moved past its epoch (its broker was
+            # cut off while a later one was written), to a follower of a leader still leading
+            # that epoch (a deposed leader not told yet): replayed as ZooKeeper last held that
+            # epoch, not with the ISR the request carries, which the epoch's leader may have
+            # changed since (seed 67: it removed this follower, then committed records the
+            # follower lacks). The ISR is that leader's (its writes of the epoch landed before
+            # it reported them), the committed prefix the one before a later epoch was revealed.
+            self.inferred["BECOME_FOLLOWER after a later epoch: as its epoch last stood"] += 1
+            plan.zk = (leader, epoch, lead.isr)
+            plan.committed = part.committed_until(epoch)
+            committed_len = plan.committed[1]
+            self._logs_before_crashes(part, plan, lead.isr, leader, lead.leo)
         point = self._truncation_point(me, lead, my_leo, my_hw)
-        plan.cuts = self._truncation_cuts(point, part.committed_len, max(my_leo, lead.leo))
+        plan.cuts = self._truncation_cuts(point, committed_len, max(my_leo, lead.leo))
         plan.commit = lambda: follow(False, leader)
         return plan
+
+    @staticmethod
+    def _logs_before_crashes(part: _Partition, plan: _Plan, isr: Sequence[int], leader: int,
+                             leader_leo: int) -> None:
+        """For an event replayed in an epoch ZooKeeper has moved past: each member of that
+        epoch's ``isr`` (``leader`` aside, and the event's own broker, whose LEO the plan
+        already holds) that crashed since and lost an unflushed tail still held its log up to
+        the crash then (up to ``leader_leo``)."""
+        for member in isr:
+            then = part.replicas[member].crash_leo
+            if member != leader and member not in plan.leos and then > part.replicas[member].leo:
+                plan.leos[member] = min(then, leader_leo)
 
     def _revived(self, me: _Replica, index: int) -> tuple[ModelAction, ...]:
         """``restart`` when a LeaderAndIsr (or a new CRASH) reaches a replica last seen crashed:

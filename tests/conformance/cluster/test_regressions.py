@@ -316,3 +316,42 @@ def test_a_late_election_precedes_what_later_epochs_committed(seed: int, steps: 
             late.append(event.subject)
         highest[partition] = max(epoch, highest.get(partition, -1))
     assert late, "the seed no longer reaches a late election after a later epoch"
+
+
+#: Seed 67 of ``logproof conformance run --partitions 1 --steps 200 --fault-probability 0.1
+#: --segment-bytes 600`` once session expiries, the admin workload and the DeleteRecords client
+#: were drawn together, shrunk without the storage broker.
+SEED_67_FAULTS = ("23:partition:1:38,31:session_expiry:0:7,51:partition:0:16,"
+                  "65:session_expiry:2:16")
+
+
+def test_seed_67_a_late_follower_is_not_held_to_the_isr_its_request_carries() -> None:
+    """Seed 67 (COMMITTED_DURABLE, a false alarm of the trace checker): broker 1 was cut off
+    while the controller elected broker 2 in epoch 1 of ``__consumer_offsets-1`` (ISR 2, 1). In
+    that epoch broker 2 added broker 0, removed broker 1 and committed offsets 1-3 with ISR 2, 0;
+    then its session expired and the controller elected broker 0 alone in epoch 2. The delayed
+    LeaderAndIsr of epoch 1 then made broker 1 (log end 1) a follower of broker 2, as Kafka
+    does (a higher epoch than its own). The abstraction replayed that late BECOME_FOLLOWER
+    with the stale ISR the request carries (broker 1 in it) and the present committed prefix:
+    an ISR member missing committed records. It now replays it as ZooKeeper last held its
+    epoch: the leader's latest ISR of that epoch and the prefix committed before a later epoch
+    was revealed."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=73,
+                           fault_probability=0.1, segment_bytes=600, storage_broker=False)
+    result, outcome = replay(67, config, parse_faults(SEED_67_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    highest: dict[str, int] = {}
+    late = []
+    for event in outcome.trace:
+        if event.machine != "replication" or event.event not in ("BECOME_LEADER",
+                                                                 "BECOME_FOLLOWER"):
+            continue
+        partition = event.subject.split("@")[0]
+        epoch = event.fields.get("leader_epoch")
+        assert isinstance(epoch, int)
+        if event.event == "BECOME_FOLLOWER" and epoch < highest.get(partition, -1):
+            late.append(event.subject)
+        highest[partition] = max(epoch, highest.get(partition, -1))
+    assert "__consumer_offsets-1@1" in late, late
+
