@@ -355,3 +355,38 @@ def test_seed_67_a_late_follower_is_not_held_to_the_isr_its_request_carries() ->
         highest[partition] = max(epoch, highest.get(partition, -1))
     assert "__consumer_offsets-1@1" in late, late
 
+
+#: Seed 67's whole schedule (the shipped run above, 200 steps) shrunk once the late follower
+#: was replayed right, without the storage broker.
+SEED_67_EPOCH_CACHE_FAULTS = (
+    "2:session_expiry:0:8,18:session_expiry:2:20,23:partition:1:38,31:session_expiry:0:7,"
+    "51:partition:0:16,65:session_expiry:2:16,77:crash_last_copy:1:21")
+
+
+def test_seed_67_a_leader_that_wrote_nothing_keeps_the_older_epoch_it_followed() -> None:
+    """Seed 67 again (COMMITTED_DURABLE), an implementation bug: broker 0 led t-0 in epoch 3
+    from offset 11 and wrote nothing (its leader-epoch cache: epoch 3 at 11); deposed, it
+    followed broker 1 in epoch 4 and fetched 11-12, written by broker 1 in epoch 2. The cache
+    ignored the epoch-2 batch (older than its latest entry), so broker 0, leader of epoch 7
+    after a restart, answered OffsetsForLeaderEpoch(2) with epoch 1 ending at 11, and broker
+    2, holding the same 11-12, truncated them (committed: with the follower in the ISR and the
+    leader lost before it fetched them again, they would have been lost; the abstraction,
+    learning the leader's log from the answer, saw the leader without them). Kafka's
+    ``LeaderEpochFileCache.assign`` drops the entries starting at or after an appended
+    batch's offset; the cache does so now, and answers epoch 2 ending at 13."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=84,
+                           fault_probability=0.1, segment_bytes=600, storage_broker=False)
+    result, outcome = replay(67, config, parse_faults(SEED_67_EPOCH_CACHE_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    events = [e for e in outcome.trace
+              if e.machine == "replication" and e.subject.startswith("t-0@")]
+    elected_empty = {(e.subject, e.fields.get("leader_epoch"), e.fields.get("log_end_offset"))
+                     for e in events if e.event == "BECOME_LEADER"}
+    older_after = [
+        e for e in events if e.event == "LEADER_APPEND" and any(
+            subject != e.subject and isinstance(epoch, int) and isinstance(leo, int)
+            and _epoch(e.to_json()) < epoch and e.fields.get("base_offset") == leo
+            for subject, epoch, leo in elected_empty)]
+    assert older_after, "no older epoch's records where a leader wrote nothing: not reached"
+    assert not [e.fields for e in events if e.event == "TRUNCATE" and e.subject == "t-0@2"]
