@@ -77,6 +77,8 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
 * ``TRUNCATE`` (fetcher): ``log_end_offset``, ``truncated_to``; ``high_watermark`` under
   ``HIGH_WATERMARK``. Model: ``become_follower(r)`` replayed from the pre-truncation log (the
   model truncates as it becomes follower); the model's truncation point must be the reported one.
+  A late follower's, against a deposed leader, is replayed as that epoch last stood, as its
+  ``BECOME_FOLLOWER`` is.
   Policy ``LOG_START`` (a follower emptied and restarted at its leader's log start,
   ``log_start_offset``) is a stutter: the model has no log start; the follower holds the
   leader's committed prefix up to there.
@@ -664,24 +666,34 @@ class ReplicationAbstraction:
         plan.leos[f] = my_leo
         my_hw = me.hw if hw is None else hw
         plan.hws[f] = my_hw
-        committed_len = part.committed_len
-        if part.zk_epoch is not None and part.zk_epoch > epoch:
-            # A LeaderAndIsr that arrives after ZooKeeper moved past its epoch (its broker was
-            # cut off while a later one was written), to a follower of a leader still leading
-            # that epoch (a deposed leader not told yet): replayed as ZooKeeper last held that
-            # epoch, not with the ISR the request carries, which the epoch's leader may have
-            # changed since (seed 67: it removed this follower, then committed records the
-            # follower lacks). The ISR is that leader's (its writes of the epoch landed before
-            # it reported them), the committed prefix the one before a later epoch was revealed.
-            self.inferred["BECOME_FOLLOWER after a later epoch: as its epoch last stood"] += 1
-            plan.zk = (leader, epoch, lead.isr)
-            plan.committed = part.committed_until(epoch)
-            committed_len = plan.committed[1]
-            self._logs_before_crashes(part, plan, lead.isr, leader, lead.leo)
+        # A LeaderAndIsr that arrives after ZooKeeper moved past its epoch (its broker was cut
+        # off while a later one was written), to a follower of a leader still leading that
+        # epoch (a deposed leader not told yet), is not replayed with the ISR it carries, which
+        # that leader may have changed since (seed 67: it removed this follower, then committed
+        # records the follower lacks).
+        committed_len = self._as_epoch_last_stood(part, plan, epoch, leader,
+                                                  "BECOME_FOLLOWER after a later epoch")
         point = self._truncation_point(me, lead, my_leo, my_hw)
         plan.cuts = self._truncation_cuts(point, committed_len, max(my_leo, lead.leo))
         plan.commit = lambda: follow(False, leader)
         return plan
+
+    def _as_epoch_last_stood(self, part: _Partition, plan: _Plan, epoch: int, leader: int,
+                             reason: str) -> int:
+        """An event of a follower of ``leader``, which still leads ``epoch`` though ZooKeeper
+        has moved past it (a deposed leader not told yet), is replayed as ZooKeeper last held
+        that epoch: the leader's ISR (its writes of the epoch landed before it reported them)
+        and the committed prefix as it stood before any later epoch was revealed, not the
+        present one, which later leaders may have grown past the deposed leader's log (seed
+        843). Returns the committed length the plan is built with."""
+        if part.zk_epoch is None or part.zk_epoch <= epoch:
+            return part.committed_len
+        self.inferred[f"{reason}: as its epoch last stood"] += 1
+        lead = part.replicas[leader]
+        plan.zk = (leader, epoch, lead.isr)
+        plan.committed = part.committed_until(epoch)
+        self._logs_before_crashes(part, plan, lead.isr, leader, lead.leo)
+        return plan.committed[1]
 
     @staticmethod
     def _logs_before_crashes(part: _Partition, plan: _Plan, isr: Sequence[int], leader: int,
@@ -750,7 +762,10 @@ class ReplicationAbstraction:
         plan = _Plan(actions=(_action("become_follower", r=part.index(f)),),
                      zk=(me.leader, me.epoch, part.zk_isr), roles={f: "OFFLINE"},
                      leos={f: before}, hws={f: my_hw}, involved=(f, me.leader))
-        plan.cuts = self._truncation_cuts(target, part.committed_len, before)
+        # (the truncation of a late follower of a deposed leader: seed 843)
+        committed_len = self._as_epoch_last_stood(part, plan, me.epoch, me.leader,
+                                                  "TRUNCATE after a later epoch")
+        plan.cuts = self._truncation_cuts(target, committed_len, before)
         plan.commit = cut
         plan.expect.append(("truncation point", "leo", part.index(f), None))
         plan.reported_offset = target

@@ -390,3 +390,48 @@ def test_seed_67_a_leader_that_wrote_nothing_keeps_the_older_epoch_it_followed()
             for subject, epoch, leo in elected_empty)]
     assert older_after, "no older epoch's records where a leader wrote nothing: not reached"
     assert not [e.fields for e in events if e.event == "TRUNCATE" and e.subject == "t-0@2"]
+
+
+#: Seed 843 of ``logproof fuzz --seeds 2000`` (its swarm config), shrunk without the storage
+#: broker.
+SEED_843_FAULTS = (
+    "1:clean_restart:1:7,9:dir_failure:0:1,11:crash_last_copy:1:250,14:partition:1:13,"
+    "18:crash_last_copy:2:101,20:partition:2:39,21:crash_last_copy:2:100,41:crash:2:18,"
+    "43:clean_restart:2:10,46:clean_restart:0:6,48:crash_last_copy:1:29,"
+    "49:crash_last_copy:0:140,50:crash_last_copy:0:142,62:partition:1:8,"
+    "67:session_expiry:0:2,73:crash_last_copy:2:216,77:partition:1:34,85:reassign:2:30169,"
+    "111:controller_expiry:0:38,119:crash_last_copy:0:19,124:clean_restart:0:9,"
+    "126:reassign:2:22886,127:crash:1:11,134:crash_last_copy:1:186,140:crash_last_copy:1:192,"
+    "144:clean_restart:1:9,153:reassign:0:24158,162:partition:2:23,172:crash_last_copy:0:126,"
+    "178:crash:0:5,181:session_expiry:0:18")
+
+
+def test_seed_843_a_late_follower_truncates_against_its_deposed_leader() -> None:
+    """Seed 843 (NO_COMMITTED_LOSS, a false alarm of the trace checker, met once seed 67's late
+    follower was replayed right): broker 0's session expired with the LeaderAndIsr of t-2's
+    epoch 9 (broker 0 leading, log end 12) on its way; broker 2 led epochs 10 and 12 alone and
+    committed offset 12. The delayed requests then made broker 0 leader of epoch 9 and broker 1
+    (log end 13, offset 12 fetched from broker 2) its follower, which truncated to 12 on the
+    deposed leader's answer, as Kafka's would (offset 12 lives on broker 2, the current
+    leader). The abstraction replayed that TRUNCATE with the deposed leader as ZooKeeper's and
+    the present committed prefix; it replays it as epoch 9 last stood now."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=189,
+                           fault_probability=0.1, segment_bytes=600, chunk_bytes=65536,
+                           storage_broker=False)
+    result, outcome = replay(843, config, parse_faults(SEED_843_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    highest: dict[str, int] = {}
+    late = []
+    for event in outcome.trace:
+        if event.machine != "replication":
+            continue
+        partition = event.subject.split("@")[0]
+        epoch = event.fields.get("leader_epoch")
+        if event.event in ("BECOME_LEADER", "BECOME_FOLLOWER") and isinstance(epoch, int):
+            if epoch < highest.get(partition, -1):
+                late.append(event.subject)
+            highest[partition] = max(epoch, highest.get(partition, -1))
+        elif event.event == "TRUNCATE" and event.subject in late:
+            late.append(f"TRUNCATE {event.subject}")
+    assert "TRUNCATE t-2@1" in late, late
