@@ -50,7 +50,11 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
   epoch was revealed).
 * ``BECOME_FOLLOWER`` (core): ``leader_epoch``, ``isr``, ``leader``. Model:
   ``become_follower(r)`` once the leader leads in that epoch (until then it waits, see above).
-  Without ``leader`` (or with leader -1) it is a stutter that only updates the mirror.
+  Without ``leader`` (or with leader -1) it is a stutter that only updates the mirror. One that
+  arrives after a later epoch was revealed, while its leader still leads its epoch (deposed and
+  not told yet), is replayed as ZooKeeper last held that epoch: the leader's ISR of it (not the
+  one the request carries, which the leader may have shrunk since) and the committed prefix as
+  it stood before any later epoch was revealed.
 * ``LEADER_APPEND`` (shell): ``base_offset``, ``last_offset``, ``leader_epoch``. Model:
   ``leader_append(r)``.
 * ``FOLLOWER_FETCH`` (shell, at the leader): ``replica``, ``fetch_offset``. Model:
@@ -73,6 +77,8 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
 * ``TRUNCATE`` (fetcher): ``log_end_offset``, ``truncated_to``; ``high_watermark`` under
   ``HIGH_WATERMARK``. Model: ``become_follower(r)`` replayed from the pre-truncation log (the
   model truncates as it becomes follower); the model's truncation point must be the reported one.
+  A late follower's, against a deposed leader, is replayed as that epoch last stood, as its
+  ``BECOME_FOLLOWER`` is.
   Policy ``LOG_START`` (a follower emptied and restarted at its leader's log start,
   ``log_start_offset``) is a stutter: the model has no log start; the follower holds the
   leader's committed prefix up to there.
@@ -600,10 +606,7 @@ class ReplicationAbstraction:
         if late:
             # The ISR it carries was ZooKeeper's when its epoch was written: a member that
             # crashed since (and lost an unflushed tail) still held its log then (seed 561).
-            for member in isr:
-                then = part.replicas[member].crash_leo
-                if member != r and then > part.replicas[member].leo:
-                    plan.leos[member] = min(then, my_leo)
+            self._logs_before_crashes(part, plan, isr, r, my_leo)
         if hw is not None:
             plan.hws[r] = hw
         plan.committed = committed
@@ -658,16 +661,51 @@ class ReplicationAbstraction:
             return _Plan(commit=lambda: follow(True, leader))
         plan = _Plan(actions=(*self._revived(me, part.index(f)),
                               _action("become_follower", r=part.index(f))),
-                     zk=(leader, epoch, part.zk_isr if part.zk_epoch == epoch else isr),
-                     involved=(f, leader))
+                     zk=(leader, epoch, part.zk_isr), involved=(f, leader))
         my_leo = leo if leo is not None else me.leo
         plan.leos[f] = my_leo
         my_hw = me.hw if hw is None else hw
         plan.hws[f] = my_hw
+        # A LeaderAndIsr that arrives after ZooKeeper moved past its epoch (its broker was cut
+        # off while a later one was written), to a follower of a leader still leading that
+        # epoch (a deposed leader not told yet), is not replayed with the ISR it carries, which
+        # that leader may have changed since (seed 67: it removed this follower, then committed
+        # records the follower lacks).
+        committed_len = self._as_epoch_last_stood(part, plan, epoch, leader,
+                                                  "BECOME_FOLLOWER after a later epoch")
         point = self._truncation_point(me, lead, my_leo, my_hw)
-        plan.cuts = self._truncation_cuts(point, part.committed_len, max(my_leo, lead.leo))
+        plan.cuts = self._truncation_cuts(point, committed_len, max(my_leo, lead.leo))
         plan.commit = lambda: follow(False, leader)
         return plan
+
+    def _as_epoch_last_stood(self, part: _Partition, plan: _Plan, epoch: int, leader: int,
+                             reason: str) -> int:
+        """An event of a follower of ``leader``, which still leads ``epoch`` though ZooKeeper
+        has moved past it (a deposed leader not told yet), is replayed as ZooKeeper last held
+        that epoch: the leader's ISR (its writes of the epoch landed before it reported them)
+        and the committed prefix as it stood before any later epoch was revealed, not the
+        present one, which later leaders may have grown past the deposed leader's log (seed
+        843). Returns the committed length the plan is built with."""
+        if part.zk_epoch is None or part.zk_epoch <= epoch:
+            return part.committed_len
+        self.inferred[f"{reason}: as its epoch last stood"] += 1
+        lead = part.replicas[leader]
+        plan.zk = (leader, epoch, lead.isr)
+        plan.committed = part.committed_until(epoch)
+        self._logs_before_crashes(part, plan, lead.isr, leader, lead.leo)
+        return plan.committed[1]
+
+    @staticmethod
+    def _logs_before_crashes(part: _Partition, plan: _Plan, isr: Sequence[int], leader: int,
+                             leader_leo: int) -> None:
+        """For an event replayed in an epoch ZooKeeper has moved past: each member of that
+        epoch's ``isr`` (``leader`` aside, and the event's own broker, whose LEO the plan
+        already holds) that crashed since and lost an unflushed tail still held its log up to
+        the crash then (up to ``leader_leo``)."""
+        for member in isr:
+            then = part.replicas[member].crash_leo
+            if member != leader and member not in plan.leos and then > part.replicas[member].leo:
+                plan.leos[member] = min(then, leader_leo)
 
     def _revived(self, me: _Replica, index: int) -> tuple[ModelAction, ...]:
         """``restart`` when a LeaderAndIsr (or a new CRASH) reaches a replica last seen crashed:
@@ -724,7 +762,10 @@ class ReplicationAbstraction:
         plan = _Plan(actions=(_action("become_follower", r=part.index(f)),),
                      zk=(me.leader, me.epoch, part.zk_isr), roles={f: "OFFLINE"},
                      leos={f: before}, hws={f: my_hw}, involved=(f, me.leader))
-        plan.cuts = self._truncation_cuts(target, part.committed_len, before)
+        # (the truncation of a late follower of a deposed leader: seed 843)
+        committed_len = self._as_epoch_last_stood(part, plan, me.epoch, me.leader,
+                                                  "TRUNCATE after a later epoch")
+        plan.cuts = self._truncation_cuts(target, committed_len, before)
         plan.commit = cut
         plan.expect.append(("truncation point", "leo", part.index(f), None))
         plan.reported_offset = target

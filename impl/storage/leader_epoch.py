@@ -56,16 +56,25 @@ class LeaderEpochCache:
     def assign(self, epoch: int, start_offset: int) -> bool:
         """Record that ``epoch`` starts at ``start_offset``; returns whether the cache changed.
 
-        An epoch older than the latest is ignored (a stale append); a newer epoch whose start
-        offset is below existing entries' removes those entries (they were truncated away).
+        As Kafka's ``LeaderEpochFileCache.assign``, the entries starting at or after
+        ``start_offset`` are dropped first: they hold no record below it (truncated away, or an
+        epoch this replica recorded on becoming leader and wrote nothing in before it followed a
+        leader whose log holds an older epoch's records there). An epoch not newer than an entry
+        left, which starts below ``start_offset``, is ignored (a stale append: records of that
+        entry's epoch come first in this log).
         """
         if epoch < 0:
             return False
-        if self._entries and epoch <= self._entries[-1].epoch:
+        entries = self._entries
+        if entries and entries[-1].epoch == epoch and entries[-1].start_offset <= start_offset:
             return False
-        while self._entries and self._entries[-1].start_offset > start_offset:
-            self._entries.pop()
-        self._entries.append(EpochEntry(epoch, start_offset))
+        kept = len(entries)
+        while kept and entries[kept - 1].start_offset >= start_offset:
+            kept -= 1
+        if kept and entries[kept - 1].epoch >= epoch:
+            return False
+        del entries[kept:]
+        entries.append(EpochEntry(epoch, start_offset))
         self._check()
         return True
 

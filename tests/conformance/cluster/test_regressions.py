@@ -316,3 +316,122 @@ def test_a_late_election_precedes_what_later_epochs_committed(seed: int, steps: 
             late.append(event.subject)
         highest[partition] = max(epoch, highest.get(partition, -1))
     assert late, "the seed no longer reaches a late election after a later epoch"
+
+
+#: Seed 67 of ``logproof conformance run --partitions 1 --steps 200 --fault-probability 0.1
+#: --segment-bytes 600`` once session expiries, the admin workload and the DeleteRecords client
+#: were drawn together, shrunk without the storage broker.
+SEED_67_FAULTS = ("23:partition:1:38,31:session_expiry:0:7,51:partition:0:16,"
+                  "65:session_expiry:2:16")
+
+
+def test_seed_67_a_late_follower_is_not_held_to_the_isr_its_request_carries() -> None:
+    """Seed 67 (COMMITTED_DURABLE, a false alarm of the trace checker): broker 1 was cut off
+    while the controller elected broker 2 in epoch 1 of ``__consumer_offsets-1`` (ISR 2, 1). In
+    that epoch broker 2 added broker 0, removed broker 1 and committed offsets 1-3 with ISR 2, 0;
+    then its session expired and the controller elected broker 0 alone in epoch 2. The delayed
+    LeaderAndIsr of epoch 1 then made broker 1 (log end 1) a follower of broker 2, as Kafka
+    does (a higher epoch than its own). The abstraction replayed that late BECOME_FOLLOWER
+    with the stale ISR the request carries (broker 1 in it) and the present committed prefix:
+    an ISR member missing committed records. It now replays it as ZooKeeper last held its
+    epoch: the leader's latest ISR of that epoch and the prefix committed before a later epoch
+    was revealed."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=73,
+                           fault_probability=0.1, segment_bytes=600, storage_broker=False)
+    result, outcome = replay(67, config, parse_faults(SEED_67_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    highest: dict[str, int] = {}
+    late = []
+    for event in outcome.trace:
+        if event.machine != "replication" or event.event not in ("BECOME_LEADER",
+                                                                 "BECOME_FOLLOWER"):
+            continue
+        partition = event.subject.split("@")[0]
+        epoch = event.fields.get("leader_epoch")
+        assert isinstance(epoch, int)
+        if event.event == "BECOME_FOLLOWER" and epoch < highest.get(partition, -1):
+            late.append(event.subject)
+        highest[partition] = max(epoch, highest.get(partition, -1))
+    assert "__consumer_offsets-1@1" in late, late
+
+
+#: Seed 67's whole schedule (the shipped run above, 200 steps) shrunk once the late follower
+#: was replayed right, without the storage broker.
+SEED_67_EPOCH_CACHE_FAULTS = (
+    "2:session_expiry:0:8,18:session_expiry:2:20,23:partition:1:38,31:session_expiry:0:7,"
+    "51:partition:0:16,65:session_expiry:2:16,77:crash_last_copy:1:21")
+
+
+def test_seed_67_a_leader_that_wrote_nothing_keeps_the_older_epoch_it_followed() -> None:
+    """Seed 67 again (COMMITTED_DURABLE), an implementation bug: broker 0 led t-0 in epoch 3
+    from offset 11 and wrote nothing (its leader-epoch cache: epoch 3 at 11); deposed, it
+    followed broker 1 in epoch 4 and fetched 11-12, written by broker 1 in epoch 2. The cache
+    ignored the epoch-2 batch (older than its latest entry), so broker 0, leader of epoch 7
+    after a restart, answered OffsetsForLeaderEpoch(2) with epoch 1 ending at 11, and broker
+    2, holding the same 11-12, truncated them (committed: with the follower in the ISR and the
+    leader lost before it fetched them again, they would have been lost; the abstraction,
+    learning the leader's log from the answer, saw the leader without them). Kafka's
+    ``LeaderEpochFileCache.assign`` drops the entries starting at or after an appended
+    batch's offset; the cache does so now, and answers epoch 2 ending at 13."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=84,
+                           fault_probability=0.1, segment_bytes=600, storage_broker=False)
+    result, outcome = replay(67, config, parse_faults(SEED_67_EPOCH_CACHE_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    events = [e for e in outcome.trace
+              if e.machine == "replication" and e.subject.startswith("t-0@")]
+    elected_empty = {(e.subject, e.fields.get("leader_epoch"), e.fields.get("log_end_offset"))
+                     for e in events if e.event == "BECOME_LEADER"}
+    older_after = [
+        e for e in events if e.event == "LEADER_APPEND" and any(
+            subject != e.subject and isinstance(epoch, int) and isinstance(leo, int)
+            and _epoch(e.to_json()) < epoch and e.fields.get("base_offset") == leo
+            for subject, epoch, leo in elected_empty)]
+    assert older_after, "no older epoch's records where a leader wrote nothing: not reached"
+    assert not [e.fields for e in events if e.event == "TRUNCATE" and e.subject == "t-0@2"]
+
+
+#: Seed 843 of ``logproof fuzz --seeds 2000`` (its swarm config), shrunk without the storage
+#: broker.
+SEED_843_FAULTS = (
+    "1:clean_restart:1:7,9:dir_failure:0:1,11:crash_last_copy:1:250,14:partition:1:13,"
+    "18:crash_last_copy:2:101,20:partition:2:39,21:crash_last_copy:2:100,41:crash:2:18,"
+    "43:clean_restart:2:10,46:clean_restart:0:6,48:crash_last_copy:1:29,"
+    "49:crash_last_copy:0:140,50:crash_last_copy:0:142,62:partition:1:8,"
+    "67:session_expiry:0:2,73:crash_last_copy:2:216,77:partition:1:34,85:reassign:2:30169,"
+    "111:controller_expiry:0:38,119:crash_last_copy:0:19,124:clean_restart:0:9,"
+    "126:reassign:2:22886,127:crash:1:11,134:crash_last_copy:1:186,140:crash_last_copy:1:192,"
+    "144:clean_restart:1:9,153:reassign:0:24158,162:partition:2:23,172:crash_last_copy:0:126,"
+    "178:crash:0:5,181:session_expiry:0:18")
+
+
+def test_seed_843_a_late_follower_truncates_against_its_deposed_leader() -> None:
+    """Seed 843 (NO_COMMITTED_LOSS, a false alarm of the trace checker, met once seed 67's late
+    follower was replayed right): broker 0's session expired with the LeaderAndIsr of t-2's
+    epoch 9 (broker 0 leading, log end 12) on its way; broker 2 led epochs 10 and 12 alone and
+    committed offset 12. The delayed requests then made broker 0 leader of epoch 9 and broker 1
+    (log end 13, offset 12 fetched from broker 2) its follower, which truncated to 12 on the
+    deposed leader's answer, as Kafka's would (offset 12 lives on broker 2, the current
+    leader). The abstraction replayed that TRUNCATE with the deposed leader as ZooKeeper's and
+    the present committed prefix; it replays it as epoch 9 last stood now."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=189,
+                           fault_probability=0.1, segment_bytes=600, chunk_bytes=65536,
+                           storage_broker=False)
+    result, outcome = replay(843, config, parse_faults(SEED_843_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    highest: dict[str, int] = {}
+    late = []
+    for event in outcome.trace:
+        if event.machine != "replication":
+            continue
+        partition = event.subject.split("@")[0]
+        epoch = event.fields.get("leader_epoch")
+        if event.event in ("BECOME_LEADER", "BECOME_FOLLOWER") and isinstance(epoch, int):
+            if epoch < highest.get(partition, -1):
+                late.append(event.subject)
+            highest[partition] = max(epoch, highest.get(partition, -1))
+        elif event.event == "TRUNCATE" and event.subject in late:
+            late.append(f"TRUNCATE {event.subject}")
+    assert "TRUNCATE t-2@1" in late, late

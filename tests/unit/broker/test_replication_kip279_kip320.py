@@ -136,6 +136,31 @@ def test_a_leader_answering_an_epoch_the_follower_lacks_is_asked_again() -> None
     assert _truncate(follower, leader) == (4, 2)
 
 
+def test_a_leader_that_wrote_nothing_then_followed_older_records_answers_their_end() -> None:
+    # A led epoch 3 from offset 11 and wrote nothing; deposed, it followed the leader of epoch 4,
+    # whose log holds epoch-2 records at 11..12, then led epoch 5 from 13. Its cache must say
+    # epoch 2 starts at 11 (Kafka's assign drops the empty epoch 3): asked for epoch 2 by a
+    # follower holding the same records, it answers their end, 13, and nothing is truncated.
+    cache = LeaderEpochCache([EpochEntry(0, 0), EpochEntry(1, 4)])
+    assert cache.assign(3, 11)  # becoming leader at its LEO
+    assert cache.assign(2, 11)  # the epoch-2 batch fetched as a follower
+    assert not cache.assign(2, 12)
+    assert cache.assign(5, 13)
+    assert cache.entries == (EpochEntry(0, 0), EpochEntry(1, 4), EpochEntry(2, 11),
+                             EpochEntry(5, 13))
+    answered, end = cache.end_offset_for_epoch(2, 13)
+    assert (answered, end) == (2, 13)
+    follower = [0] * 4 + [1] * 7 + [2] * 2
+    step = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=13,
+                                      log_start_offset=0, high_watermark=0,
+                                      leader_epoch_end_offset=end, leader_epoch=answered,
+                                      epochs=_runs(follower))
+    assert step == TruncationStep(13)
+    # an older epoch's batch after a later epoch's records is stale: ignored
+    assert not cache.assign(4, 14)
+    assert cache.entries[-1] == EpochEntry(5, 13)
+
+
 def test_a_follower_whose_epochs_are_all_newer_keeps_nothing_after_its_first() -> None:
     follower = [3] * 4
     leader = [1] * 2 + [4] * 2
