@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from conformance.coordinator import ControllerDriver, SimulatedZooKeeper
-from impl.controller.controller import ReplicaState
+from impl.controller.controller import EPOCH_DURING_DELETE, ReplicaState
 from impl.controller.coordinator import CreateOp
 from impl.controller.requests import StopReplicaRequest
 from impl.controller.znodes import (
@@ -46,6 +46,10 @@ def test_deletion_waits_for_a_dead_replica_and_completes_when_it_returns() -> No
     stopped = [(b, r) for b, r in controller.requests if isinstance(r, StopReplicaRequest)]
     assert {b for b, _ in stopped} == {0}, "no StopReplica to the dead broker"
     assert all(p.delete_partition for _, r in stopped for p in r.partitions)
+    # Kafka's EpochDuringDelete, whatever epoch the controller cached: a replica already at a
+    # later epoch (an election written after the cache was read) must not refuse it
+    # (fuzz seed 67 of the admin workload)
+    assert all(p.leader_epoch == EPOCH_DURING_DELETE for _, r in stopped for p in r.partitions)
     assert controller.core.replica_states[(("gone", 0), 1)] is ReplicaState.DELETION_INELIGIBLE
     assert "gone" in server.children(admin, TOPICS_PATH, False), "not deleted while waiting"
 
