@@ -11,9 +11,11 @@ failed), so a failing run is never mistaken for evidence.
 Groups (the code the issue's "same objects in both runtimes" is about):
 
 * ``node``: the broker node and the replication decisions (``impl/broker/node.py``,
-  ``impl/broker/replication.py``, ``impl/broker/producer_state.py``);
-* ``controller``: the controller core (``impl/controller/controller.py``, ``requests.py``,
-  ``reassignment.py``, ``znodes.py``);
+  ``impl/broker/replication.py``, ``impl/broker/producer_state.py``) and its storage adapter
+  (``impl/broker/node_store.py``);
+* ``controller``: the controller node (``impl/controller/node.py``: election, revalidation,
+  watch-to-read mapping, request queues) and the controller core
+  (``impl/controller/controller.py``, ``requests.py``, ``reassignment.py``, ``znodes.py``);
 * ``storage``: the storage cores (``impl/storage/manager.py``, ``log.py``, ``replica_move.py``,
   ``move_recovery.py``, ``log_dir_failure.py``, ``mover.py``, ``throttle.py``,
   ``leader_epoch.py``).
@@ -35,8 +37,9 @@ ROOT = Path(__file__).resolve().parents[1]
 
 GROUPS: dict[str, tuple[str, ...]] = {
     "node": ("impl/broker/node.py", "impl/broker/replication.py",
-             "impl/broker/producer_state.py"),
-    "controller": ("impl/controller/controller.py", "impl/controller/requests.py",
+             "impl/broker/producer_state.py", "impl/broker/node_store.py"),
+    "controller": ("impl/controller/node.py", "impl/controller/controller.py",
+                   "impl/controller/requests.py",
                    "impl/controller/reassignment.py", "impl/controller/znodes.py"),
     "storage": ("impl/storage/manager.py", "impl/storage/log.py",
                 "impl/storage/replica_move.py", "impl/storage/move_recovery.py",
