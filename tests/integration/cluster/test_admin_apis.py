@@ -650,7 +650,11 @@ def test_delete_records_waits_for_the_followers(cluster: Cluster) -> None:
     for index in range(10):
         producer.produce("drw", value=b"%d" % index, partition=0)
     assert producer.flush(30) == 0
-    admin = ConfluentAdmin({"bootstrap.servers": bootstrap})
+    # The admin client knows only the leader and has its metadata before the follower stops:
+    # a Metadata request sent to the stopped broker would hang until the client's socket
+    # timeout, longer than the wait below.
+    admin = ConfluentAdmin({"bootstrap.servers": f"127.0.0.1:{cluster.ports[leader]}"})
+    admin.list_topics(topic="drw", timeout=30)
     paused = cluster.processes[follower]
     os.kill(paused.pid, signal.SIGSTOP)
     try:

@@ -41,8 +41,12 @@ def test_failed_log_dir_moves_leadership_and_isr_off_the_lost_replicas(
             assert created.startswith(f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/log_dir_event_")
             trace = c.traces[100]
             await trace.wait_for(lambda: len(trace.named("LOG_DIR_FAILED")) == 3)
+            # Broker 0 holds a replica of every partition: once it has heard of each lost
+            # replica's removal (d-2's new leader, d-0's and d-1's shrunk ISRs), every write of
+            # the failure is in ZooKeeper.
             await c.transport.wait_for(
-                lambda: (s := c.transport.latest_state(0, ("d", 2))) is not None and s.leader == 0
+                lambda: all((s := c.transport.latest_state(0, tp)) is not None
+                            and 2 not in s.isr and s.leader != 2 for tp in FAILED)
             )
 
             # The controller resent LeaderAndIsr for every replica of broker 2, none as new.
