@@ -60,8 +60,11 @@ class LeaderEpochCache:
         ``start_offset`` are dropped first: they hold no record below it (truncated away, or an
         epoch this replica recorded on becoming leader and wrote nothing in before it followed a
         leader whose log holds an older epoch's records there). An epoch not newer than an entry
-        left, which starts below ``start_offset``, is ignored (a stale append: records of that
-        entry's epoch come first in this log).
+        left, which starts below ``start_offset``, is not added (the same epoch continuing, or a
+        stale append: records of that entry's epoch come first in this log), but the entries
+        dropped stay dropped: a replica that led an epoch from its LEO without writing, then
+        followed a leader whose records there continue the epoch it held before, must not keep
+        the empty epoch's entry (asked for it later, it would end the older epoch too early).
         """
         if epoch < 0:
             return False
@@ -72,7 +75,9 @@ class LeaderEpochCache:
         while kept and entries[kept - 1].start_offset >= start_offset:
             kept -= 1
         if kept and entries[kept - 1].epoch >= epoch:
-            return False
+            dropped = kept < len(entries)
+            del entries[kept:]
+            return dropped
         del entries[kept:]
         entries.append(EpochEntry(epoch, start_offset))
         self._check()

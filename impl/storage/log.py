@@ -302,7 +302,11 @@ class Log:
                 log.epochs = LeaderEpochCache.from_text(text)
             except (ValueError, AssertionError):
                 log.epochs = LeaderEpochCache()
-        log.epochs.truncate_from_end(log.log_end_offset)
+        if log.epochs.truncate_from_end(log.log_end_offset):
+            # persisted, as Kafka's LeaderEpochFileCache.truncateFromEnd flushes: an entry of
+            # records recovery cut (or of an epoch led from the LEO without writing) must not
+            # come back at the next load once the log has grown past its start again
+            log.write_epoch_checkpoint()
         log.recovery_point = min(recovery_point, log.log_end_offset)
         log.high_watermark = max(log.log_start_offset, min(high_watermark, log.log_end_offset))
         for segment in log.segments:

@@ -435,3 +435,42 @@ def test_seed_843_a_late_follower_truncates_against_its_deposed_leader() -> None
         elif event.event == "TRUNCATE" and event.subject in late:
             late.append(f"TRUNCATE {event.subject}")
     assert "TRUNCATE t-2@1" in late, late
+
+
+#: Seed 2081 of ``logproof fuzz`` (STATE_MISMATCH), shrunk.
+SEED_2081_FAULTS = (
+    "23:crash:1:17,24:torn_tail:3:0,60:reassign:0:14981,67:partition:0:10,"
+    "75:fail_after_swap:3:58741,75:partition:2:20,88:partition:2:22,99:dir_repaired:3:0,"
+    "106:session_expiry:0:15,110:crash:1:16,113:clean_restart:2:8,114:dir_read_errors:3:1,"
+    "115:crash_last_copy:0:97,116:crash:1:8,128:session_expiry:2:20,132:session_expiry:1:19,"
+    "136:clean_restart:2:7")
+
+
+def test_seed_2081_an_epoch_entry_dropped_by_recovery_stays_dropped() -> None:
+    """Seed 2081 (STATE_MISMATCH), an implementation bug: broker 2 became leader of t-1's
+    epoch 4 (its LeaderAndIsr delivered after epoch 5's) at log end 18 and wrote nothing (its
+    cache: epoch 3 at 16, epoch 4 at 18); it crashed, and loading the log dropped the empty
+    epoch's entry in memory only. Following broker 1 in epoch 6, it fetched 18-19, written in
+    epoch 3 (the cache already ended with epoch 3: nothing rewritten). After a clean restart
+    the checkpoint brought epoch 4 at 18 back; following broker 0 in epoch 7, broker 2 asked
+    for epoch 4, was answered epoch 3 ending at 20 and truncated to where its own epoch 3
+    ended, 18: records both held, committed. Kafka's ``truncateFromEnd`` flushes the
+    checkpoint, at load too; the load now persists the entries it drops, and broker 2 keeps
+    18-19."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=2, steps=147,
+                           fault_probability=0.1, segment_bytes=1048576, chunk_bytes=65536)
+    result, outcome = replay(2081, config, parse_faults(SEED_2081_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    events = [e for e in outcome.trace
+              if e.machine == "replication" and e.subject == "t-1@2"]
+    led_empty = [i for i, e in enumerate(events)
+                 if e.event == "BECOME_LEADER" and e.fields.get("leader_epoch") == 4
+                 and e.fields.get("log_end_offset") == 18]
+    assert led_empty, "broker 2 never led epoch 4 from 18: not reached"
+    crashes = [i for i, e in enumerate(events) if e.event == "CRASH" and i > led_empty[0]]
+    assert len(crashes) >= 2, crashes  # the crash after leading, the restart after fetching
+    followed_past = [e for e in events[crashes[1]:]
+                     if e.event == "BECOME_FOLLOWER" and e.fields.get("log_end_offset") == 20]
+    assert followed_past, "broker 2 did not come back holding 18-19: not reached"
+    assert not [e.fields for e in events[crashes[1]:] if e.event == "TRUNCATE"]

@@ -161,6 +161,35 @@ def test_a_leader_that_wrote_nothing_then_followed_older_records_answers_their_e
     assert cache.entries[-1] == EpochEntry(5, 13)
 
 
+def test_a_leader_that_wrote_nothing_then_followed_its_own_older_epoch_drops_the_empty_one(
+) -> None:
+    # A held epoch 3 from 16 to 18, led epoch 4 from 18 and wrote nothing; deposed, it followed
+    # a leader whose log continues epoch 3 at 18..19 (seed 2081's path without its crash). The
+    # epoch-3 batch continues the entry the cache ends with once epoch 4's is dropped: that
+    # entry must go all the same (Kafka's assign removes it), or epoch 3 seems to end at 18 and,
+    # leading epoch 7 from 20, A answers a follower holding the same 18..19 with (3, 18).
+    cache = LeaderEpochCache([EpochEntry(0, 0), EpochEntry(1, 9), EpochEntry(3, 16)])
+    assert cache.assign(4, 18)  # becoming leader at its LEO
+    assert cache.assign(3, 18)  # the epoch-3 batch fetched as a follower
+    assert not cache.assign(3, 19)
+    assert cache.entries == (EpochEntry(0, 0), EpochEntry(1, 9), EpochEntry(3, 16))
+    assert cache.assign(7, 20)
+    answered, end = cache.end_offset_for_epoch(4, 20)
+    assert (answered, end) == (3, 20)
+    follower = [0] * 9 + [1] * 7 + [3] * 4
+    step = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=20,
+                                      log_start_offset=0, high_watermark=0,
+                                      leader_epoch_end_offset=end, leader_epoch=answered,
+                                      epochs=_runs(follower))
+    assert step == TruncationStep(20)
+    # a stale batch (an epoch older than the last entry left) still adds nothing, but the empty
+    # entries at its offset go
+    stale = LeaderEpochCache([EpochEntry(2, 0), EpochEntry(5, 4), EpochEntry(6, 6)])
+    assert stale.assign(3, 6)
+    assert stale.entries == (EpochEntry(2, 0), EpochEntry(5, 4))
+    assert not stale.assign(3, 7)
+
+
 def test_a_follower_whose_epochs_are_all_newer_keeps_nothing_after_its_first() -> None:
     follower = [3] * 4
     leader = [1] * 2 + [4] * 2

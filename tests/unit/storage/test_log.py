@@ -351,6 +351,37 @@ def test_crash_loses_only_unflushed_appends() -> None:
     list(rb.iter_batches(recovered))  # whole, valid batches only
 
 
+def test_recovery_persists_the_epoch_entries_it_drops() -> None:
+    """An epoch led from the LEO without writing (its entry at the LEO) is dropped when the log
+    is loaded; the checkpoint must say so (Kafka's ``truncateFromEnd`` flushes), or the entry
+    comes back at a later load once records of the older epoch were fetched past its start and
+    cuts that epoch short (seed 2081: a follower truncated records both logs held)."""
+    disk = SimDisk([DIR_A, DIR_B])
+
+    async def lead_then_follow() -> None:
+        partition = _open(disk).create(TP, is_new=True)
+        for i in range(2):
+            await partition.append_as_leader(batch(i), 1)
+        partition.assign_epoch(2, partition.log_end_offset)  # led epoch 2 from 4, wrote nothing
+        partition.flush()
+
+    async def follow_on() -> None:
+        partition = _open(disk).get(TP)
+        assert partition is not None
+        assert partition.log.epochs.entries == (EpochEntry(1, 0),)
+        await partition.append_as_follower(rb.build_batch([b"e", b"f"], base_offset=4,
+                                                          partition_leader_epoch=1))
+        partition.flush()
+
+    run(lead_then_follow)
+    run(follow_on)
+    reopened = _open(disk).get(TP)
+    assert reopened is not None
+    assert reopened.log_end_offset == 6
+    assert reopened.log.epochs.entries == (EpochEntry(1, 0),)
+    assert reopened.end_offset_for_epoch(1) == (1, 6)
+
+
 def test_checkpoints_are_atomic_and_kafka_formatted() -> None:
     disk = SimDisk([DIR_A])
     offsets = {TopicPartition("t", 1): 5, TopicPartition("a b", 0): 7}
