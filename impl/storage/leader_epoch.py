@@ -59,12 +59,12 @@ class LeaderEpochCache:
         As Kafka's ``LeaderEpochFileCache.assign``, the entries starting at or after
         ``start_offset`` are dropped first: they hold no record below it (truncated away, or an
         epoch this replica recorded on becoming leader and wrote nothing in before it followed a
-        leader whose log holds an older epoch's records there). An epoch not newer than an entry
-        left, which starts below ``start_offset``, is not added (the same epoch continuing, or a
-        stale append: records of that entry's epoch come first in this log), but the entries
-        dropped stay dropped: a replica that led an epoch from its LEO without writing, then
-        followed a leader whose records there continue the epoch it held before, must not keep
-        the empty epoch's entry (asked for it later, it would end the older epoch too early).
+        leader whose log holds an older epoch's records there). They are dropped whatever
+        follows: also when the entry left below is of ``epoch`` itself (the replica had followed
+        that epoch's records before leading the empty epoch: seed 4498). Then an epoch not
+        newer than the entry left, which starts below ``start_offset``, adds nothing (its
+        records continue that entry's epoch, or are a stale append: records of a later epoch
+        come first in this log).
         """
         if epoch < 0:
             return False
@@ -74,14 +74,13 @@ class LeaderEpochCache:
         kept = len(entries)
         while kept and entries[kept - 1].start_offset >= start_offset:
             kept -= 1
-        if kept and entries[kept - 1].epoch >= epoch:
-            dropped = kept < len(entries)
-            del entries[kept:]
-            return dropped
+        changed = kept < len(entries)
         del entries[kept:]
-        entries.append(EpochEntry(epoch, start_offset))
+        if not entries or entries[-1].epoch < epoch:
+            entries.append(EpochEntry(epoch, start_offset))
+            changed = True
         self._check()
-        return True
+        return changed
 
     def end_offset_for_epoch(self, epoch: int, log_end_offset: int) -> tuple[int, int]:
         """KIP-279: the largest epoch <= ``epoch`` and the offset where it ended.

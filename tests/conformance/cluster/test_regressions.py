@@ -474,3 +474,46 @@ def test_seed_2081_an_epoch_entry_dropped_by_recovery_stays_dropped() -> None:
                      if e.event == "BECOME_FOLLOWER" and e.fields.get("log_end_offset") == 20]
     assert followed_past, "broker 2 did not come back holding 18-19: not reached"
     assert not [e.fields for e in events[crashes[1]:] if e.event == "TRUNCATE"]
+
+
+#: Seed 4498 of ``logproof fuzz`` (its swarm config: one partition, fault probability 0.05,
+#: 600-byte segments), shrunk.
+SEED_4498_FAULTS = (
+    "22:crash_last_copy:1:169,23:controller_expiry:2:46,37:partition:0:6,38:crash_in_swap:3:5,"
+    "72:clean_restart:0:6,73:dir_read_only:3:1,73:torn_tail:3:0,81:reassign:0:43266,"
+    "84:session_expiry:2:11,86:crash:3:0,86:partition:0:31,87:crash_last_copy:1:234,"
+    "88:controller_expiry:0:7,88:fail_after_swap:3:16750,93:redirect_off_failing:3:23239,"
+    "97:session_expiry:1:8,103:crash:3:0,124:clean_restart:0:9,125:dir_failure:3:2,"
+    "125:file_failure:3:32161")
+
+
+def test_seed_4498_a_leader_that_wrote_nothing_drops_its_empty_epoch_above_its_own() -> None:
+    """Seed 4498 (COMMITTED_DURABLE), an implementation bug seed 67's fix left: broker 1 held
+    t-0's epoch-2 records from offset 33 up to 39, led epoch 4 from 39 and wrote nothing
+    (its cache: epoch 2 at 33, epoch 4 at 39); deposed, it followed broker 0 in epoch 5 and
+    fetched 39-42, epoch-2 records broker 0 led and committed. The cache dropped the empty
+    epoch 4 only when no entry of the appended epoch was left below it, so broker 1, leader of
+    epoch 6 from 43, answered OffsetsForLeaderEpoch(2) with 39 and broker 2, holding the same
+    39-42, truncated them (committed: an ISR member doing so loses them with the leader; the
+    abstraction, learning the leader's log from the answer, saw the leader without them). The
+    cache now drops every entry at or after an appended batch, as Kafka's
+    ``LeaderEpochFileCache.assign``, and answers epoch 2 ending at 43."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=127,
+                           fault_probability=0.05, segment_bytes=600)
+    result, outcome = replay(4498, config, parse_faults(SEED_4498_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    events = [e for e in outcome.trace
+              if e.machine == "replication" and e.subject.startswith("t-0@")]
+    led = [(e.fields.get("leader_epoch"), e.fields.get("log_end_offset")) for e in events
+           if e.event == "BECOME_LEADER" and e.subject == "t-0@1"]
+    # broker 1 led an epoch from 39 without writing in it, then led again from 43
+    assert (4, 39) in led, led
+    assert (6, 43) in led, led
+    assert not [e for e in events if e.event == "LEADER_APPEND" and e.subject == "t-0@1"
+                and e.fields.get("leader_epoch") == 4]
+    again = next(i for i, e in enumerate(events)
+                 if e.event == "BECOME_LEADER" and e.subject == "t-0@1"
+                 and e.fields.get("leader_epoch") == 6)
+    assert not [e.fields for e in events[again:]
+                if e.event == "TRUNCATE" and e.subject == "t-0@2"]

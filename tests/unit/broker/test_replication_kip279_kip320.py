@@ -190,6 +190,28 @@ def test_a_leader_that_wrote_nothing_then_followed_its_own_older_epoch_drops_the
     assert not stale.assign(3, 7)
 
 
+def test_a_leader_that_wrote_nothing_then_followed_its_own_older_epoch_answers_its_end() -> None:
+    # Seed 4498: B followed epoch-2 records from offset 33, led epoch 4 from 39 and wrote nothing;
+    # deposed, it followed the leader of epoch 5, whose log holds more epoch-2 records at 39..42,
+    # then led epoch 6 from 43. The empty epoch 4 must go (Kafka's assign drops every entry at
+    # or after the appended batch), though the entry left below is of epoch 2 itself: asked for
+    # epoch 2 by a follower holding the same records, it answers their end, 43, not 39.
+    cache = LeaderEpochCache([EpochEntry(0, 0), EpochEntry(1, 12), EpochEntry(2, 33)])
+    assert cache.assign(4, 39)  # becoming leader at its LEO
+    assert cache.assign(2, 39)  # the epoch-2 batch fetched as a follower: drops epoch 4
+    assert cache.entries == (EpochEntry(0, 0), EpochEntry(1, 12), EpochEntry(2, 33))
+    assert not cache.assign(2, 41)
+    assert cache.assign(6, 43)
+    answered, end = cache.end_offset_for_epoch(2, 43)
+    assert (answered, end) == (2, 43)
+    follower = [0] * 12 + [1] * 21 + [2] * 10
+    step = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=43,
+                                      log_start_offset=0, high_watermark=0,
+                                      leader_epoch_end_offset=end, leader_epoch=answered,
+                                      epochs=_runs(follower))
+    assert step == TruncationStep(43)
+
+
 def test_a_follower_whose_epochs_are_all_newer_keeps_nothing_after_its_first() -> None:
     follower = [3] * 4
     leader = [1] * 2 + [4] * 2
