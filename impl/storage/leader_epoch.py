@@ -59,9 +59,12 @@ class LeaderEpochCache:
         As Kafka's ``LeaderEpochFileCache.assign``, the entries starting at or after
         ``start_offset`` are dropped first: they hold no record below it (truncated away, or an
         epoch this replica recorded on becoming leader and wrote nothing in before it followed a
-        leader whose log holds an older epoch's records there). An epoch not newer than an entry
-        left, which starts below ``start_offset``, is ignored (a stale append: records of that
-        entry's epoch come first in this log).
+        leader whose log holds an older epoch's records there). If the entry left is ``epoch``'s own
+        (starting below ``start_offset``), the batch continues that epoch's records: the entry
+        stays as it is and nothing is added (Kafka's assign replaces it with one starting at
+        ``start_offset``, forgetting where the epoch's earlier records start). An epoch older
+        than the entry left's is ignored (a stale append: records of that entry's epoch come first
+        in this log).
         """
         if epoch < 0:
             return False
@@ -71,9 +74,12 @@ class LeaderEpochCache:
         kept = len(entries)
         while kept and entries[kept - 1].start_offset >= start_offset:
             kept -= 1
-        if kept and entries[kept - 1].epoch >= epoch:
+        if kept and entries[kept - 1].epoch > epoch:
             return False
+        dropped = kept < len(entries)
         del entries[kept:]
+        if kept and entries[kept - 1].epoch == epoch:
+            return dropped
         entries.append(EpochEntry(epoch, start_offset))
         self._check()
         return True
