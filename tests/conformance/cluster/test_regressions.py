@@ -18,6 +18,7 @@ import pytest
 from conformance.cluster_sim import ClusterConfig, ClusterOutcome, parse_faults
 from conformance.runner import replay, swarm_config
 from impl.controller.controller import Controller
+from impl.trace import TraceEvent
 
 from ._plans import as_found
 
@@ -517,3 +518,57 @@ def test_seed_4498_a_leader_that_wrote_nothing_drops_its_empty_epoch_above_its_o
                  and e.fields.get("leader_epoch") == 6)
     assert not [e.fields for e in events[again:]
                 if e.event == "TRUNCATE" and e.subject == "t-0@2"]
+
+
+#: Seed 2187 of ``logproof fuzz`` (its default run: ``--partitions 3 --steps 200
+#: --fault-probability 0.1 --segment-bytes 600 --chunk-bytes 150``), shrunk without the storage
+#: broker.
+SEED_2187_FAULTS = (
+    "48:crash:1:3,48:session_expiry:2:12,98:partition:1:31,108:session_expiry:0:16,"
+    "117:controller_expiry:1:29,124:session_expiry:1:11,145:session_expiry:0:17")
+
+
+def test_seed_2187_a_leader_that_wrote_nothing_drops_its_epoch_for_the_one_it_continued() -> None:
+    """Seed 2187 (LOG_MATCHING), an implementation bug, the rest of seed 67's: broker 1 held
+    t-1's epoch-1 records up to 24; a LeaderAndIsr of epoch 2 delayed past epoch 3 made it
+    leader from 25 (its cache: epoch 2 at 25), and it wrote nothing. Following broker 2 in
+    epoch 3, it fetched offset 25, written by broker 0 in epoch 1 and committed by broker 2
+    (HW 26). The cache kept epoch 2: the fix of seed 67 dropped the entries starting at or
+    after an appended batch only when the entry left below them was of an older epoch than
+    the batch's, not of the batch's own. In epoch 4 broker 1, in the ISR, asked for epoch 2,
+    heard epoch 1 ending at 26, and truncated to 25, where its own epoch 1 "ended": an ISR
+    member without a committed record.
+    Kafka's ``LeaderEpochFileCache.assign`` drops epoch 2 there; the cache does so now, and
+    keeps epoch 1's entry as it was."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=149,
+                           fault_probability=0.1, segment_bytes=600, chunk_bytes=150,
+                           storage_broker=False)
+    result, outcome = replay(2187, config, parse_faults(SEED_2187_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    events = [e for e in outcome.trace
+              if e.machine == "replication" and e.subject.startswith("t-1@")]
+
+    def leo(event: TraceEvent) -> int:
+        value = event.fields.get("log_end_offset")
+        return value if isinstance(value, int) else -1
+
+    # (replica, epoch, LEO) of a leader elected at the offset where another leader wrote an
+    # older epoch's record, which it held later, following a newer epoch
+    continued = [
+        (e.subject, _epoch(e.to_json()), leo(e)) for e in events
+        if e.event == "BECOME_LEADER" and leo(e) >= 0
+        and any(other.event == "LEADER_APPEND" and other.subject != e.subject
+                and _epoch(other.to_json()) < _epoch(e.to_json())
+                and other.fields.get("base_offset") == leo(e) for other in events)
+        and any(later.event == "BECOME_FOLLOWER" and later.subject == e.subject
+                and _epoch(later.to_json()) > _epoch(e.to_json()) and leo(later) > leo(e)
+                for later in events)]
+    assert continued, "no leader that wrote nothing then followed an older epoch's records there"
+    for subject, _, led_from in continued:
+        for event in events:
+            if event.event == "TRUNCATE" and event.subject == subject:
+                to, end = event.fields.get("truncated_to"), event.fields.get("log_end_offset")
+                assert isinstance(to, int)
+                assert isinstance(end, int)
+                assert not to <= led_from < end, event.fields

@@ -212,6 +212,30 @@ def test_a_leader_that_wrote_nothing_then_followed_its_own_older_epoch_answers_i
     assert step == TruncationStep(43)
 
 
+def test_a_replica_that_led_without_writing_then_followed_its_own_last_epoch_forgets_it() -> None:
+    # Seed 2187: B holds epoch-4 records at 10..11, leads epoch 5 from 12 and writes nothing;
+    # deposed, it follows the leader of epoch 7, whose log holds an epoch-4 record at 12. The
+    # fetched batch drops B's empty epoch 5 (epoch 4's entry left covers offset 12), so asked
+    # again, B asks for epoch 4, the leader answers its end (13), and B keeps offset 12.
+    cache = LeaderEpochCache([EpochEntry(0, 0), EpochEntry(4, 10)])
+    assert cache.assign(5, 12)  # becoming leader at its LEO
+    assert cache.assign(4, 12)  # the epoch-4 batch fetched as a follower
+    assert cache.entries == (EpochEntry(0, 0), EpochEntry(4, 10))
+    assert not cache.assign(4, 13)
+    follower = [0] * 10 + [4] * 3
+    assert cache.latest_epoch == 4
+    assert [(e.epoch, e.start_offset) for e in cache.entries] == _runs(follower)
+    leader = [0] * 10 + [4] * 3
+    assert _truncate(follower, leader, leader_epoch=7) == (13, 1)
+    # with epoch 5 kept, B would ask for it, hear epoch 4 ending at 13, and cut 12 (its own
+    # epoch 4 "ending" where epoch 5 began)
+    step = follower_truncation_offset(TruncationPolicy.LEADER_EPOCH, log_end_offset=13,
+                                      log_start_offset=0, high_watermark=0,
+                                      leader_epoch_end_offset=13, leader_epoch=4,
+                                      epochs=[(0, 0), (4, 10), (5, 12)])
+    assert step == TruncationStep(12)
+
+
 def test_a_follower_whose_epochs_are_all_newer_keeps_nothing_after_its_first() -> None:
     follower = [3] * 4
     leader = [1] * 2 + [4] * 2
