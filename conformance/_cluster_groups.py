@@ -22,7 +22,9 @@ End-to-end checks, under the model's names:
 * ``GROUP_ASSIGNMENT_EXCLUSIVE``: members that hold the same generation own disjoint partitions;
 * ``OFFSETS_DURABLE``: an OffsetFetch answers, for every partition, at least the last commit
   acknowledged before it was sent (across coordinator failover, leader changes and crashes), and
-  after the run the loaded coordinator holds it;
+  after the run the loaded coordinator holds it; an answer of a leader deposed by a later epoch
+  in ZooKeeper whose LeaderAndIsr has not reached it (a session expiry) is not held to it: it
+  still owns the partition in its own view and answers from its cache, as Kafka's does;
 * ``GROUP_COMMIT_FENCED`` is checked on the coordinator's trace (the generations at
   acceptance); the members give it stale commits to refuse: a member told REBALANCE_IN_PROGRESS
   rejoins at once and its auto-commit of the partitions it revoked, prepared with the old
@@ -365,7 +367,7 @@ class GroupMember:
                 found = body["partitions"]
                 for partition, floor in flight[4].items():
                     value = found.get((self.world.topic, partition))
-                    self.world.offsets_fetched(self, partition, floor,
+                    self.world.offsets_fetched(self, reply.request_id, partition, floor,
                                                -1 if value is None else value.offset)
             else:
                 self.fetch_needed = True

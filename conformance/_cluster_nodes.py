@@ -525,6 +525,9 @@ class SimBroker:
                 return
             self._group_requests.add(request_id)
             self.step(payload)
+            request = payload.request  # type: ignore[attr-defined]
+            if type(request) is gc.OffsetFetch:
+                self.world.offsets_fetch_served(self, request)
         else:
             self.step(payload)
         if self.failed_dirs_seen:

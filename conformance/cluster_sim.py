@@ -835,6 +835,9 @@ class ClusterWorld:
         self.tail_lost: set[tuple[int, TopicPartition]] = set()
         #: brokers whose ZooKeeper session expired: the step they register again
         self.reregister_at: dict[int, int] = {}
+        #: OffsetFetch requests answered by a leader of the group's offsets partition deposed
+        #: by a later epoch in ZooKeeper, its LeaderAndIsr not arrived (request ids)
+        self.deposed_answers: set[int] = set()
         #: per admin topic asked to be deleted: the replicas brokers served outside the
         #: assignment read with the request (strays), (broker, tp) -> (incarnation, leader epoch)
         self.strays_at_deletion: dict[str, dict[tuple[int, TopicPartition], tuple[int, int]]] = {}
@@ -913,12 +916,30 @@ class ClusterWorld:
         assert self.groups is not None
         self.groups.commits_acknowledged += 1
 
-    def offsets_fetched(self, member: Any, partition: int, floor: int, value: int) -> None:
+    def offsets_fetch_served(self, broker: SimBroker, request: gc.OffsetFetch) -> None:
+        """``broker`` answered ``request``: note it if the broker's node led the group's offsets
+        partition in an epoch older than ZooKeeper's (deposed, its LeaderAndIsr not arrived:
+        after a session expiry), when it still owns the partition in its own view and answers
+        from its cache, as Kafka's coordinator does (``ownedPartitions`` changes only with a
+        LeaderAndIsr)."""
+        node = broker.node
+        tp = self.offsets_tps[group_records.partition_for(request.group_id,
+                                                          OFFSETS_PARTITIONS)]
+        state = node.states.get(tp) if node is not None else None
+        if state is None or state.role is not ReplicaRole.LEADER:
+            return
+        recorded = self._state(tp)
+        if recorded is not None and state.leader_epoch < recorded[1]:
+            self.deposed_answers.add(request.request_id)
+
+    def offsets_fetched(self, member: Any, request_id: int, partition: int, floor: int,
+                        value: int) -> None:
         """OFFSETS_DURABLE: an OffsetFetch answers at least the last commit acknowledged
-        before it was sent."""
+        before it was sent, unless a leader deposed by a later epoch answered it (Kafka's
+        ZooKeeper-era window: the commit was acknowledged by the later epoch's leader)."""
         assert self.groups is not None
         self.groups.fetches_checked += 1
-        if value < floor:
+        if value < floor and request_id not in self.deposed_answers:
             self.violation("OFFSETS_DURABLE", (
                 f"{member.group}: OffsetFetch by {member.client_id} answered {value} for "
                 f"{TOPIC}-{partition}, older than the acknowledged commit {floor}"))

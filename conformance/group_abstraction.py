@@ -34,7 +34,15 @@ Events and their model actions
 * ``OFFSET_COMMITTED``: ``offset_committed(0, 0, 0)`` with the member's generation ranked
   against the group's at acceptance, in the group state then (a commit without a member, the
   admin form, is a stutter that still updates the mirror).
-* ``OFFSET_FETCHED``: ``offset_fetched(0, 0)``.
+* ``OFFSET_FETCHED``: ``offset_fetched(0, 0)``; but an answer behind the acknowledged commit
+  from a cache loaded in an older epoch (its ``leader_epoch``) than a broker was since elected
+  coordinator in is a stutter: the answer of a leader deposed by a later epoch whose
+  LeaderAndIsr has not reached it (its ZooKeeper session expired), still the partition's owner
+  in its own view, as Kafka's coordinator is until its LeaderAndIsr arrives (its
+  ``ownedPartitions``). The model resigns the old leader inside the new leader's election, so
+  it has no such window. A zombie that was told and kept its groups loaded answers with the
+  later epoch and is refused (``zombie_coordinator``), and the cluster simulator checks end to
+  end that a coordinator is loaded only while its node leads the partition.
 * ``GROUP_DELETED`` and ``OFFSETS_EXPIRED`` forget the group's acknowledged commits.
 
 The model's safety invariants (GROUP_ASSIGNMENT_EXCLUSIVE, GROUP_COMMIT_FENCED,
@@ -94,6 +102,8 @@ class GroupAbstraction:
         self._C = module.CoordinatorState
         #: (offsets partition, broker) -> its load state, as its own events reported
         self._loaded: dict[tuple[int, int], Any] = {}
+        #: offsets partition -> the newest leader epoch a broker was elected coordinator in
+        self._newest_epoch: dict[int, int] = {}
         #: (group, topic, partition) -> the last acknowledged commit
         self._acked: dict[tuple[str, str, int], int] = {}
         self._plan: _Plan | None = None
@@ -148,7 +158,8 @@ class GroupAbstraction:
         subject = event.subject
         if subject.startswith(OFFSETS_PREFIX):
             partition_text, _, broker_text = subject[len(OFFSETS_PREFIX):].partition("@")
-            return self._partition_event(name, int(partition_text), int(broker_text))
+            return self._partition_event(name, int(partition_text), int(broker_text),
+                                         _int(fields, "leader_epoch"))
         broker = _int(fields, "broker")
         if broker is None:
             raise ValueError(f"group event {name} of {subject} has no broker")
@@ -183,7 +194,8 @@ class GroupAbstraction:
             return self._stutter(name, forget)
         raise ValueError(f"unknown group coordinator event {name}")
 
-    def _partition_event(self, name: str, partition: int, broker: int) -> _Plan:
+    def _partition_event(self, name: str, partition: int, broker: int, epoch: int | None
+                         ) -> _Plan:
         key = (partition, broker)
         states = self._C
         if name == "COORDINATOR_ELECTED":
@@ -193,6 +205,9 @@ class GroupAbstraction:
 
             def loading() -> None:
                 self._loaded[key] = states.LOADING
+                if epoch is not None:
+                    self._newest_epoch[partition] = max(
+                        epoch, self._newest_epoch.get(partition, epoch))
             return _Plan((ModelAction("coordinator_elected", {"b": 0}),), state, loading)
         if name == "LOAD_COMPLETED":
             state = self._initial.replace(
@@ -234,6 +249,11 @@ class GroupAbstraction:
         answered = {(topic, partition): offset for topic, partition, offset in _offsets(fields)}
         acked = [(key[1:], value) for key, value in self._acked.items() if key[0] == group]
         behind = any(answered.get(slot, -1) < value for slot, value in acked)
+        epoch = _int(fields, "leader_epoch")
+        newest = self._newest_epoch.get(
+            group_records.partition_for(group, self._partitions), -1)
+        if behind and epoch is not None and epoch < newest:
+            return self._stutter("an answer of a deposed leader its LeaderAndIsr has not reached")
         initial = self._initial
         held = 1 if acked else 0
         state = self._state(loaded, self._G.STABLE).replace(

@@ -1274,10 +1274,13 @@ class GroupCoordinator:
         offsets = group.offsets if group is not None else {}
         wanted = request.partitions if request.partitions is not None else tuple(offsets)
         answer = {slot: offsets.get(slot) for slot in wanted}
+        # (the epoch the answer's cache was loaded in: a leader deposed by a later epoch its
+        # LeaderAndIsr has not reached yet answers from it, as Kafka's does)
         self._emit(GroupEvent.OFFSET_FETCHED, request.group_id,
                    group.state.name if group else "DEAD", group.state.name if group else "DEAD",
                    offsets=tuple((t, p, v.offset) for (t, p), v in answer.items()
-                                 if v is not None))
+                                 if v is not None),
+                   leader_epoch=self._partition_epoch(self.partition_for(request.group_id)))
         out.append(Respond(request.request_id, {"error_code": NONE, "partitions": answer}))
 
     def _on_offset_delete(self, request: OffsetDelete, out: list[Effect]) -> None:

@@ -97,6 +97,30 @@ def test_answers_while_loading_or_from_another_broker_are_refused() -> None:
     assert unloaded.kind == "not_enabled", unloaded
 
 
+def test_a_leader_deposed_by_a_later_epoch_it_has_not_heard_of_answers_from_its_cache() -> None:
+    """Broker 1 loaded offsets partition 0 in epoch 1; its ZooKeeper session expired and the
+    controller elected broker 2 in epoch 2, which took a commit. Broker 1's LeaderAndIsr has not
+    arrived: it still owns the partition, as Kafka's coordinator does, and answers from its
+    cache (fuzz seed 130 of the default run). Told and still loaded, it answers with epoch 2:
+    the zombie."""
+    later = (event("COORDINATOR_ELECTED", "__consumer_offsets-0@2", "UNLOADED", "LOADING",
+                   leader_epoch=2),
+             event("LOAD_COMPLETED", "__consumer_offsets-0@2", "LOADING", "LOADED",
+                   leader_epoch=2, groups=1),
+             event("OFFSET_COMMITTED", GROUP, broker=2, generation=3, member="m",
+                   group_generation=3, accepted_in="STABLE", offsets=(("t", 0, 5),)))
+    assert check(*LOADED, *later, event("OFFSET_FETCHED", GROUP, broker=1, leader_epoch=1,
+                                        offsets=(("t", 0, 4),))) is None
+    told = check(*LOADED, *later, event("OFFSET_FETCHED", GROUP, broker=1, leader_epoch=2,
+                                        offsets=(("t", 0, 4),)))
+    assert told is not None
+    assert told.invariant == "COORDINATOR_LOADED", told
+    current = check(*LOADED, *later, event("OFFSET_FETCHED", GROUP, broker=2, leader_epoch=2,
+                                           offsets=(("t", 0, 4),)))
+    assert current is not None
+    assert current.invariant == "COORDINATOR_LOADED", current
+
+
 class _World:
     """What a simulated member needs of its world: a clock, a network that records, metadata."""
 

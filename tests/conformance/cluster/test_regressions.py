@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
+from typing import Any
 
 import pytest
 
@@ -572,3 +573,40 @@ def test_seed_2187_a_leader_that_wrote_nothing_drops_its_epoch_for_the_one_it_co
                 assert isinstance(to, int)
                 assert isinstance(end, int)
                 assert not to <= led_from < end, event.fields
+
+
+def test_seed_130_a_coordinator_deposed_by_a_later_epoch_answers_from_its_cache() -> None:
+    """Seed 130 of the default run once groups met ``session_expiry`` (COORDINATOR_LOADED in
+    the trace, OFFSETS_DURABLE end to end; a false alarm of both checks; its shrunk schedule):
+    broker 1 led ``__consumer_offsets-0`` in epoch 0 and coordinated group-0 when its session
+    expired; the controller elected broker 2 in epoch 1, which loaded the group and
+    acknowledged a commit of t-0. Broker 1, its LeaderAndIsr not arrived, still owned the
+    partition and answered the static member (which kept it as coordinator) from its cache,
+    without that commit, as Kafka's coordinator does until a LeaderAndIsr changes its
+    ``ownedPartitions``. The checks excuse a stale answer of a leader deposed by a later epoch
+    (ZooKeeper's, or a later coordinator's election in the trace) and no other."""
+    config = ClusterConfig(steps=48)
+    result, outcome = replay(130, config, parse_faults("27:session_expiry:1:18"))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    newest = -1  # (group-0's offsets partition is __consumer_offsets-0)
+    acked: dict[tuple[str, int], int] = {}
+    stale = []
+    for event in outcome.trace:
+        if event.machine != "group_coordinator":
+            continue
+        fields = event.fields
+        epoch = fields.get("leader_epoch")
+        offsets: Any = fields.get("offsets", ())
+        if event.event == "COORDINATOR_ELECTED" and isinstance(epoch, int) and \
+                event.subject.startswith("__consumer_offsets-0@"):
+            newest = max(epoch, newest)
+        elif event.subject != "group-0":
+            continue
+        elif event.event == "OFFSET_COMMITTED":
+            acked.update({(topic, index): offset for topic, index, offset in offsets})
+        elif event.event == "OFFSET_FETCHED" and isinstance(epoch, int) and epoch < newest:
+            answered = {(topic, index): offset for topic, index, offset in offsets}
+            if any(answered.get(slot, -1) < value for slot, value in acked.items()):
+                stale.append(fields["broker"])
+    assert stale == [1], "the seed no longer reaches a stale answer of a deposed coordinator"
