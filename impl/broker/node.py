@@ -42,7 +42,7 @@ from __future__ import annotations
 
 import collections
 import contextlib
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Final, NamedTuple, Protocol
 
@@ -1132,10 +1132,19 @@ class BrokerNode:
             offsets[replica] = offset
             self.advance_hw(tp, partition, out)
             self._complete(tp, out)
-        self.maybe_change_isr(tp, out)
+        self.maybe_change_isr(tp, out, fetched=replica)
 
-    def maybe_change_isr(self, tp: TopicPartition, out: list[Effect]) -> None:
-        """Ask for a new ISR when followers caught up or fell behind."""
+    def maybe_change_isr(self, tp: TopicPartition, out: list[Effect],
+                         fetched: int | None = None) -> None:
+        """Ask for a new ISR when followers caught up or fell behind.
+
+        Only ``fetched``, the follower whose fetch the leader is handling, may join (Kafka's
+        ``maybeExpandIsr``, called from ``updateFollowerFetchState``); the periodic check only
+        shrinks. A follower's LEO recorded at an older fetch says nothing of its log now: it
+        may have crashed since and lost its unflushed tail, and a leader re-adding it from that
+        LEO after each shrink (fuzz seeds 7829 and 8630) kept it in ZooKeeper's ISR, the state
+        rewritten after it registered again, so a controller failover took it as vouched for.
+        """
         state = self.states.get(tp)
         if state is None or state.role is not ReplicaRole.LEADER or (
                 tp in self.isr_writes_in_flight):
@@ -1167,8 +1176,11 @@ class BrokerNode:
         else:
             high_watermark = partition.high_watermark
             epoch_start = self.store.epoch_start_offset(tp, state.leader_epoch)
+        leos = self.follower_leos.get(tp, {})
+        joining: Mapping[int, int] = (
+            {} if fetched is None or fetched not in leos else {fetched: leos[fetched]})
         wanted = desired_isr(
-            state, high_watermark, follower_log_end_offsets=self.follower_leos.get(tp, {}),
+            state, high_watermark, follower_log_end_offsets=joining,
             last_caught_up_ms=self.last_caught_up_ms.get(tp, {}),
             now_ms=now_ms, lag_time_max_ms=self.config.replica_lag_time_max_ms,
             leader_epoch_start_offset=epoch_start,

@@ -471,8 +471,10 @@ def desired_isr(
     ``lag_time_max_ms``; a follower outside joins once its LEO reaches both the HW and
     ``leader_epoch_start_offset``, the first offset of the leader's current epoch (KIP-320 rule
     4: a re-elected leader's HW may still lag records an earlier leader committed; a follower
-    that only reached that HW may lack them). The leader always stays. Order follows the
-    assigned replicas.
+    that only reached that HW may lack them). Only the followers in
+    ``follower_log_end_offsets`` may join: the broker passes the one whose fetch it is handling
+    (none at its periodic check), as Kafka's ``maybeExpandIsr``. The leader always stays.
+    Order follows the assigned replicas.
 
     Returns:
         The new ISR (equal to ``state.isr`` as a set when nothing changes).

@@ -290,6 +290,31 @@ def test_isr_shrinks_after_the_lag_bound_and_expands_per_kip_320() -> None:
     assert [w.isr for w in writes] == [(0, 1)]
 
 
+def test_a_follower_removed_for_lag_joins_again_only_on_its_own_fetch() -> None:
+    """The periodic check only shrinks: a follower whose last recorded LEO reaches the HW but
+    that stopped fetching (crashed, perhaps losing its unflushed tail) is not re-added from that
+    old LEO, which made the ISR flap in ZooKeeper (fuzz seeds 7829 and 8630); as Kafka's
+    ``maybeExpandIsr``, it joins at a fetch of its own."""
+    h = Harness(replica_lag_time_max_ms=100)
+    h.leader_and_isr(0, 1, (0, 1, 2))
+    h.step(Produce(50, 1, TP, batch(0), 1, 1_000))
+    follower_fetch(h, 1, 1, 1)
+    follower_fetch(h, 2, 1, 1)  # both at the LEO and the HW, 1
+    h.now += 50
+    follower_fetch(h, 2, 1, 1)
+    h.now += 60  # follower 1 silent for 110 ms, follower 2 for 60
+    writes = [e for e in h.step(Tick()) if isinstance(e, WriteIsr)]
+    assert [w.isr for w in writes] == [(0, 2)]
+    h.step(IsrWritten(TP, (0, 2), 1))
+    for _ in range(3):
+        h.now += 10
+        assert [e for e in h.step(Tick()) if isinstance(e, WriteIsr)] == []
+    writes = [e for e in follower_fetch(h, 2, 1, 1) if isinstance(e, WriteIsr)]
+    assert writes == []  # another follower's fetch does not bring follower 1 back
+    writes = [e for e in follower_fetch(h, 1, 1, 1) if isinstance(e, WriteIsr)]
+    assert [w.isr for w in writes] == [(0, 1, 2)]
+
+
 def test_kip_320_rule_4_keeps_a_follower_below_the_epoch_start_out() -> None:
     h = Harness()
     h.leader_and_isr(0, 1, (0,), replicas=(0, 1))
