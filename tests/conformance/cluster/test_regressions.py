@@ -11,8 +11,10 @@ trace is replayed in ``tests/conformance/trace/test_recorded_traces.py``.
 from __future__ import annotations
 
 import dataclasses
+import gzip
 import itertools
 from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -443,6 +445,27 @@ def test_seed_843_a_late_follower_truncates_against_its_deposed_leader() -> None
         # (nor with one of its faults left out, nor with its session expiries moved): the
         # checker's fix stays, unexercised here, until another run reaches the case.
         pytest.xfail(f"seed 843's interleaving is no longer reached: {late}")
+
+
+def test_seed_843_trace_a_late_follower_truncating_against_its_deposed_leader_conforms() -> None:
+    """Seed 843's checker fix, held to the trace the run produced when it was found: the
+    shrunk schedule above no longer reaches the late truncation (seed 7829's fix changed the
+    interleaving), so the trace it gave then is kept (``traces/seed843.jsonl.gz``, 1,544 events)
+    and replayed in the replication model. The late follower's TRUNCATE is replayed as its
+    epoch last stood and conforms; replayed against the present committed prefix it was
+    refused (NO_COMMITTED_LOSS)."""
+    from conformance import replication_abstraction
+    from conformance.trace_check import check_trace, parse_trace_line
+
+    path = Path(__file__).parent / "traces" / "seed843.jsonl.gz"
+    events = [parse_trace_line(line)
+              for line in gzip.decompress(path.read_bytes()).decode().splitlines() if line]
+    assert len(events) == 1544
+    checked = replication_abstraction.abstractions()
+    verdict = check_trace(events, checked)
+    assert verdict.violation is None, verdict.violation
+    inferred = checked[0].inferred  # type: ignore[attr-defined]
+    assert inferred["TRUNCATE after a later epoch: as its epoch last stood"] > 0, inferred
 
 
 #: Seed 2081 of ``logproof fuzz`` (STATE_MISMATCH), shrunk.
