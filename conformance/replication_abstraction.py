@@ -79,6 +79,12 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
   model truncates as it becomes follower); the model's truncation point must be the reported one.
   A late follower's, against a deposed leader, is replayed as that epoch last stood, as its
   ``BECOME_FOLLOWER`` is.
+  The OffsetForLeaderEpoch answer it reports (``leader_epoch_end``) corrects the mirror when it
+  ends the follower's latest epoch below where the mirror's logs end it: a new leader's LEO the
+  mirror inferred is cut there; a leader's reported LEO stands, and a follower outside the ISR
+  that crashed holding records only assumed delivered holds, from the answer on, records of an
+  epoch the leader ends there (the crash lost the fetched records and undid an unflushed
+  truncation of its own).
   Policy ``LOG_START`` (a follower emptied and restarted at its leader's log start,
   ``log_start_offset``) is a stutter: the model has no log start; the follower holds the
   leader's committed prefix up to there.
@@ -88,8 +94,8 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
 An event without a field it needs is a stutter that updates what it can; :attr:`stutters`
 counts them by reason, so a report shows what went unchecked, and :attr:`inferred` counts the
 events replayed from a state the abstraction inferred (a late fetch request, an HW a lost
-response may not have brought, a RESTART with no CRASH, a new leader's LEO learnt from the
-OffsetForLeaderEpoch answer a TRUNCATE reports).
+response may not have brought, a RESTART with no CRASH, a new leader's LEO or a crashed
+follower's tail learnt from the OffsetForLeaderEpoch answer a TRUNCATE reports).
 
 The abstraction checks against the model variant of the truncation policy it is given:
 ``LEADER_EPOCH`` (the shipped model) or ``HIGH_WATERMARK`` (``truncate_to_hw``, design V3's
@@ -249,6 +255,10 @@ class _Replica:
     leo: int = 0
     hw: int = 0
     epoch_start: int = 0
+    #: a leader's ``epoch_start`` (its LEO when it took office) was reported by its
+    #: BECOME_LEADER's ``log_end_offset``, not inferred from fetch responses it may never have
+    #: received
+    epoch_start_exact: bool = False
     isr: tuple[int, ...] = ()
     remote: dict[int, int] = field(default_factory=dict)
     #: the follower's ``restarts`` when ``remote`` recorded its fetch offset
@@ -258,6 +268,13 @@ class _Replica:
     #: the highest LEO at a CRASH since it last joined an ISR (a crash may lose an unflushed
     #: tail)
     crash_leo: int = -1
+    #: the last LEO an event reported (the mirror's records past it came from fetch responses
+    #: assumed delivered)
+    reported_leo: int = 0
+    #: where the mirror's log stops being what the replica holds: it crashed holding records
+    #: only assumed delivered (the crash may have lost them, and undone an unflushed truncation
+    #: that had dropped its own older records there); None once its log is cut below
+    unsure_from: int | None = None
     #: ``hw`` was reported (HW_ADVANCE, a BECOME_* ``high_watermark``), not inferred from a
     #: fetch response that may have been lost
     hw_exact: bool = False
@@ -271,8 +288,10 @@ class _Replica:
             self.runs = _prefix(self.runs, leo)
         else:
             self.runs = _splice(self.runs, self.leo, source, leo)
-        self.leo = leo
+        self.leo = self.reported_leo = leo
         self.hw = min(self.hw, leo)
+        if self.unsure_from is not None and leo <= self.unsure_from:
+            self.unsure_from = None
 
 
 @dataclass(slots=True)
@@ -617,7 +636,7 @@ class ReplicationAbstraction:
             adopt()
             me.role, me.epoch, me.leader, me.isr = "LEADER", epoch, r, isr
             me.remote, me.remote_incarnation, me.pending = {}, {}, False
-            me.epoch_start = me.leo
+            me.epoch_start, me.epoch_start_exact = me.leo, leo is not None
             me.live = True
             if part.zk_epoch is None or epoch >= part.zk_epoch:
                 part.reveal(r, epoch, isr)
@@ -757,7 +776,7 @@ class ReplicationAbstraction:
         if (me.role != "FOLLOWER" or me.pending or leader is None or leader.role != "LEADER"
                 or leader.epoch != me.epoch or me.epoch is None):
             return self._stutter("TRUNCATE while its leader does not lead in its epoch", cut)
-        self._learn_leader_log(me, leader, before, _int(fields, "leader_epoch_end"))
+        self._learn_from_answer(part, f, leader, before, _int(fields, "leader_epoch_end"))
         my_hw = me.hw if hw is None else hw
         plan = _Plan(actions=(_action("become_follower", r=part.index(f)),),
                      zk=(me.leader, me.epoch, part.zk_isr), roles={f: "OFFLINE"},
@@ -771,11 +790,23 @@ class ReplicationAbstraction:
         plan.reported_offset = target
         return plan
 
-    def _learn_leader_log(self, me: _Replica, leader: _Replica, before: int,
-                          end: int | None) -> None:
+    def _learn_from_answer(self, part: _Partition, f: int, leader: _Replica, before: int,
+                           end: int | None) -> None:
         """OffsetForLeaderEpoch's answer reveals the leader's log: where its records of the
-        follower's latest epoch (or older) end. A new leader that has not appended yet may have
-        a shorter log than the mirror inferred (a response it never received): cut it there."""
+        follower's latest epoch (or older) end. When the answer is below where the mirror's
+        logs put that end, one of them is wrong.
+
+        A new leader that has not appended yet, and whose LEO the mirror inferred (a response
+        it never received), may have a shorter log: cut it there. A leader whose LEO its
+        BECOME_LEADER reported is not cut; the follower's tail is what the mirror got wrong
+        when the follower crashed since the mirror filled it from fetch responses and is
+        outside the ISR (seed 8740): the crash may have lost the records a response was
+        assumed to bring and undone an unflushed truncation, bringing back the follower's own
+        older records. Its tail from the answer on is then records of an epoch the leader
+        holds no further (the model truncates them, as the follower did). An ISR member, or a
+        follower that did not crash, keeps the mirror's log: a truncation of records the
+        leader holds is then refused."""
+        me = part.replicas[f]
         mine = _epoch_at(_prefix(me.runs, before), before - 1)
         if end is None or end < 0 or mine is None or leader.leo != leader.epoch_start:
             return
@@ -786,10 +817,20 @@ class ReplicationAbstraction:
                 known = begin
                 break
             begin = stop
-        if end < known == leader.leo:
-            leader.set_leo(end)
-            leader.epoch_start = end
-            self.inferred["a new leader's LEO from OffsetForLeaderEpoch"] += 1
+        if not end < known:
+            return
+        if not leader.epoch_start_exact:
+            if known == leader.leo:
+                leader.set_leo(end)
+                leader.epoch_start = end
+                self.inferred["a new leader's LEO from OffsetForLeaderEpoch"] += 1
+            return
+        older = _epoch_at(leader.runs, end - 1) if end > 0 else None
+        if (older is None or end >= before or me.unsure_from is None or me.unsure_from > end
+                or f in part.zk_isr):
+            return
+        me.runs = _merge((*_prefix(me.runs, end), (older, before)))
+        self.inferred["a crashed follower's tail from OffsetForLeaderEpoch"] += 1
 
     def _leader_append(self, part: _Partition, r: int, fields: Mapping[str, TraceValue]) -> _Plan:
         base, last = _int(fields, "base_offset"), _int(fields, "last_offset")
@@ -848,7 +889,7 @@ class ReplicationAbstraction:
 
         def commit() -> None:
             before = (lead.remote.get(f), follower.leo, follower.hw, follower.runs,
-                      follower.hw_exact)
+                      follower.hw_exact, follower.reported_leo, follower.unsure_from)
             lead.remote[f] = offset
             lead.remote_incarnation[f] = follower.restarts
             if current:
@@ -858,7 +899,8 @@ class ReplicationAbstraction:
                 follower.hw = min(lead.hw, lead.leo)
                 follower.hw_exact = False
             plan.unchanged = before == (lead.remote.get(f), follower.leo, follower.hw,
-                                        follower.runs, follower.hw_exact)
+                                        follower.runs, follower.hw_exact,
+                                        follower.reported_leo, follower.unsure_from)
 
         plan.cacheable = current
         plan.commit = commit
@@ -946,6 +988,9 @@ class ReplicationAbstraction:
         def commit() -> None:
             me.live, me.role, me.pending = False, "OFFLINE", False
             me.crash_leo = max(me.crash_leo, me.leo)
+            if me.leo > me.reported_leo:
+                me.unsure_from = (me.reported_leo if me.unsure_from is None
+                                  else min(me.unsure_from, me.reported_leo))
 
         # A CRASH of a replica last seen crashed: its broker restarted without reporting it
         # (its dir had failed) and crashed again (seed 15).

@@ -695,3 +695,44 @@ def test_seed_7829_a_follower_joins_the_isr_only_on_its_own_fetch() -> None:
     crashed = [e for e in outcome.trace if e.machine == "replication"
                and e.subject == "t-2@1" and e.event == "CRASH"]
     assert crashed, "broker 1's replica of t-2 never crashed: not reached"
+
+
+#: Seed 8740 of ``logproof fuzz`` (its swarm config: one partition, fault probability 0.05,
+#: 150-byte move chunks), shrunk.
+SEED_8740_FAULTS = (
+    "5:crash_last_copy:1:89,8:crash:1:14,23:crash_mid_operation:3:19,"
+    "25:file_failure_at_restart:3:36144,38:crash:3:0,40:session_expiry:2:16,49:crash:3:0,"
+    "51:partition:0:24,53:torn_middle:3:59343,55:dir_read_errors:3:0,70:controller_expiry:2:22,"
+    "75:crash_mid_operation:3:18,97:controller_expiry:2:32,97:fail_after_swap:3:60049,"
+    "102:clean_restart:0:2,103:clean_restart:0:10,106:session_expiry:2:18,110:crash:2:8,"
+    "134:crash_last_copy:0:207,140:crash_last_copy:1:251,142:reassign:2:17238,"
+    "144:dir_read_errors:3:2,148:partition:2:22,150:reassign:2:2885,171:crash_in_swap:3:3,"
+    "175:partition:0:14,195:crash:1:5,199:fail_after_swap:3:5651")
+
+
+def test_seed_8740_a_crashed_follower_truncates_its_own_record_back_from_the_crash() -> None:
+    """Seed 8740 (COMMITTED_DURABLE), a checker error: broker 1 led __consumer_offsets-1's
+    epoch 4 and wrote offset 8 (not committed), crashed; back as a follower of broker 2 in
+    epoch 5 it truncated it, and broker 2 wrote 8 in epoch 5. The abstraction took broker 1's
+    fetch from 8 to have brought that record; broker 1 crashed with the append in flight and
+    the truncation unflushed, and came back holding its own offset 8 of epoch 4. Broker 2,
+    leading epoch 6 from 9 without writing (committed with broker 0), answered
+    OffsetsForLeaderEpoch(4) with 8 and broker 1, outside the ISR, truncated to 8. The
+    abstraction cut broker 2's log to the answer though its BECOME_LEADER had reported 9, and saw
+    the committed offset 8 gone; a reported LEO now stands, and the crashed follower's tail past
+    the answer is its own."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=200,
+                           fault_probability=0.05, chunk_bytes=150)
+    result, outcome = replay(8740, config, parse_faults(SEED_8740_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    events = [e for e in outcome.trace if e.machine == "replication"
+              and e.subject.startswith("__consumer_offsets-1@")]
+    led = [(e.fields.get("leader_epoch"), e.fields.get("log_end_offset")) for e in events
+           if e.event == "BECOME_LEADER" and e.subject.endswith("@2")]
+    assert (6, 9) in led, led
+    truncations = [(e.fields.get("log_end_offset"), e.fields.get("truncated_to"),
+                    e.fields.get("leader_epoch_end")) for e in events
+                   if e.event == "TRUNCATE" and e.subject.endswith("@1")]
+    # broker 1 truncated its offset 8 twice: once in epoch 5, again after the crash undid it
+    assert truncations.count((9, 8, 8)) == 2, truncations

@@ -529,7 +529,8 @@ def _mirror(abstraction: Any) -> list[Any]:
         (key, part.brokers[:], part.zk_leader, part.zk_epoch, part.zk_isr, part.committed,
          part.committed_len,
          [(b, r.role, r.epoch, r.leader, r.runs, r.leo, r.hw, r.epoch_start, r.isr,
-           dict(r.remote), r.hw_exact, r.live, r.pending) for b, r in part.replicas.items()])
+           dict(r.remote), r.hw_exact, r.live, r.pending, r.reported_leo, r.unsure_from)
+          for b, r in part.replicas.items()])
         for key, part in abstraction._partitions.items()
     ]
 
@@ -564,3 +565,87 @@ def test_a_remembered_fetch_changes_nothing(seed: int) -> None:
                        abstractions=wrapped)
     assert outcome.trace_verdict.ok, outcome.trace_verdict
     assert remembered[True] > 0
+
+
+def _scripted(*steps: tuple[str, int, dict[str, object]]) -> list[TraceEvent]:
+    return [TraceEvent.of("replication", name, f"{TP}@{broker}", "NONE", "NONE", **fields)
+            for name, broker, fields in steps]
+
+
+def _crashed_follower_trace(crash: bool) -> list[TraceEvent]:
+    """Broker 1 leads epoch 1, writes 0 (committed) and 1 (not), crashes; broker 0 leads
+    epoch 2 from 1 and broker 1, back, truncates its own record 1 (OffsetForLeaderEpoch(1)
+    answers 1). Broker 0 writes 1 in epoch 2 and broker 1 fetches from 1, its response assumed
+    to bring it; with ``crash``, broker 1 crashes (its append, and its unflushed truncation,
+    lost: its own record 1 of epoch 1 is back) before broker 0, committed up to 2 with broker
+    2, leads epoch 3 from 2 without writing. Broker 1 follows it, asks for epoch 1 and is
+    answered 1: it truncates to 1."""
+    replicas = (0, 1, 2)
+
+    def role(name: str, broker: int, epoch: int, leader: int, isr: tuple[int, ...],
+             leo: int, hw: int) -> tuple[str, int, dict[str, object]]:
+        return (name, broker, {"leader_epoch": epoch, "leader": leader, "isr": isr,
+                               "replicas": replicas, "partition_epoch": epoch,
+                               "log_end_offset": leo, "high_watermark": hw})
+
+    def fetch(leader: int, follower: int, offset: int) -> tuple[str, int, dict[str, object]]:
+        return ("FOLLOWER_FETCH", leader, {"replica": follower, "fetch_offset": offset})
+
+    def append(leader: int, offset: int, epoch: int) -> tuple[str, int, dict[str, object]]:
+        return ("LEADER_APPEND", leader, {"base_offset": offset, "last_offset": offset,
+                                          "leader_epoch": epoch})
+
+    def truncate(broker: int, before: int, to: int, end: int) -> tuple[str, int,
+                                                                      dict[str, object]]:
+        return ("TRUNCATE", broker, {"policy": "LEADER_EPOCH", "log_end_offset": before,
+                                     "truncated_to": to, "leader_epoch_end": end, "rounds": 1})
+
+    everyone = (0, 1, 2)
+    steps = [
+        role("BECOME_LEADER", 1, 1, 1, everyone, 0, 0),
+        role("BECOME_FOLLOWER", 0, 1, 1, everyone, 0, 0),
+        role("BECOME_FOLLOWER", 2, 1, 1, everyone, 0, 0),
+        append(1, 0, 1), fetch(1, 0, 0), fetch(1, 2, 0), fetch(1, 0, 1), fetch(1, 2, 1),
+        ("HW_ADVANCE", 1, {"high_watermark": 1, "isr": everyone}),
+        append(1, 1, 1),
+        ("CRASH", 1, {}),
+        role("BECOME_LEADER", 0, 2, 0, (0, 2), 1, 1),
+        role("BECOME_FOLLOWER", 2, 2, 0, (0, 2), 1, 1),
+        ("RESTART", 1, {}),
+        role("BECOME_FOLLOWER", 1, 2, 0, (0, 2), 2, 1),
+        truncate(1, 2, 1, 1),
+        fetch(0, 1, 1), append(0, 1, 2), fetch(0, 1, 1), fetch(0, 2, 1), fetch(0, 2, 2),
+        ("HW_ADVANCE", 0, {"high_watermark": 2, "isr": (0, 2)}),
+    ]
+    if crash:
+        steps.append(("CRASH", 1, {}))
+    steps += [role("BECOME_LEADER", 0, 3, 0, (0, 2), 2, 2),
+              role("BECOME_FOLLOWER", 2, 3, 0, (0, 2), 2, 2)]
+    if crash:
+        steps.append(("RESTART", 1, {}))
+    steps += [role("BECOME_FOLLOWER", 1, 3, 0, (0, 2), 2, 1), truncate(1, 2, 1, 1)]
+    return _scripted(*steps)
+
+
+def test_a_crashed_follower_truncates_its_own_records_back_from_the_crash() -> None:
+    """Seed 8740 of ``logproof fuzz``, a checker error: the mirror filled broker 1's log from a
+    fetch response it assumed delivered (record 1 of epoch 2); the crash lost it and brought
+    back broker 1's own record 1 of epoch 1, so the answer to its OffsetForLeaderEpoch (1,
+    where the leader's epoch 1 ends) was below where the mirror put the end of epoch 2 (2). The
+    abstraction cut the new leader's log there though its BECOME_LEADER had reported its LEO,
+    and saw it without the committed record 1. A leader's reported LEO now stands, and the
+    crashed follower, outside the ISR, holds a tail of an epoch the leader ends below it."""
+    abstraction = replication_abstraction()
+    verdict = check_trace(_crashed_follower_trace(crash=True), [abstraction])
+    assert verdict.ok, verdict.violation.describe() if verdict.violation else ""
+    assert abstraction.inferred["a crashed follower's tail from OffsetForLeaderEpoch"] == 1
+    assert not abstraction.inferred["a new leader's LEO from OffsetForLeaderEpoch"]
+
+
+def test_a_follower_that_did_not_crash_may_not_truncate_what_it_fetched() -> None:
+    """The same answer to a follower that did not crash since it fetched record 1 of epoch 2:
+    it held what the leader holds, and truncating it is not the model's truncation."""
+    violation = check_trace(_crashed_follower_trace(crash=False), abstractions()).violation
+    assert violation is not None
+    assert violation.kind == "state_mismatch", violation.describe()
+    assert violation.action.startswith("become_follower(")
