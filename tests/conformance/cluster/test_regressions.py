@@ -726,7 +726,24 @@ def test_seed_8740_a_crashed_follower_truncates_its_own_record_back_from_the_cra
     result, outcome = replay(8740, config, parse_faults(SEED_8740_FAULTS))
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
-    events = [e for e in outcome.trace if e.machine == "replication"
+
+
+def test_seed_8740_trace_a_crashed_follower_truncating_its_own_record_conforms() -> None:
+    """Seed 8740's checker fix, held to the trace its shrunk schedule produced when found (kept
+    in ``traces/seed8740.jsonl.gz``): since seed 7829's fix (a follower joins the ISR only on
+    its own fetch) the schedule runs otherwise. The trace reaches the case (broker 2 led epoch 6
+    from 9; broker 1 truncated its offset 8 twice) and conforms; the checker before the fix
+    refused it (COMMITTED_DURABLE)."""
+    from conformance import replication_abstraction
+    from conformance.trace_check import check_trace, parse_trace_line
+
+    path = Path(__file__).parent / "traces" / "seed8740.jsonl.gz"
+    trace = [parse_trace_line(line)
+             for line in gzip.decompress(path.read_bytes()).decode().splitlines() if line]
+    assert len(trace) == 1396
+    verdict = check_trace(trace, replication_abstraction.abstractions())
+    assert verdict.violation is None, verdict.violation
+    events = [e for e in trace if e.machine == "replication"
               and e.subject.startswith("__consumer_offsets-1@")]
     led = [(e.fields.get("leader_epoch"), e.fields.get("log_end_offset")) for e in events
            if e.event == "BECOME_LEADER" and e.subject.endswith("@2")]
