@@ -34,7 +34,9 @@ Events and the fields they must carry
   preceded by ``session_expired`` of the previous ``/controller`` owner that never resigned (its
   ephemeral node had to vanish), by ``controller_resigned`` if the winner still acted as
   controller and by ``broker_started`` if its session was known to be gone. The epoch must be
-  above every epoch ZooKeeper held. ``SESSION_EXPIRED`` (``broker``): ``session_expired`` (unless
+  above every epoch ZooKeeper held; the active controller's own epoch again, while no later
+  epoch exists, is the re-read of a revalidation after a connection loss, a stutter.
+  ``SESSION_EXPIRED`` (``broker``): ``session_expired`` (unless
   already known) then ``controller_resigned``. ``CONTROLLER_RESIGNED`` (``broker``):
   ``controller_resigned``, after ``session_expired`` if ``/controller`` was still its own.
   ``ZK_WRITE_FENCED`` (``broker``): ``zk_write_fenced``, enabled only when a later controller
@@ -210,6 +212,11 @@ class ControllerAbstraction:
             return self._stutter("CONTROLLER_ELECTED without epoch")
         me = self._candidate(c)
         owner = self._zk_controller
+        if me.active and epoch == me.epoch == self._zk_epoch:
+            # the same term re-read after a reconnection (revalidated: ``/controller`` still its
+            # session's, the epoch znode still at its version); no election happened (its
+            # broker's registration may have expired meanwhile: a session of its own here)
+            return self._stutter("CONTROLLER_ELECTED again in its own term (revalidated)")
         other = self._other(c)
         actions: list[ModelAction] = []
         views = self._views(c, other)
