@@ -543,10 +543,13 @@ class SimBroker:
             if self.controller is not None:
                 self.controller.on_reply(payload)  # type: ignore[arg-type]
         elif kind is GroupCall:
-            request_id = payload.request.request_id  # type: ignore[attr-defined]
+            request = payload.request  # type: ignore[attr-defined]
+            request_id = request.request_id
             if request_id in self._group_requests:
                 return
             self._group_requests.add(request_id)
+            if type(request) is gc.OffsetFetch:
+                self.world.offset_fetch_received(self, request)
             self.step(payload)
         else:
             self.step(payload)

@@ -851,6 +851,8 @@ class ClusterWorld:
         self.group_rng = root.stream("group-clients")
         self._request_ids = itertools.count(1)
         self._commit_values: dict[tuple[str, int], int] = {}
+        #: OffsetFetch request ids taken by a deposed coordinator (:meth:`offset_fetch_received`)
+        self._deposed_fetches: set[int] = set()
         #: (group, partition) -> the highest commit acknowledged to a member
         self.group_acked: dict[tuple[str, int], int] = {}
         self.brokers = [SimBroker(self, b) for b in range(config.brokers)]
@@ -961,6 +963,26 @@ class ClusterWorld:
             self.violation("OFFSETS_DURABLE", (
                 f"{member.group}: OffsetFetch by {member.client_id} answered {value} for "
                 f"{TOPIC}-{partition}, older than the acknowledged commit {floor}"))
+
+    def offset_fetch_received(self, broker: SimBroker, request: gc.OffsetFetch) -> None:
+        """``broker`` takes an OffsetFetch: noted when it leads the group's offsets partition in
+        an epoch older than ZooKeeper's (deposed while its session had expired, unaware), an
+        answer OFFSETS_DURABLE does not judge (:mod:`conformance._cluster_groups`)."""
+        tp = TopicPartition(gc.OFFSETS_TOPIC,
+                            group_records.partition_for(request.group_id, OFFSETS_PARTITIONS))
+        state = broker.states.get(tp)
+        if state is None or state.role is not ReplicaRole.LEADER:
+            return
+        written = self._state(tp)
+        if written is not None and written[1] > state.leader_epoch:
+            self._deposed_fetches.add(request.request_id)
+
+    def answered_deposed(self, request_id: int) -> bool:
+        """Whether the OffsetFetch ``request_id`` was taken by a deposed coordinator."""
+        if request_id in self._deposed_fetches:
+            self._deposed_fetches.discard(request_id)
+            return True
+        return False
 
     def assigned(self, member: Any) -> None:
         """A member received its assignment."""

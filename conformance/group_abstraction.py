@@ -34,7 +34,11 @@ Events and their model actions
 * ``OFFSET_COMMITTED``: ``offset_committed(0, 0, 0)`` with the member's generation ranked
   against the group's at acceptance, in the group state then (a commit without a member, the
   admin form, is a stutter that still updates the mirror).
-* ``OFFSET_FETCHED``: ``offset_fetched(0, 0)``.
+* ``OFFSET_FETCHED``: ``offset_fetched(0, 0)``; a stutter when the broker is a deposed
+  coordinator that has not heard of it (another broker's ``COORDINATOR_ELECTED`` of the
+  partition carries a later ``leader_epoch`` than its own): its session expired and the
+  controller sends it nothing until it registers again, and it serves its cache as Kafka's
+  does (the cluster simulator does not judge that answer either).
 * ``GROUP_DELETED`` and ``OFFSETS_EXPIRED`` forget the group's acknowledged commits.
 
 The model's safety invariants (GROUP_ASSIGNMENT_EXCLUSIVE, GROUP_COMMIT_FENCED,
@@ -94,6 +98,10 @@ class GroupAbstraction:
         self._C = module.CoordinatorState
         #: (offsets partition, broker) -> its load state, as its own events reported
         self._loaded: dict[tuple[int, int], Any] = {}
+        #: (offsets partition, broker) -> the leader epoch of its last COORDINATOR_ELECTED, and
+        #: offsets partition -> the highest of any broker
+        self._load_epochs: dict[tuple[int, int], int] = {}
+        self._elected_epochs: dict[int, int] = {}
         #: (group, topic, partition) -> the last acknowledged commit
         self._acked: dict[tuple[str, str, int], int] = {}
         self._plan: _Plan | None = None
@@ -148,7 +156,7 @@ class GroupAbstraction:
         subject = event.subject
         if subject.startswith(OFFSETS_PREFIX):
             partition_text, _, broker_text = subject[len(OFFSETS_PREFIX):].partition("@")
-            return self._partition_event(name, int(partition_text), int(broker_text))
+            return self._partition_event(name, int(partition_text), int(broker_text), fields)
         broker = _int(fields, "broker")
         if broker is None:
             raise ValueError(f"group event {name} of {subject} has no broker")
@@ -175,6 +183,13 @@ class GroupAbstraction:
         if name == "OFFSET_COMMITTED":
             return self._committed(group, loaded, fields)
         if name == "OFFSET_FETCHED":
+            partition = group_records.partition_for(group, self._partitions)
+            if self._load_epochs.get((partition, broker), -1) < self._elected_epochs.get(
+                    partition, -1):
+                # Deposed (another broker was elected coordinator in a later leader epoch)
+                # and not told yet (its session expired: the controller sends it nothing until
+                # it registers again): it serves its cache, as Kafka's does.
+                return self._stutter("OffsetFetch answered by a deposed coordinator")
             return self._fetched(group, loaded, fields)
         if name in ("GROUP_DELETED", "OFFSETS_EXPIRED"):
             def forget() -> None:
@@ -183,7 +198,8 @@ class GroupAbstraction:
             return self._stutter(name, forget)
         raise ValueError(f"unknown group coordinator event {name}")
 
-    def _partition_event(self, name: str, partition: int, broker: int) -> _Plan:
+    def _partition_event(self, name: str, partition: int, broker: int,
+                         fields: Mapping[str, TraceValue]) -> _Plan:
         key = (partition, broker)
         states = self._C
         if name == "COORDINATOR_ELECTED":
@@ -191,8 +207,14 @@ class GroupAbstraction:
                 leader=1, coordinator=self._pair(self._initial.coordinator, states.UNLOADED,
                                                  states.LOADED))
 
+            epoch = _int(fields, "leader_epoch")
+
             def loading() -> None:
                 self._loaded[key] = states.LOADING
+                if epoch is not None:
+                    self._load_epochs[key] = epoch
+                    self._elected_epochs[partition] = max(
+                        epoch, self._elected_epochs.get(partition, -1))
             return _Plan((ModelAction("coordinator_elected", {"b": 0}),), state, loading)
         if name == "LOAD_COMPLETED":
             state = self._initial.replace(

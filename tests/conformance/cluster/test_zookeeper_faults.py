@@ -132,3 +132,35 @@ def test_malformed_znodes_are_logged_ignored_and_the_notices_deleted(
     assert zk.exists(admin, PREFERRED_REPLICA_ELECTION_PATH, False) is None
     assert zk.children(admin, ISR_CHANGE_NOTIFICATION_PATH, False) == []
     assert zk.children(admin, LOG_DIR_EVENT_NOTIFICATION_PATH, False) == []
+
+
+def test_seed_177_a_write_fenced_by_a_term_whose_winner_has_not_heard_its_reply() -> None:
+    """Seed 177 of the default run once ``connection_loss`` was drawn (NOT_ENABLED, shrunk):
+    the controller's (broker 1's) next fenced write stalls while its session expires; broker 0
+    wins the next term in ZooKeeper but loses its election's reply with its connection. The
+    stalled write is fenced by that term before broker 0 traces its election: the controller
+    abstraction refused the fence, no later epoch being known; only an election moves
+    ``/controller_epoch``, so the fence is checked against ZooKeeper holding the next term."""
+    outcome = simulate(177, ClusterConfig(),
+                       parse_faults("83:controller_expiry:0:25,86:connection_loss:0:142"),
+                       keep_trace=True)
+    assert outcome.violation is None, outcome.violation
+    events = _controller_events(outcome)
+    assert events.index(("ZK_WRITE_FENCED", 1, 1)) < events.index(("CONTROLLER_ELECTED", 0, 2))
+
+
+def test_seed_130_a_deposed_coordinator_unaware_serves_its_cache() -> None:
+    """Seed 130 of the default run once ``connection_loss`` was drawn (OFFSETS_DURABLE,
+    shrunk): broker 1, controller and coordinator of group-0, loses its ZooKeeper connection
+    and its registration's session expires meanwhile; its revalidation makes broker 2 the
+    coordinator and sends broker 1 nothing until it registers again. A member still talking to
+    broker 1 is answered from its cache, behind a commit broker 2 acknowledged: Kafka's
+    coordinator answers so too (no epoch fences an OffsetFetch), so neither the end-to-end check
+    nor the group abstraction judges a deposed coordinator's answer."""
+    outcome = simulate(130, ClusterConfig(),
+                       parse_faults("15:connection_loss:1:80,27:session_expiry:1:18"),
+                       keep_trace=True)
+    assert outcome.violation is None, outcome.violation
+    fetched = [int(e.fields["broker"]) for e in outcome.trace  # type: ignore[arg-type]
+               if e.event == "OFFSET_FETCHED" and e.subject == "group-0"]
+    assert {1, 2} <= set(fetched), fetched
