@@ -35,8 +35,8 @@ Events and their model actions
   against the group's at acceptance, in the group state then (a commit without a member, the
   admin form, is a stutter that still updates the mirror).
 * ``OFFSET_FETCHED``: ``offset_fetched(0, 0)``; a stutter when the broker is a deposed
-  coordinator that has not heard of it (another broker's ``COORDINATOR_ELECTED`` of the
-  partition carries a later ``leader_epoch`` than its own): its session expired and the
+  coordinator that has not heard of it (loaded, and another broker's ``COORDINATOR_ELECTED`` of
+  the partition carries a later ``leader_epoch`` than its own): its session expired and the
   controller sends it nothing until it registers again, and it serves its cache as Kafka's
   does (the cluster simulator does not judge that answer either).
 * ``GROUP_DELETED`` and ``OFFSETS_EXPIRED`` forget the group's acknowledged commits.
@@ -184,7 +184,8 @@ class GroupAbstraction:
             return self._committed(group, loaded, fields)
         if name == "OFFSET_FETCHED":
             partition = group_records.partition_for(group, self._partitions)
-            if self._load_epochs.get((partition, broker), -1) < self._elected_epochs.get(
+            own = self._load_epochs.get((partition, broker))
+            if loaded == self._C.LOADED and own is not None and own < self._elected_epochs.get(
                     partition, -1):
                 # Deposed (another broker was elected coordinator in a later leader epoch)
                 # and not told yet (its session expired: the controller sends it nothing until

@@ -83,6 +83,23 @@ def test_an_answer_older_than_the_acknowledged_commit_breaks_coordinator_loaded(
     assert found.invariant == "COORDINATOR_LOADED", found
 
 
+def test_a_deposed_coordinator_unaware_may_answer_from_its_cache() -> None:
+    """Broker 1, deposed while its session had expired, still serves group-0 from its cache
+    after broker 2 took the partition in a later epoch and acknowledged a commit (Kafka's
+    coordinator answers so too); the same answer before broker 2's election is refused."""
+    successor = (event("COORDINATOR_ELECTED", "__consumer_offsets-0@2", "UNLOADED", "LOADING",
+                       leader_epoch=2),
+                 event("LOAD_COMPLETED", "__consumer_offsets-0@2", "LOADING", "LOADED",
+                       leader_epoch=2, groups=0))
+    acked = event("OFFSET_COMMITTED", GROUP, broker=2, generation=3, member="m",
+                  group_generation=3, accepted_in="STABLE", offsets=(("t", 0, 5),))
+    stale = event("OFFSET_FETCHED", GROUP, broker=1, offsets=(("t", 0, 4),))
+    assert check(*LOADED, *successor, acked, stale) is None
+    found = check(*LOADED, commit(3, 3, 5), stale)
+    assert found is not None
+    assert found.invariant == "COORDINATOR_LOADED", found
+
+
 def test_answers_while_loading_or_from_another_broker_are_refused() -> None:
     loading = check(LOADED[0], event("OFFSET_FETCHED", GROUP, broker=1, offsets=()))
     assert loading is not None
