@@ -21,9 +21,16 @@ are faults), only its leaders moved back to the preferred replicas. A reassignme
 topic may meet the ``reassign`` fault, which overwrites ``/admin/reassign_partitions``: the
 controller then cancels the admin topic's (KIP-455).
 
-Fault model: none of its own; a call the cluster refuses (a topic grown while one of its
-partitions is reassigned, a reassignment or an election while one is pending) is counted as
-skipped.
+Fault model: a call the cluster refuses (a topic grown while one of its partitions is
+reassigned, a reassignment or an election while one is pending) is counted as skipped. Besides,
+the cluster simulator's ``malformed_znode`` fault has it write what an operator or a buggy tool
+could (:meth:`AdminWorkload.write_malformed`): garbage where the controller reads a request or
+a notice (``/admin/reassign_partitions``, ``/admin/preferred_replica_election``, an ISR change
+or log-dir event notification, a topic's config with its change notice, a topic znode of a
+topic nobody created, a broker registration of an id no broker has). The controller logs it
+and carries on: the preferred election znode and the notifications are deleted, the
+reassignment znode and the configs stay ignored until rewritten (as Kafka's), the topic and the
+broker are never taken in. Nothing is expected of such a request.
 
 This module is a sans-IO core.
 """
@@ -50,8 +57,14 @@ from impl.controller.coordinator import (
     SetResult,
 )
 from impl.controller.znodes import (
+    ISR_CHANGE_NOTIFICATION_PATH,
+    ISR_CHANGE_PREFIX,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
+    LOG_DIR_EVENT_PREFIX,
     PREFERRED_REPLICA_ELECTION_PATH,
+    REASSIGN_PARTITIONS_PATH,
     ReassignmentTarget,
+    broker_path,
     decode_topic,
     encode_preferred_election,
     topic_path,
@@ -69,6 +82,40 @@ ADMIN_PROBABILITY = 0.05
 MAX_ADMIN_TOPICS = 2
 #: partitions of an admin topic at most
 MAX_ADMIN_PARTITIONS = 3
+#: What :meth:`AdminWorkload.write_malformed` writes (``target % len``).
+MALFORMED_ZNODES = ("reassign", "preferred_election", "isr_change", "log_dir_event",
+                    "topic_config", "topic", "broker")
+#: Garbage any of them may get: not JSON, empty, not UTF-8, JSON of the wrong shape.
+MALFORMED_DATA = (b"{not json", b"", b"\xff\xfe\x00", b"[1,2,3]", b'{"version":99}',
+                  b'{"version":1,"partitions":"all"}')
+#: Garbage of the right shape with a wrong field, per znode (what a buggy tool writes).
+MALFORMED_FIELDS: dict[str, tuple[bytes, ...]] = {
+    "reassign": (
+        b'{"version":1,"partitions":[{"topic":7}]}',
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[]}]}',
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[0,0]}]}',
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[0,1],'
+        b'"log_dirs":[1,2]}]}',
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[0,1],'
+        b'"log_dirs":["any"]}]}',
+        b'{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[0,1]},'
+        b'{"topic":"t","partition":0,"replicas":[1,0]}]}',
+    ),
+    "preferred_election": (b'{"version":1,"partitions":[{"topic":"t","partition":"0"}]}',),
+    "isr_change": (b'{"version":1,"partitions":[{"partition":0}]}',
+                   b'{"version":1,"partitions":[{"topic":"t","partition":"x"}]}'),
+    "log_dir_event": (b'{"version":1,"broker":0,"event":2}', b'{"version":1,"broker":"b"}'),
+    "topic_config": (b'{"version":1,"config":[]}',),
+    "topic": (b'{"version":1,"partitions":{"x":[0]}}', b'{"version":1,"partitions":{"1":[0]}}',
+              b'{"version":1,"partitions":{"0":[]}}', b'{"version":1,"partitions":{"0":[-1]}}',
+              b'{"version":1,"partitions":{"0":[1,1]}}', b'{"version":1,"partitions":{"0":7}}'),
+    "broker": (b'{"version":4,"endpoints":["PLAINTEXT:9092"]}', b'{"version":4,"port":9092}',
+               b'{"version":4,"host":"h","port":9092,"rack":5}',
+               b'{"version":4,"endpoints":"x"}'),
+}
+#: Kafka's topic config paths (the controller reads ``unclean.leader.election.enable``)
+CONFIG_TOPICS_PATH = "/config/topics"
+CONFIG_CHANGES_PATH = "/config/changes"
 
 
 class AdminOperationWaitedError(RuntimeError):
@@ -185,6 +232,9 @@ class AdminWorkload:
         self.assigned_at_deletion: dict[str, dict[int, tuple[int, ...]]] = {}
         self.done: dict[str, int] = {}
         self.skipped = 0
+        self._malformed_topics = 0
+        #: malformed znodes written (:meth:`write_malformed`)
+        self.malformed_written = 0
 
     def _replicas(self, start: int) -> tuple[int, ...]:
         return tuple((start + i) % self._brokers for i in range(self._replication_factor))
@@ -292,3 +342,57 @@ class AdminWorkload:
             self.skipped += 1
             return
         self._count("preferred_elections")
+
+    # --- malformed znodes (the ``malformed_znode`` fault) ------------------------------------
+
+    def write_malformed(self, target: int) -> bool:
+        """Write garbage where the controller reads requests and notices (see the module
+        docstring); ``target`` picks the znode and the garbage.
+
+        Returns:
+            False when nothing was written (a request of that kind is pending, or the topic
+            of the config is gone).
+        """
+        kind = MALFORMED_ZNODES[target % len(MALFORMED_ZNODES)]
+        garbage = MALFORMED_DATA + MALFORMED_FIELDS[kind]
+        data = garbage[target // len(MALFORMED_ZNODES) % len(garbage)]
+        server, session = self._server, self._client.session_id
+        ops: list[Op]
+        if kind == "reassign":
+            ops = [CreateOp(REASSIGN_PARTITIONS_PATH, data)]
+        elif kind == "preferred_election":
+            ops = [CreateOp(PREFERRED_REPLICA_ELECTION_PATH, data)]
+        elif kind == "isr_change":
+            ops = [CreateOp(f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}", data,
+                            sequential=True)]
+        elif kind == "log_dir_event":
+            ops = [CreateOp(f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}", data,
+                            sequential=True)]
+        elif kind == "topic_config":
+            topics = [*self._preferred_topics(), *self.alive]
+            topic = topics[target // 64 % len(topics)]
+            for path in ("/config", CONFIG_TOPICS_PATH, CONFIG_CHANGES_PATH):
+                server.multi(session, [CreateOp(path)])  # (NodeExists when there)
+            path = f"{CONFIG_TOPICS_PATH}/{topic}"
+            write: Op = (SetOp(path, data) if server.exists(session, path, False) is not None
+                         else CreateOp(path, data))
+            ops = [write, CreateOp(f"{CONFIG_CHANGES_PATH}/config_change_",
+                                   b'{"version":2,"entity_path":"topics/' + topic.encode()
+                                   + b'"}', sequential=True)]
+        elif kind == "topic":
+            # a topic nobody created, its name sometimes one Kafka refuses
+            self._malformed_topics += 1
+            name = f"m{self._malformed_topics}{'!' if target // 1024 % 2 else ''}"
+            ops = [CreateOp(topic_path(name), data)]
+        else:
+            # a registration of a broker id no broker has (one of another version's tools)
+            ops = [CreateOp(broker_path(self._brokers + 10 + target // 1024 % 4), data,
+                            ephemeral=True)]
+        results = server.multi(session, ops)
+        if isinstance(results[0], CoordinatorError):
+            return False  # (a pending request of that kind: left alone)
+        self.malformed_written += 1
+        return True
+
+    def _preferred_topics(self) -> list[str]:
+        return sorted({topic for topic, _ in self._preferred})

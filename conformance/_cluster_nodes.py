@@ -60,6 +60,7 @@ from impl.broker.node import (
 from impl.broker.node_store import LogManagerStore, read_whole_batches
 from impl.broker.replication import ReplicaRole, ReplicaState, TruncationPolicy
 from impl.controller.coordinator import (
+    ConnectionLossError,
     CreateOp,
     CreateResult,
     SetOp,
@@ -256,6 +257,8 @@ class SimBroker:
         #: delivers once)
         self._group_requests: set[int] = set()
         self._member_ids = 0
+        #: a log-dir event notification that the ZooKeeper connection's loss held back
+        self._dir_failure_unreported = False
 
     # --- the node's state, for the checkers --------------------------------------------------
 
@@ -275,6 +278,7 @@ class SimBroker:
         """Open the logs (recovery), register in ZooKeeper, start the controller candidate."""
         world = self.world
         self.failed_dirs_seen = []
+        self._dir_failure_unreported = False
         self.channels = {}
         self._waiting_appends = []
         self.manager = LogManager.open(self.storage_config, disk=self.disk, clock=world.clock,
@@ -410,11 +414,8 @@ class SimBroker:
                 if state is not None and state.role is not ReplicaRole.OFFLINE:
                     self.world.role_changed(self, e.tp, e.previous, state)
             elif kind is ReportDirFailure:
-                zk = self.world.zk
-                if zk.session_alive(self.session):
-                    zk.multi(self.session, [CreateOp(
-                        f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}",
-                        encode_log_dir_event(self.id), sequential=True)])
+                self._dir_failure_unreported = True
+                self._report_dir_failure()
 
     def _append(self, node: BrokerNode, effect: Append) -> None:
         tp = effect.tp
@@ -439,6 +440,22 @@ class SimBroker:
             done = Appended(tp, effect.token, code, error_message=message)
         self._carry_out(node, node.step(done))
 
+    def _report_dir_failure(self) -> None:
+        """Write the log-dir event notification; while the ZooKeeper connection is down, again
+        at each tick until it is back (Kafka's ZooKeeper client holds a request until it
+        reconnects)."""
+        zk = self.world.zk
+        if not zk.session_alive(self.session):
+            self._dir_failure_unreported = False
+            return
+        try:
+            zk.multi(self.session, [CreateOp(
+                f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}",
+                encode_log_dir_event(self.id), sequential=True)])
+        except ConnectionLossError:
+            return
+        self._dir_failure_unreported = False
+
     def _write_isr(self, node: BrokerNode, effect: WriteIsr) -> None:
         """The leader's ISR change: one ``multi`` (state conditional on its zkVersion, plus an
         ISR change notification)."""
@@ -446,14 +463,18 @@ class SimBroker:
         zk = self.world.zk
         version: int | None = None
         if zk.session_alive(self.session):
-            results = zk.multi(self.session, [
-                SetOp(partition_state_path(tp.topic, tp.partition),
-                      encode_partition_state(effect.leader, effect.leader_epoch, effect.isr,
-                                             effect.controller_epoch), effect.partition_epoch),
-                CreateOp(f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}",
-                         encode_isr_change([(tp.topic, tp.partition)]), sequential=True),
-            ])
-            if multi_error(results) is None:
+            try:
+                results = zk.multi(self.session, [
+                    SetOp(partition_state_path(tp.topic, tp.partition),
+                          encode_partition_state(effect.leader, effect.leader_epoch, effect.isr,
+                                                 effect.controller_epoch),
+                          effect.partition_epoch),
+                    CreateOp(f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}",
+                             encode_isr_change([(tp.topic, tp.partition)]), sequential=True),
+                ])
+            except ConnectionLossError:  # (as the trio broker: the write failed, no version)
+                results = []
+            if results and multi_error(results) is None:
                 result = results[0]
                 assert isinstance(result, SetResult)
                 version = result.stat.version
@@ -484,6 +505,8 @@ class SimBroker:
         self.step(Tick(periodic))
         if self.failed_dirs_seen:
             self.after_io()
+        if self._dir_failure_unreported:
+            self._report_dir_failure()
 
     def on_controller_call(self, source: int, call: ControllerCall) -> None:
         """Exactly-once, in-order delivery per channel (TCP), then the request itself."""

@@ -37,6 +37,18 @@ on ``/controller``:
 Recovery: the notice comes at the end of the window at the latest, and the node runs for
 election again on the new session.
 
+And around a connection loss without expiry (:meth:`SimController.lose_connection`): the
+broker's ZooKeeper client (one per broker in Kafka, so its registration's session and its
+controller's) loses its connection for ``down_ms``, well within the session timeout; the
+server drops every watch of both sessions and fails every request with ConnectionLoss; the node
+hears SUSPENDED, then CONNECTED on the same session. The loss lands at once, or while the node
+has a ZooKeeper operation outstanding: its next read (lost: the node learns nothing) or its
+next election ``multi`` or fenced write (applied by ZooKeeper, its reply lost: the node must
+find out by reading). It may flap: drop again with the node's first read once back.
+Recovery: the session survived, so the node revalidates its term
+(``/controller`` still its session's, ``/controller_epoch`` still at its version) and re-reads
+everything, or runs for election again.
+
 This module is a sans-IO core.
 """
 
@@ -46,10 +58,11 @@ import collections
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Final, NamedTuple
 
-from impl.controller.controller import ZkWrite
+from impl.controller.controller import WriteCompleted, ZkWrite
 from impl.controller.coordinator import (
     CheckOp,
     CoordinatorEvent,
+    CreateOp,
     NoNodeError,
     SessionEvent,
     SessionState,
@@ -57,6 +70,7 @@ from impl.controller.coordinator import (
 )
 from impl.controller.node import (
     ChildrenOp,
+    LogWarning,
     NodeEffect,
     NodeInput,
     ReadResult,
@@ -140,6 +154,15 @@ class SimController(ControllerDriver):
         self.writes_landed = 0
         #: the watches the node's reads armed and that have not fired: path -> child watch?
         self._armed: dict[tuple[str, bool], None] = {}
+        #: armed by :meth:`lose_connection`: (down ms, "read" or "write") of a loss that lands
+        #: with the node's next such operation in flight
+        self._loss_armed: tuple[int, str] | None = None
+        #: the sessions whose connection is down and the ms it comes back at
+        self._disconnected: tuple[int, ...] = ()
+        self._reconnect_at_ms: int | None = None
+        self._down_ms = 0
+        #: the connection drops again with the first read once it is back
+        self._flaps = False
 
     @property
     def expiring(self) -> bool:
@@ -152,6 +175,9 @@ class SimController(ControllerDriver):
         self._channels.clear()
         self._held.clear()
         self._stall_ms = None
+        self._loss_armed = None
+        self._flaps = False
+        self._disconnected, self._reconnect_at_ms = (), None
         if self.server.session_alive(self.session_id):
             self.server.expire_session(self.session_id)
 
@@ -187,6 +213,45 @@ class SimController(ControllerDriver):
         first."""
         self._stall_ms = delay_ms
 
+    @property
+    def connection_lost(self) -> bool:
+        """A connection loss is armed, or the connection is down."""
+        return self._loss_armed is not None or self._reconnect_at_ms is not None
+
+    def lose_connection(self, down_ms: int, at: str = "now", *, flaps: bool = False) -> None:
+        """The broker's ZooKeeper connection drops for ``down_ms`` (the sessions survive):
+        ``at`` ``"now"``, or with the node's next ``"read"`` (lost) or next election ``multi``
+        or fenced ``"write"`` (applied, its reply lost) in flight. ``flaps``: once back, it
+        drops again with the node's first read (a revalidation's, an election's), as long."""
+        assert at in ("now", "read", "write"), at
+        self._flaps = flaps
+        if at == "now":
+            self._disconnect(down_ms)
+        else:
+            self._loss_armed = down_ms, at
+
+    def _disconnect(self, down_ms: int) -> None:
+        self.world.connection_losses += 1
+        server = self.server
+        sessions = tuple(s for s in (self.session_id, self.broker.session)
+                         if server.session_alive(s))
+        for session in sessions:
+            server.disconnect(session)
+        self._armed.clear()  # (the server dropped them; the node re-reads after CONNECTED)
+        self._disconnected = sessions
+        self._down_ms = down_ms
+        self._reconnect_at_ms = self.broker.now_ms() + max(1, down_ms)
+
+    def _reconnect(self) -> None:
+        server = self.server
+        for session in self._disconnected:
+            if server.session_alive(session):
+                server.reconnect(session)
+        self._disconnected, self._reconnect_at_ms = (), None
+        if self._flaps:
+            self._flaps = False
+            self._loss_armed = self._down_ms, "read"
+
     # --- the pump ----------------------------------------------------------------------------
 
     def tick(self) -> None:
@@ -194,6 +259,8 @@ class SimController(ControllerDriver):
         if self.stopped:
             return
         now_ms = self._clock.monotonic_ns() // 1_000_000
+        if self._reconnect_at_ms is not None and now_ms >= self._reconnect_at_ms:
+            self._reconnect()
         if self._stall_ms is not None and not self.node.active:
             self._stall_ms = None  # resigned before it wrote
         if self._held_until_ms is not None and now_ms >= self._held_until_ms:
@@ -245,6 +312,9 @@ class SimController(ControllerDriver):
                 self.step(completion)
 
     def _carry(self, effect: NodeEffect) -> NodeInput | None:
+        if isinstance(effect, LogWarning):
+            self.world.zookeeper_warnings += 1  # (the trio service logs it)
+            return None
         if isinstance(effect, ZkRead | ZkWrite):
             if self._held_until_ms is not None:
                 self._held.append(effect)
@@ -255,6 +325,18 @@ class SimController(ControllerDriver):
                 self._held_until_ms = self.expiry_notice_ms
                 self._held.append(effect)
                 return None
+            armed = self._loss_armed
+            if armed is not None and self._reconnect_at_ms is None:
+                if armed[1] == "read" and isinstance(effect, ZkRead):
+                    self._loss_armed = None
+                    self._disconnect(armed[0])  # (the read fails: the node learns nothing)
+                elif armed[1] == "write" and isinstance(effect, ZkWrite) and (
+                        _fenced(effect) or _election(effect)):
+                    self._loss_armed = None
+                    super()._carry(effect)  # applied by ZooKeeper ...
+                    self._disconnect(armed[0])
+                    # ... and its reply lost with the connection
+                    return WriteCompleted(effect.write_id, None, self.session_id)
         return super()._carry(effect)
 
     def _read(self, effect: ZkRead) -> tuple[ReadResult, ...] | None:
@@ -333,6 +415,11 @@ class SimController(ControllerDriver):
                 f"controller on broker {self.broker.id} (epoch {self.node.epoch}) wrote to "
                 f"ZooKeeper while the controller epoch is {current}",
             )
+
+
+def _election(effect: ZkWrite) -> bool:
+    """The election's ``multi`` (creates ``/controller``)."""
+    return any(isinstance(op, CreateOp) and op.path == CONTROLLER_PATH for op in effect.ops)
 
 
 def _fenced(effect: ZkRead | ZkWrite) -> bool:

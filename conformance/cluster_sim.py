@@ -20,8 +20,9 @@ One seed decides everything through named :class:`~conformance.rng.SimRng` strea
 ``workload`` (produce, consume, intra-broker moves through AlterReplicaLogDirs, throttle
 changes, flushes; drawn without looking at the system, so removing a fault leaves the
 operations alone), ``faults`` (the schedule, planned up front: :func:`plan_faults`;
-crashes of the last live in-sync copy and session expiries come from ``faults-last-copy``
-and ``faults-session``), ``network`` (the run's loss/duplication/reordering mix and every
+crashes of the last live in-sync copy, session expiries, connection losses and malformed
+znodes come from ``faults-last-copy``, ``faults-session``, ``faults-connection`` and
+``faults-malformed``), ``network`` (the run's loss/duplication/reordering mix and every
 delivery delay), and per broker ``crash`` streams (what an unflushed crash loses).
 
 Admin workload (:mod:`conformance._cluster_admin`, the ``admin`` stream, so the other streams
@@ -77,6 +78,16 @@ Fault model
   its next fenced write is sent, which stalls and runs ``target`` ms later on the new session,
   usually after another broker won the next term: ``/controller_epoch``'s version check must
   fence it (KAFKA-6082).
+* ``connection_loss``: the broker's ZooKeeper connection (its registration's session and its
+  controller's) drops and comes back on the same sessions ``2 + target // 4 % 60`` ms later,
+  within the session timeout: SUSPENDED, watches dropped, requests failing with ConnectionLoss,
+  then CONNECTED (:data:`CONNECTION_LOSS_SHAPES`: at once, with the controller node's next read
+  or next election ``multi``/fenced write in flight, or on the active controller while an
+  operator deletes ``/controller``; ``target // 240 % 2``: it flaps once). The active controller
+  revalidates its term and re-reads everything, or resigns. Drawn from ``faults-connection``.
+* ``malformed_znode``: garbage where the controller reads requests and notices
+  (:meth:`conformance._cluster_admin.AdminWorkload.write_malformed`); logged and ignored, the
+  notices deleted; no check expects anything of it. Drawn from ``faults-malformed``.
 * ``partition``: one broker is cut from every other node for ``target`` steps (ZooKeeper stays
   reachable, so a partitioned leader shrinks its ISR and is fenced by epochs).
 * ``reassign``: ``/admin/reassign_partitions`` is written with a new replica order, a new
@@ -136,8 +147,9 @@ from conformance.trace_check import Abstraction, TraceChecker, TraceVerdict
 from impl.broker import group_coordinator as gc
 from impl.broker import group_records
 from impl.broker.replication import ReplicaRole, ReplicaState
-from impl.controller.coordinator import CreateOp, NoNodeError, SetOp
+from impl.controller.coordinator import CreateOp, DeleteOp, NoNodeError, SetOp
 from impl.controller.znodes import (
+    CONTROLLER_PATH,
     PERSISTENT_PATHS,
     REASSIGN_PARTITIONS_PATH,
     ReassignmentTarget,
@@ -211,10 +223,20 @@ FAULT_KINDS = (
     "reassign",
     "session_expiry",
     "crash_last_copy",
+    "connection_loss",
+    "malformed_znode",
 )
-#: The faults of the streams added after ``faults`` (``faults-last-copy``, ``faults-session``):
-#: a schedule without them is the plan of a seed as it was drawn before them.
-LATER_STREAM_KINDS = ("session_expiry", "crash_last_copy")
+#: The faults of the streams added after ``faults`` (``faults-last-copy``, ``faults-session``,
+#: ``faults-connection``, ``faults-malformed``): a schedule without them is the plan of a seed
+#: as it was drawn before them.
+LATER_STREAM_KINDS = ("session_expiry", "crash_last_copy", "connection_loss", "malformed_znode")
+#: ``connection_loss``'s shapes (``target % 4``): the loss lands at once, with the node's next
+#: read or next election multi or fenced write in flight, or at once on the active controller
+#: while an operator deletes ``/controller`` (a forced controller move); the connection is
+#: down ``2 + target // 4 % 60`` ms (the session timeout is 6 s: it survives); with
+#: ``target // 240 % 2`` it flaps: it drops again, as long, with the node's first read once
+#: back (a revalidation's, an election's).
+CONNECTION_LOSS_SHAPES = ("now", "read", "write", "controller_moved")
 #: The storage broker's faults (``move_sim.FAULT_KINDS``; its id is ``brokers``).
 STORAGE_FAULT_KINDS = move_sim.FAULT_KINDS
 
@@ -309,7 +331,8 @@ class ClusterConfig:
 class ClusterFault:
     """One planned fault: at ``step``, of ``kind``, on ``broker``, with ``target`` (downtime
     steps, dir index, notice delay in ms, partition duration in steps, a reassignment choice,
-    or the steps before a broker whose session expired registers again)."""
+    the steps before a broker whose session expired registers again, a connection loss's shape
+    and duration, or a malformed znode's choice)."""
 
     step: int
     kind: str
@@ -384,6 +407,15 @@ def plan_faults(seed: int, config: ClusterConfig) -> tuple[ClusterFault, ...]:
         if expiries.chance(config.fault_probability / 4):
             faults.append(ClusterFault(step, "session_expiry", expiries.randrange(config.brokers),
                                        expiries.randint(2, 20)))
+    losses = SimRng(seed).stream("faults-connection")
+    for step in range(1, config.steps):
+        if losses.chance(config.fault_probability / 4):
+            faults.append(ClusterFault(step, "connection_loss", losses.randrange(config.brokers),
+                                       losses.randrange(4 * 60 * 2)))
+    malformed = SimRng(seed).stream("faults-malformed")
+    for step in range(1, config.steps):
+        if malformed.chance(config.fault_probability / 4):
+            faults.append(ClusterFault(step, "malformed_znode", 0, malformed.randrange(1 << 12)))
     if config.storage_broker:
         # the storage broker's own schedule, from a stream of its own (so the cluster's
         # faults are the same with it or without it)
@@ -444,6 +476,10 @@ class ClusterOutcome:
     #: admin operations carried out (topics created, partitions added, topics deleted,
     #: preferred elections)
     admin_operations: int = 0
+    #: ZooKeeper connection losses that landed (``connection_loss``), and the warnings the
+    #: controllers logged about malformed znodes (``malformed_znode``)
+    connection_losses: int = 0
+    zookeeper_warnings: int = 0
 
 
 def replay_command(seed: int, config: ClusterConfig,
@@ -846,6 +882,9 @@ class ClusterWorld:
         self.leader_elections = 0
         self.controller_elections = 0
         self.faults_skipped = 0
+        #: ZooKeeper connection losses that landed; malformed znodes the controllers logged
+        self.connection_losses = 0
+        self.zookeeper_warnings = 0
         self._state_cache: dict[TopicPartition, tuple[int, tuple[int, int, tuple[int, ...]]]] = {}
         self._state_paths: dict[TopicPartition, str] = {}
         self._assignment_cache: dict[str, tuple[int, dict[int, tuple[int, ...]]]] = {}
@@ -1192,6 +1231,11 @@ class ClusterWorld:
                 return
             broker.expire_session()
             self.reregister_at[broker.id] = step + max(1, fault.target)
+        elif kind == "connection_loss":
+            self._lose_connection(broker, fault.target)
+        elif kind == "malformed_znode":
+            if not self.admin_ops.write_malformed(fault.target):
+                self.faults_skipped += 1
         elif kind == "partition":
             others = [b.id for b in self.brokers if b.id != broker.id]
             members = [m.node for m in self.groups.members] if self.groups is not None else []
@@ -1200,6 +1244,24 @@ class ClusterWorld:
             self.heal_at = step + max(1, fault.target)
         else:
             self._reassign(fault.target)
+
+    def _lose_connection(self, broker: SimBroker, target: int) -> None:
+        """``connection_loss`` (:data:`CONNECTION_LOSS_SHAPES`): ``broker``'s ZooKeeper
+        connection drops and comes back on the same sessions."""
+        controller = broker.controller
+        shape = CONNECTION_LOSS_SHAPES[target % 4]
+        down_ms = 2 + target // 4 % 60
+        if not broker.alive or controller is None or controller.connection_lost or (
+                shape == "controller_moved" and not controller.node.active):
+            self.faults_skipped += 1
+            return
+        flaps = bool(target // 240 % 2)
+        if shape == "controller_moved":
+            controller.lose_connection(down_ms, flaps=flaps)
+            # (an operator forcing a controller move; the candidates' watches fire)
+            self.zk.multi(self.admin, [DeleteOp(CONTROLLER_PATH)])
+        else:
+            controller.lose_connection(down_ms, shape, flaps=flaps)
 
     def _stop(self, broker: SimBroker, restart_step: int, *, lose_unflushed: bool) -> None:
         """``broker`` stops (cleanly, or losing its unflushed tail) until ``restart_step``."""
@@ -1880,4 +1942,6 @@ def simulate(
         group_assignments=0 if world is None or world.groups is None
         else world.groups.rebalances,
         admin_operations=0 if world is None else sum(world.admin_ops.done.values()),
+        connection_losses=0 if world is None else world.connection_losses,
+        zookeeper_warnings=0 if world is None else world.zookeeper_warnings,
     )

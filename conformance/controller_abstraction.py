@@ -34,11 +34,16 @@ Events and the fields they must carry
   preceded by ``session_expired`` of the previous ``/controller`` owner that never resigned (its
   ephemeral node had to vanish), by ``controller_resigned`` if the winner still acted as
   controller and by ``broker_started`` if its session was known to be gone. The epoch must be
-  above every epoch ZooKeeper held. ``SESSION_EXPIRED`` (``broker``): ``session_expired`` (unless
+  above every epoch ZooKeeper held; the active controller's own epoch again, while no later
+  epoch exists, is the re-read of a revalidation after a connection loss, a stutter.
+  ``SESSION_EXPIRED`` (``broker``): ``session_expired`` (unless
   already known) then ``controller_resigned``. ``CONTROLLER_RESIGNED`` (``broker``):
   ``controller_resigned``, after ``session_expired`` if ``/controller`` was still its own.
   ``ZK_WRITE_FENCED`` (``broker``): ``zk_write_fenced``, enabled only when a later controller
-  epoch exists.
+  epoch exists; when the trace has not shown one yet, ZooKeeper is taken to hold the next epoch
+  with no owner the trace knows (only an election moves ``/controller_epoch``, and its winner
+  may not have heard its reply yet: ``connection_loss``; counted in
+  :attr:`ControllerAbstraction.fenced_before_winner`).
 * Subject ``broker-<id>``: ``BROKER_FAILED`` is ``session_expired`` of a candidate whose session
   was live, ``BROKER_STARTED`` is ``broker_started`` of a candidate whose session was gone and
   that no longer acts as controller; other brokers' are stutters.
@@ -120,6 +125,8 @@ class ControllerAbstraction:
         self._plan: _Plan | None = None
         #: events checked as stutters, by reason
         self.stutters: Counter[str] = Counter()
+        #: fenced writes checked before the trace showed the term that fenced them
+        self.fenced_before_winner = 0
 
     @property
     def machine(self) -> str:
@@ -210,6 +217,11 @@ class ControllerAbstraction:
             return self._stutter("CONTROLLER_ELECTED without epoch")
         me = self._candidate(c)
         owner = self._zk_controller
+        if me.active and epoch == me.epoch == self._zk_epoch:
+            # the same term re-read after a reconnection (revalidated: ``/controller`` still its
+            # session's, the epoch znode still at its version); no election happened (its
+            # broker's registration may have expired meanwhile: a session of its own here)
+            return self._stutter("CONTROLLER_ELECTED again in its own term (revalidated)")
         other = self._other(c)
         actions: list[ModelAction] = []
         views = self._views(c, other)
@@ -282,8 +294,16 @@ class ControllerAbstraction:
         def commit() -> None:
             me.active = False
 
-        return _Plan(actions=(ModelAction("zk_write_fenced", {"c": 0}),), pair=(c, other),
+        plan = _Plan(actions=(ModelAction("zk_write_fenced", {"c": 0}),), pair=(c, other),
                      views=self._views(c, other), commit=commit)
+        if self._zk_epoch <= me.epoch:
+            # No later term in the trace yet, but ZooKeeper refused the epoch check: only an
+            # election moves /controller_epoch, so a later term was won whose winner has not
+            # heard of it (its election's reply lost with its connection; it takes the term
+            # when it reads /controller again). Checked against ZooKeeper holding that term.
+            self.fenced_before_winner += 1
+            plan.zk = (None, me.epoch + 1)
+        return plan
 
     def _broker_failed(self, broker: int) -> _Plan:
         me = self._candidates.get(broker)

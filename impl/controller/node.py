@@ -731,7 +731,8 @@ class ControllerNode:
                 continue
             try:
                 value = configs.decode_entity(data[0]).get(UNCLEAN_KEY)
-            except configs.InvalidConfigError:
+            except configs.InvalidConfigError as error:
+                self._effects.append(LogWarning(f"ignoring the config of topic {name!r}: {error}"))
                 continue
             if value is not None and value.strip().lower() in ("true", "false"):
                 unclean[name] = value.strip().lower() == "true"
@@ -836,6 +837,7 @@ class ControllerNode:
         found = yield self._read(*(GetOp(f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{name}")
                                    for name in names))
         events: dict[str, int] = {}
+        malformed: list[str] = []
         for name, node in zip(names, _as_results(found, len(names)), strict=True):
             data = _as_data(node)
             if data is None:
@@ -844,6 +846,12 @@ class ControllerNode:
                 events[name] = decode_log_dir_event(data[0])
             except ZnodeFormatError as error:
                 self._effects.append(LogWarning(f"ignoring log dir event {name}: {error}"))
+                malformed.append(name)
+        if malformed:
+            # Deleted as Kafka deletes every notification it processed (the core deletes the
+            # others): left there, each would be read and warned about again at every event.
+            yield ZkWrite(0, tuple(DeleteOp(f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{name}")
+                                   for name in malformed))
         return events
 
     def _decode_reassignment(self, node: ReadResult) -> tuple[ReassignmentTarget, ...]:

@@ -13,6 +13,7 @@ from conformance.coordinator import ControllerDriver, SimulatedZooKeeper
 from impl.controller.controller import ControllerConfig, EmitTrace, Resign, WriteCompleted, ZkWrite
 from impl.controller.coordinator import (
     CreateOp,
+    CreateResult,
     DeleteOp,
     SessionState,
     WatchEvent,
@@ -40,12 +41,15 @@ from impl.controller.znodes import (
     BROKER_IDS_PATH,
     CONTROLLER_EPOCH_PATH,
     CONTROLLER_PATH,
+    LOG_DIR_EVENT_NOTIFICATION_PATH,
+    LOG_DIR_EVENT_PREFIX,
     PERSISTENT_PATHS,
     TopicAssignment,
     broker_path,
     decode_controller,
     decode_controller_epoch,
     encode_broker,
+    encode_log_dir_event,
     encode_topic,
     topic_path,
 )
@@ -123,6 +127,54 @@ def test_a_malformed_registration_is_ignored_with_a_warning() -> None:
     assert driver.elect()
     assert set(driver.core.live_brokers) == {0, 1}
     assert any("broker 7" in w for w in warnings), warnings
+
+
+def _warned(driver: ControllerDriver) -> list[str]:
+    """The messages of the LogWarning effects ``driver`` carries from now on."""
+    warnings: list[str] = []
+    original = driver._carry
+
+    def carry(effect: NodeEffect) -> NodeInput | None:
+        if isinstance(effect, LogWarning):
+            warnings.append(effect.message)
+        return original(effect)
+
+    driver._carry = carry  # type: ignore[method-assign]
+    return warnings
+
+
+def test_a_malformed_log_dir_event_is_deleted_with_a_warning() -> None:
+    """Kafka deletes every log-dir event notification it processed, malformed or not; one left
+    in ZooKeeper would be read and warned about again at every later event."""
+    server, _sessions = _cluster((0, 1))
+    admin = server.open_session(60_000)
+    bad = server.multi(admin, [CreateOp(f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}",
+                                        b"{not json", sequential=True)])[0]
+    assert isinstance(bad, CreateResult)
+    driver = ControllerDriver(server, 100)
+    warnings = _warned(driver)
+    assert driver.elect()
+    assert any("log dir event" in w for w in warnings), warnings
+    assert server.children(admin, LOG_DIR_EVENT_NOTIFICATION_PATH, False) == []
+    # a good one afterwards is processed (and deleted) as usual, with no new warning
+    server.multi(admin, [CreateOp(f"{LOG_DIR_EVENT_NOTIFICATION_PATH}/{LOG_DIR_EVENT_PREFIX}",
+                                  encode_log_dir_event(1), sequential=True)])
+    warned = len(warnings)
+    driver.log_dir_events()
+    assert len(warnings) == warned, warnings
+    assert server.children(admin, LOG_DIR_EVENT_NOTIFICATION_PATH, False) == []
+
+
+def test_a_malformed_topic_config_is_ignored_with_a_warning() -> None:
+    server, _sessions = _cluster((0, 1))
+    admin = server.open_session(60_000)
+    for path in ("/config", "/config/topics"):
+        server.multi(admin, [CreateOp(path)])
+    server.multi(admin, [CreateOp("/config/topics/t", b"[1,2,3]")])
+    driver = ControllerDriver(server, 100)
+    warnings = _warned(driver)
+    assert driver.elect()
+    assert any("config of topic 't'" in w for w in warnings), warnings
 
 
 def test_a_watch_is_mapped_to_the_re_read_it_calls_for() -> None:
