@@ -27,7 +27,10 @@ HW), and before each event it builds the model state from the mirror:
   the records' in both slots, the committed ones) are renumbered 1, 2, 3 in order; when there
   are more, those of the replicas the event is not about (leaders aside) map to the nearest
   kept epoch below them, then the oldest kept ones merge into rank 1 (an election keeps one
-  rank free for the epoch it writes).
+  rank free for the epoch it writes). A truncation (``TRUNCATE``, ``BECOME_FOLLOWER``) whose
+  merge would give two different record epochs one rank (a log a replica kept from before a
+  reassignment removed it looks like the log written since) is built instead at the cuts that
+  need the fewest epochs: the last record kept and the first dropped.
 
 Then the event's model actions must be enabled and the model's **safety** invariants
 (``LEADER_UNIQUE``, ``COMMITTED_DURABLE``, ``LOG_MATCHING``, ``NO_COMMITTED_LOSS``) must hold
@@ -345,6 +348,10 @@ class _Plan:
 
     actions: tuple[ModelAction, ...] = ()
     cuts: tuple[int, int] = (1, 2)
+    #: cuts to build with instead when ``cuts`` need more epochs than ranks and merging the
+    #: oldest would give two different record epochs one rank (two logs that diverge would
+    #: look alike, seed 11892)
+    fallback_cuts: tuple[int, int] | None = None
     epoch_limit: int = _MAX_EPOCH
     #: concrete values for this event only: broker -> role / leo / hw, zk overrides, down brokers
     roles: dict[int, str] = field(default_factory=dict)
@@ -694,6 +701,7 @@ class ReplicationAbstraction:
                                                   "BECOME_FOLLOWER after a later epoch")
         point = self._truncation_point(me, lead, my_leo, my_hw)
         plan.cuts = self._truncation_cuts(point, committed_len, max(my_leo, lead.leo))
+        plan.fallback_cuts = self._truncation_fallback(point, my_leo)
         plan.commit = lambda: follow(False, leader)
         return plan
 
@@ -746,6 +754,13 @@ class ReplicationAbstraction:
             return _cuts(point, committed if committed > point else end)
         return _cuts(committed, end)
 
+    @staticmethod
+    def _truncation_fallback(point: int, leo: int) -> tuple[int, int]:
+        """Cuts for a truncation that need the fewest epochs: the last record kept and the
+        first one dropped (the follower's last record when it keeps none). A committed length
+        past the point still maps past it."""
+        return _cuts(point, point + 1) if point > 0 else _cuts(leo, leo + 1)
+
     def _truncate(self, part: _Partition, f: int, fields: Mapping[str, TraceValue]) -> _Plan:
         before, target = _int(fields, "log_end_offset"), _int(fields, "truncated_to")
         if before is None or target is None:
@@ -785,6 +800,7 @@ class ReplicationAbstraction:
         committed_len = self._as_epoch_last_stood(part, plan, me.epoch, me.leader,
                                                   "TRUNCATE after a later epoch")
         plan.cuts = self._truncation_cuts(target, committed_len, before)
+        plan.fallback_cuts = self._truncation_fallback(target, before)
         plan.commit = cut
         plan.expect.append(("truncation point", "leo", part.index(f), None))
         plan.reported_offset = target
@@ -1046,6 +1062,8 @@ class ReplicationAbstraction:
         rows: list[tuple[Any, ...]] = []
         epochs: set[float] = set()
         others: set[float] = set()
+        #: the record epochs among ``epochs`` (the slots of the logs the event is about)
+        records: set[float] = set()
         if zk_epoch is not None:
             epochs.add(zk_epoch)
         for index in range(count):
@@ -1079,8 +1097,12 @@ class ReplicationAbstraction:
                 bucket.add(epoch)
             if slot0 is not None:
                 bucket.add(slot0)
+                if bucket is epochs:
+                    records.add(slot0)
             if slot1 is not None:
                 bucket.add(slot1)
+                if bucket is epochs:
+                    records.add(slot1)
             if role == "LEADER":
                 isr = isrs_of.get(broker, replica.isr) if isrs_of else replica.isr
                 local = _flags(brokers, isr)
@@ -1111,10 +1133,22 @@ class ReplicationAbstraction:
         committed1 = _epoch_at(committed_runs, c2 - 1) if committed_len >= 2 else None
         if committed0 is not None:
             epochs.add(committed0)
+            records.add(committed0)
         if committed1 is not None:
             epochs.add(committed1)
+            records.add(committed1)
         rank = _ranks(epochs, others, plan.epoch_limit)
         if len(epochs) > plan.epoch_limit:
+            fallback = plan.fallback_cuts
+            if (fallback is not None and fallback != plan.cuts
+                    and len({rank[epoch] for epoch in records}) < len(records)):
+                # Merged, two different record epochs would have one rank: records of
+                # diverging logs would look alike (a log a replica kept from before it was
+                # removed, against the log written since). The cuts that need fewest epochs
+                # are tried instead (once: they are kept whatever they need).
+                self.inferred["a truncation built at its fewest-epoch cuts"] += 1
+                plan.cuts, plan.fallback_cuts = fallback, None
+                return self._build(part, plan)
             rows = self._demote_merged_leaders(rows, rank, brokers, keep=(*involved, zk_leader),
                                                blank=(no_isr, no_remote))
         ranked = tuple([

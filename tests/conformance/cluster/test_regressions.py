@@ -20,7 +20,9 @@ from typing import Any
 import pytest
 
 from conformance.cluster_sim import ClusterConfig, ClusterOutcome, parse_faults
+from conformance.replication_abstraction import abstractions
 from conformance.runner import replay, swarm_config
+from conformance.trace_check import check_trace
 from impl.controller.controller import Controller
 from impl.trace import TraceEvent
 
@@ -737,3 +739,40 @@ def test_seed_8740_trace_a_crashed_follower_truncating_its_own_record_conforms()
                    if e.event == "TRUNCATE" and e.subject.endswith("@1")]
     # broker 1 truncated its offset 8 twice: once in epoch 5, again after the crash undid it
     assert truncations.count((9, 8, 8)) == 2, truncations
+
+
+#: Seed 11892 of ``logproof fuzz`` (STATE_MISMATCH), shrunk.
+SEED_11892_FAULTS = ("3:clean_restart:0:2,4:reassign:0:55405,80:clean_restart:2:5,"
+                     "133:reassign:0:53557")
+
+
+def test_seed_11892_a_replica_back_with_a_stale_log_truncates_it_all() -> None:
+    """Seed 11892 (STATE_MISMATCH, a false alarm of the trace checker): broker 0 led t-0 in
+    epoch 0, wrote 0-3 and stopped before any follower fetched them; broker 1 led epoch 1 from
+    0, and a reassignment removed broker 0 while it was down, so no StopReplica deleted its log
+    (as in ZooKeeper-era Kafka). Reassigned back in epoch 6, broker 0 asked for epoch 0, older
+    than every entry of the leader's cache, heard (0, 0) and truncated to 0, as Kafka's
+    ``endOffsetFor`` answers. The abstraction built the TRUNCATE with epochs 0 (broker 0's
+    records), 2 and 5 (the leader's at its cuts) and 6, one more than the model's ranks, and
+    merged the oldest two: broker 0's record looked like the leader's and the model kept it.
+    Such a truncation is now built at the cuts that need the fewest epochs; a follower keeping
+    its stale records is still refused."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=140,
+                           fault_probability=0.1, segment_bytes=600, chunk_bytes=65536)
+    result, outcome = replay(11892, config, parse_faults(SEED_11892_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    trace = list(outcome.trace)
+    index = next((i for i, e in enumerate(trace)
+                  if e.event == "TRUNCATE" and e.subject == "t-0@0"
+                  and e.fields.get("log_end_offset") == 4
+                  and e.fields.get("leader_epoch_end") == 0), None)
+    assert index is not None, "broker 0 never truncated its stale log: not reached"
+    assert trace[index].fields.get("truncated_to") == 0
+    replicated = [e for e in trace[: index + 1] if e.machine == "replication"]
+    kept = TraceEvent.of("replication", "TRUNCATE", "t-0@0", "FOLLOWER", "FOLLOWER",
+                         **{**dict(trace[index].fields), "truncated_to": 4})
+    violation = check_trace([*replicated[:-1], kept], abstractions()).violation
+    assert violation is not None
+    assert violation.index == len(replicated) - 1
+    assert violation.kind == "state_mismatch"
