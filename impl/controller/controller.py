@@ -36,8 +36,9 @@ Decisions, and where they come from:
   ``clean_since_broker_epoch`` names the incarnation since which every shutdown of the broker
   was clean (-1: the last one was not). An ISR member whose clean run does not reach back to
   an incarnation the partition state vouched for (the one this controller saw, or one
-  registered before the state's last write read at the failover) may have lost committed
-  records: it is
+  registered before the state's last write read at the failover; a state without a leader
+  vouches at the failover for no member registered after an unclean shutdown, its writer may
+  not have seen that registration) may have lost committed records: it is
   marked in that partition, and while the ISR holds an unmarked member it is neither elected
   nor kept in the ISR. It rejoins through its leader after catching up.
 - **Requests** are accumulated while writes or reads are outstanding and flushed as one
@@ -841,6 +842,20 @@ class Controller:
             for r in sorted(bounced):
                 if self._restarted_uncleanly(tp, self.live_brokers[r]):
                     self._mark_unclean(tp, r)
+            if state.leader == NO_LEADER:
+                # A state without a leader was written by a controller, and it vouches only for
+                # the incarnations that controller saw: its write may have landed after a
+                # registration it never read (a write stalled across its session's expiry,
+                # KAFKA-6082, or a notification still on its way), so the state's mzxid
+                # proves nothing for a member whose registration follows an unclean shutdown.
+                # A controller that saw such a member marked it and left it out of a
+                # leaderless ISR beside a trusted member; with every member marked the last
+                # replica standing is elected as before (fuzz seed 6056).
+                for r in state.isr:
+                    registration = self.live_brokers.get(r)
+                    since = None if registration is None else registration.clean_since_epoch
+                    if since is not None and since < 0:
+                        self._mark_unclean(tp, r)
             if bounced and not set(state.isr) - dead - bounced:
                 bounced = set()
             if state.leader in bounced or state.leader in self._barred(tp, state.isr):

@@ -776,3 +776,29 @@ def test_seed_11892_a_replica_back_with_a_stale_log_truncates_it_all() -> None:
     assert violation is not None
     assert violation.index == len(replicated) - 1
     assert violation.kind == "state_mismatch"
+
+
+#: Seed 6056 of ``logproof fuzz`` shrunk to 6 faults (the storage broker's left out).
+SEED_6056_FAULTS = ("19:controller_expiry:1:20,28:reassign:0:47506,36:reassign:0:49802,"
+                    "60:crash:2:8,96:controller_expiry:2:15,96:crash_last_copy:2:136")
+
+
+def test_seed_6056_a_leaderless_state_vouches_only_for_what_its_writer_saw() -> None:
+    """Seed 6056 (NO_COMMITTED_LOSS), an implementation bug: t-0's ISR {2, 1}, leader 1;
+    ``crash_last_copy`` stopped 1 cleanly and crashed 2, which lost its unflushed [46, 51).
+    Controller 0 planned the leaderless state ISR {2, 1}; its write stalled across its session's
+    expiry (KAFKA-6082, its epoch still ZooKeeper's) and landed after both brokers registered
+    again. Re-elected, its failover read registrations older than the state's mzxid and took
+    both as vouched for by it: it elected 2, the first in replica order, and 1 would have
+    truncated acknowledged batches. A state without a leader now vouches for no member whose
+    registration follows an unclean shutdown: 2 is barred and 1 leads."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=200,
+                           fault_probability=0.02, segment_bytes=1048576, chunk_bytes=65536)
+    result, outcome = replay(6056, config, parse_faults(SEED_6056_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    elected = [(e.fields["leader"], e.fields["leader_epoch"]) for e in outcome.trace
+               if e.machine == "controller" and e.subject == "t-0"
+               and e.event == "LEADER_ELECTED" and e.fields.get("controller_epoch") == 4]
+    assert elected, "controller 0's second term elected no leader of t-0: not reached"
+    assert elected[0] == (1, 5), f"the uncleanly restarted member led: {elected}"

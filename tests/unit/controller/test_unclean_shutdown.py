@@ -179,3 +179,23 @@ def test_a_run_of_clean_restarts_reaches_back_to_the_incarnation_seen() -> None:
         core, _ = _fail_over(live, state, replicas=(0, 2, 1))
         core.handle(BrokersRead({**live, 2: _broker(2, 90, since)}))
         assert core.unclean_members(TP) == marked, since
+
+
+def test_a_leaderless_state_does_not_vouch_for_a_member_registered_after_a_crash() -> None:
+    # Fuzz seed 6056: the ISR {2, 0} lost both members (0 stopped cleanly, 2 crashed losing its
+    # tail); the controller's write of the leaderless state stalled across its session's expiry
+    # and landed after both registered again, so both registrations precede the state's mzxid.
+    # The state's writer never saw them: it vouches for neither, and 2 followed a crash.
+    state = LeaderIsr(-1, 4, (2, 0), 5, 6, STATE_MZXID)
+    brokers = {0: _broker(0, STATE_MZXID - 2, 3), 1: _broker(1, 11, 3),
+               2: _broker(2, STATE_MZXID - 1, -1)}
+    core, written = _fail_over(brokers, state)
+    assert [(s.leader, s.isr) for s in written] == [(0, (0,))], (
+        "broker 2 (no clean-shutdown marker) led: broker 0 would truncate acknowledged records")
+    assert core.unclean_members(TP) == frozenset()  # the mark goes with the member
+    # with every member registered after a crash, the last replica standing leads as before
+    brokers = {0: _broker(0, STATE_MZXID - 2, -1), 1: _broker(1, 11, 3),
+               2: _broker(2, STATE_MZXID - 1, -1)}
+    core, written = _fail_over(brokers, state)
+    assert [(s.leader, s.isr) for s in written] == [(2, (2, 0))]
+    assert core.unclean_members(TP) == frozenset()
