@@ -155,6 +155,35 @@ def test_a_stop_replica_lost_with_its_controller_leaves_a_stray() -> None:
                for event in outcome.trace)
 
 
+def test_a_late_leader_and_isr_in_flight_when_the_deletion_was_asked_leaves_a_stray() -> None:
+    """``logproof fuzz`` seed 11608, shrunk (TOPIC_DELETED): broker 2, a follower of a0-0 in
+    epoch 1, was cut off by a network partition with the controller's LeaderAndIsr of epoch 2
+    in flight; a reassignment removed it from a0-0 and its session expired, so the controller
+    held it dead and left a0-0 on it (seed 196's stray). a0 was deleted, then the partition
+    healed and the request in flight reached broker 2 with its unchanged broker epoch: it
+    followed a0-0 in epoch 2, as Kafka's broker accepts a late request (its epoch stands
+    until it registers again), and stays a stray the deletion does not address. The check took
+    the epoch's change for a controller request made since the deletion was asked; a stray may
+    now also be left in the epoch of a LeaderAndIsr then in flight to its broker."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=200,
+                           fault_probability=0.1, segment_bytes=600, storage_broker=False)
+    faults = parse_faults("10:clean_restart:1:4,26:partition:2:29,41:clean_restart:1:2,"
+                          "51:partition:2:18,53:session_expiry:2:8,59:partition:1:31")
+    result, outcome = replay(11608, config, faults)
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    controller = [(event.event, event.fields.get("replicas"), event.fields.get("broker"))
+                  for event in outcome.trace if event.machine == "controller"
+                  and event.subject in ("a0-0", "broker-2")
+                  and event.event in ("REASSIGN_COMPLETED", "BROKER_FAILED", "BROKER_STARTED",
+                                      "TOPIC_DELETED")]
+    assert controller == [("REASSIGN_COMPLETED", (0, 1), None), ("BROKER_FAILED", None, 2),
+                          ("BROKER_STARTED", None, 2), ("TOPIC_DELETED", None, None)]
+    # the late request: epoch 2 reached broker 2 after the controller held it dead
+    assert _replica_events(outcome, "a0-0@2") == [
+        ("BECOME_FOLLOWER", 0), ("BECOME_FOLLOWER", 1), ("BECOME_FOLLOWER", 2)]
+
+
 #: Seed 11608's plan as ``logproof fuzz`` drew it (its default run, the storage broker's faults
 #: on broker 3).
 SEED_11608_FAULTS = (
