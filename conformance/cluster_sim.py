@@ -104,8 +104,9 @@ leader's log exactly once, in the order acknowledged, what the consumer read mus
 log's prefix, and TOPIC_DELETED: a topic asked to be deleted is gone from ZooKeeper (unless
 a broker assigned one of its replicas has a failed dir: it answers StopReplica
 KAFKA_STORAGE_ERROR until it restarts, as Kafka's), no broker serves a replica of it (but a
-stray, outside the assignment when the deletion was asked and untouched since, that Kafka
-leaves hosted too) and the brokers assigned one when the deletion was asked hold no log of it. With
+stray, outside the assignment when the deletion was asked and untouched since but by a
+LeaderAndIsr then in flight, that Kafka leaves hosted too) and the brokers assigned one when
+the deletion was asked hold no log of it. With
 ``groups`` (the default), the brokers host group coordinators over ``__consumer_offsets`` and
 simulated members run consumer groups (:mod:`conformance._cluster_groups`):
 GROUP_ASSIGNMENT_EXCLUSIVE, COORDINATOR_LOADED and OFFSETS_DURABLE are checked end to end.
@@ -1683,7 +1684,9 @@ class ClusterWorld:
         addresses only the replicas assigned to a broker that registers again, and the
         TopicDeletionManager sends StopReplica (delete) only to the replicas assigned when the
         deletion runs. A stray is excused only while untouched since the deletion was asked
-        (same incarnation of its broker, same leader epoch): one that a controller request
+        (same incarnation of its broker, same leader epoch) but for a LeaderAndIsr then in
+        flight to its broker, whose epoch it may be left in (a late request, accepted with the
+        broker's unchanged broker epoch, as by Kafka's broker): one that a controller request
         created or changed since is judged as any other replica."""
         for topic in self.admin_ops.deleting:
             if self.zk.exists(self.admin, topic_path(topic), False) is not None:
