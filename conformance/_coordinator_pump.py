@@ -169,6 +169,12 @@ class SimController(ControllerDriver):
         """An expiry of this controller's session is armed, or its notice is on its way."""
         return self.expiry_notice_ms is not None or self._stall_ms is not None
 
+    def in_flight(self) -> list[tuple[int, ControllerRequest]]:
+        """The request in flight on each channel, with the broker it is sent to (it may still
+        arrive, however late: a channel retransmits it until answered or given up)."""
+        return [(broker_id, channel.request) for broker_id, channel in sorted(
+            self._channels.items()) if channel.request is not None]
+
     def stop(self) -> None:
         """The broker died: this candidate is gone."""
         self.stopped = True

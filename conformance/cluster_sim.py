@@ -115,8 +115,9 @@ leader's log exactly once, in the order acknowledged, what the consumer read mus
 log's prefix, and TOPIC_DELETED: a topic asked to be deleted is gone from ZooKeeper (unless
 a broker assigned one of its replicas has a failed dir: it answers StopReplica
 KAFKA_STORAGE_ERROR until it restarts, as Kafka's), no broker serves a replica of it (but a
-stray, outside the assignment when the deletion was asked and untouched since, that Kafka
-leaves hosted too) and the brokers assigned one when the deletion was asked hold no log of it. With
+stray, outside the assignment when the deletion was asked and untouched since but by a
+LeaderAndIsr then in flight, that Kafka leaves hosted too) and the brokers assigned one when
+the deletion was asked hold no log of it. With
 ``groups`` (the default), the brokers host group coordinators over ``__consumer_offsets`` and
 simulated members run consumer groups (:mod:`conformance._cluster_groups`):
 GROUP_ASSIGNMENT_EXCLUSIVE, COORDINATOR_LOADED and OFFSETS_DURABLE are checked end to end.
@@ -148,6 +149,7 @@ from impl.broker import group_coordinator as gc
 from impl.broker import group_records
 from impl.broker.replication import ReplicaRole, ReplicaState
 from impl.controller.coordinator import CreateOp, DeleteOp, NoNodeError, SetOp
+from impl.controller.requests import LeaderAndIsrRequest
 from impl.controller.znodes import (
     CONTROLLER_PATH,
     PERSISTENT_PATHS,
@@ -189,6 +191,7 @@ from ._cluster_nodes import (
     read_bytes,
 )
 from ._cluster_records import ADMIN_NODE, RecordsAdmin
+from ._coordinator_pump import ControllerCall
 from ._coordinator_server import SimulatedZooKeeperServer
 
 __sans_io__ = True
@@ -875,8 +878,11 @@ class ClusterWorld:
         #: by a later epoch in ZooKeeper, its LeaderAndIsr not arrived (request ids)
         self.deposed_answers: set[int] = set()
         #: per admin topic asked to be deleted: the replicas brokers served outside the
-        #: assignment read with the request (strays), (broker, tp) -> (incarnation, leader epoch)
-        self.strays_at_deletion: dict[str, dict[tuple[int, TopicPartition], tuple[int, int]]] = {}
+        #: assignment read with the request (strays), (broker, tp) -> the (incarnation, leader
+        #: epoch) each may be left in (as served then, or as a LeaderAndIsr then in flight
+        #: to that incarnation makes it)
+        self.strays_at_deletion: dict[
+            str, dict[tuple[int, TopicPartition], set[tuple[int, int]]]] = {}
         self.heal_at: int | None = None
         self.moves_done = 0
         self.leader_elections = 0
@@ -1400,17 +1406,44 @@ class ClusterWorld:
     def admin_step(self) -> None:
         """One step of the admin workload; for a deletion it asks, the replicas that brokers
         serve outside the assignment read with the request are recorded as the topic's strays
-        (:meth:`_final_deletion_check`)."""
+        (:meth:`_final_deletion_check`), each with the leader epoch it is served in and those
+        of the LeaderAndIsr requests for it then in flight to its broker (a late one may still
+        arrive and be accepted, as in ZooKeeper-era Kafka; fuzz seed 11608)."""
         asked = len(self.admin_ops.deleting)
         self.admin_ops.step()
         for topic in self.admin_ops.deleting[asked:]:
             assigned = self.admin_ops.assigned_at_deletion.get(topic, {})
-            self.strays_at_deletion[topic] = {
-                (broker.id, tp): (broker.incarnation, state.leader_epoch)
-                for broker in self.brokers for tp, state in sorted(broker.states.items())
-                if tp.topic == topic and state.role is not ReplicaRole.OFFLINE
-                and broker.id not in assigned.get(tp.partition, ())
-            }
+            strays: dict[tuple[int, TopicPartition], set[tuple[int, int]]] = {}
+            for broker in self.brokers:
+                for tp, state in sorted(broker.states.items()):
+                    if (tp.topic == topic and state.role is not ReplicaRole.OFFLINE
+                            and broker.id not in assigned.get(tp.partition, ())):
+                        strays[(broker.id, tp)] = {(broker.incarnation, state.leader_epoch)}
+            for target, request in self._controller_requests_in_flight():
+                if not isinstance(request, LeaderAndIsrRequest) or not (
+                        0 <= target < len(self.brokers)):
+                    continue  # (the storage broker and the clients get no controller request)
+                broker = self.brokers[target]
+                for item in request.partition_states:
+                    tp = TopicPartition(item.topic, item.partition)
+                    if (broker.alive and item.topic == topic
+                            and target not in assigned.get(item.partition, ())):
+                        strays.setdefault((target, tp), set()).add(
+                            (broker.incarnation, item.leader_epoch))
+            self.strays_at_deletion[topic] = strays
+
+    def _controller_requests_in_flight(self) -> list[tuple[int, object]]:
+        """Every controller request that may still reach a broker, with that broker: the one
+        in flight on each channel of a running controller candidate and every copy still in
+        the network."""
+        found: list[tuple[int, object]] = []
+        for broker in self.brokers:
+            if broker.controller is not None:
+                found.extend(broker.controller.in_flight())
+        found.extend((target, payload.request) for _source, target, payload
+                     in self.network.in_transit()
+                     if isinstance(payload, ControllerCall))
+        return found
 
     def movers(self) -> None:
         """One step of every broker's movers (chunk copies and swaps)."""
@@ -1713,7 +1746,9 @@ class ClusterWorld:
         addresses only the replicas assigned to a broker that registers again, and the
         TopicDeletionManager sends StopReplica (delete) only to the replicas assigned when the
         deletion runs. A stray is excused only while untouched since the deletion was asked
-        (same incarnation of its broker, same leader epoch): one that a controller request
+        (same incarnation of its broker, same leader epoch) but for a LeaderAndIsr then in
+        flight to its broker, whose epoch it may be left in (a late request, accepted with the
+        broker's unchanged broker epoch, as by Kafka's broker): one that a controller request
         created or changed since is judged as any other replica."""
         for topic in self.admin_ops.deleting:
             if self.zk.exists(self.admin, topic_path(topic), False) is not None:
@@ -1731,7 +1766,8 @@ class ClusterWorld:
                 served = sorted(
                     str(tp) for tp, state in broker.states.items()
                     if tp.topic == topic and state.role is not ReplicaRole.OFFLINE
-                    and strays.get((broker.id, tp)) != (broker.incarnation, state.leader_epoch))
+                    and (broker.incarnation, state.leader_epoch) not in strays.get(
+                        (broker.id, tp), ()))
                 if served:
                     self.violation("TOPIC_DELETED", (
                         f"broker {broker.id} still serves {', '.join(served)} of deleted topic "

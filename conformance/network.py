@@ -182,6 +182,11 @@ class SimNetwork:
         if len(self._queue) > self._in_flight_max:
             raise OverflowError(f"more than {self._in_flight_max} messages in flight")
 
+    def in_transit(self) -> list[tuple[NodeId, NodeId, object]]:
+        """The messages queued and not yet delivered, ``(source, target, payload)``, in
+        delivery order."""
+        return [(entry[2], entry[3], entry[4]) for entry in sorted(self._queue)]
+
     def next_delivery_ns(self) -> int | None:
         """When the next queued message is due, or None when nothing is in flight."""
         return self._queue[0][0] if self._queue else None

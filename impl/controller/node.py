@@ -38,7 +38,9 @@ which owns partition and replica state):
   arrives.
 - **Request queues**: one FIFO per broker with one request in flight (Kafka's
   ControllerChannelManager); an undelivered request is retried after a back-off while its broker
-  is live and reported to the core as undelivered once the broker is gone.
+  is live and reported to the core as undelivered once the broker is gone. When the core no
+  longer holds a broker live, the requests queued behind the one in flight are dropped and
+  reported undelivered at once (Kafka's ``removeBroker``).
 
 Inputs are processed one at a time: a notification, a session change or a broker response waits
 while a read job of the node or a write or read of the core is outstanding (the order the trio
@@ -386,6 +388,8 @@ class ControllerNode:
         if resigned:
             self._clear_queues()
             self._elect_pending = True
+            return
+        self._drop_queues_of_failed_brokers()
 
     # --- completions --------------------------------------------------------------------------
 
@@ -898,8 +902,25 @@ class ControllerNode:
             self._send_head(broker_id, REQUEST_RETRY_BACKOFF_MS)
             return
         queue.requests.popleft()
-        self._send_head(broker_id, 0)
+        if broker_id in self.core.live_brokers:
+            self._send_head(broker_id, 0)
         self._run_core(ResponseReceived(broker_id, request, event.response))
+
+    def _drop_queues_of_failed_brokers(self) -> None:
+        """A broker the core no longer holds live loses its queued requests, each reported
+        undelivered; only the one in flight may still reach it (Kafka's ControllerChannelManager
+        ``removeBroker`` clears the broker's queue and closes its connection). Sent on, a
+        LeaderAndIsr queued before the failure reached the broker's running process after its
+        session expired, even after a deletion of the topic was asked (fuzz seed 11608)."""
+        live, in_flight = self.core.live_brokers, self._in_flight
+        for broker_id in sorted(self._queues):
+            queue = self._queues[broker_id]
+            if broker_id in live or all(rid in in_flight for rid, _ in queue.requests):
+                continue
+            dropped = [r for r in queue.requests if r[0] not in in_flight]
+            queue.requests = collections.deque(r for r in queue.requests if r[0] in in_flight)
+            for _request_id, request in dropped:
+                self._run_core(ResponseReceived(broker_id, request, None))
 
     def _clear_queues(self) -> None:
         self._queues.clear()

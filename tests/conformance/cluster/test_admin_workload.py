@@ -153,3 +153,74 @@ def test_a_stop_replica_lost_with_its_controller_leaves_a_stray() -> None:
         "BECOME_FOLLOWER", "BECOME_FOLLOWER"]
     assert any(event.subject == "a0-2" and event.event == "TOPIC_DELETED"
                for event in outcome.trace)
+
+
+def test_a_late_leader_and_isr_in_flight_when_the_deletion_was_asked_leaves_a_stray() -> None:
+    """``logproof fuzz`` seed 11608, shrunk (TOPIC_DELETED): broker 2, a follower of a0-0 in
+    epoch 1, was cut off by a network partition with the controller's LeaderAndIsr of epoch 2
+    in flight; a reassignment removed it from a0-0 and its session expired, so the controller
+    held it dead and left a0-0 on it (seed 196's stray). a0 was deleted, then the partition
+    healed and the request in flight reached broker 2 with its unchanged broker epoch: it
+    followed a0-0 in epoch 2, as Kafka's broker accepts a late request (its epoch stands
+    until it registers again), and stays a stray the deletion does not address. The check took
+    the epoch's change for a controller request made since the deletion was asked; a stray may
+    now also be left in the epoch of a LeaderAndIsr then in flight to its broker."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=200,
+                           fault_probability=0.1, segment_bytes=600, storage_broker=False)
+    faults = parse_faults("10:clean_restart:1:4,26:partition:2:29,41:clean_restart:1:2,"
+                          "51:partition:2:18,53:session_expiry:2:8,59:partition:1:31")
+    result, outcome = replay(11608, config, faults)
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    controller = [(event.event, event.fields.get("replicas"), event.fields.get("broker"))
+                  for event in outcome.trace if event.machine == "controller"
+                  and event.subject in ("a0-0", "broker-2")
+                  and event.event in ("REASSIGN_COMPLETED", "BROKER_FAILED", "BROKER_STARTED",
+                                      "TOPIC_DELETED")]
+    assert controller == [("REASSIGN_COMPLETED", (0, 1), None), ("BROKER_FAILED", None, 2),
+                          ("BROKER_STARTED", None, 2), ("TOPIC_DELETED", None, None)]
+    # the late request: epoch 2 reached broker 2 after the controller held it dead
+    assert _replica_events(outcome, "a0-0@2") == [
+        ("BECOME_FOLLOWER", 0), ("BECOME_FOLLOWER", 1), ("BECOME_FOLLOWER", 2)]
+
+
+#: Seed 11608's plan as ``logproof fuzz`` drew it (its default run, the storage broker's faults
+#: on broker 3).
+SEED_11608_FAULTS = (
+    "3:dir_read_only:3:0,7:torn_tail:3:0,10:clean_restart:1:4,11:torn_tail:3:0,"
+    "15:crash_in_swap:3:0,19:session_expiry:0:4,21:session_expiry:0:15,21:torn_tail:3:0,"
+    "22:torn_tail:3:0,26:partition:2:29,27:torn_middle:3:35577,30:session_expiry:0:9,"
+    "31:disk_full:3:63296,36:crash:3:0,36:fail_after_swap:3:48572,37:crash:1:19,"
+    "37:redirect_off_failing:3:11338,39:torn_tail:3:0,41:clean_restart:1:2,45:torn_tail:3:0,"
+    "50:crash_last_copy:0:90,50:dir_repaired:3:0,51:crash_last_copy:1:250,51:partition:2:18,"
+    "53:session_expiry:2:8,55:crash_in_swap:3:6,58:crash_mid_operation:3:18,"
+    "59:partition:1:31,65:torn_tail:3:0,67:torn_middle:3:49233,73:crash_in_swap:3:1,"
+    "74:controller_expiry:1:45,78:crash_last_copy:2:15,81:crash_mid_operation:3:18,"
+    "85:partition:2:30,87:crash:1:20,88:crash:3:0,91:crash:3:0,97:crash_in_swap:3:4,"
+    "97:crash_last_copy:1:116,98:torn_tail:3:0,99:crash:3:0,106:crash_mid_operation:3:15,"
+    "107:torn_middle:3:15669,111:crash:3:0,116:crash:3:0,118:crash_last_copy:2:106,"
+    "123:clean_restart:1:9,125:dir_repaired:3:0,129:crash_last_copy:2:213,130:partition:2:8,"
+    "137:torn_tail:3:0,139:partition:2:13,149:fail_after_swap:3:28677,"
+    "150:crash_last_copy:2:106,153:file_failure_at_restart:3:35434,154:partition:1:14,"
+    "156:torn_middle:3:54533,159:crash_in_swap:3:4,162:dir_failure:3:0,164:dir_repaired:3:0,"
+    "167:dir_failure:3:1,170:dir_failure:3:0,175:partition:1:36,177:unreadable_at_startup:3:0,"
+    "180:crash_in_swap:3:4,180:file_failure:3:30097,184:dir_repaired:3:0,"
+    "187:torn_middle:3:7932,192:session_expiry:2:18,194:redirect_off_failing:3:63304,"
+    "198:partition:0:21,199:controller_expiry:2:12")
+
+
+def test_a_failed_brokers_queued_requests_are_dropped() -> None:
+    """``logproof fuzz`` seed 11608 as drawn (TOPIC_DELETED), an implementation divergence:
+    the controller queued a0-0's LeaderAndIsr of epoch 3 for broker 2 behind requests a
+    network partition held up; broker 2's session expired and the controller failed it, but
+    its node went on sending the queue to the still running process, which followed a0-0 in
+    epoch 3 after a0's deletion was asked, although a reassignment had removed it from a0-0
+    (seed 196's stray, which the deletion does not address). Kafka's ControllerChannelManager
+    drops a failed broker's queue (``removeBroker``): only the request in flight may arrive."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=200,
+                           fault_probability=0.1, segment_bytes=600, chunk_bytes=700)
+    result, outcome = replay(11608, config, parse_faults(SEED_11608_FAULTS))
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    assert [epoch for name, epoch in _replica_events(outcome, "a0-0@2")
+            if name == "BECOME_FOLLOWER"][-1] == 2, "broker 2 left in a0-0's epoch 2"

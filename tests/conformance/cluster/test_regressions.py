@@ -264,7 +264,12 @@ def test_seed_326_a_late_election_precedes_its_later_leaders() -> None:
         if epoch < highest.get(partition, -1):
             late.append(event.subject)
         highest[partition] = max(epoch, highest.get(partition, -1))
-    assert late, "the seed no longer reaches a late election after a later epoch"
+    if not late:
+        # Since the controller drops the requests queued for a broker it holds dead (Kafka's
+        # removeBroker; fuzz seed 11608), only the one in flight may arrive late, and this
+        # schedule no longer delivers a late election: the checker's fix stays, exercised by
+        # seeds 48, 1142 and 561's schedules.
+        pytest.xfail("seed 326's late election is no longer reached")
 
 
 #: Seed 48's schedule once the default plan drew ``session_expiry`` (``faults-session``),
