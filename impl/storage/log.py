@@ -241,9 +241,10 @@ class Log:
         """Open an existing dir, recovering segments from the recovery point on.
 
         Segments wholly below ``recovery_point`` were fsynced: their index is trusted if it is
-        consistent. From the segment holding the recovery point on, every batch is re-read and
-        CRC-checked; the first bad or torn batch is cut off with everything after it, and later
-        segments are deleted (DESIGN.md "Storage format").
+        consistent (a segment is wholly below when the following one starts at or below the
+        point and its own batches end there too). From the segment holding the recovery point
+        on, every batch is re-read and CRC-checked; the first bad or torn batch is cut off with
+        everything after it, and later segments are deleted (DESIGN.md "Storage format").
         """
         disk = env.disk
         log = cls(env, log_dir, tp, kind)
@@ -272,6 +273,13 @@ class Log:
             )
             expected = log.segments[-1].next_offset if log.segments else None
             segment = log._load_segment(base, trusted=trusted, expected_offset=expected)
+            if segment is not None and trusted and segment.next_offset > recovery_point:
+                # Not wholly below the recovery point after all: the following segment's file
+                # is one whose unlink a crash undid (a truncation deleted it and this segment
+                # took the offsets past its base, unflushed). Its batches from the recovery
+                # point on are checked like any other's; the stale file overlaps and goes.
+                trusted = False
+                segment = log._load_segment(base, trusted=False, expected_offset=expected)
             if segment is None:  # base offset overlaps the previous segment: corrupt
                 log._delete_segment_files(base)
                 for later in bases[position + 1 :]:

@@ -821,3 +821,33 @@ def test_seed_6056_a_leaderless_state_vouches_only_for_what_its_writer_saw() -> 
                and e.event == "LEADER_ELECTED" and e.fields.get("controller_epoch") == 4]
     assert elected, "controller 0's second term elected no leader of t-0: not reached"
     assert elected[0] == (1, 5), f"the uncleanly restarted member led: {elected}"
+
+
+#: Seed 14102 of ``logproof fuzz``: its storage broker's faults up to the failing step.
+SEED_14102_FAULTS = ("9:disk_full:3:43969,21:crash:3:0,23:torn_tail:3:0,34:torn_middle:3:18250,"
+                     "35:crash:3:0,37:dir_failure:3:0,52:dir_repaired:3:0,61:crash:3:0,"
+                     "62:redirect_off_failing:3:64637,69:dir_read_errors:3:0,104:torn_tail:3:0,"
+                     "108:crash_in_swap:3:1,120:crash_in_swap:3:1,122:torn_middle:3:48053,"
+                     "132:file_failure_at_restart:3:4846")
+
+
+def test_seed_14102_recovery_checks_a_segment_a_stale_later_file_made_look_flushed(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """Seed 14102 (IMPLEMENTATION_ERROR, ``CorruptBatch`` reading c-0 back), an implementation
+    bug: on the storage broker, a truncation of c-0 to 16 deleted its segment at 16 (an unlink
+    a crash may undo) and segment 0 took offsets 16-19 again, unflushed; the recovery point was
+    16. ``torn_middle`` crashed it: the unlink was undone and a batch in segment 0's unflushed
+    bytes was torn. Recovery took segment 0 as wholly below the recovery point because the next
+    file started at 16, loaded its tail without a CRC check and served the torn batch [18, 19].
+    A segment whose batches end past the recovery point is now checked like the rest: the torn
+    batch is cut and the stale file, overlapping, deleted."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=140,
+                           fault_probability=0.05, segment_bytes=600, chunk_bytes=150)
+    with caplog.at_level("WARNING", logger="impl.storage.log"):  # another test quiets "impl"
+        result, outcome = replay(14102, config, parse_faults(SEED_14102_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    assert any("data-1/c-0: recovery cut segment 00000000000000000000.log at byte 250 "
+               "(offset 18)" in r.getMessage() for r in caplog.records), \
+        "the torn batch of c-0's segment 0 was never recovered: not reached"

@@ -327,6 +327,51 @@ def test_corrupt_batch_in_the_middle_cuts_the_rest_on_recovery() -> None:
     assert partition.log_end_offset == 8
 
 
+def test_a_stale_later_segment_does_not_make_unflushed_batches_trusted() -> None:
+    """Fuzz seed 14102: a truncation deleted the segment at 16 (an unlink, not yet durable) and
+    segment 0 took offsets 16.. again, unflushed; a crash brought the deleted file back and tore
+    a batch in the middle of segment 0's unflushed bytes. The file at 16 made segment 0 look
+    wholly below the recovery point (16): its tail was loaded without a CRC check and the torn
+    batch was served. Recovery must check every batch from the recovery point on."""
+    disk = SimDisk([DIR_A, DIR_B])
+    path = f"{DIR_A}/{dir_name(TP)}"
+    stale: list[bytes] = []
+
+    async def fill() -> None:
+        manager = _open(disk, segment_bytes=1 << 20)
+        partition = manager.create(TP, is_new=True)
+        for i in range(8):
+            await partition.append_as_leader(batch(i), 1)
+        partition.log.roll()  # segment 16, its dir entry durable
+        await partition.append_as_leader(batch(8), 1)
+        partition.flush()
+        later = f"{path}/{segment_log_name(16)}"
+        stale.append(disk.read(later, 0, disk.size(later)))
+        partition.truncate_to(16)  # segment 16 deleted; the recovery point becomes 16
+        manager.checkpoint()
+        for i in (9, 10):  # offsets 16..19 in segment 0, unflushed
+            await partition.append_as_leader(batch(i), 1)
+
+    run(fill)
+    assert disk.list_dir(path).count(segment_log_name(16)) == 0
+    # What a crash may leave: the unlink undone, the unflushed bytes kept, one torn in the
+    # middle of the last batch's records (its header intact).
+    disk.create(f"{path}/{segment_log_name(16)}")
+    disk.append(f"{path}/{segment_log_name(16)}", stale[0])
+    disk.fsync(f"{path}/{segment_log_name(16)}")
+    disk.fsync_dir(path)
+    first = f"{path}/{segment_log_name(0)}"
+    size = disk.size(first)
+    disk.pwrite(first, size - len(batch(10)) + rb.HEADER_SIZE + 2, b"\xff\xff\xff")
+    disk.fsync(first)
+    partition = _open(disk, segment_bytes=1 << 20).get(TP)
+    assert partition is not None
+    assert partition.log_end_offset == 18  # the torn batch [18, 19] cut
+    assert segment_log_name(16) not in disk.list_dir(path)  # the stale file overlapped: gone
+    recovered = log_bytes(disk, DIR_A)
+    assert [h.base_offset for h in rb.iter_batches(recovered)] == list(range(0, 18, 2))
+
+
 def test_crash_loses_only_unflushed_appends() -> None:
     disk = SimDisk([DIR_A, DIR_B])
 
