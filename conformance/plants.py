@@ -257,7 +257,7 @@ PLANTS: tuple[Plant, ...] = (
         "self.segments[0].next_offset <= offset",
         "self.segments[0].base_offset < offset",
         "DeleteRecords (or retention) also deletes the segment that holds the new log start "
-        "offset: the records at and above it in that segment are lost", 12, (7, "READ_CONSISTENT"),
+        "offset: the records at and above it in that segment are lost", 15, (14, "READ_CONSISTENT"),
     ),
     Plant(
         "preferred_election_ignores_the_isr", "controller", "impl.controller.controller",
