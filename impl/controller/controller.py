@@ -842,15 +842,19 @@ class Controller:
             for r in sorted(bounced):
                 if self._restarted_uncleanly(tp, self.live_brokers[r]):
                     self._mark_unclean(tp, r)
-            if state.leader == NO_LEADER:
-                # A state without a leader was written by a controller, and it vouches only for
-                # the incarnations that controller saw: its write may have landed after a
-                # registration it never read (a write stalled across its session's expiry,
-                # KAFKA-6082, or a notification still on its way), so the state's mzxid
-                # proves nothing for a member whose registration follows an unclean shutdown.
-                # A controller that saw such a member marked it and left it out of a
-                # leaderless ISR beside a trusted member; with every member marked the last
-                # replica standing is elected as before (fuzz seed 6056).
+            if (state.leader == NO_LEADER or state.leader in bounced
+                    or not self._usable(tp, state.leader)):
+                # A state vouches only for the incarnations its writer saw: a controller's
+                # write may have landed after a registration it never read (a write stalled
+                # across its session's expiry, KAFKA-6082, or a notification still on its
+                # way), so the state's mzxid proves nothing for a member whose registration
+                # follows an unclean shutdown. Where this failover elects from the state's ISR
+                # (no leader, or one that is gone or bounced), such a member is marked: a
+                # controller that saw it marked it and left it out of the ISR beside a trusted
+                # member; with every member marked the last replica standing is elected as
+                # before. Fuzz seed 6056: a leaderless state; seed 13451: a preferred election
+                # planned while the member was up landed after it crashed and registered
+                # again, and its leader was gone at the failover.
                 for r in state.isr:
                     registration = self.live_brokers.get(r)
                     since = None if registration is None else registration.clean_since_epoch

@@ -199,3 +199,21 @@ def test_a_leaderless_state_does_not_vouch_for_a_member_registered_after_a_crash
     core, written = _fail_over(brokers, state)
     assert [(s.leader, s.isr) for s in written] == [(2, (2, 0))]
     assert core.unclean_members(TP) == frozenset()
+
+
+def test_a_state_whose_leader_is_gone_does_not_vouch_for_a_member_registered_after_a_crash(
+) -> None:
+    # Fuzz seed 13451: a preferred election (leader 0, ISR {0, 1, 2}) planned while every member
+    # was up landed after 2 crashed, losing its tail, and registered again; its controller's
+    # session expired before it read that registration, and 0 crashed too. The next term elects
+    # from the state's ISR: the state's mzxid vouches for no member registered after a crash.
+    state = LeaderIsr(0, 8, (0, 1, 2), 6, 16, STATE_MZXID)
+    brokers = {1: _broker(1, 11, 3), 2: _broker(2, STATE_MZXID - 2, -1)}
+    core, written = _fail_over(brokers, state, replicas=(0, 1, 2))
+    assert [(s.leader, s.isr) for s in written] == [(1, (1,))], (
+        "broker 2 (no clean-shutdown marker) stayed in the ISR short of committed records")
+    assert core.unclean_members(TP) == frozenset()  # the mark goes with the member
+    # with the state's leader live the failover elects no one: the state is resent
+    brokers = {**brokers, 0: _broker(0, 10, 3)}
+    core, written = _fail_over(brokers, state, replicas=(0, 1, 2))
+    assert written == []
