@@ -792,6 +792,11 @@ class Controller:
         before = ControllerRole.ACTIVE if self.active else ControllerRole.INACTIVE
         self.active = False
         self._settle_elections()  # requests of an earlier term: NOT_CONTROLLER
+        # This core's previous term: its state writes still unanswered (one may have landed
+        # after registrations that term never read) and the registrations it had read.
+        previous_epoch, previous_seen = self.epoch, self._seen_epochs
+        stalled = {change.tp for pending in self._pending.values()
+                   if isinstance(pending, _StateBatch) for change in pending.changes}
         self._reset()
         self.active = True
         self.epoch = event.epoch
@@ -842,23 +847,35 @@ class Controller:
             for r in sorted(bounced):
                 if self._restarted_uncleanly(tp, self.live_brokers[r]):
                     self._mark_unclean(tp, r)
-            if (state.leader == NO_LEADER or state.leader in bounced
-                    or not self._usable(tp, state.leader)):
-                # A state vouches only for the incarnations its writer saw: a controller's
-                # write may have landed after a registration it never read (a write stalled
-                # across its session's expiry, KAFKA-6082, or a notification still on its
-                # way), so the state's mzxid proves nothing for a member whose registration
-                # follows an unclean shutdown. Where this failover elects from the state's ISR
-                # (no leader, or one that is gone or bounced), such a member is marked: a
-                # controller that saw it marked it and left it out of the ISR beside a trusted
-                # member; with every member marked the last replica standing is elected as
-                # before. Fuzz seed 6056: a leaderless state; seed 13451: a preferred election
-                # planned while the member was up landed after it crashed and registered
-                # again, and its leader was gone at the failover.
+            if state.leader == NO_LEADER:
+                # A state without a leader was written by a controller, and it vouches only for
+                # the incarnations that controller saw: its write may have landed after a
+                # registration it never read (a write stalled across its session's expiry,
+                # KAFKA-6082, or a notification still on its way), so the state's mzxid
+                # proves nothing for a member whose registration follows an unclean shutdown.
+                # A controller that saw such a member marked it and left it out of a
+                # leaderless ISR beside a trusted member; with every member marked the last
+                # replica standing is elected as before (fuzz seed 6056).
                 for r in state.isr:
                     registration = self.live_brokers.get(r)
                     since = None if registration is None else registration.clean_since_epoch
                     if since is not None and since < 0:
+                        self._mark_unclean(tp, r)
+            if tp in stalled and state.controller_epoch == previous_epoch:
+                # The state may be this core's own write of its previous term, planned before
+                # registrations that term never read and landed after them (its session
+                # expired meanwhile, its epoch still ZooKeeper's: KAFKA-6082). It vouches only
+                # for the incarnations that term had read: a member registered since after an
+                # unclean shutdown, or whose clean run began after the one read, is marked,
+                # wherever its registration falls against the state's mzxid (fuzz seed 13451:
+                # a preferred election planned while the member was up).
+                for r in state.isr:
+                    registration = self.live_brokers.get(r)
+                    if registration is None or previous_seen.get(r) == registration.epoch:
+                        continue
+                    since = registration.clean_since_epoch
+                    if since is not None and (since < 0 or (
+                            r in previous_seen and since > previous_seen[r])):
                         self._mark_unclean(tp, r)
             if bounced and not set(state.isr) - dead - bounced:
                 bounced = set()
