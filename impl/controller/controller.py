@@ -792,6 +792,11 @@ class Controller:
         before = ControllerRole.ACTIVE if self.active else ControllerRole.INACTIVE
         self.active = False
         self._settle_elections()  # requests of an earlier term: NOT_CONTROLLER
+        # This core's previous term: its state writes still unanswered (one may have landed
+        # after registrations that term never read) and the registrations it had read.
+        previous_epoch, previous_seen = self.epoch, self._seen_epochs
+        stalled = {change.tp for pending in self._pending.values()
+                   if isinstance(pending, _StateBatch) for change in pending.changes}
         self._reset()
         self.active = True
         self.epoch = event.epoch
@@ -855,6 +860,22 @@ class Controller:
                     registration = self.live_brokers.get(r)
                     since = None if registration is None else registration.clean_since_epoch
                     if since is not None and since < 0:
+                        self._mark_unclean(tp, r)
+            if tp in stalled and state.controller_epoch == previous_epoch:
+                # The state may be this core's own write of its previous term, planned before
+                # registrations that term never read and landed after them (its session
+                # expired meanwhile, its epoch still ZooKeeper's: KAFKA-6082). It vouches only
+                # for the incarnations that term had read: a member registered since after an
+                # unclean shutdown, or whose clean run began after the one read, is marked,
+                # wherever its registration falls against the state's mzxid (fuzz seed 13451:
+                # a preferred election planned while the member was up).
+                for r in state.isr:
+                    registration = self.live_brokers.get(r)
+                    if registration is None or previous_seen.get(r) == registration.epoch:
+                        continue
+                    since = registration.clean_since_epoch
+                    if since is not None and (since < 0 or (
+                            r in previous_seen and since > previous_seen[r])):
                         self._mark_unclean(tp, r)
             if bounced and not set(state.isr) - dead - bounced:
                 bounced = set()

@@ -851,3 +851,49 @@ def test_seed_14102_recovery_checks_a_segment_a_stale_later_file_made_look_flush
     assert any("data-1/c-0: recovery cut segment 00000000000000000000.log at byte 250 "
                "(offset 18)" in r.getMessage() for r in caplog.records), \
         "the torn batch of c-0's segment 0 was never recovered: not reached"
+
+
+#: Seed 13451 of ``logproof fuzz`` (its default run, ``--partitions 3 --steps 200
+#: --fault-probability 0.1 --segment-bytes 600 --chunk-bytes 65536``) shrunk within 123 runs to
+#: 27 of its 43 faults, 197 steps, without the storage broker.
+SEED_13451_FAULTS = (
+    "23:malformed_znode:0:266,23:session_expiry:2:15,25:controller_expiry:1:18,"
+    "25:malformed_znode:0:949,27:reassign:1:48832,32:crash_last_copy:1:218,"
+    "40:connection_loss:0:320,44:crash_last_copy:2:114,47:clean_restart:2:4,"
+    "49:connection_loss:0:190,49:partition:1:26,66:session_expiry:0:8,72:connection_loss:0:251,"
+    "75:malformed_znode:0:722,80:malformed_znode:0:1616,88:crash:2:15,127:partition:1:5,"
+    "131:session_expiry:2:3,148:controller_expiry:0:47,153:session_expiry:0:20,"
+    "155:connection_loss:2:404,177:malformed_znode:0:1737,180:malformed_znode:0:4084,"
+    "182:controller_expiry:0:55,189:controller_expiry:1:7,190:reassign:0:8430,"
+    "192:crash_last_copy:2:65")
+
+
+def test_seed_13451_a_state_whose_leader_is_gone_vouches_only_for_what_its_writer_saw() -> None:
+    """Seed 13451 (COMMITTED_DURABLE at the next BECOME_LEADER of t-0), an implementation bug,
+    a sibling of seed 6056 with a leader: controller 1 planned a preferred election of t-0
+    (leader 0, ISR {0, 1, 2}) while all three brokers were up; the write landed after 2
+    crashed, losing committed records, and registered again, and 1's session expired before it
+    read that registration. 0 crashed too. Re-elected, 1's failover took 2's registration, older
+    than the state's mzxid, as vouched for by it and elected 1 keeping 2 in the ISR, short of
+    the high watermark. A state the failover elects from (its leader gone) now vouches for no
+    member whose registration follows an unclean shutdown: 2 leaves the ISR."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=197,
+                           fault_probability=0.1, segment_bytes=600, chunk_bytes=65536,
+                           storage_broker=False)
+    result, outcome = replay(13451, config, parse_faults(SEED_13451_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    control = [(e.event, e.fields.get("broker"), e.fields.get("epoch")) for e in outcome.trace
+               if e.machine == "controller" and e.subject == "controller"]
+    terms = [epoch for event, broker, epoch in control
+             if event == "SESSION_EXPIRED" and broker == 1 and isinstance(epoch, int)
+             and ("CONTROLLER_ELECTED", 1, epoch + 1) in control]
+    assert terms, "controller 1 was not re-elected after its session expired: not reached"
+    written = [(e.event, e.fields["leader"], e.fields["isr"]) for e in outcome.trace
+               if e.machine == "controller" and e.subject == "t-0"
+               and e.fields.get("controller") == 1
+               and e.fields.get("controller_epoch") == terms[0] + 1]
+    assert written, "controller 1's next term wrote no state of t-0: not reached"
+    isr = written[0][2]
+    assert isinstance(isr, tuple)
+    assert 2 not in isr, f"its failover kept broker 2 in the ISR: {written}"

@@ -17,6 +17,8 @@ from impl.controller.controller import (
     ControllerEffect,
     Elected,
     IsrChangesRead,
+    PreferredElectionRead,
+    SessionExpired,
     WriteCompleted,
     ZkWrite,
 )
@@ -199,3 +201,29 @@ def test_a_leaderless_state_does_not_vouch_for_a_member_registered_after_a_crash
     core, written = _fail_over(brokers, state)
     assert [(s.leader, s.isr) for s in written] == [(2, (2, 0))]
     assert core.unclean_members(TP) == frozenset()
+
+
+
+def test_a_stalled_write_of_the_previous_term_vouches_only_for_what_that_term_read() -> None:
+    # Fuzz seed 13451: controller 1 planned a preferred election (leader 0, ISR {0, 1, 2}) while
+    # every member was up; its session expired with the write unanswered, the write landed after
+    # 2 crashed, losing its tail, and registered again, and 0 crashed too. Re-elected, its
+    # failover reads 2's registration as older than the state's mzxid; the state is its own
+    # stalled write, which vouched only for the incarnation of 2 it had read.
+    live = {0: _broker(0, 10, 3), 1: _broker(1, 11, 3), 2: _broker(2, 12, 3)}
+    for restarted, expected in ((_broker(2, STATE_MZXID - 2, -1), [(1, (1,))]),
+                                (live[2], [(1, (1, 2))])):
+        core = Controller(ControllerConfig(1))
+        _settle(core, core.handle(Elected(6, 6, ClusterSnapshot(
+            live, {"t": TopicAssignment({0: (0, 1, 2)})},
+            {TP: LeaderIsr(1, 7, (0, 1, 2), 5, 15, STATE_MZXID - 10)}))))
+        effects = core.handle(PreferredElectionRead((TP,)))
+        assert any(isinstance(e, ZkWrite) for e in effects), "no preferred election planned"
+        core.handle(SessionExpired())  # the write stays unanswered
+        stalled = LeaderIsr(0, 8, (0, 1, 2), 6, 16, STATE_MZXID)  # it landed
+        effects = core.handle(Elected(7, 7, ClusterSnapshot(
+            {1: live[1], 2: restarted}, {"t": TopicAssignment({0: (0, 1, 2)})},
+            {TP: stalled})))
+        written = _settle(core, effects)
+        assert [(s.leader, s.isr) for s in written] == expected, (
+            "broker 2 (no clean-shutdown marker) stayed in the ISR short of committed records")
