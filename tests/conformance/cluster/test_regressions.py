@@ -897,3 +897,40 @@ def test_seed_13451_a_state_whose_leader_is_gone_vouches_only_for_what_its_write
     isr = written[0][2]
     assert isinstance(isr, tuple)
     assert 2 not in isr, f"its failover kept broker 2 in the ISR: {written}"
+
+
+#: Seed 1337 of ``logproof fuzz`` (its default run with ``--partitions 2 --steps 200
+#: --fault-probability 0.1 --segment-bytes 2048 --chunk-bytes 150``), shrunk without the
+#: storage broker.
+SEED_1337_FAULTS = ("9:controller_expiry:2:25,11:crash:1:10,18:controller_expiry:1:58,"
+                    "28:connection_loss:2:424,38:crash:1:4,54:crash_last_copy:0:82,"
+                    "58:connection_loss:1:234")
+
+
+def test_seed_1337_a_leaderless_state_names_an_unclean_member_until_the_controller_reads_it(
+) -> None:
+    """Seed 1337 (COMMITTED_DURABLE at broker 2's RESTART of __consumer_offsets-0), a false
+    alarm of the checker: ISR {1, 2, 0}, leader 2, offset 0 committed; broker 1 crashed and
+    lost it. ``crash_last_copy`` stopped 2 (the controller) cleanly and crashed 0, which lost
+    it too. Controller 1's failover barred 1 (an unclean restart) and wrote the leaderless
+    state ISR {2, 0}. Broker 0 registered again, uncleanly, and took its LeaderAndIsr (leader
+    -1, its LEO 0) before the controller's write that takes it out of the ISR landed: for that
+    window ZooKeeper's ISR names a member short of the committed prefix while 2, stopped
+    cleanly, holds it. The abstraction leaves such a member out of a leaderless state's ISR
+    while another member holds the prefix; 2 leads when it is back."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=2, steps=200,
+                           fault_probability=0.1, segment_bytes=2048, chunk_bytes=150,
+                           storage_broker=False)
+    result, outcome = replay(1337, config, parse_faults(SEED_1337_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    events = [e for e in outcome.trace if e.subject.startswith("__consumer_offsets-0")]
+    window = [i for i, e in enumerate(events)
+              if e.subject == "__consumer_offsets-0@0" and e.event == "BECOME_FOLLOWER"
+              and e.fields.get("leader") == -1 and e.fields.get("log_end_offset") == 0
+              and e.fields.get("isr") == (2, 0)]
+    assert window, "broker 0 never followed a leaderless state naming it, short: not reached"
+    elected = [(e.fields["leader"], e.fields["isr"]) for e in events[window[0]:]
+               if e.machine == "controller" and e.event == "LEADER_ELECTED"]
+    assert elected, "no leader elected after broker 0 came back: not reached"
+    assert elected[0] == (2, (2,)), f"not broker 2 alone: {elected}"
