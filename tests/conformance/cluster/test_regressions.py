@@ -932,8 +932,8 @@ def _joined_below_the_epoch_start(trace: Iterable[TraceEvent]) -> list[tuple[str
 
 def test_seed_1351_a_leader_restarted_into_its_epoch_adds_no_follower_below_its_leo() -> None:
     """Seed 1351 (NOT_ENABLED at an ISR_EXPAND of t-1@1), an implementation bug: broker 1 led
-    t-1's epoch 1 and wrote 0-2, crashed and, its registration back before any failover, was
-    sent the same epoch again; it became leader at LEO 3 with its HW checkpoint at 0. Broker
+    t-1's epoch 1 and wrote 0-2, restarted and, its registration back before any failover, was
+    sent the same epoch again; it became leader at LEO 3 with its HW at 0. Broker
     2, outside the ISR, fetched at 0 and was added: the leader read its epoch's start from its
     epoch cache (0, written before the crash). Kafka's ``makeLeader`` sets
     ``leaderEpochStartOffsetOpt`` to the LEO at every election, and a follower joins only once
