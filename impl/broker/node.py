@@ -600,6 +600,9 @@ class BrokerNode:
         self.states: dict[TopicPartition, ReplicaState] = {}
         self.producers: dict[TopicPartition, PartitionProducerState] = {}
         self.follower_leos: dict[TopicPartition, dict[int, int]] = {}
+        #: per led partition: the LEO when this broker last became its leader (Kafka's
+        #: ``leaderEpochStartOffsetOpt``, set by ``makeLeader``)
+        self.leader_epoch_start_offsets: dict[TopicPartition, int] = {}
         self.follower_incarnations: dict[TopicPartition, dict[int, int]] = {}
         self.leo_at_previous_fetch: dict[TopicPartition, dict[int, int]] = {}
         self.last_caught_up_ms: dict[TopicPartition, dict[int, int]] = {}
@@ -1175,7 +1178,9 @@ class BrokerNode:
             high_watermark = epoch_start = -1
         else:
             high_watermark = partition.high_watermark
-            epoch_start = self.store.epoch_start_offset(tp, state.leader_epoch)
+            epoch_start = self.leader_epoch_start_offsets.get(tp, -1)
+            if epoch_start < 0:
+                epoch_start = self.store.epoch_start_offset(tp, state.leader_epoch)
         leos = self.follower_leos.get(tp, {})
         joining: Mapping[int, int] = (
             {} if fetched is None or fetched not in leos else {fetched: leos[fetched]})
@@ -1573,6 +1578,13 @@ class BrokerNode:
             partition = store.log(tp)
             if partition is not None and state.role is ReplicaRole.LEADER:
                 # (a failed dir: the shell steps DirsFailed)
+                if previous is None or previous.role is not ReplicaRole.LEADER or (
+                        previous.leader_epoch != state.leader_epoch):
+                    # Kafka's makeLeader: a follower joins only once it reaches the LEO the
+                    # leader had when it became leader, even when the epoch's cache entry
+                    # starts lower (a leader restarted and led the same epoch again, its HW
+                    # checkpoint behind the HW it had exposed; fuzz seed 1351).
+                    self.leader_epoch_start_offsets[tp] = partition.log_end_offset
                 with contextlib.suppress(StorageError, OSError):
                     partition.assign_epoch(state.leader_epoch, partition.log_end_offset)
                 self.advance_hw(tp, partition, out)
@@ -1611,6 +1623,7 @@ class BrokerNode:
             previous = self.states.pop(tp, None)
             self.followed.pop(tp, None)
             self.follower_leos.pop(tp, None)
+            self.leader_epoch_start_offsets.pop(tp, None)
             self._fail_pending(tp, NOT_LEADER_OR_FOLLOWER, out)
             if previous is not None:
                 out.append(RoleChanged(tp, previous, None))

@@ -469,9 +469,9 @@ def desired_isr(
 
     A follower leaves the ISR when it has not caught up with the leader's LEO for longer than
     ``lag_time_max_ms``; a follower outside joins once its LEO reaches both the HW and
-    ``leader_epoch_start_offset``, the first offset of the leader's current epoch (KIP-320 rule
-    4: a re-elected leader's HW may still lag records an earlier leader committed; a follower
-    that only reached that HW may lack them). Only the followers in
+    ``leader_epoch_start_offset``, the LEO at which the leader became leader of its epoch
+    (KIP-320 rule 4: a re-elected leader's HW may still lag records an earlier leader committed;
+    a follower that only reached that HW may lack them). Only the followers in
     ``follower_log_end_offsets`` may join: the broker passes the one whose fetch it is handling
     (none at its periodic check), as Kafka's ``maybeExpandIsr``. The leader always stays.
     Order follows the assigned replicas.

@@ -934,3 +934,55 @@ def test_seed_1337_a_leaderless_state_names_an_unclean_member_until_the_controll
                if e.machine == "controller" and e.event == "LEADER_ELECTED"]
     assert elected, "no leader elected after broker 0 came back: not reached"
     assert elected[0] == (2, (2,)), f"not broker 2 alone: {elected}"
+
+
+def _joined_below_the_epoch_start(trace: Iterable[TraceEvent]) -> list[tuple[str, int, int]]:
+    """(leader's subject, replica, its last fetch offset) for each ISR_EXPAND adding a replica
+    whose last fetch from that leader was below the LEO the leader became leader at."""
+    found: list[tuple[str, int, int]] = []
+    isr: dict[str, tuple[int, ...]] = {}
+    start: dict[str, int] = {}
+    offsets: dict[str, dict[int, int]] = {}
+    for event in trace:
+        if event.machine != "replication":
+            continue
+        subject, fields = event.subject, event.fields
+        if event.event == "BECOME_LEADER":
+            isr[subject] = tuple(fields.get("isr") or ())  # type: ignore[arg-type]
+            start[subject] = int(fields.get("log_end_offset", -1))  # type: ignore[arg-type]
+            offsets[subject] = {}
+        elif event.event == "FOLLOWER_FETCH":
+            replica, offset = fields["replica"], fields["fetch_offset"]
+            assert isinstance(replica, int)
+            assert isinstance(offset, int)
+            offsets.setdefault(subject, {})[replica] = offset
+        elif event.event in ("ISR_EXPAND", "ISR_SHRINK"):
+            new: tuple[int, ...] = tuple(fields["isr"])  # type: ignore[arg-type]
+            if event.event == "ISR_EXPAND":
+                for b in new:
+                    at = offsets.get(subject, {}).get(b, -1)
+                    if b not in isr.get(subject, ()) and at < start.get(subject, -1):
+                        found.append((subject, b, at))
+            isr[subject] = new
+    return found
+
+
+def test_seed_1351_a_leader_restarted_into_its_epoch_adds_no_follower_below_its_leo() -> None:
+    """Seed 1351 (NOT_ENABLED at an ISR_EXPAND of t-1@1), an implementation bug: broker 1 led
+    t-1's epoch 1 and wrote 0-2, restarted and, its registration back before any failover, was
+    sent the same epoch again; it became leader at LEO 3 with its HW at 0. Broker
+    2, outside the ISR, fetched at 0 and was added: the leader read its epoch's start from its
+    epoch cache (0, written before the crash). Kafka's ``makeLeader`` sets
+    ``leaderEpochStartOffsetOpt`` to the LEO at every election, and a follower joins only once
+    it reaches it; the leader now does the same."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=200,
+                           fault_probability=0.1, segment_bytes=2048, chunk_bytes=700)
+    result, outcome = replay(1351, config)
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    assert not _joined_below_the_epoch_start(outcome.trace)
+    leads = [(e.fields.get("leader_epoch"), e.fields.get("log_end_offset"),
+              e.fields.get("high_watermark"))
+             for e in outcome.trace if e.machine == "replication" and e.subject == "t-1@1"
+             and e.event == "BECOME_LEADER" and e.state_before == "NONE"]
+    assert (1, 3, 0) in leads, f"broker 1 did not lead t-1's epoch 1 again at LEO 3: {leads}"

@@ -10,6 +10,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import pytest
+
 from impl.broker.node import (
     Append,
     Appended,
@@ -323,6 +325,29 @@ def test_kip_320_rule_4_keeps_a_follower_below_the_epoch_start_out() -> None:
     # the HW is 3 (ISR = leader); a follower at 2 has reached neither
     assert [e for e in follower_fetch(h, 1, 2, 2) if isinstance(e, WriteIsr)] == []
     assert [e.isr for e in follower_fetch(h, 1, 3, 2) if isinstance(e, WriteIsr)] == [(0, 1)]
+
+
+def test_a_leader_restarted_into_its_epoch_keeps_a_follower_below_its_leo_out(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Kafka's ``makeLeader`` sets the epoch's start to the LEO even when the leader leads the
+    same epoch again after a restart and its cache has the epoch from lower down: a follower
+    joins only once it reaches that LEO, not the restarted leader's lagging HW (fuzz seed
+    1351: the cache's start of the epoch, 0, let a follower at 0 join)."""
+    h = Harness()
+    h.leader_and_isr(0, 1, (0, 1))
+    h.step(Produce(50, 1, TP, batch(0, 3), 1, 1_000))  # epoch 1: offsets 0..2
+    follower_fetch(h, 1, 3, 1)
+    log = h.store.logs[TP]
+    assert log.high_watermark == 3
+    log.high_watermark = 0  # the restart: the HW checkpoint lags the HW exposed
+    h.node = BrokerNode(NodeConfig(0), h.store, trace=h.trace, clock_ms=lambda: h.now)
+    h.node.register(10)
+    monkeypatch.setattr(h.store, "create", lambda tp, is_new: None)  # the log was loaded
+    h.leader_and_isr(0, 1, (0, 1))  # the controller resends the same epoch
+    assert h.store.epoch_start_offset(TP, 1) == 0
+    assert [e for e in follower_fetch(h, 2, 0, 1) if isinstance(e, WriteIsr)] == []
+    assert [e.isr for e in follower_fetch(h, 2, 3, 1) if isinstance(e, WriteIsr)] == [
+        (0, 1, 2)]
 
 
 def test_stale_controller_epoch_is_fenced_and_changes_nothing() -> None:
