@@ -986,3 +986,18 @@ def test_seed_1351_a_leader_restarted_into_its_epoch_adds_no_follower_below_its_
              for e in outcome.trace if e.machine == "replication" and e.subject == "t-1@1"
              and e.event == "BECOME_LEADER" and e.state_before == "NONE"]
     assert (1, 3, 0) in leads, f"broker 1 did not lead t-1's epoch 1 again at LEO 3: {leads}"
+
+
+def test_seed_3176_a_leader_restarted_cleanly_into_its_epoch_waits_for_its_leo() -> None:
+    """Seed 3176 of ``logproof fuzz --first-seed 2000`` (NOT_ENABLED), shrunk to 5 faults: seed
+    1351's case with a connection loss and clean restarts only. The leader of
+    __consumer_offsets-1, restarted cleanly and sent its epoch again, added a follower that had
+    reached only the epoch start its cache held from before the restart, not the LEO at which it
+    became leader again (KIP-320 rule 4)."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=65, fault_probability=0.05,
+                           segment_bytes=600)
+    result, outcome = replay(3176, config, parse_faults(
+        "14:partition:1:30,27:partition:1:25,36:connection_loss:1:134,38:clean_restart:0:4,"
+        "48:clean_restart:2:6"))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
