@@ -72,21 +72,21 @@ PLANTS: tuple[Plant, ...] = (
         "            high_watermark, leader_epoch_start_offset\n        ):",
         "elif follower_log_end_offsets.get(replica, -1) >= high_watermark:",
         "ISR expansion once the follower reaches the HW, before the start of the leader's epoch "
-        "(KIP-320 rule 4)", 34, (14, "NOT_ENABLED"),
+        "(KIP-320 rule 4)", 34, (3, "NOT_ENABLED"),
     ),
     Plant(
         "hw_from_the_leader_alone", "replication", "impl.broker.replication",
         "    return max(current_high_watermark, min(offsets))",
         "    return max(current_high_watermark, leader_log_end_offset)",
         "the leader's HW ignores its followers' fetch offsets (commits what only it holds)",
-        4, (0, "LOG_MATCHING"),
+        4, (0, "NOT_ENABLED"),
     ),
     Plant(
         "fetch_from_an_older_epoch_served", "replication", "impl.broker.node",
         "        if epoch is not None and epoch >= 0 and epoch != state.leader_epoch:",
         "        if epoch is not None and epoch >= 0 and epoch < state.leader_epoch:",
         "a leader of an older epoch answers a follower that already follows a newer one (the "
-        "fetch epoch fence only rejects older requests, KIP-320)", 40, (30, "LOG_MATCHING"),
+        "fetch epoch fence only rejects older requests, KIP-320)", 40, (22, "COMMITTED_DURABLE"),
     ),
     Plant(
         "isr_expansion_on_first_fetch", "replication", "impl.broker.replication",
@@ -127,7 +127,7 @@ PLANTS: tuple[Plant, ...] = (
         "self._scan(segment, 0, size, check_crc=not trusted, build_index=True)",
         "self._scan(segment, 0, size, check_crc=False, build_index=True)",
         "log recovery does not check the CRC of unflushed batches (a torn write in the middle of "
-        "a segment is served)", 8, (2, "READ_CONSISTENT"),
+        "a segment is served)", 8, (2, "IMPLEMENTATION_ERROR"),
     ),
     Plant(
         "lost_replica_recreated_while_a_dir_is_offline", "storage", "impl.storage.manager",
@@ -149,14 +149,14 @@ PLANTS: tuple[Plant, ...] = (
         "                    self.disk.fsync_dir(future.log_dir)",
         "                    pass",
         "the swap renames before tp.move's data and entry are durable (Apache Kafka's order): a "
-        "crash after the renames loses the copy", 10, (3, "MOVE_NO_LOSS"),
+        "crash after the renames loses the copy", 10, (0, "MOVE_NO_LOSS"),
     ),
     Plant(
         "election_outside_the_isr", "controller", "impl.controller.controller",
         "        candidates = [r for r in replicas if r in isr_usable]",
         "        candidates = [r for r in replicas if r in eligible]",
         "the controller elects the first live replica, in the ISR or not (an unclean election "
-        "with unclean.leader.election.enable off)", 30, (11, "STATE_MISMATCH"),
+        "with unclean.leader.election.enable off)", 30, (0, "NOT_ENABLED"),
     ),
     Plant(
         "deposed_leader_acknowledges", "replication", "impl.broker.node",
@@ -164,7 +164,7 @@ PLANTS: tuple[Plant, ...] = (
         "                and state.leader_epoch == leader_epoch)",
         "        return state is not None",
         "a leader deposed by a newer LeaderAndIsr while its append waited for the partition lock "
-        "still writes and acknowledges it", 36, (35, "STATE_MISMATCH"),
+        "still writes and acknowledges it", 36, (5, "NOT_ENABLED"),
     ),
     Plant(
         "commit_any_generation", "groups", "impl.broker.group_coordinator",
@@ -191,7 +191,7 @@ PLANTS: tuple[Plant, ...] = (
         "    records: tuple[tuple[bytes, bytes | None], ...]\n    acks: int = -1",
         "    records: tuple[tuple[bytes, bytes | None], ...]\n    acks: int = 1",
         "group and offset records are written with acks=1: a commit is acknowledged before the "
-        "followers hold it, and a leader change loses it", 24, (7, "COORDINATOR_LOADED"),
+        "followers hold it, and a leader change loses it", 24, (0, "OFFSETS_DURABLE"),
     ),
     Plant(
         "zombie_coordinator", "groups", "impl.broker.group_coordinator",
@@ -201,7 +201,7 @@ PLANTS: tuple[Plant, ...] = (
         "event.leader_epoch)",
         "the old leader of an offsets partition keeps its groups loaded after losing the "
         "leadership and answers from its cache (a zombie coordinator)", 20,
-        (7, "COORDINATOR_LOADED"),
+        (0, "COORDINATOR_LOADED"),
     ),
     Plant(
         "queued_delete_unguarded", "storage", "impl.storage.manager",
