@@ -29,6 +29,37 @@ from impl.trace import TraceEvent
 from ._plans import as_found
 
 
+def _saved_trace(name: str, events: int) -> list[TraceEvent]:
+    """The trace kept in ``traces/<name>.jsonl.gz`` (a run's whole trace, one event a line),
+    checked to hold ``events`` events."""
+    from conformance.trace_check import parse_trace_line
+
+    path = Path(__file__).parent / "traces" / f"{name}.jsonl.gz"
+    trace = [parse_trace_line(line)
+             for line in gzip.decompress(path.read_bytes()).decode().splitlines() if line]
+    assert len(trace) == events, len(trace)
+    return trace
+
+
+def _late(trace: Iterable[TraceEvent], flagged: str, *, seen: tuple[str, ...]) -> list[str]:
+    """The subjects of the replication ``flagged`` events (BECOME_LEADER or BECOME_FOLLOWER)
+    whose leader epoch is below the highest a ``seen`` event of the partition carried before
+    them: requests that arrived after a later epoch."""
+    highest: dict[str, int] = {}
+    late = []
+    for event in trace:
+        if event.machine != "replication" or event.event not in (*seen, flagged):
+            continue
+        partition = event.subject.split("@")[0]
+        epoch = event.fields.get("leader_epoch")
+        assert isinstance(epoch, int)
+        if event.event == flagged and epoch < highest.get(partition, -1):
+            late.append(event.subject)
+        if event.event in seen:
+            highest[partition] = max(epoch, highest.get(partition, -1))
+    return late
+
+
 def test_seed_112_a_restarted_leader_truncates_its_unreplicated_epoch() -> None:
     """Found as seed 113 (LOG_MATCHING), reached by seed 112 since the simulator runs the
     controller node's own pump: broker 1 led t-1 in epoch 0, wrote offsets 0-2 and crashed
@@ -264,25 +295,12 @@ def test_seed_326_trace_a_late_election_conforms() -> None:
     dropped a dead broker's queued requests (``traces/seed326.jsonl.gz``): t-1's late election
     (broker 1 leading epoch 2 after broker 2 led epoch 3) conforms."""
     from conformance import replication_abstraction
-    from conformance.trace_check import check_trace, parse_trace_line
+    from conformance.trace_check import check_trace
 
-    path = Path(__file__).parent / "traces" / "seed326.jsonl.gz"
-    trace = [parse_trace_line(line)
-             for line in gzip.decompress(path.read_bytes()).decode().splitlines() if line]
-    assert len(trace) == 1098
+    trace = _saved_trace("seed326", 1098)
     verdict = check_trace(trace, replication_abstraction.abstractions())
     assert verdict.violation is None, verdict.violation
-    highest: dict[str, int] = {}
-    late = []
-    for event in trace:
-        if event.machine != "replication" or event.event != "BECOME_LEADER":
-            continue
-        partition = event.subject.split("@")[0]
-        epoch = event.fields.get("leader_epoch")
-        assert isinstance(epoch, int)
-        if epoch < highest.get(partition, -1):
-            late.append(event.subject)
-        highest[partition] = max(epoch, highest.get(partition, -1))
+    late = _late(trace, "BECOME_LEADER", seen=("BECOME_LEADER",))
     assert late == ["t-1@1"], late
 
 
@@ -329,18 +347,7 @@ def test_a_late_election_precedes_what_later_epochs_committed(seed: int, steps: 
     result, outcome = replay(seed, config, parse_faults(faults))
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
-    highest: dict[str, int] = {}
-    late = []
-    for event in outcome.trace:
-        if event.machine != "replication" or event.event not in ("BECOME_LEADER",
-                                                                 "BECOME_FOLLOWER"):
-            continue
-        partition = event.subject.split("@")[0]
-        epoch = event.fields.get("leader_epoch")
-        assert isinstance(epoch, int)
-        if event.event == "BECOME_LEADER" and epoch < highest.get(partition, -1):
-            late.append(event.subject)
-        highest[partition] = max(epoch, highest.get(partition, -1))
+    late = _late(outcome.trace, "BECOME_LEADER", seen=("BECOME_LEADER", "BECOME_FOLLOWER"))
     assert late, "the seed no longer reaches a late election after a later epoch"
 
 
@@ -367,18 +374,7 @@ def test_seed_67_a_late_follower_is_not_held_to_the_isr_its_request_carries() ->
     result, outcome = replay(67, config, parse_faults(SEED_67_FAULTS))
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
-    highest: dict[str, int] = {}
-    late = []
-    for event in outcome.trace:
-        if event.machine != "replication" or event.event not in ("BECOME_LEADER",
-                                                                 "BECOME_FOLLOWER"):
-            continue
-        partition = event.subject.split("@")[0]
-        epoch = event.fields.get("leader_epoch")
-        assert isinstance(epoch, int)
-        if event.event == "BECOME_FOLLOWER" and epoch < highest.get(partition, -1):
-            late.append(event.subject)
-        highest[partition] = max(epoch, highest.get(partition, -1))
+    late = _late(outcome.trace, "BECOME_FOLLOWER", seen=("BECOME_LEADER", "BECOME_FOLLOWER"))
     assert "__consumer_offsets-1@1" in late, late
 
 
@@ -460,12 +456,9 @@ def test_seed_843_trace_a_late_follower_truncating_against_its_deposed_leader_co
     epoch last stood and conforms; replayed against the present committed prefix it was
     refused (NO_COMMITTED_LOSS)."""
     from conformance import replication_abstraction
-    from conformance.trace_check import check_trace, parse_trace_line
+    from conformance.trace_check import check_trace
 
-    path = Path(__file__).parent / "traces" / "seed843.jsonl.gz"
-    events = [parse_trace_line(line)
-              for line in gzip.decompress(path.read_bytes()).decode().splitlines() if line]
-    assert len(events) == 1544
+    events = _saved_trace("seed843", 1544)
     checked = replication_abstraction.abstractions()
     verdict = check_trace(events, checked)
     assert verdict.violation is None, verdict.violation
@@ -740,12 +733,9 @@ def test_seed_8740_trace_a_crashed_follower_truncating_its_own_record_conforms()
     from 9; broker 1 truncated its offset 8 twice) and conforms; the checker before the fix
     refused it (COMMITTED_DURABLE)."""
     from conformance import replication_abstraction
-    from conformance.trace_check import check_trace, parse_trace_line
+    from conformance.trace_check import check_trace
 
-    path = Path(__file__).parent / "traces" / "seed8740.jsonl.gz"
-    trace = [parse_trace_line(line)
-             for line in gzip.decompress(path.read_bytes()).decode().splitlines() if line]
-    assert len(trace) == 1396
+    trace = _saved_trace("seed8740", 1396)
     verdict = check_trace(trace, replication_abstraction.abstractions())
     assert verdict.violation is None, verdict.violation
     events = [e for e in trace if e.machine == "replication"
