@@ -467,7 +467,8 @@ class SimBroker:
                 results = zk.multi(self.session, [
                     SetOp(partition_state_path(tp.topic, tp.partition),
                           encode_partition_state(effect.leader, effect.leader_epoch, effect.isr,
-                                                 effect.controller_epoch),
+                                                 effect.controller_epoch,
+                                                 effect.isr_broker_epochs or None),
                           effect.partition_epoch),
                     CreateOp(f"{ISR_CHANGE_NOTIFICATION_PATH}/{ISR_CHANGE_PREFIX}",
                              encode_isr_change([(tp.topic, tp.partition)]), sequential=True),

@@ -33,6 +33,7 @@ from .config_store import ReplicationQuotas
 from .fetch_response import FetchPartitionReply, encode_fetch_response
 from .metadata_cache import BrokerEndpoint, MetadataCache
 from .replica_manager import ReplicaManager
+from .replication import fetcher_broker_epoch
 from .server import CloseConnectionError, ConnectionInfo, PiecesResponse, Response
 from .topic_names import topic_name_error
 
@@ -533,6 +534,7 @@ class RequestHandlers:
         have_data: bool,
         *,
         connection_id: int = -1,
+        broker_epoch: int = -1,
     ) -> FetchPartitionReply:
         if topic_name_error(tp.topic) is not None:
             return FetchPartitionReply(tp.partition, UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
@@ -544,7 +546,7 @@ class RequestHandlers:
             int(getattr(item, "current_leader_epoch", -1)),
             max(limit, 0) if limit > 0 or not have_data else -1,
             log_start_offset=int(getattr(item, "log_start_offset", -1)) if replica_id >= 0
-            else -1, incarnation=connection_id,
+            else -1, incarnation=connection_id, broker_epoch=broker_epoch,
         )
         if reply.error == OFFSET_OUT_OF_RANGE:
             return FetchPartitionReply(tp.partition, OFFSET_OUT_OF_RANGE, reply.high_watermark,
@@ -560,9 +562,10 @@ class RequestHandlers:
             quotas.record_leader(answer.records_size)
         return answer
 
-    def _fetch_once(self, body: Any, connection_id: int = -1
+    def _fetch_once(self, body: Any, connection_id: int = -1, client_id: str | None = None
                     ) -> tuple[list[tuple[str, list[FetchPartitionReply]]], int, bool]:
         replica_id = int(body.replica_id)
+        broker_epoch = fetcher_broker_epoch(client_id, replica_id) if replica_id >= 0 else -1
         budget = int(body.max_bytes)
         total = 0
         errors = False
@@ -582,6 +585,7 @@ class RequestHandlers:
                 reply = self._fetch_partition(
                     TopicPartition(topic.topic, int(item.partition)), item, replica_id,
                     budget - total, total > 0, connection_id=connection_id,
+                    broker_epoch=broker_epoch,
                 )
                 total += reply.records_size
                 errors = errors or reply.error_code != NONE
@@ -597,13 +601,14 @@ class RequestHandlers:
 
     async def fetch(self, request: DecodedRequest, connection_id: int = -1) -> Response:
         """Fetch v4-v11: records below the HW (LEO for followers), zero-copy, delayed; a
-        follower's incarnation is the connection it fetches on."""
+        follower's incarnation is the connection it fetches on, its broker epoch the one its
+        client id names (:func:`~impl.broker.replication.fetcher_client_id`)."""
         body = request.body
         max_wait_seconds = max(body.max_wait.total_seconds(), 0.0)
         deadline = trio.current_time() + max_wait_seconds
         min_bytes = int(body.min_bytes)
         while True:
-            topics, total, errors = self._fetch_once(body, connection_id)
+            topics, total, errors = self._fetch_once(body, connection_id, request.client_id)
             if (total >= min_bytes or errors or trio.current_time() >= deadline
                     or self.context.replicas.stopping):
                 break

@@ -851,6 +851,7 @@ class Broker:
                 coordinator, tp.topic, tp.partition, leader=write.leader,
                 leader_epoch=write.leader_epoch, isr=write.isr,
                 controller_epoch=write.controller_epoch, zk_version=write.partition_epoch,
+                isr_broker_epochs=write.isr_broker_epochs or None,
             )
             log.info("%s ISR %s -> %s", tp, list(write.previous_isr), list(write.isr))
             self.metrics.record_isr_change(write.previous_isr, write.isr)

@@ -235,6 +235,8 @@ class FetchCall(NamedTuple):
     client: int = -1
     #: the follower's log start offset (Fetch v5+; DeleteRecords waits for it, -1: unknown)
     log_start_offset: int = -1
+    #: the follower's broker epoch (KIP-903's ``ReplicaEpoch``; -1: not given)
+    broker_epoch: int = -1
 
 
 class FetchReply(NamedTuple):
@@ -444,6 +446,8 @@ class WriteIsr(NamedTuple):
     controller_epoch: int
     partition_epoch: int
     previous_isr: tuple[int, ...]
+    #: per member of ``isr``, the incarnation (broker epoch) the leader saw in sync (KIP-903)
+    isr_broker_epochs: tuple[int, ...] = ()
 
 
 class ReportDirFailure(NamedTuple):
@@ -606,6 +610,10 @@ class BrokerNode:
         self.follower_incarnations: dict[TopicPartition, dict[int, int]] = {}
         self.leo_at_previous_fetch: dict[TopicPartition, dict[int, int]] = {}
         self.last_caught_up_ms: dict[TopicPartition, dict[int, int]] = {}
+        #: per led partition: the broker epoch of each follower's latest fetch, and the one it
+        #: last caught up under in this leadership (what an ISR write vouches for, KIP-903)
+        self.follower_broker_epochs: dict[TopicPartition, dict[int, int]] = {}
+        self.in_sync_epochs: dict[TopicPartition, dict[int, int]] = {}
         self.followed: dict[TopicPartition, Followed] = {}
         self.pending: dict[TopicPartition, list[PendingProduce]] = {}
         #: per led partition: each follower's log start offset as its last fetch said
@@ -1118,8 +1126,10 @@ class BrokerNode:
         self._isr_inputs += 1
         previous = self.leo_at_previous_fetch.setdefault(tp, {})
         log_end_offset = partition.log_end_offset
+        self.follower_broker_epochs.setdefault(tp, {})[replica] = call.broker_epoch
         if offset >= log_end_offset or offset >= previous.get(replica, 2**63):
             self.last_caught_up_ms.setdefault(tp, {})[replica] = now_ms
+            self.in_sync_epochs.setdefault(tp, {})[replica] = call.broker_epoch
         previous[replica] = log_end_offset
         fields: dict[str, Any] = {"replica": replica, "fetch_offset": offset}
         if call.leader_epoch >= 0:
@@ -1194,9 +1204,43 @@ class BrokerNode:
             if full:
                 self._isr_kept[tp] = (state, now_ms, self._isr_inputs)
             return
+        wanted, epochs = self._vouched_isr(tp, state, wanted, fetched)
+        if set(wanted) == set(isr):
+            return
         self.isr_writes_in_flight.add(tp)
         out.append(WriteIsr(tp, state.leader, state.leader_epoch, wanted,
-                            state.controller_epoch, state.partition_epoch, isr))
+                            state.controller_epoch, state.partition_epoch, isr, epochs))
+
+    def _vouched_isr(self, tp: TopicPartition, state: ReplicaState, wanted: tuple[int, ...],
+                     fetched: int | None) -> tuple[tuple[int, ...], tuple[int, ...]]:
+        """The ISR a leader's write names and the incarnation it vouches for of each member
+        (KIP-903: the state records them, spec/controller.md "Unclean shutdowns").
+
+        The leader vouches for itself, for the joining follower ``fetched`` under the broker
+        epoch of the fetch that brought it in, and for each member it keeps under the epoch
+        of the latest fetch that found it caught up in this leadership. A member that has not
+        caught up since this broker became leader is left out: the leader knows nothing of
+        its log (it may have crashed and registered again unseen, fuzz seed 1915), and a
+        write naming it would vouch for it. It joins again on its own fetch. Kafka's leader
+        writes it (its lastCaughtUpTime starts at ``makeLeader``); a shrink finds it out of
+        sync by then anyway, only an early expansion drops it.
+        """
+        own = self.fence.broker_epoch
+        in_sync = self.in_sync_epochs.get(tp, {})
+        members: list[int] = []
+        epochs: list[int] = []
+        for replica in wanted:
+            if replica == state.leader:
+                epoch = own
+            elif replica == fetched and replica not in state.isr:
+                epoch = self.follower_broker_epochs.get(tp, {}).get(replica, -1)
+            elif replica in in_sync:
+                epoch = in_sync[replica]
+            else:
+                continue
+            members.append(replica)
+            epochs.append(epoch)
+        return tuple(members), tuple(epochs)
 
     def _on_isr_written(self, done: IsrWritten, out: list[Effect]) -> None:
         """The leader's ISR write landed (cache the ISR and zkVersion) or was refused."""
@@ -1332,7 +1376,8 @@ class BrokerNode:
             out.append(Send(followed.leader, FetchCall(
                 request_id, self.id, self.incarnation, tp, partition.log_end_offset,
                 followed.leader_epoch, self.config.fetch_max_bytes,
-                log_start_offset=partition.log_start_offset)))
+                log_start_offset=partition.log_start_offset,
+                broker_epoch=self.fence.broker_epoch)))
         if periodic:
             # (an ISR check changes only its own partition's state, never its role)
             leading: list[TopicPartition] = []
@@ -1570,6 +1615,8 @@ class BrokerNode:
                 self.follower_incarnations[tp] = {}
                 self.leo_at_previous_fetch[tp] = {}
                 self.last_caught_up_ms[tp] = dict.fromkeys(state.isr, self.now_ms())
+                self.follower_broker_epochs[tp] = {}
+                self.in_sync_epochs[tp] = {}
             if state.role is ReplicaRole.FOLLOWER:
                 self.followed[tp] = Followed(state.leader, state.leader_epoch)
                 self._fail_pending(tp, NOT_LEADER_OR_FOLLOWER, out)

@@ -48,6 +48,7 @@ from ._codec import (
 from ._framing import FrameDecoder, FrameError
 from ._kio_build import build
 from .node import EpochCall, EpochReply, FetchCall, FetchReply, Tick
+from .replication import fetcher_client_id
 
 log = logging.getLogger(__name__)
 
@@ -95,13 +96,15 @@ class _Connection:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
-    async def call(self, api_key: int, version: int, data: dict[str, Any]) -> Any:
+    async def call(self, api_key: int, version: int, data: dict[str, Any],
+                   client_id: str | None = None) -> Any:
         if self.stream is None:
             self.stream = await self.connect(self.host, self.port)
             self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
         correlation_id = next(self.correlation) & 0x7FFFFFFF
         request_class: type[Any] = load_request_schema(api_key, version)
-        frame = encode_request(api_key, version, correlation_id, self.client_id,
+        frame = encode_request(api_key, version, correlation_id,
+                               self.client_id if client_id is None else client_id,
                                build(request_class, data))
         with trio.fail_after(IO_TIMEOUT_SECONDS):
             await self.stream.send_all(frame)
@@ -364,7 +367,7 @@ class ReplicaFetcher:
             "session_epoch": -1,
             "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
             "forgotten_topics_data": [], "rack_id": "",
-        })
+        }, fetcher_client_id(self.broker_id, fetches[0].broker_epoch))
         # A cancelled loop stops here only after the answer is applied: appends are not
         # abandoned half way.
         with trio.CancelScope(shield=True):

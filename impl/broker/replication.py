@@ -454,6 +454,34 @@ def acks_all_result(
     return NONE if isr_size >= min_insync_replicas else NOT_ENOUGH_REPLICAS_AFTER_APPEND
 
 
+#: The client id prefix of a follower's Fetch that names its broker epoch.
+_FETCHER_CLIENT_ID: Final = "replica-fetcher-"
+
+
+def fetcher_client_id(broker_id: int, broker_epoch: int) -> str:
+    """The request header client id of a follower's Fetch: ``replica-fetcher-<id>``, plus
+    ``-epoch-<broker epoch>`` when known. Fetch v11 (the last without topic ids) has no
+    field for KIP-903's ``ReplicaEpoch``, so the follower names its incarnation here."""
+    if broker_epoch < 0:
+        return f"{_FETCHER_CLIENT_ID}{broker_id}"
+    return f"{_FETCHER_CLIENT_ID}{broker_id}-epoch-{broker_epoch}"
+
+
+def fetcher_broker_epoch(client_id: str | None, replica_id: int) -> int:
+    """The broker epoch a follower's Fetch names in its client id (see
+    :func:`fetcher_client_id`); -1 when it names none or names another broker."""
+    if client_id is None:
+        return BROKER_EPOCH_UNKNOWN
+    prefix = f"{_FETCHER_CLIENT_ID}{replica_id}-epoch-"
+    if not client_id.startswith(prefix):
+        return BROKER_EPOCH_UNKNOWN
+    text = client_id[len(prefix):]
+    if not text.isdigit() or len(text) > 19:
+        return BROKER_EPOCH_UNKNOWN
+    epoch = int(text)
+    return epoch if epoch < 2**63 else BROKER_EPOCH_UNKNOWN
+
+
 def desired_isr(
     state: ReplicaState,
     high_watermark: int,

@@ -406,6 +406,7 @@ async def update_isr(
     isr: Sequence[int],
     controller_epoch: int,
     zk_version: int,
+    isr_broker_epochs: Sequence[int] | None = None,
 ) -> int:
     """The leader's conditional ISR update (design V3 ``maybe_change_ISR``).
 
@@ -417,6 +418,8 @@ async def update_isr(
         leader, leader_epoch, controller_epoch: unchanged from the leader's cached state.
         isr: the new ISR; must contain ``leader``.
         zk_version: the cached zkVersion.
+        isr_broker_epochs: the incarnation of each member the leader vouches for (KIP-903;
+            see :class:`~impl.controller.znodes.LeaderIsr`), or None to record none.
 
     Returns:
         The new zkVersion, to cache.
@@ -431,7 +434,8 @@ async def update_isr(
         [
             SetOp(
                 partition_state_path(topic, partition),
-                encode_partition_state(leader, leader_epoch, isr, controller_epoch),
+                encode_partition_state(leader, leader_epoch, isr, controller_epoch,
+                                       isr_broker_epochs),
                 zk_version,
             ),
             CreateOp(

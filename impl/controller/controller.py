@@ -744,6 +744,10 @@ class Controller:
         seen = self._seen_epochs.get(broker.broker_id)
         if seen is not None:
             return since > seen
+        known = self.leader_isr.get(tp)
+        vouched = None if known is None else known.vouched_epoch(broker.broker_id)
+        if vouched is not None:
+            return since > vouched
         return since > self._vouched_zxid.get(tp, -1)
 
     def _mark_unclean(self, tp: TP, broker_id: int) -> None:
@@ -839,8 +843,23 @@ class Controller:
             # (KIP-966): out of the ISR, and its leadership moves to a member that kept the
             # log. Kept when no other member could take over (the partition would go offline,
             # then re-elect it: the same log, as Kafka's failure-then-startup).
-            bounced = {r for r in state.isr if r in self.live_brokers and state.mzxid >= 0
-                       and self.live_brokers[r].epoch > state.mzxid}
+            # A state that records its members' incarnations (KIP-903) says which one it
+            # vouched for: any other registration restarted since. A leader's ISR write
+            # vouches for no registration it read (it reads none): its mzxid alone would take
+            # a member that crashed unseen and registered again before the write as vouched
+            # for (fuzz seed 1915: the leader carried the restarted controller over while
+            # shrinking and expanding another member).
+            bounced = set()
+            for r in state.isr:
+                registration = self.live_brokers.get(r)
+                if registration is None:
+                    continue
+                vouched = state.vouched_epoch(r)
+                if vouched is not None:
+                    if registration.epoch != vouched:
+                        bounced.add(r)
+                elif state.mzxid >= 0 and registration.epoch > state.mzxid:
+                    bounced.add(r)
             # KIP-966: a bounced member whose registration does not follow a clean shutdown of
             # an incarnation the state vouched for may have lost committed records.
             self._vouched_zxid[tp] = state.mzxid
@@ -1003,8 +1022,32 @@ class Controller:
             changes = leaders
         self._submit(changes)
 
+    def _isr_epochs(self, tp: TP, isr: Sequence[int]) -> tuple[int, ...]:
+        """The incarnation of each ISR member a state this controller writes vouches for
+        (KIP-903's ISR with broker epochs; spec/controller.md "Unclean shutdowns"): a live
+        member's registration as this controller read it (a restart it has not read yet shows
+        as another epoch at the next failover), a member that is not live the one the current
+        state vouched for, else the last this controller saw registered (-1: none known)."""
+        known = self.leader_isr.get(tp)
+        epochs: list[int] = []
+        for replica in isr:
+            broker = self.live_brokers.get(replica)
+            if broker is not None:
+                epochs.append(broker.epoch)
+                continue
+            vouched = None if known is None else known.vouched_epoch(replica)
+            epochs.append(vouched if vouched is not None
+                          else self._seen_epochs.get(replica, -1))
+        return tuple(epochs)
+
+    def _with_epochs(self, change: _StateChange) -> _StateChange:
+        new = change.new
+        return replace(change, new=replace(
+            new, isr_broker_epochs=self._isr_epochs(change.tp, new.isr)))
+
     def _submit(self, changes: Sequence[_StateChange]) -> None:
         size = self.config.partitions_per_write_max
+        changes = [self._with_epochs(change) for change in changes]
         for start in range(0, len(changes), size):
             batch = tuple(changes[start:start + size])
             ops: list[Op] = []
@@ -1013,7 +1056,7 @@ class Controller:
                 self._busy.add(change.tp)
                 new = change.new
                 data = encode_partition_state(new.leader, new.leader_epoch, new.isr,
-                                              new.controller_epoch)
+                                              new.controller_epoch, new.isr_broker_epochs)
                 path = partition_state_path(*change.tp)
                 if new.zk_version < 0:
                     ensure += [partitions_path(change.tp[0]), partition_path(*change.tp)]
@@ -1029,7 +1072,8 @@ class Controller:
         if new.leader != NO_LEADER and (old is None or old.leader != new.leader):
             self.leader_elections += 1
         self.leader_isr[tp] = LeaderIsr(new.leader, new.leader_epoch, new.isr,
-                                        new.controller_epoch, zk_version)
+                                        new.controller_epoch, zk_version,
+                                        isr_broker_epochs=new.isr_broker_epochs)
         self._settle_unclean(tp, new)
         state = self.partition_states.get(tp, PartitionState.NON_EXISTENT)
         event = change.cause
@@ -1812,13 +1856,15 @@ class Controller:
 
     def _write_reassignment(self, pending: _ReassignWrite) -> None:
         tp = pending.tp
+        pending = replace(pending, change=self._with_epochs(pending.change))
         new = pending.change.new
         self._busy.add(tp)
         self._write(pending, [
             SetOp(topic_path(tp[0]), encode_topic(pending.assignment)),
             SetOp(partition_state_path(*tp),
                   encode_partition_state(new.leader, new.leader_epoch, new.isr,
-                                         new.controller_epoch), new.zk_version),
+                                         new.controller_epoch, new.isr_broker_epochs),
+                  new.zk_version),
         ])
 
     def _on_reassign_write(self, pending: _ReassignWrite, results: Sequence[OpResult],

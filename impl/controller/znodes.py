@@ -394,6 +394,12 @@ class LeaderIsr:
     ``mzxid`` is the zxid of the znode's last write when the state was read (-1 for a state the
     controller built): a broker whose registration (czxid, its broker epoch) is newer restarted
     after that write.
+
+    ``isr_broker_epochs`` (KIP-903's ISR with broker epochs, field ``isr_broker_epochs``) names,
+    for each ISR member in order, the incarnation (broker epoch) the state's writer vouches for:
+    the registration a controller read, or the incarnation whose fetches a leader saw in sync;
+    -1 for a member the writer knows no incarnation of. None for a state without the field
+    (written by a broker that does not record them): then ``mzxid`` is all a failover has.
     """
 
     leader: int
@@ -402,17 +408,34 @@ class LeaderIsr:
     controller_epoch: int
     zk_version: int
     mzxid: int = field(default=-1, compare=False)
+    isr_broker_epochs: tuple[int, ...] | None = field(default=None, compare=False)
+
+    def vouched_epoch(self, broker_id: int) -> int | None:
+        """The incarnation of ISR member ``broker_id`` this state vouches for (None: the state
+        records none for it)."""
+        epochs = self.isr_broker_epochs
+        if epochs is None or broker_id not in self.isr:
+            return None
+        epoch = epochs[self.isr.index(broker_id)]
+        return epoch if epoch >= 0 else None
 
 
 def encode_partition_state(leader: int, leader_epoch: int, isr: Sequence[int],
-                           controller_epoch: int) -> bytes:
-    """Kafka's partition state JSON (keys sorted, no spaces: the same bytes as ``_dumps``).
+                           controller_epoch: int,
+                           isr_broker_epochs: Sequence[int] | None = None) -> bytes:
+    """Kafka's partition state JSON (keys sorted, no spaces: the same bytes as ``_dumps``),
+    plus ``isr_broker_epochs`` when given (one per ISR member, see :class:`LeaderIsr`).
 
     Formatted directly: a failover writes thousands of these at once.
     """
     isr_text = ",".join(str(int(replica)) for replica in isr)
+    epochs_text = ""
+    if isr_broker_epochs is not None:
+        assert len(isr_broker_epochs) == len(isr), (isr, isr_broker_epochs)
+        epochs_text = ',"isr_broker_epochs":[' + ",".join(
+            str(int(epoch)) for epoch in isr_broker_epochs) + "]"
     return (
-        f'{{"controller_epoch":{int(controller_epoch)},"isr":[{isr_text}],'
+        f'{{"controller_epoch":{int(controller_epoch)},"isr":[{isr_text}]{epochs_text},'
         f'"leader":{int(leader)},"leader_epoch":{int(leader_epoch)},"version":1}}'
     ).encode("ascii")
 
@@ -422,17 +445,27 @@ def decode_partition_state(topic: str, partition: int, data: bytes, zk_version: 
     """Parse a partition state znode (``mzxid``: its stat's, see :class:`LeaderIsr`).
 
     Raises:
-        ZnodeFormatError: malformed data.
+        ZnodeFormatError: malformed data (an ``isr_broker_epochs`` not one epoch of at least
+            -1 per ISR member included).
     """
     what = partition_state_path(topic, partition)
     value = _dict(_loads(data, what), what)
+    isr = _int_list(value.get("isr"), f"{what} isr")
+    epochs: tuple[int, ...] | None = None
+    if value.get("isr_broker_epochs") is not None:
+        epochs = _int_list(value["isr_broker_epochs"], f"{what} isr_broker_epochs")
+        if len(epochs) != len(isr) or any(epoch < -1 for epoch in epochs):
+            raise ZnodeFormatError(
+                f"{what}: isr_broker_epochs {list(epochs)} must name one epoch (at least -1) "
+                f"per ISR member {list(isr)}")
     return LeaderIsr(
         _int(value.get("leader"), f"{what} leader"),
         _int(value.get("leader_epoch"), f"{what} leader_epoch"),
-        _int_list(value.get("isr"), f"{what} isr"),
+        isr,
         _int(value.get("controller_epoch"), f"{what} controller_epoch"),
         zk_version,
         mzxid,
+        epochs,
     )
 
 

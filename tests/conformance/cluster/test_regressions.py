@@ -991,3 +991,31 @@ def test_seed_3176_a_leader_restarted_cleanly_into_its_epoch_waits_for_its_leo()
         "48:clean_restart:2:6"))
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
+
+
+def test_seed_1915_a_leaders_isr_write_vouches_only_for_members_it_saw_in_sync() -> None:
+    """Seed 1915 of ``logproof fuzz --seeds 2000`` (COMMITTED_DURABLE), hand-shrunk to 19
+    faults, an implementation bug: broker 0, the active controller and a member of leader 2's
+    ISR, crashed uncleanly and registered again before any controller saw it; leader 2 then
+    wrote two ISR changes (another member shrunk and re-added) carrying 0 over, so the state's
+    last write was newer than 0's registration and the next failover took 0 as vouched for,
+    short of a committed record. Now a leader writes only members it saw in sync in its
+    leadership, and each state records the incarnation it vouches for of each member
+    (KIP-903), which the failover compares with the registration. Without both, the run fails;
+    each alone passes it (tests/unit/controller/test_unclean_shutdown.py and
+    tests/unit/broker/test_node.py check each)."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=155,
+                           fault_probability=0.1, chunk_bytes=150)
+    result, outcome = replay(1915, config, parse_faults(
+        "2:controller_expiry:0:50,3:clean_restart:0:4,10:session_expiry:0:17,"
+        "13:malformed_znode:0:1101,17:connection_loss:0:265,23:partition:1:14,"
+        "28:controller_expiry:1:25,47:session_expiry:2:9,55:malformed_znode:0:3281,"
+        "65:controller_expiry:1:17,68:crash_last_copy:1:118,91:clean_restart:2:6,"
+        "93:connection_loss:0:262,101:crash:1:3,109:connection_loss:1:126,"
+        "113:reassign:0:44372,121:partition:1:28,127:session_expiry:1:16,128:crash:0:14"))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    events = [(e.machine, e.event, e.subject) for e in outcome.trace]
+    crash = events.index(("replication", "CRASH", "t-0@0"))
+    assert ("controller", "CONTROLLER_ELECTED", "controller") in events[crash:], (
+        "no failover after broker 0's crash: the case was not reached")

@@ -10,6 +10,7 @@ acknowledged record is read back exactly once, in the order it was produced.
 
 from __future__ import annotations
 
+import json
 import os
 import signal
 from collections.abc import Iterator
@@ -17,6 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from kazoo.client import KazooClient
 
 from impl.cli.cmd_cluster import Cluster
 
@@ -42,7 +44,25 @@ def cluster(zk_chroot: str, tmp_path: Path) -> Iterator[Cluster]:
         running.stop()
 
 
-def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(cluster: Cluster) -> None:
+def _state_vouches_for_the_registered_incarnations(zk_chroot: str) -> bool:
+    """Whether t-0's state names each ISR member's current registration (its czxid) as the
+    incarnation it vouches for (KIP-903's broker epochs, spec/controller.md)."""
+    hosts, _, chroot = zk_chroot.partition("/")
+    zk = KazooClient(hosts=hosts)
+    zk.start(timeout=WAIT_SECONDS)
+    try:
+        data, _ = zk.get(f"/{chroot}/brokers/topics/{TOPIC}/partitions/0/state")
+        state = json.loads(data)
+        registered = [zk.get(f"/{chroot}/brokers/ids/{member}")[1].czxid
+                      for member in state["isr"]]
+    finally:
+        zk.stop()
+        zk.close()
+    return bool(state.get("isr_broker_epochs") == registered)
+
+
+def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(
+        cluster: Cluster, zk_chroot: str) -> None:
     from confluent_kafka import Consumer, KafkaException, Producer, TopicPartition
     from confluent_kafka.admin import AdminClient
     from confluent_kafka.cimpl import NewTopic
@@ -114,6 +134,9 @@ def test_leader_sigkill_and_restart_loses_and_duplicates_nothing(cluster: Cluste
         cluster.restart(victim)
         wait_until(lambda: victim in isr(), "the restarted broker back in the ISR",
                  produce_some)
+        # the leader's expansion vouched for the restarted incarnation its fetches named
+        wait_until(lambda: _state_vouches_for_the_registered_incarnations(zk_chroot),
+                   "the state to name the members' registrations", produce_some)
         after = len(acknowledged)
         wait_until(lambda: len(acknowledged) >= after + 300, "acks after the restart",
                  produce_some)

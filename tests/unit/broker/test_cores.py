@@ -29,6 +29,8 @@ from impl.broker.replication import (
     ReplicaRole,
     decide_leader_and_isr,
     decide_stop_replica,
+    fetcher_broker_epoch,
+    fetcher_client_id,
     leader_high_watermark,
 )
 from impl.broker.topic_names import topic_name_error
@@ -255,3 +257,15 @@ def test_timestamp_error() -> None:
                            difference_max_ms=1000) == INVALID_TIMESTAMP
     assert timestamp_error(0, 0, log_append_time=True, now_ms=2000,
                            difference_max_ms=1) == NONE
+
+
+def test_a_followers_fetch_names_its_broker_epoch_in_its_client_id() -> None:
+    """KIP-903's ReplicaEpoch has no field in Fetch v11: the follower's client id carries it,
+    and anything else reads as unknown (-1), never as another broker's epoch."""
+    assert fetcher_client_id(3, -1) == "replica-fetcher-3"
+    assert fetcher_broker_epoch(fetcher_client_id(3, 4294967301), 3) == 4294967301
+    for client_id, replica in ((fetcher_client_id(3, 7), 4), ("replica-fetcher-3", 3),
+                               (None, 3), ("replica-fetcher-3-epoch-x", 3),
+                               ("replica-fetcher-3-epoch--5", 3), ("rdkafka", 3),
+                               ("replica-fetcher-3-epoch-" + "9" * 30, 3)):
+        assert fetcher_broker_epoch(client_id, replica) == -1, client_id

@@ -345,9 +345,40 @@ def test_a_leader_restarted_into_its_epoch_keeps_a_follower_below_its_leo_out(
     monkeypatch.setattr(h.store, "create", lambda tp, is_new: None)  # the log was loaded
     h.leader_and_isr(0, 1, (0, 1))  # the controller resends the same epoch
     assert h.store.epoch_start_offset(TP, 1) == 0
+    follower_fetch(h, 1, 3, 1)  # (follower 1 in sync with the restarted leader: it stays)
     assert [e for e in follower_fetch(h, 2, 0, 1) if isinstance(e, WriteIsr)] == []
     assert [e.isr for e in follower_fetch(h, 2, 3, 1) if isinstance(e, WriteIsr)] == [
         (0, 1, 2)]
+
+
+def test_an_isr_write_vouches_for_the_incarnations_the_leader_saw_in_sync() -> None:
+    """KIP-903 as the ZooKeeper-era state records it: each member's broker epoch, the leader's
+    own, a joining follower's from the fetch that brought it in, a kept member's from the
+    latest fetch that found it caught up in this leadership. A member not seen in sync since
+    the leader took over is left out of the write (fuzz seed 1915: the leader carried over a
+    member that had crashed and registered again unseen, and the state's newer write made the
+    next controller take it as vouched for)."""
+    h = Harness(replica_lag_time_max_ms=100)
+    h.leader_and_isr(0, 1, (0, 1, 2), replicas=(0, 1, 2, 3))
+    h.step(Produce(50, 1, TP, batch(0), 1, 1_000))
+    h.step(FetchCall(5, 1, 1, TP, 1, 1, broker_epoch=21))  # follower 1 in sync (LEO 1)
+    # follower 3 joins while follower 2 has not fetched since the leader took over
+    writes = [e for e in h.step(FetchCall(6, 3, 1, TP, 1, 1, broker_epoch=33))
+              if isinstance(e, WriteIsr)]
+    assert [(w.isr, w.isr_broker_epochs) for w in writes] == [((0, 1, 3), (10, 21, 33))]
+    h.step(IsrWritten(TP, (0, 1, 3), 1))
+    # follower 1 restarted (epoch 22) and fetches below the leader's LEO: the leader still
+    # vouches only for the incarnation it saw in sync
+    h.step(FetchCall(7, 1, 2, TP, 0, 1, broker_epoch=22))
+    h.now += 60
+    h.step(FetchCall(8, 3, 1, TP, 1, 1, broker_epoch=33))
+    h.now += 60  # follower 1 has not caught up for 120 ms: it leaves
+    writes = [e for e in h.step(Tick()) if isinstance(e, WriteIsr)]
+    assert [(w.isr, w.isr_broker_epochs) for w in writes] == [((0, 3), (10, 33))]
+    h.step(IsrWritten(TP, (0, 3), 2))
+    writes = [e for e in h.step(FetchCall(9, 1, 2, TP, 1, 1, broker_epoch=22))
+              if isinstance(e, WriteIsr)]
+    assert [(w.isr, w.isr_broker_epochs) for w in writes] == [((0, 1, 3), (10, 22, 33))]
 
 
 def test_stale_controller_epoch_is_fenced_and_changes_nothing() -> None:

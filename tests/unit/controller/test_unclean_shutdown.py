@@ -227,3 +227,44 @@ def test_a_stalled_write_of_the_previous_term_vouches_only_for_what_that_term_re
         written = _settle(core, effects)
         assert [(s.leader, s.isr) for s in written] == expected, (
             "broker 2 (no clean-shutdown marker) stayed in the ISR short of committed records")
+
+
+def test_a_state_recording_its_members_epochs_vouches_only_for_those_incarnations() -> None:
+    """Fuzz seed 1915: broker 0, in the ISR of leader 2, crashed unseen (it was the controller)
+    and registered again; leader 2 then rewrote the ISR (another member shrunk and re-added)
+    carrying it over. The state's last write is newer than 0's registration, so the mzxid rule
+    took 0 as vouched for. The state records the incarnation each member was seen in sync
+    under (KIP-903): 0's is the crashed one, so its registration is a restart, and unclean."""
+    brokers = {0: _broker(0, STATE_MZXID - 2, -1), 1: _broker(1, 11, 3),
+               2: _broker(2, 12, 3)}
+    state = LeaderIsr(2, 4, (2, 0, 1), 5, 6, STATE_MZXID, isr_broker_epochs=(12, 7, 11))
+    core, written = _fail_over(brokers, state, replicas=(2, 0, 1))
+    assert core.unclean_members(TP) == frozenset()  # the mark went with the member
+    assert [(s.leader, s.isr) for s in written] == [(2, (2, 1))], (
+        "broker 0 restarted uncleanly since the incarnation the state vouched for: it must "
+        "leave the ISR")
+    # the same state without the epochs: the mzxid rule keeps broker 0 (the old weakness)
+    state = LeaderIsr(2, 4, (2, 0, 1), 5, 6, STATE_MZXID)
+    _core, written = _fail_over(brokers, state, replicas=(2, 0, 1))
+    assert written == []
+    # and with 0's current incarnation recorded, it stays: the writer saw it in sync
+    state = LeaderIsr(2, 4, (2, 0, 1), 5, 6, STATE_MZXID,
+                      isr_broker_epochs=(12, STATE_MZXID - 2, 11))
+    _core, written = _fail_over(brokers, state, replicas=(2, 0, 1))
+    assert written == []
+
+
+def test_the_controller_records_the_incarnations_it_read() -> None:
+    """A controller's write names each live member's registration as read, and for a member
+    that is not live the incarnation the state it replaces vouched for."""
+    state = LeaderIsr(2, 4, (2, 0, 1), 5, 6, STATE_MZXID, isr_broker_epochs=(12, 10, 11))
+    live = {0: _broker(0, 10, 3), 1: _broker(1, 11, 3), 2: _broker(2, 12, 3)}
+    core, written = _fail_over(live, state, replicas=(2, 0, 1))
+    assert written == []
+    effects = core.handle(BrokersRead({0: live[0], 1: live[1]}))  # 2 failed
+    assert [(s.leader, s.isr, s.isr_broker_epochs) for s in _settle(core, effects)] == [
+        (0, (0, 1), (10, 11))]
+    effects = core.handle(BrokersRead({1: live[1]}))  # 0 failed: 1 alone
+    effects += core.handle(BrokersRead({}))  # 1 failed: the last member stays, leaderless
+    assert [(s.leader, s.isr, s.isr_broker_epochs) for s in _settle(core, effects)][-1] == (
+        -1, (1,), (11,))

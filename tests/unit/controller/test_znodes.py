@@ -58,6 +58,17 @@ def test_partition_state_bytes_are_kafkas_json() -> None:
                                 "leader_epoch": 4, "version": 1}
     assert data == json.dumps(json.loads(data), sort_keys=True,
                               separators=(",", ":")).encode()
+    data = encode_partition_state(1, 4, [1, 2], 3, [40, -1])
+    assert json.loads(data) == {"controller_epoch": 3, "isr": [1, 2], "leader": 1,
+                                "leader_epoch": 4, "version": 1, "isr_broker_epochs": [40, -1]}
+    assert data == json.dumps(json.loads(data), sort_keys=True,
+                              separators=(",", ":")).encode()
+    state = decode_partition_state("t", 0, data, 8)
+    assert state.isr_broker_epochs == (40, -1)
+    assert (state.vouched_epoch(1), state.vouched_epoch(2), state.vouched_epoch(3)) == (
+        40, None, None)
+    assert decode_partition_state("t", 0, encode_partition_state(1, 4, [1], 3), 8
+                                  ).isr_broker_epochs is None
 
 
 @pytest.mark.parametrize(
@@ -72,6 +83,15 @@ def test_partition_state_bytes_are_kafkas_json() -> None:
         (lambda d: decode_topic("t", d), b'{"partitions":{"x":[1]}}'),
         (lambda d: decode_topic("t", d), b'{"partitions":{"0":["1"]}}'),
         (lambda d: decode_partition_state("t", 0, d, 0), b'{"leader":true,"isr":[]}'),
+        (lambda d: decode_partition_state("t", 0, d, 0),
+         b'{"leader":1,"leader_epoch":0,"isr":[1,2],"controller_epoch":1,'
+         b'"isr_broker_epochs":[5]}'),
+        (lambda d: decode_partition_state("t", 0, d, 0),
+         b'{"leader":1,"leader_epoch":0,"isr":[1],"controller_epoch":1,'
+         b'"isr_broker_epochs":[-2]}'),
+        (lambda d: decode_partition_state("t", 0, d, 0),
+         b'{"leader":1,"leader_epoch":0,"isr":[1],"controller_epoch":1,'
+         b'"isr_broker_epochs":["5"]}'),
         (decode_reassignment, b'{"partitions":{}}'),
         (decode_reassignment,
          b'{"partitions":[{"topic":"t","partition":0,"replicas":[1],"log_dirs":["a","b"]}]}'),
