@@ -1019,3 +1019,14 @@ def test_seed_1915_a_leaders_isr_write_vouches_only_for_members_it_saw_in_sync()
     crash = events.index(("replication", "CRASH", "t-0@0"))
     assert ("controller", "CONTROLLER_ELECTED", "controller") in events[crash:], (
         "no failover after broker 0's crash: the case was not reached")
+
+
+def test_seed_4899_seed_1915s_case_in_the_default_configuration() -> None:
+    """Seed 4899 of ``logproof fuzz --seeds 20000`` (COMMITTED_DURABLE), seed 1915's case: a
+    member that crashed unseen was carried over by its leader's ISR writes and trusted at the
+    next failover. It fails with both halves of 1915's fix reverted, and passes with either."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=200,
+                           fault_probability=0.1, chunk_bytes=150)
+    result, outcome = replay(4899, config)
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
