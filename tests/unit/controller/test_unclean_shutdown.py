@@ -268,3 +268,16 @@ def test_the_controller_records_the_incarnations_it_read() -> None:
     effects += core.handle(BrokersRead({}))  # 1 failed: the last member stays, leaderless
     assert [(s.leader, s.isr, s.isr_broker_epochs) for s in _settle(core, effects)][-1] == (
         -1, (1,), (11,))
+
+
+def test_another_controllers_stalled_write_vouches_only_for_what_it_read() -> None:
+    """A state with a leader written by a controller whose write stalled and landed after a
+    member crashed and registered again: by mzxid the member is vouched for (the case that
+    stayed open in ZooKeeper-era Kafka); the recorded incarnation is the one that controller
+    read, so the failover sees the restart."""
+    brokers = {0: _broker(0, 10, 3), 1: _broker(1, 11, 3),
+               2: _broker(2, STATE_MZXID - 1, -1)}  # 2 registered again before the write
+    state = LeaderIsr(0, 4, (0, 1, 2), 5, 6, STATE_MZXID, isr_broker_epochs=(10, 11, 12))
+    core, written = _fail_over(brokers, state, replicas=(0, 1, 2))
+    assert [(s.leader, s.isr) for s in written] == [(0, (0, 1))]
+    assert core.unclean_members(TP) == frozenset()
