@@ -18,7 +18,7 @@ import logging
 import random
 import socket
 from collections.abc import Callable
-from typing import Any
+from typing import Any, Final
 
 import trio
 
@@ -26,6 +26,7 @@ from impl.controller import ControllerService
 from impl.controller import admin as zk_admin
 from impl.controller._kazoo import KazooCoordinator
 from impl.controller.coordinator import (
+    Coordinator,
     CoordinatorClosedError,
     CoordinatorError,
     NoNodeError,
@@ -320,6 +321,35 @@ class _StorageLogDirs:
         return int(self._logs.alter_replica_log_dir(tp, log_dir))
 
 
+#: The pause before a log-dir failure notice that ZooKeeper refused is written again.
+DIR_FAILURE_RETRY_SECONDS: Final = 0.5
+
+
+async def report_dir_failures(coordinator_of: Callable[[], Coordinator | None], broker_id: int,
+                              failed_dirs: list[str]) -> None:
+    """Tell the controller of each failed log dir in ``failed_dirs`` (KIP-112's
+    ``/log_dir_event_notification``), taking each off the list once written. A write that fails
+    (a lost connection, an expired session) is tried again after
+    ``DIR_FAILURE_RETRY_SECONDS``, as Kafka's ZooKeeper client retries, so a failed dir is
+    never left unreported; the notice may then land twice, which the controller's handling
+    (re-sending LeaderAndIsr for the broker's replicas) makes harmless. Without a coordinator
+    (the broker is stopping) the notices are dropped."""
+    while failed_dirs:
+        log_dir = failed_dirs[0]
+        log.error("log dir %s failed; telling the controller", log_dir)
+        coordinator = coordinator_of()
+        if coordinator is None:
+            failed_dirs.pop(0)
+            continue
+        try:
+            await zk_admin.notify_log_dir_failure(coordinator, broker_id)
+        except CoordinatorError as error:
+            log.warning("cannot notify the failure of log dir %s yet: %r", log_dir, error)
+            await trio.sleep(DIR_FAILURE_RETRY_SECONDS)
+            continue
+        failed_dirs.pop(0)
+
+
 class Broker:
     """One broker process's worth of state.
 
@@ -515,16 +545,8 @@ class Broker:
         while True:
             await self._dir_failed.wait()
             self._dir_failed = trio.Event()
-            while self._failed_dirs:
-                log_dir = self._failed_dirs.pop(0)
-                log.error("log dir %s failed; telling the controller", log_dir)
-                coordinator = self.coordinator
-                if coordinator is None:
-                    continue
-                try:
-                    await zk_admin.notify_log_dir_failure(coordinator, self.config.broker_id)
-                except CoordinatorError as error:
-                    log.warning("cannot notify the log dir failure: %r", error)
+            await report_dir_failures(lambda: self.coordinator, self.config.broker_id,
+                                      self._failed_dirs)
 
     async def send_controller_request(
         self, broker_id: int, request: ControllerRequest
