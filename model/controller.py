@@ -471,6 +471,319 @@ def build_election(variant: Variant) -> Model:
     return m
 
 
+def build_failover(variant: Variant) -> Model:
+    """What a failover may trust of a member that restarted unseen (spec/controller.md, "A state
+    records the incarnations it vouches for": KIP-903's ISR with broker epochs, fuzz seed 1915).
+
+    One partition on three brokers. No controller sees a broker stop or register again: the
+    next controller reads ZooKeeper only (``controller_elected``) and must tell from the
+    partition state which live ISR members restarted since the state vouched for them. The
+    incarnations are abstracted into booleans relating each broker's current registration and
+    clean run to what the state's last write recorded (``restarted_since_vouched``,
+    ``clean_since_vouched``) or to the write's zxid (``written_after_registration``,
+    ``clean_since_written``: the ``mzxid`` rule), and the leader's memory of the fetches it saw
+    caught up in its leadership (``leader_saw_in_sync``, ``in_sync_current``,
+    ``in_sync_clean``).
+
+    Flags:
+        record_incarnations: each state records, per ISR member, the incarnation its writer
+            vouches for, and the failover compares registrations with it (``True``); ``False``
+            is the ``mzxid`` rule alone (a member is vouched for iff it registered before the
+            state's last write), seed 1915's.
+        leave_out_unobserved: a leader's ISR write leaves out a member it has not seen caught
+            up in its leadership (``True``); ``False`` carries it over recorded as -1 (no
+            incarnation known), for which the failover falls back on the ``mzxid`` rule.
+        bound_since_joined: the fault bound: a lossy crash only while another ISR member is
+            complete and had no unclean shutdown since the incarnation the state vouches for
+            (``False``: ``controller_election``'s bound); ``True``: since it last joined the
+            ISR (the cluster simulator's, docs/conformance.md), under which a member that
+            rejoined without a caught-up fetch is still vouched for in its incarnation before
+            an unclean restart (open).
+    """
+    record: bool = variant.flags.get("record_incarnations", True)
+    leave_out: bool = variant.flags.get("leave_out_unobserved", True)
+    since_joined: bool = variant.flags.get("bound_since_joined", False)
+
+    m = Model("controller_failover_vouching", "a failover after unseen restarts: the "
+                                              "incarnations a partition state vouches for "
+                                              "(KIP-903, KIP-966)", int_bits=INT_BITS)
+    m.var("alive", Bool(), over=[BROKERS], doc="the broker runs (registered)")
+    m.var("isr", Bool(), over=[BROKERS], doc="the broker is in the ISR in ZooKeeper")
+    m.var("leader", Int(NONE, len(BROKERS) - 1), doc="the leader in ZooKeeper (-1: none)")
+    m.var("leading", Bool(),
+          doc="the leader in ZooKeeper runs in the leadership it was given (not restarted)")
+    m.var("complete", Bool(), over=[BROKERS],
+          doc="ghost: the broker's log holds every committed record")
+    m.var("clean_marker", Bool(), over=[BROKERS],
+          doc="the broker's last shutdown was clean (its registration's clean-since epoch "
+              "is not -1)")
+    m.var("vouch_recorded", Bool(), over=[BROKERS],
+          doc="the state records an incarnation of the broker (not -1, field present)")
+    m.var("restarted_since_vouched", Bool(), over=[BROKERS],
+          doc="the broker's registration is not the incarnation the state records")
+    m.var("clean_since_vouched", Bool(), over=[BROKERS],
+          doc="every shutdown of the broker since the incarnation the state records was clean "
+              "(its clean-since epoch is not newer)")
+    m.var("written_after_registration", Bool(), over=[BROKERS],
+          doc="the state's last write (mzxid) is newer than the broker's registration (czxid)")
+    m.var("clean_since_written", Bool(), over=[BROKERS],
+          doc="the broker's clean run began with an incarnation registered before the state's "
+              "last write")
+    m.var("leader_saw_in_sync", Bool(), over=[BROKERS],
+          doc="the leader saw a fetch of the broker caught up in its leadership "
+              "(in_sync_epochs has an entry)")
+    m.var("in_sync_current", Bool(), over=[BROKERS],
+          doc="that fetch was of the broker's current incarnation")
+    m.var("in_sync_clean", Bool(), over=[BROKERS],
+          doc="every shutdown of the broker since that fetch was clean")
+    m.var("lost_since_joined", Bool(), over=[BROKERS],
+          doc="ghost: the broker lost an unflushed tail since it last joined the ISR")
+    m.var("passed_over", Bool(),
+          doc="ghost: a failover elected a leader while barring a live member registered "
+              "before the state's last write (which the mzxid rule trusts)")
+
+    @m.init()
+    def init(o: Ops) -> dict[str, Any]:
+        return {"alive": True, "isr": True, "leader": 0, "leading": True, "complete": True,
+                "clean_marker": True, "vouch_recorded": record,
+                "restarted_since_vouched": False, "clean_since_vouched": True,
+                "written_after_registration": True, "clean_since_written": True,
+                "leader_saw_in_sync": False, "in_sync_current": False, "in_sync_clean": False,
+                "lost_since_joined": False, "passed_over": False}
+
+    def is_leader(o: Ops, s: State, b: int) -> Term:
+        return s.leader == b
+
+    def leader_complete(o: Ops, s: State) -> Term:
+        return o.Or(*[o.And(is_leader(o, s, b), s.complete[b]) for b in BROKERS])
+
+    def restarted(o: Ops, s: State, b: int) -> Term:
+        """The failover's test: ``b``'s registration is not the incarnation vouched for."""
+        return o.If(s.vouch_recorded[b], s.restarted_since_vouched[b],
+                    o.Not(s.written_after_registration[b]))
+
+    def restarted_uncleanly(o: Ops, s: State, b: int) -> Term:
+        """``_restarted_uncleanly``: the clean run does not reach back to the vouched one."""
+        return o.Not(o.If(s.vouch_recorded[b], s.clean_since_vouched[b],
+                          s.clean_since_written[b]))
+
+    def written(o: Ops, s: State) -> dict[str, Any]:
+        """Any write of the partition state: every registration precedes it."""
+        return {"written_after_registration": True,
+                "clean_since_written": {b: o.Or(s.alive[b], s.clean_marker[b])
+                                        for b in BROKERS}}
+
+    @m.action(modifies=["complete"])
+    def appended(o: Ops, s: State) -> Transition:
+        """The leader commits a record: every ISR member (all live, at least
+        ``min.insync.replicas`` = 2 of them) fetched it, no other replica holds it."""
+        guard = o.And(s.leading,
+                      o.ForAll(BROKERS, lambda b: o.Implies(s.isr[b], s.alive[b])),
+                      o.Count(*[s.isr[b] for b in BROKERS]) >= 2)
+        return Transition(guard, {"complete": {b: s.isr[b] for b in BROKERS}})
+
+    @m.action(modifies=["complete", "leader_saw_in_sync", "in_sync_current", "in_sync_clean"],
+              params={"b": BROKERS, "to_end": (True, False)})
+    def follower_fetch(o: Ops, s: State, b: int, to_end: bool) -> Transition:
+        """Follower ``b`` fetches caught up (to the leader's log end, or to its log end at
+        ``b``'s previous fetch: then a follower out of the ISR may still miss a record
+        committed since); the leader records the broker epoch the fetch names."""
+        guard = o.And(s.leading, s.alive[b], o.Not(is_leader(o, s, b)))
+        copied = leader_complete(o, s) if to_end else o.If(s.isr[b], leader_complete(o, s),
+                                                            s.complete[b])
+        return Transition(guard, {"complete": {b: copied}, "leader_saw_in_sync": {b: True},
+                                  "in_sync_current": {b: True}, "in_sync_clean": {b: True}})
+
+    @m.action(modifies=["alive", "complete", "clean_marker", "leading", "clean_since_vouched",
+                        "clean_since_written", "in_sync_current", "in_sync_clean",
+                        "lost_since_joined"],
+              params={"b": BROKERS, "clean": (True, False)})
+    def broker_failed(o: Ops, s: State, b: int, clean: bool) -> Transition:
+        """``b`` stops, unseen by any controller: cleanly (flushed, marker written) or not (its
+        unflushed tail, which may hold committed records, is lost; only while another ISR
+        member, live or stopped, is complete and trusted: it had no unclean shutdown since the
+        incarnation the state vouches for. That is ``controller_election``'s bound, KIP-966's
+        MinISR - 1 within the ISR)."""
+        guard = s.alive[b]
+        if not clean:
+            guard = o.And(guard, o.Or(*[
+                o.And(s.isr[other], s.complete[other],
+                      o.Not(s.lost_since_joined[other]) if since_joined
+                      else s.clean_since_vouched[other])
+                for other in BROKERS if other != b]))
+        return Transition(guard, {
+            "alive": {b: False},
+            "complete": {b: s.complete[b] if clean else False},
+            "clean_marker": {b: clean},
+            "leading": o.And(s.leading, o.Not(is_leader(o, s, b))),
+            "clean_since_vouched": {b: o.And(s.clean_since_vouched[b], clean)},
+            "clean_since_written": {b: o.And(s.clean_since_written[b], clean)},
+            "in_sync_current": {b: False},
+            "in_sync_clean": {b: o.And(s.in_sync_clean[b], clean)},
+            "lost_since_joined": {b: o.Or(s.lost_since_joined[b], not clean)},
+        })
+
+    @m.action(modifies=["alive", "restarted_since_vouched", "written_after_registration"],
+              params={"b": BROKERS})
+    def broker_started(o: Ops, s: State, b: int) -> Transition:
+        """``b`` registers again (a new broker epoch), unseen by any controller (it was the
+        controller, or the controller fails before it reads the registration)."""
+        return Transition(o.Not(s.alive[b]), {"alive": {b: True},
+                                              "restarted_since_vouched": {b: True},
+                                              "written_after_registration": {b: False}})
+
+    @m.action(modifies=["isr", "vouch_recorded", "restarted_since_vouched",
+                        "clean_since_vouched", "written_after_registration",
+                        "clean_since_written", "lost_since_joined"],
+              params={"b": BROKERS, "add": (True, False)})
+    def isr_changed(o: Ops, s: State, b: int, add: bool) -> Transition:
+        """The leader shrinks the ISR by follower ``b``, or admits ``b`` once it is live and
+        caught up, carrying the other members over (``_vouched_isr``). It records its own
+        broker epoch, the joining follower's from its fetch and each kept member's from the
+        latest fetch it saw caught up in its leadership; shipped: a member it has not seen so
+        is left out."""
+        if add:
+            guard = o.And(s.leading, o.Not(s.isr[b]), s.alive[b], s.complete[b])
+        else:
+            guard = o.And(s.leading, o.Not(is_leader(o, s, b)), s.isr[b])
+        others = [r for r in BROKERS if r != b]
+        seen = {r: o.Or(is_leader(o, s, r), s.leader_saw_in_sync[r]) for r in others}
+        kept = {r: o.And(s.isr[r], seen[r]) if leave_out else s.isr[r] for r in others}
+        fresh = {r: o.Or(is_leader(o, s, r), s.in_sync_current[r]) for r in others}
+        clean = {r: o.Or(is_leader(o, s, r), s.in_sync_clean[r]) for r in others}
+        return Transition(guard, {
+            **written(o, s),
+            "isr": {b: add, **kept},
+            "vouch_recorded": {b: record, **{r: o.And(record, seen[r]) for r in others}},
+            "restarted_since_vouched": {b: False, **{r: o.Not(fresh[r]) for r in others}},
+            "clean_since_vouched": {b: True, **clean},
+            "lost_since_joined": {b: False if add else s.lost_since_joined[b]},
+        })
+
+    @m.action(modifies=["isr", "leader", "leading", "vouch_recorded", "restarted_since_vouched",
+                        "clean_since_vouched", "written_after_registration",
+                        "clean_since_written", "leader_saw_in_sync", "in_sync_current",
+                        "in_sync_clean", "passed_over"],
+              params={"b": (NONE, *BROKERS)})
+    def controller_elected(o: Ops, s: State, b: int) -> Transition:
+        """A controller fails over knowing nothing but ZooKeeper: a live ISR member whose
+        registration is not the incarnation the state vouches for (shipped; ``mzxid``: one
+        registered after the state's last write) restarted since; it is marked unclean when its
+        clean run does not reach back to the vouched incarnation (KIP-966), or when the state
+        has no leader and the registration follows an unclean shutdown. Dead and restarted
+        members leave the ISR (unless no other member remains), marked ones are barred while an
+        unmarked member is in the ISR; the leader stays if usable, else ``b``, a usable member,
+        is elected (-1: none usable; the ISR keeps the unbarred members). A write records each
+        live member's registration and reaches the leader in a new leader epoch."""
+        bounced0 = {r: o.And(s.isr[r], s.alive[r], restarted(o, s, r)) for r in BROKERS}
+        marked = {r: o.Or(o.And(bounced0[r], restarted_uncleanly(o, s, r)),
+                          o.And(s.leader == NONE, s.isr[r], s.alive[r],
+                                o.Not(s.clean_marker[r])))
+                  for r in BROKERS}
+        others_remain = o.Or(*[o.And(s.isr[r], s.alive[r], o.Not(bounced0[r]))
+                               for r in BROKERS])
+        any_unmarked = o.Or(*[o.And(s.isr[r], o.Not(marked[r])) for r in BROKERS])
+        barred = {r: o.And(marked[r], any_unmarked) for r in BROKERS}
+        usable = {r: o.And(s.isr[r], s.alive[r], o.Not(o.And(bounced0[r], others_remain)),
+                           o.Not(barred[r])) for r in BROKERS}
+        any_usable = o.Or(*usable.values())
+        keep = o.Or(*[o.And(is_leader(o, s, r), usable[r]) for r in BROKERS])
+        if b == NONE:
+            guard = o.Not(any_usable)
+        else:
+            guard = o.And(usable[b], o.Implies(keep, is_leader(o, s, b)))
+        isr = {r: o.If(any_usable, usable[r], o.And(s.isr[r], o.Not(barred[r])))
+               for r in BROKERS}
+        write = o.Or(s.leader != b, *[o.Ne(isr[r], s.isr[r]) for r in BROKERS])
+        fresh = o.Or(write, o.Not(s.leading))
+        vouched = {r: o.And(write, isr[r], s.alive[r]) for r in BROKERS}
+        after_write = written(o, s)
+        return Transition(guard, {
+            "isr": isr,
+            "leader": b,
+            "leading": b != NONE,
+            "vouch_recorded": {r: o.If(vouched[r], record, s.vouch_recorded[r])
+                               for r in BROKERS},
+            "restarted_since_vouched": {r: o.And(s.restarted_since_vouched[r],
+                                                 o.Not(vouched[r])) for r in BROKERS},
+            "clean_since_vouched": {r: o.Or(s.clean_since_vouched[r], vouched[r])
+                                    for r in BROKERS},
+            "written_after_registration": {r: o.Or(s.written_after_registration[r], write)
+                                           for r in BROKERS},
+            "clean_since_written": {
+                r: o.If(write, after_write["clean_since_written"][r], s.clean_since_written[r])
+                for r in BROKERS},
+            "leader_saw_in_sync": {r: o.And(s.leader_saw_in_sync[r], o.Not(fresh))
+                                   for r in BROKERS},
+            "in_sync_current": {r: o.And(s.in_sync_current[r], o.Not(fresh)) for r in BROKERS},
+            "in_sync_clean": {r: o.And(s.in_sync_clean[r], o.Not(fresh)) for r in BROKERS},
+            "passed_over": o.Or(s.passed_over, o.And(b != NONE, o.Or(*[
+                o.And(barred[r], s.written_after_registration[r]) for r in BROKERS
+                if r != b]))),
+        })
+
+    @m.invariant("NO_COMMITTED_LOSS", supports=["LEADER_TRUSTED"])
+    def no_committed_loss(o: Ops, s: State) -> Term:
+        """A broker leading the partition holds every committed record."""
+        return o.ForAll(BROKERS, lambda b: o.Implies(o.And(s.leading, is_leader(o, s, b)),
+                                                     s.complete[b]))
+
+    @m.lemma("LEADER_TRUSTED", supports=["ISR_VOUCHED", "TRUSTED_MEMBER", "SEEN_IN_SYNC"])
+    def leader_trusted(o: Ops, s: State) -> Term:
+        """A leading broker is live, in the ISR and complete, with only clean shutdowns since
+        the incarnation the state vouches for."""
+        return o.Implies(s.leading, o.Exists(BROKERS, lambda b: o.And(
+            is_leader(o, s, b), s.alive[b], s.isr[b], s.complete[b],
+            s.clean_since_vouched[b])))
+
+    @m.lemma("ISR_VOUCHED", supports=["LEADER_TRUSTED", "TRUSTED_MEMBER", "SEEN_IN_SYNC"])
+    def isr_vouched(o: Ops, s: State) -> Term:
+        """The state records an incarnation of every ISR member (when states record them); a
+        member whose shutdowns since it were all clean is complete; a live member still in the
+        recorded incarnation has had no shutdown since; one whose last shutdown was unclean and
+        whose shutdowns since the recorded one were all clean is still in it."""
+        return o.ForAll(BROKERS, lambda b: o.Implies(s.isr[b], o.And(
+            s.vouch_recorded[b] if record else True,
+            o.Implies(s.clean_since_vouched[b], s.complete[b]),
+            o.Implies(o.And(s.alive[b], o.Not(s.restarted_since_vouched[b])),
+                      s.clean_since_vouched[b]),
+            o.Implies(o.And(o.Not(s.clean_marker[b]), s.clean_since_vouched[b]),
+                      o.And(s.alive[b], o.Not(s.restarted_since_vouched[b]))))))
+
+    @m.lemma("SEEN_IN_SYNC", supports=["LEADER_TRUSTED", "ISR_VOUCHED"])
+    def seen_in_sync(o: Ops, s: State) -> Term:
+        """The leader's memory: a fetch of the current incarnation follows every shutdown of
+        it, which were then clean; a member seen caught up with only clean shutdowns since is
+        complete while in the ISR."""
+        return o.ForAll(BROKERS, lambda b: o.And(
+            o.Implies(s.in_sync_current[b],
+                      o.And(s.alive[b], s.in_sync_clean[b], s.leader_saw_in_sync[b])),
+            o.Implies(s.in_sync_clean[b], s.leader_saw_in_sync[b]),
+            o.Implies(o.And(o.Not(s.clean_marker[b]), s.in_sync_clean[b]), s.in_sync_current[b]),
+            o.Implies(o.And(s.isr[b], s.in_sync_clean[b]), s.complete[b])))
+
+    @m.lemma("TRUSTED_MEMBER", supports=["ISR_VOUCHED", "LEADER_TRUSTED",
+                                         "LEADERLESS_RESTARTED"])
+    def trusted_member(o: Ops, s: State) -> Term:
+        """Some ISR member had no unclean shutdown since the incarnation the state records."""
+        return o.Exists(BROKERS, lambda b: o.And(s.isr[b], s.clean_since_vouched[b]))
+
+    @m.lemma("LEADERLESS_RESTARTED", supports=["LEADER_TRUSTED"])
+    def leaderless_restarted(o: Ops, s: State) -> Term:
+        """A state without a leader is written by a failover that found no usable member, so it
+        names only members that were not live: every live member of it registered since."""
+        return o.Implies(s.leader == NONE, o.ForAll(BROKERS, lambda b: o.Implies(
+            o.And(s.isr[b], s.alive[b]), s.restarted_since_vouched[b])))
+
+    @m.witness("UNSEEN_RESTART_PASSED_OVER")
+    def unseen_restart_passed_over(o: Ops, s: State) -> Term:
+        """A failover elected a leader while barring a member that restarted uncleanly unseen,
+        registered before the state's last write."""
+        return o.And(s.passed_over, s.leading)
+
+    return m
+
+
 P, H, V = Status.PROVED, Status.HOLDS, Status.VIOLATED
 
 MODELS = (
@@ -542,5 +855,51 @@ MODELS = (
         ),
         depth=DEPTH,
         source="KIP-966; cluster simulator seed 595",
+    ),
+    ModelDefinition(
+        name="controller_failover_vouching",
+        doc="a failover after unseen restarts: the incarnations a state vouches for (KIP-903)",
+        build=build_failover,
+        variants=(
+            Variant(
+                "shipped",
+                "each state records the incarnation it vouches for of each member; a leader's "
+                "ISR write leaves out a member not seen caught up in its leadership",
+                {},
+                shipped=True,
+                expected={"NO_COMMITTED_LOSS": P, "LEADER_TRUSTED": P, "ISR_VOUCHED": P,
+                          "SEEN_IN_SYNC": P, "TRUSTED_MEMBER": P, "LEADERLESS_RESTARTED": P},
+            ),
+            Variant(
+                "mzxid",
+                "a member is vouched for iff it registered before the state's last write (fuzz "
+                "seed 1915: a leader's ISR write carries over a member that restarted unseen)",
+                {"record_incarnations": False, "leave_out_unobserved": False},
+                expected={"NO_COMMITTED_LOSS": V, "LEADER_TRUSTED": V, "ISR_VOUCHED": V,
+                          "SEEN_IN_SYNC": H, "TRUSTED_MEMBER": H, "LEADERLESS_RESTARTED": H},
+            ),
+            Variant(
+                "leader_keeps_unobserved",
+                "a leader's ISR write carries over a member it has not seen caught up, recorded "
+                "as -1: the failover falls back on the mzxid rule for it",
+                {"leave_out_unobserved": False},
+                expected={"NO_COMMITTED_LOSS": V, "LEADER_TRUSTED": V, "ISR_VOUCHED": V,
+                          "SEEN_IN_SYNC": H, "TRUSTED_MEMBER": H, "LEADERLESS_RESTARTED": H},
+            ),
+            Variant(
+                "simulator_fault_bound",
+                "the shipped rule under the cluster simulator's fault bound (a lossy crash while "
+                "another ISR member is complete and lost no tail since it last joined the ISR): "
+                "a member that rejoined without a fetch the leader saw caught up is recorded in "
+                "its incarnation before an unclean restart, marked at the failover, and the "
+                "last replica standing elected short of a record it held (open)",
+                {"bound_since_joined": True},
+                expected={"NO_COMMITTED_LOSS": V, "LEADER_TRUSTED": V, "ISR_VOUCHED": H,
+                          "SEEN_IN_SYNC": H, "TRUSTED_MEMBER": V, "LEADERLESS_RESTARTED": H},
+                depth=11,
+            ),
+        ),
+        depth=DEPTH,
+        source="KIP-903; KIP-966; fuzz seed 1915",
     ),
 )

@@ -1,5 +1,7 @@
 """The controller model (spec/controller.md): golden statuses, the zombie-controller
-counterexample (KAFKA-6082) replayed concretely, the shipped variant proved, the witness reached.
+counterexample (KAFKA-6082) replayed concretely, the shipped variant proved, the witness reached;
+and the ``controller_failover_vouching`` model's seed 1915 counterexample (the ``mzxid`` rule)
+and the shipped failover's steps on it, concretely.
 
 The golden file ``golden/controller.json`` records, for every variant and invariant, the status of
 a full check at the model's default depth and the length of every counterexample; the full
@@ -10,10 +12,12 @@ from __future__ import annotations
 
 import pytest
 
+from impl.broker.replication import ReplicationEvent
 from model import ModelDefinition, Status
 from model.controller import MODELS, ControllerEvent
+from model.registry import find
 
-from ._golden import ModelGolden, by_name
+from ._golden import ModelGolden, by_name, run
 
 DEFINITION: ModelDefinition = MODELS[0]
 GOLD = ModelGolden(DEFINITION)
@@ -94,3 +98,94 @@ def test_concrete_zombie_write_is_refused_by_the_shipped_check() -> None:
 @pytest.mark.parametrize("variant", [variant.name for variant in DEFINITION.variants])
 def test_full_check_matches_the_golden_file(variant: str) -> None:
     GOLD.assert_full_check_matches(variant)
+
+
+# -- controller_failover_vouching: what a failover trusts after restarts no controller saw ------
+
+VOUCHING: ModelDefinition = find("controller_failover_vouching")
+VOUCHING_GOLD = ModelGolden(VOUCHING)
+#: The model's actions: the controller's events and the replication machine's follower fetch,
+#: plus ``appended`` (a model-only action, spec/VOCABULARY.md).
+VOUCHING_ACTIONS = {event.value for event in ControllerEvent} | {
+    ReplicationEvent.FOLLOWER_FETCH.value.lower(), "appended"}
+
+
+def test_vouching_actions_are_controller_or_replication_events() -> None:
+    assert set(VOUCHING.model().actions) <= VOUCHING_ACTIONS
+
+
+def test_vouching_golden_file_agrees_with_every_variant() -> None:
+    VOUCHING_GOLD.assert_covers_every_variant_and_invariant()
+    VOUCHING_GOLD.assert_expectations_agree()
+    assert not VOUCHING_GOLD.violated(VOUCHING.shipped.name)
+    for variant in VOUCHING_GOLD.known_bad:
+        assert VOUCHING_GOLD.violated(variant)["NO_COMMITTED_LOSS"], variant
+
+
+def test_mzxid_counterexample_is_seed_1915() -> None:
+    """The ``mzxid`` rule's shortest loss: a member crashes uncleanly and registers again
+    unseen, the leader's ISR write about another member carries it over, the leader stops and
+    the next controller elects the member, short of a committed record."""
+    entry = VOUCHING_GOLD.violated("mzxid")["NO_COMMITTED_LOSS"]
+    assert entry["length"] == 5
+    result = VOUCHING_GOLD.check("mzxid", entry["length"])
+    trace = by_name(result)["NO_COMMITTED_LOSS"].counterexample
+    assert trace is not None
+    assert trace.replayed
+    steps = trace.steps[1:]
+    assert [step.action_name for step in steps] == [
+        "broker_failed", "broker_started", "isr_changed", "broker_failed", "controller_elected"]
+    member = steps[0].args["b"]  # (argument values as the trace prints them)
+    assert steps[0].args["clean"] == "false"
+    assert steps[1].args["b"] == member
+    assert steps[2].args["add"] == "false"
+    assert steps[2].args["b"] != member
+    assert steps[3].args["b"] not in (member, steps[2].args["b"])
+    assert steps[4].args["b"] == member
+
+
+def test_shipped_failover_bars_the_member_the_leader_carried_over() -> None:
+    """Seed 1915's steps, concretely: the shipped failover does not elect the member that
+    restarted unseen (its recorded incarnation is the one before the crash); the ``mzxid``
+    rule does."""
+    labels = ["follower_fetch(b=1, to_end=False)", "broker_failed(b=1, clean=False)",
+              "broker_started(b=1)", "isr_changed(b=2, add=False)",
+              "broker_failed(b=0, clean=True)"]
+    for variant, elects in (("shipped", False), ("mzxid", True)):
+        model = VOUCHING.model(variant)
+        [initial] = model.initial_states()
+        state = run(model, initial, labels)
+        assert state.isr[1] is True
+        assert state.written_after_registration[1] is True
+        assert model.enabled(state, "controller_elected", {"b": 1}) is elects
+        if not elects:
+            # no member is usable (0 is down, 1 barred): the partition waits for 0
+            assert model.enabled(state, "controller_elected", {"b": -1})
+            after = model.step(state, "controller_elected", {"b": -1})
+            assert dict(after.isr.items()) == {0: True, 1: False, 2: False}
+            assert model.check_invariants(after) == []
+
+
+def test_shipped_leader_leaves_out_a_member_it_has_not_seen_in_sync() -> None:
+    model = VOUCHING.model()
+    [initial] = model.initial_states()
+    state = run(model, initial,
+                ["follower_fetch(b=1, to_end=True)", "isr_changed(b=2, add=False)"])
+    assert dict(state.isr.items()) == {0: True, 1: True, 2: False}
+    unseen = run(model, initial, ["isr_changed(b=2, add=False)"])
+    assert dict(unseen.isr.items()) == {0: True, 1: False, 2: False}
+    kept = run(VOUCHING.model("leader_keeps_unobserved"), initial,
+               ["isr_changed(b=2, add=False)"])
+    assert dict(kept.isr.items()) == {0: True, 1: True, 2: False}
+    assert kept.vouch_recorded[1] is False
+
+
+def test_vouching_shipped_is_proved_and_its_witness_reached() -> None:
+    result = VOUCHING_GOLD.check(VOUCHING.shipped.name, SHALLOW_DEPTH + 1)
+    assert result.errors == ()
+    for invariant in result.invariants:
+        assert invariant.status is Status.PROVED, (invariant.name, invariant.note)
+    golden = VOUCHING_GOLD.golden["variants"]["shipped"]["witnesses"]
+    for witness in result.witnesses:
+        assert witness.trace is not None
+        assert witness.trace.length == golden[witness.name]

@@ -17,7 +17,7 @@ from model.registry import find
 from ._golden import ModelGolden
 
 MODELS = ("replica_move", "move_recovery", "log_dir_failure", "throttle", "log_cleaner",
-          "controller_election")
+          "controller_election", "controller_failover_vouching")
 GOLDS = {name: ModelGolden(find(name)) for name in MODELS}
 
 
