@@ -496,13 +496,15 @@ def build_failover(variant: Variant) -> Model:
         bound_since_joined: the fault bound: a lossy crash only while another ISR member is
             complete and had no unclean shutdown since the incarnation the state vouches for
             (``False``: ``controller_election``'s bound); ``True``: since it last joined the
-            ISR (the cluster simulator's, docs/conformance.md), under which a member that
-            rejoined without a caught-up fetch is still vouched for in its incarnation before
-            an unclean restart (open).
+            ISR (the cluster simulator's, docs/conformance.md).
+        remember_join: the fetch that brings a follower back into the ISR is the incarnation
+            the leader vouches for it by from then on (``True``, shipped); ``False`` keeps the
+            one of the latest fetch it saw caught up, perhaps from before an unclean restart.
     """
     record: bool = variant.flags.get("record_incarnations", True)
     leave_out: bool = variant.flags.get("leave_out_unobserved", True)
     since_joined: bool = variant.flags.get("bound_since_joined", False)
+    remember: bool = variant.flags.get("remember_join", True)
 
     m = Model("controller_failover_vouching", "a failover after unseen restarts: the "
                                               "incarnations a partition state vouches for "
@@ -634,7 +636,8 @@ def build_failover(variant: Variant) -> Model:
 
     @m.action(modifies=["isr", "vouch_recorded", "restarted_since_vouched",
                         "clean_since_vouched", "written_after_registration",
-                        "clean_since_written", "lost_since_joined"],
+                        "clean_since_written", "lost_since_joined", "leader_saw_in_sync",
+                        "in_sync_current", "in_sync_clean"],
               params={"b": BROKERS, "add": (True, False)})
     def isr_changed(o: Ops, s: State, b: int, add: bool) -> Transition:
         """The leader shrinks the ISR by follower ``b``, or admits ``b`` once it is live and
@@ -658,6 +661,10 @@ def build_failover(variant: Variant) -> Model:
             "restarted_since_vouched": {b: False, **{r: o.Not(fresh[r]) for r in others}},
             "clean_since_vouched": {b: True, **clean},
             "lost_since_joined": {b: False if add else s.lost_since_joined[b]},
+            # shipped: the joining fetch is what the leader vouches for ``b`` by from then on
+            "leader_saw_in_sync": {b: o.Or(s.leader_saw_in_sync[b], add and remember)},
+            "in_sync_current": {b: o.Or(s.in_sync_current[b], add and remember)},
+            "in_sync_clean": {b: o.Or(s.in_sync_clean[b], add and remember)},
         })
 
     @m.action(modifies=["isr", "leader", "leading", "vouch_recorded", "restarted_since_vouched",
@@ -887,13 +894,14 @@ MODELS = (
                           "SEEN_IN_SYNC": H, "TRUSTED_MEMBER": H, "LEADERLESS_RESTARTED": H},
             ),
             Variant(
-                "simulator_fault_bound",
-                "the shipped rule under the cluster simulator's fault bound (a lossy crash while "
-                "another ISR member is complete and lost no tail since it last joined the ISR): "
-                "a member that rejoined without a fetch the leader saw caught up is recorded in "
-                "its incarnation before an unclean restart, marked at the failover, and the "
-                "last replica standing elected short of a record it held (open)",
-                {"bound_since_joined": True},
+                "forget_join",
+                "the leader vouches for a kept member by the latest fetch it saw caught up only, "
+                "not by the fetch that brought it back in: under the cluster simulator's fault "
+                "bound (a lossy crash while another ISR member is complete and lost no tail "
+                "since it last joined the ISR) a member that rejoined after an unclean restart "
+                "is recorded in its earlier incarnation, marked at the failover, and the last "
+                "replica standing elected short of a record it held",
+                {"bound_since_joined": True, "remember_join": False},
                 expected={"NO_COMMITTED_LOSS": V, "LEADER_TRUSTED": V, "ISR_VOUCHED": H,
                           "SEEN_IN_SYNC": H, "TRUSTED_MEMBER": V, "LEADERLESS_RESTARTED": H},
                 depth=11,

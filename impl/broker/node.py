@@ -1218,7 +1218,9 @@ class BrokerNode:
 
         The leader vouches for itself, for the joining follower ``fetched`` under the broker
         epoch of the fetch that brought it in, and for each member it keeps under the epoch
-        of the latest fetch that found it caught up in this leadership. A member that has not
+        of the latest fetch that found it caught up, or brought it in, in this leadership
+        (model ``controller_failover_vouching``: recording the incarnation seen caught up
+        before the member rejoined lost a record it held). A member that has not
         caught up since this broker became leader is left out: the leader knows nothing of
         its log (it may have crashed and registered again unseen, fuzz seed 1915), and a
         write naming it would vouch for it. It joins again on its own fetch. Kafka's leader
@@ -1234,6 +1236,10 @@ class BrokerNode:
                 epoch = own
             elif replica == fetched and replica not in state.isr:
                 epoch = self.follower_broker_epochs.get(tp, {}).get(replica, -1)
+                # the fetch that brings it in shows this incarnation in sync: a later write
+                # keeping it names this one, not one it was seen caught up under before (an
+                # incarnation that may since have lost its tail)
+                self.in_sync_epochs.setdefault(tp, {})[replica] = epoch
             elif replica in in_sync:
                 epoch = in_sync[replica]
             else:

@@ -381,6 +381,33 @@ def test_an_isr_write_vouches_for_the_incarnations_the_leader_saw_in_sync() -> N
     assert [(w.isr, w.isr_broker_epochs) for w in writes] == [((0, 1, 3), (10, 22, 33))]
 
 
+def test_a_member_that_rejoined_is_kept_under_the_incarnation_that_rejoined() -> None:
+    """A follower seen caught up under one incarnation, then restarted, rejoins through a
+    fetch at the HW that is not caught up with the leader's LEO; a later write keeping it names
+    the incarnation that rejoined, not the earlier one (which the next failover would take as
+    restarted since, and bar a member holding every committed record: model
+    ``controller_failover_vouching``)."""
+    h = Harness()
+    h.leader_and_isr(0, 1, (0, 2), replicas=(0, 1, 2, 3))
+    h.step(Produce(50, 1, TP, batch(0), 1, 1_000))  # LEO 1
+    h.step(FetchCall(5, 2, 1, TP, 1, 1, broker_epoch=31))  # HW 1
+    writes = [e for e in h.step(FetchCall(6, 1, 1, TP, 1, 1, broker_epoch=21))
+              if isinstance(e, WriteIsr)]
+    assert [(w.isr, w.isr_broker_epochs) for w in writes] == [((0, 1, 2), (10, 21, 31))]
+    h.step(IsrWritten(TP, (0, 1, 2), 1))
+    h.leader_and_isr(0, 1, (0, 2), replicas=(0, 1, 2, 3), zk_version=2)  # the controller drops 1
+    h.step(Produce(51, 2, TP, batch(1), 1, 1_000))  # LEO 2; 2 still at 1: HW 1
+    h.step(FetchCall(7, 1, 2, TP, 0, 1, broker_epoch=22))  # 1 restarted, its tail lost
+    writes = [e for e in h.step(FetchCall(8, 1, 2, TP, 1, 1, broker_epoch=22))
+              if isinstance(e, WriteIsr)]  # at the HW, short of the LEO: it joins
+    assert [(w.isr, w.isr_broker_epochs) for w in writes] == [((0, 1, 2), (10, 22, 31))]
+    h.step(IsrWritten(TP, (0, 1, 2), 3))
+    writes = [e for e in h.step(FetchCall(9, 3, 1, TP, 1, 1, broker_epoch=41))
+              if isinstance(e, WriteIsr)]
+    assert [(w.isr, w.isr_broker_epochs) for w in writes] == [
+        ((0, 1, 2, 3), (10, 22, 31, 41))]
+
+
 def test_stale_controller_epoch_is_fenced_and_changes_nothing() -> None:
     h = Harness()
     h.controller_epoch = 3
