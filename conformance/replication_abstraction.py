@@ -356,7 +356,7 @@ class _Plan:
     cuts: tuple[int, int] = (1, 2)
     #: cuts to build with instead when ``cuts`` need more epochs than ranks and merging the
     #: oldest would give two different record epochs one rank (two logs that diverge would
-    #: look alike, seed 11892)
+    #: look alike, seed 11892); a truncation's only (``cuts`` once built with them)
     fallback_cuts: tuple[int, int] | None = None
     epoch_limit: int = _MAX_EPOCH
     #: concrete values for this event only: broker -> role / leo / hw, zk overrides, down brokers
@@ -1169,21 +1169,23 @@ class ReplicationAbstraction:
                 # Merged, two different record epochs would have one rank: records of
                 # diverging logs would look alike (a log a replica kept from before it was
                 # removed, against the log written since). The cuts that need fewest epochs
-                # are tried instead (once: they are kept whatever they need).
+                # are tried instead (once: they are kept whatever they need, and are the
+                # plan's fallback too from then on).
                 self.inferred["a truncation built at its fewest-epoch cuts"] += 1
-                plan.cuts, plan.fallback_cuts = fallback, None
+                plan.cuts = fallback
                 return self._build(part, plan)
             stale = [brokers[index] for index, row in enumerate(rows)
                      if row[0] == "LEADER" and brokers[index] not in involved
                      and brokers[index] != zk_leader]
-            if merging and involved and stale:
-                # Still merged: a deposed leader the event is not about (its LeaderAndIsr
-                # not arrived yet) holds a rank of its own, as every leader does, and the
-                # oldest record epochs share one (seed 4492: a follower's records of epoch 0,
-                # written by its own deposed leadership, looked like the leader's of epoch 1,
-                # and the model kept them). It is shown OFFLINE instead, as a stale leader of a
-                # merged epoch is: its epoch no longer takes a rank, and what it may still do
-                # is checked at its own events, where it is involved (once: none is left).
+            if fallback is not None and merging and stale:
+                # A truncation still merged at those cuts: a deposed leader the event is not
+                # about (its LeaderAndIsr not arrived yet) holds a rank of its own, as every
+                # leader does, and the oldest record epochs share one (seed 4492: a follower's
+                # record of epoch 0, written in its own deposed leadership, looked like the
+                # leader's of epoch 1, and the model kept it). It is shown OFFLINE instead, as a
+                # stale leader of a merged epoch is: its epoch no longer takes a rank, and what
+                # it may still do is checked at its own events, where it is involved (once:
+                # none is left).
                 self.inferred["a stale leader shown OFFLINE where record epochs merged"] += 1
                 plan.roles = {**plan.roles, **dict.fromkeys(stale, "OFFLINE")}
                 return self._build(part, plan)
