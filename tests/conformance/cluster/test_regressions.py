@@ -787,6 +787,56 @@ def test_seed_11892_a_replica_back_with_a_stale_log_truncates_it_all() -> None:
     assert violation.kind == "state_mismatch"
 
 
+#: Seed 4492 of ``logproof fuzz --seeds 20000`` (its default run, ``--partitions 2 --steps 200
+#: --fault-probability 0.1 --chunk-bytes 150``; STATE_MISMATCH), shrunk to 4 of its 80 faults.
+SEED_4492_FAULTS = ("42:session_expiry:1:20,47:controller_expiry:1:30,49:clean_restart:0:5,"
+                    "62:session_expiry:2:14")
+
+
+def test_seed_4492_a_deposed_leader_truncates_what_it_wrote_after_its_epoch() -> None:
+    """Seed 4492 (STATE_MISMATCH, a false alarm of the trace checker): broker 1 led
+    ``__consumer_offsets-0`` in epoch 0 and, its session expired, went on writing offset 4 in
+    epoch 0 after broker 2 took the lead of epoch 1 at 4 and wrote its own offset 4 (as in
+    ZooKeeper-era Kafka, nothing the deposed leader writes can commit). Broker 2 led epoch 2
+    alone, broker 0 epoch 3; told at last, broker 1 asked for epoch 0, heard 4 (the start of
+    epoch 1 in broker 0's cache) and truncated its record, as Kafka's ``endOffsetFor``
+    answers. Built at the cuts needing the fewest epochs, the TRUNCATE still met four: the
+    records' 0 and 1, broker 2's 2 (deposed, not told yet, still a leader) and 3; the oldest
+    two merged, broker 1's epoch-0 record looked like the leader's epoch-1 one and the model
+    kept it. A deposed leader the event is not about is now shown OFFLINE there, its epoch
+    taking no rank; a follower keeping its record is still refused."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=2, steps=66,
+                           fault_probability=0.1, chunk_bytes=150)
+    result, outcome = replay(4492, config, parse_faults(SEED_4492_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    trace = list(outcome.trace)
+    subject = "__consumer_offsets-0@1"
+    index = next((i for i, e in enumerate(trace)
+                  if e.event == "TRUNCATE" and e.subject == subject
+                  and e.fields.get("log_end_offset") == 5
+                  and e.fields.get("leader_epoch_end") == 4), None)
+    assert index is not None, "broker 1 never truncated its deposed epoch's record: not reached"
+    assert trace[index].fields.get("truncated_to") == 4
+    late = [e.fields["base_offset"] for e in trace[:index]
+            if e.event == "LEADER_APPEND" and e.subject == subject
+            and e.fields.get("leader_epoch") == 0
+            and any(b.event == "BECOME_LEADER" and b.subject == "__consumer_offsets-0@2"
+                    for b in trace[:trace.index(e)])]
+    assert late == [4], f"broker 1 wrote nothing as a deposed leader: {late}"
+    replicated = [e for e in trace[: index + 1] if e.machine == "replication"]
+    checked = abstractions()
+    assert check_trace(replicated, checked).violation is None
+    inferred = checked[0].inferred  # type: ignore[attr-defined]
+    assert inferred["a stale leader shown OFFLINE where record epochs merged"] > 0, inferred
+    kept = TraceEvent.of("replication", "TRUNCATE", subject, "FOLLOWER", "FOLLOWER",
+                         **{**dict(trace[index].fields), "truncated_to": 5})
+    violation = check_trace([*replicated[:-1], kept], abstractions()).violation
+    assert violation is not None
+    assert violation.index == len(replicated) - 1
+    assert violation.kind == "state_mismatch"
+
+
 #: Seed 6056 of ``logproof fuzz`` shrunk to 6 faults (the storage broker's left out).
 SEED_6056_FAULTS = ("19:controller_expiry:1:20,28:reassign:0:47506,36:reassign:0:49802,"
                     "60:crash:2:8,96:controller_expiry:2:15,96:crash_last_copy:2:136")
