@@ -1288,14 +1288,17 @@ class ClusterWorld:
 
     def _holds_everything(self, member: int, tp: TopicPartition) -> bool:
         """Whether ``member``'s replica of ``tp`` holds every acknowledged batch (its log if
-        it runs, what it held when it stopped cleanly if not) and lost no tail since it last
-        joined the ISR."""
+        it runs, what it held when it stopped cleanly if not; but those DeleteRecords may have
+        deleted, as NO_COMMITTED_LOSS) and lost no tail since it last joined the ISR."""
         if (member, tp) in self.tail_lost:
             return False
         broker = self.brokers[member]
         held = (self.shadow_sets.get((member, tp)) if broker.alive
                 else self.stopped_holding.get((member, tp)))
-        return held is not None and self.acked_set[tp] <= held
+        if held is None:
+            return False
+        deleted = self.records_admin.mark(tp)
+        return all(key in held for key in self.acked_set[tp] if key[1] > deleted)
 
     def _may_lose(self, broker: SimBroker) -> bool:
         """Whether a lossy fault (``crash``, ``dir_failure``) may strike ``broker`` now: the
