@@ -50,11 +50,13 @@ Fault model
   needs one surviving in-sync copy, not fsync). ``crash_last_copy`` strikes whenever, for
   every partition whose ISR in ZooKeeper holds the broker, another member of that ISR holds
   every acknowledged batch, live or stopped cleanly, and has not crashed uncleanly since it
-  last joined the ISR. That is what NO_COMMITTED_LOSS promises: one in-sync copy surviving a
-  lossy crash, as KIP-966 (``min.insync.replicas`` - 1 unclean shutdowns) but within the ISR:
-  a copy that already left the ISR (KIP-966's eligible leader replicas, which ZooKeeper's
-  partition state does not keep) is not counted, so the crash of the last ISR member after
-  the others left it is outside the promise and never injected.
+  last joined the ISR; a lossy fault needs that too besides health, since a member that
+  crashed uncleanly stays in ZooKeeper's ISR until a controller fails it (restarted while no
+  controller ran, it looks healthy: fuzz seed 9726). That is what NO_COMMITTED_LOSS promises:
+  one in-sync copy surviving a lossy crash, as KIP-966 (``min.insync.replicas`` - 1 unclean
+  shutdowns) but within the ISR: a copy that already left the ISR (KIP-966's eligible leader
+  replicas, which ZooKeeper's partition state does not keep) is not counted, so the crash of
+  the last ISR member after the others left it is outside the promise and never injected.
 * ``clean_restart``: everything is flushed, then the broker crashes and restarts (any time).
 * ``crash_last_copy``: another member of an ISR that holds the broker stops cleanly (flushed,
   clean-shutdown marker written), then the broker crashes losing its unflushed tail: it was the
@@ -1187,7 +1189,7 @@ class ClusterWorld:
         broker = self.brokers[fault.broker % len(self.brokers)]
         kind = fault.kind
         if kind in ("crash", "clean_restart"):
-            if not broker.alive or (kind == "crash" and not self.healthy()):
+            if not broker.alive or (kind == "crash" and not self._may_lose(broker)):
                 self.faults_skipped += 1
                 return
             self._stop(broker, step + max(1, fault.target), lose_unflushed=kind == "crash")
@@ -1199,7 +1201,7 @@ class ClusterWorld:
             self._stop(partner, step + fault.target // 16 % 16 + 2, lose_unflushed=False)
             self._stop(broker, step + fault.target % 16 + 2, lose_unflushed=True)
         elif kind == "dir_failure":
-            if not broker.alive or self.failed_dirs or not self.healthy():
+            if not broker.alive or self.failed_dirs or not self._may_lose(broker):
                 self.faults_skipped += 1
                 return
             assert broker.manager is not None
@@ -1286,14 +1288,39 @@ class ClusterWorld:
 
     def _holds_everything(self, member: int, tp: TopicPartition) -> bool:
         """Whether ``member``'s replica of ``tp`` holds every acknowledged batch (its log if
-        it runs, what it held when it stopped cleanly if not) and lost no tail since it last
-        joined the ISR."""
+        it runs, what it held when it stopped cleanly if not; but those DeleteRecords may have
+        deleted, as NO_COMMITTED_LOSS) and lost no tail since it last joined the ISR."""
         if (member, tp) in self.tail_lost:
             return False
         broker = self.brokers[member]
         held = (self.shadow_sets.get((member, tp)) if broker.alive
                 else self.stopped_holding.get((member, tp)))
-        return held is not None and self.acked_set[tp] <= held
+        if held is None:
+            return False
+        deleted = self.records_admin.mark(tp)
+        return all(key in held for key in self.acked_set[tp] if key[1] > deleted)
+
+    def _may_lose(self, broker: SimBroker) -> bool:
+        """Whether a lossy fault (``crash``, ``dir_failure``) may strike ``broker`` now: the
+        cluster is healthy, and every partition whose ISR in ZooKeeper holds ``broker`` has
+        another member that lost no tail since it last joined the ISR and, for a partition
+        with a book of acknowledged batches, holds every one of them. A member that crashed
+        uncleanly stays in ZooKeeper's ISR until a controller fails it: restarted before any
+        controller ran (fuzz seed 9726), it made the cluster look healthy while no other copy
+        held what its crash lost."""
+        if not self.healthy():
+            return False
+        for tp in self.checked_tps:
+            state = self._state(tp)
+            if state is None or broker.id not in state[2]:
+                continue
+            others = [m for m in state[2] if m != broker.id]
+            if tp in self.acked_set:
+                if not any(self._holds_everything(m, tp) for m in others):
+                    return False
+            elif all((m, tp) in self.tail_lost for m in others):
+                return False
+        return True
 
     def _last_copy_partner(self, broker: SimBroker) -> SimBroker | None:
         """For ``crash_last_copy``: a live fellow ISR member of ``broker`` to stop cleanly

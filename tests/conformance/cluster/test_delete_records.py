@@ -97,3 +97,45 @@ def test_seed_416_a_replica_re_created_empty_starts_afresh_with_nothing_of_its_o
                 if event.subject == "t-0@0" and event.event == "TRUNCATE"
                 and dict(event.fields).get("policy") == "LOG_START"]
     assert restarts, "the run no longer restarts the re-created replica at the log start"
+
+
+def test_a_lossy_fault_asks_no_copy_for_the_batches_deleted_records_removed() -> None:
+    """A lossy fault (and ``crash_last_copy``'s partner) needs another ISR member holding every
+    acknowledged batch; a replica re-read after DeleteRecords holds none below its log start,
+    which NO_COMMITTED_LOSS does not ask for either, so they are not asked of it: once both
+    followers restarted (cleanly) with their log start past an acknowledged batch, the
+    leader's crash still keeps the promise."""
+    from conformance.cluster_sim import ClusterFault, ClusterWorld
+    from conformance.rng import SimRng
+
+    world = ClusterWorld(0, ClusterConfig(partitions=1, storage_broker=False), lambda _: None)
+    workload = SimRng(0).stream("workload")
+    for _ in range(20):
+        world.clock.advance_ns(1_000_000)
+        world.pump()
+    restarted: list[int] = []
+    for step in range(200):
+        world.advance(500_000 + workload.randrange(2_000_000))
+        world.restarts_due(step)
+        world.operate(workload)
+        world.admin_step()
+        if world.groups is not None:
+            world.groups.operate()
+        world.movers()
+        world.pump()
+        world.check()
+        leader = world.current_leader(TP)
+        if leader is None or not world.healthy() or not world.acked_set[TP]:
+            continue
+        first = min(key[1] for key in world.acked_set[TP])
+        followers = [b for b in world.brokers if b is not leader and b.id not in restarted
+                     and (log := b.log(TP)) is not None and log.log_start_offset >= first]
+        if followers:
+            restarted.append(followers[0].id)
+            world.inject(ClusterFault(step, "clean_restart", followers[0].id, 2), step)
+        elif len(restarted) == 2:
+            break
+    else:
+        pytest.fail("both followers never restarted past a deleted acknowledged batch")
+    assert all(not world.shadow_sets[(b, TP)] >= world.acked_set[TP] for b in restarted)
+    assert world._may_lose(leader)

@@ -1080,3 +1080,31 @@ def test_seed_4899_seed_1915s_case_in_the_default_configuration() -> None:
     result, outcome = replay(4899, config)
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
+
+
+def test_seed_9726_a_lossy_crash_waits_for_a_member_that_lost_no_tail() -> None:
+    """Seed 9726 of ``logproof fuzz --seeds 20000`` (NO_COMMITTED_LOSS), shrunk to 7 faults
+    without the storage broker, a fault outside the promise: ISR {0, 2}, leader 2; controller
+    1's next write took its connection down (applied, its reply lost, then a flap), and while it
+    was away broker 0 crashed losing its unflushed tail and came back. No controller had failed
+    it, so ZooKeeper's ISR still named it and the cluster looked healthy: the planned crash of
+    leader 2 struck, losing acknowledged batches broker 0 had lost too (any Kafka loses them:
+    no copy survived). A lossy fault now also needs, like ``crash_last_copy``, another ISR
+    member that lost no tail since it last joined the ISR and holds every acknowledged batch:
+    the crash of broker 2 is skipped."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=186,
+                           fault_probability=0.05, segment_bytes=1 << 20, storage_broker=False)
+    result, outcome = replay(9726, config, parse_faults(
+        "11:malformed_znode:0:832,43:reassign:2:45630,111:malformed_znode:0:1190,"
+        "117:clean_restart:0:8,122:connection_loss:1:382,164:crash:0:4,168:crash:2:14"))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    events = [(e.machine, e.event, e.subject) for e in outcome.trace]
+    # (the last crash of broker 0: the first is the clean restart)
+    crash = max(i for i, e in enumerate(events) if e == ("replication", "CRASH", "t-0@0"))
+    restart = events.index(("replication", "RESTART", "t-0@0"), crash)
+    assert not [e for e in events[crash:restart] if e[0] == "controller"], (
+        "a controller ran while broker 0 was down: the case was not reached")
+    assert ("replication", "CRASH", "t-0@2") not in events[restart:]
+    assert isinstance(outcome, ClusterOutcome)
+    assert outcome.faults_skipped == 1
