@@ -45,16 +45,19 @@ Fault model
   ZooKeeper sessions expire (its registration and, if it was controller, ``/controller``
   vanish); it restarts ``target`` steps later (log recovery, new registration, new broker epoch).
   Lossy faults (``crash``, ``dir_failure``) strike only a *healthy* cluster — every broker up and
-  every partition's ISR in ZooKeeper equal to its online replicas, at least two of them — so the
-  loss of unflushed data never exceeds what replication is there to survive (Kafka's guarantee
-  needs one surviving in-sync copy, not fsync). ``crash_last_copy`` strikes whenever, for
-  every partition whose ISR in ZooKeeper holds the broker, another member of that ISR holds
-  every acknowledged batch, live or stopped cleanly, and has not crashed uncleanly since it
-  last joined the ISR. That is what NO_COMMITTED_LOSS promises: one in-sync copy surviving a
-  lossy crash, as KIP-966 (``min.insync.replicas`` - 1 unclean shutdowns) but within the ISR:
-  a copy that already left the ISR (KIP-966's eligible leader replicas, which ZooKeeper's
-  partition state does not keep) is not counted, so the crash of the last ISR member after
-  the others left it is outside the promise and never injected.
+  every partition's ISR in ZooKeeper equal to its online replicas, at least two of them, each
+  ISR holding the broker with another member that has not crashed uncleanly since it last
+  joined the ISR (with no controller acting nobody takes a crashed member out of ZooKeeper's
+  ISR: fuzz seed 5093) — so the loss of unflushed data never exceeds what replication is there
+  to survive (Kafka's guarantee needs one surviving in-sync copy, not fsync).
+  ``crash_last_copy`` strikes whenever, for every partition whose ISR in ZooKeeper holds the
+  broker, another member of that ISR holds every acknowledged batch, live or stopped cleanly,
+  and has not crashed uncleanly since it last joined the ISR. That is what NO_COMMITTED_LOSS
+  promises: one in-sync copy surviving a lossy crash, as KIP-966 (``min.insync.replicas`` - 1
+  unclean shutdowns) but within the ISR: a copy that already left the ISR (KIP-966's eligible
+  leader replicas, which ZooKeeper's partition state does not keep) is not counted, so the
+  crash of the last ISR member after the others left it is outside the promise and never
+  injected.
 * ``clean_restart``: everything is flushed, then the broker crashes and restarts (any time).
 * ``crash_last_copy``: another member of an ISR that holds the broker stops cleanly (flushed,
   clean-shutdown marker written), then the broker crashes losing its unflushed tail: it was the
@@ -1187,7 +1190,7 @@ class ClusterWorld:
         broker = self.brokers[fault.broker % len(self.brokers)]
         kind = fault.kind
         if kind in ("crash", "clean_restart"):
-            if not broker.alive or (kind == "crash" and not self.healthy()):
+            if not broker.alive or (kind == "crash" and not self._lossy_fault_allowed(broker)):
                 self.faults_skipped += 1
                 return
             self._stop(broker, step + max(1, fault.target), lose_unflushed=kind == "crash")
@@ -1199,7 +1202,7 @@ class ClusterWorld:
             self._stop(partner, step + fault.target // 16 % 16 + 2, lose_unflushed=False)
             self._stop(broker, step + fault.target % 16 + 2, lose_unflushed=True)
         elif kind == "dir_failure":
-            if not broker.alive or self.failed_dirs or not self.healthy():
+            if not broker.alive or self.failed_dirs or not self._lossy_fault_allowed(broker):
                 self.faults_skipped += 1
                 return
             assert broker.manager is not None
@@ -1284,6 +1287,26 @@ class ClusterWorld:
             self.shadow_sets.pop((broker.id, tp), None)
         self.restart_at[broker.id] = restart_step
 
+    def _lossy_fault_allowed(self, broker: SimBroker) -> bool:
+        """For ``crash`` and ``dir_failure``: the cluster is healthy and ``broker`` is not the
+        last intact member of an ISR (:meth:`_intact_member_left`)."""
+        return self.healthy() and self._intact_member_left(broker.id, self.checked_tps)
+
+    def _intact_member_left(self, broker_id: int, tps: Sequence[TopicPartition]) -> bool:
+        """Whether each of ``tps`` whose ISR in ZooKeeper holds ``broker_id`` has another member
+        that has not lost a tail since it last joined the ISR. A healthy ISR may still name
+        members that crashed uncleanly: with no controller acting (the one that holds
+        ``/controller`` cut from ZooKeeper) no one takes them out, and their leader's ISR
+        writes fail too; the next controller then trusts none of them (KIP-966), so a lossy
+        crash of the last other member would exceed the promise (fuzz seed 5093)."""
+        for tp in tps:
+            state = self._state(tp)
+            if state is None or broker_id not in state[2]:
+                continue
+            if all(m == broker_id or (m, tp) in self.tail_lost for m in state[2]):
+                return False
+        return True
+
     def _holds_everything(self, member: int, tp: TopicPartition) -> bool:
         """Whether ``member``'s replica of ``tp`` holds every acknowledged batch (its log if
         it runs, what it held when it stopped cleanly if not) and lost no tail since it last
@@ -1301,8 +1324,10 @@ class ClusterWorld:
         if not broker.alive:
             return None
         # The offsets partitions keep no book of acknowledged batches: they must be healthy
-        # (ISR = online replicas, all up): a third in-sync copy then survives both stops.
-        if self.offsets_tps and not self.healthy(self.offsets_tps):
+        # (ISR = online replicas, all up) with another intact member: a third in-sync copy
+        # then survives both stops, or the partner stopped cleanly holds everything.
+        if self.offsets_tps and not (self.healthy(self.offsets_tps) and self._intact_member_left(
+                broker.id, self.offsets_tps)):
             return None
         partner: SimBroker | None = None
         for tp in self.tps:
