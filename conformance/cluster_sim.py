@@ -52,7 +52,7 @@ Fault model
   every acknowledged batch, live or stopped cleanly, and has not crashed uncleanly since it
   last joined the ISR; a lossy fault needs that too besides health, since a member that
   crashed uncleanly stays in ZooKeeper's ISR until a controller fails it (restarted while no
-  controller ran, it looks healthy: fuzz seed 9726). That is what NO_COMMITTED_LOSS promises:
+  controller ran, it looks healthy: fuzz seeds 9726, 5093). That is what NO_COMMITTED_LOSS promises:
   one in-sync copy surviving a lossy crash, as KIP-966 (``min.insync.replicas`` - 1 unclean
   shutdowns) but within the ISR: a copy that already left the ISR (KIP-966's eligible leader
   replicas, which ZooKeeper's partition state does not keep) is not counted, so the crash of
@@ -1286,6 +1286,21 @@ class ClusterWorld:
             self.shadow_sets.pop((broker.id, tp), None)
         self.restart_at[broker.id] = restart_step
 
+    def _intact_member_left(self, broker_id: int, tps: Sequence[TopicPartition]) -> bool:
+        """Whether each of ``tps`` whose ISR in ZooKeeper holds ``broker_id`` has another member
+        that has not lost a tail since it last joined the ISR. A healthy ISR may still name
+        members that crashed uncleanly: with no controller acting (the one that holds
+        ``/controller`` cut from ZooKeeper) no one takes them out, and their leader's ISR
+        writes fail too; the next controller then trusts none of them (KIP-966), so a lossy
+        crash of the last other member would exceed the promise (fuzz seed 5093)."""
+        for tp in tps:
+            state = self._state(tp)
+            if state is None or broker_id not in state[2]:
+                continue
+            if all(m == broker_id or (m, tp) in self.tail_lost for m in state[2]):
+                return False
+        return True
+
     def _holds_everything(self, member: int, tp: TopicPartition) -> bool:
         """Whether ``member``'s replica of ``tp`` holds every acknowledged batch (its log if
         it runs, what it held when it stopped cleanly if not; but those DeleteRecords may have
@@ -1328,8 +1343,10 @@ class ClusterWorld:
         if not broker.alive:
             return None
         # The offsets partitions keep no book of acknowledged batches: they must be healthy
-        # (ISR = online replicas, all up): a third in-sync copy then survives both stops.
-        if self.offsets_tps and not self.healthy(self.offsets_tps):
+        # (ISR = online replicas, all up) with another intact member: a third in-sync copy
+        # then survives both stops, or the partner stopped cleanly holds everything.
+        if self.offsets_tps and not (self.healthy(self.offsets_tps) and self._intact_member_left(
+                broker.id, self.offsets_tps)):
             return None
         partner: SimBroker | None = None
         for tp in self.tps:

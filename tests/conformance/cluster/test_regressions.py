@@ -19,7 +19,13 @@ from typing import Any
 
 import pytest
 
-from conformance.cluster_sim import ClusterConfig, ClusterOutcome, parse_faults
+from conformance.cluster_sim import (
+    ClusterConfig,
+    ClusterFault,
+    ClusterOutcome,
+    ClusterWorld,
+    parse_faults,
+)
 from conformance.replication_abstraction import abstractions
 from conformance.runner import replay, swarm_config
 from conformance.trace_check import check_trace
@@ -233,6 +239,70 @@ def test_electing_the_uncleanly_restarted_member_loses_an_acknowledged_batch(
     _result, outcome = replay(0, LAST_COPY_CONFIG, parse_faults(LAST_COPY_FAULTS))
     assert outcome.violation is not None
     assert outcome.violation.invariant == "NO_COMMITTED_LOSS", outcome.violation
+
+
+#: Seed 5093 of ``logproof fuzz --seeds 20000`` shrunk without the storage broker (of its 81
+#: faults): 11 that fail as found (COMMITTED_DURABLE at broker 2's BECOME_LEADER of
+#: __consumer_offsets-0, 150 steps), and 6 that fail end to end (NO_COMMITTED_LOSS on t-0, 166
+#: steps). Each ends with the lossy crash the simulator now skips.
+SEED_5093_SCHEDULES = {
+    "committed_durable": (150, (
+        "5:crash_last_copy:1:86,25:partition:2:31,28:connection_loss:2:444,"
+        "47:clean_restart:2:3,68:crash:0:13,74:partition:2:22,82:session_expiry:1:6,"
+        "97:connection_loss:2:478,112:crash_last_copy:1:213,128:crash:0:16,146:crash:2:17")),
+    "no_committed_loss": (166, (
+        "68:crash:0:13,82:session_expiry:1:6,97:connection_loss:2:478,"
+        "112:crash_last_copy:1:213,128:crash:0:16,146:crash:2:17")),
+}
+
+
+@pytest.mark.parametrize("schedule", sorted(SEED_5093_SCHEDULES))
+def test_seed_5093_a_lossy_crash_spares_the_last_intact_member_of_a_stale_isr(
+        schedule: str) -> None:
+    """Seed 5093 (COMMITTED_DURABLE at broker 2's BECOME_LEADER of __consumer_offsets-0), a
+    fault the model does not promise to survive: broker 2 won the controller's term as its
+    ZooKeeper connection dropped (the reply lost, the connection down and flapping), so no
+    controller acted while broker 1 (``crash_last_copy``) and then 0 (``crash``) crashed
+    uncleanly and came back; ZooKeeper's ISR {1, 2, 0} still named them (leader 2's connection
+    was down too), so the cluster looked healthy and ``crash`` struck 2, the last member that
+    had lost nothing: three unclean shutdowns, where KIP-966 promises
+    ``min.insync.replicas`` - 1. The next controller rightly barred 0 and 1 and, 2 back short,
+    elected it. A lossy crash now also needs another ISR member that lost no tail since it last
+    joined the ISR: the schedule's last fault, that crash, is skipped (the run is the one
+    without it)."""
+    steps, faults = SEED_5093_SCHEDULES[schedule]
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=steps,
+                           fault_probability=0.1, chunk_bytes=150, storage_broker=False)
+    planned = parse_faults(faults)
+    assert planned[-1] == ClusterFault(146, "crash", 2, 17)
+    result, outcome = replay(5093, config, planned)
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    assert outcome.faults_skipped == 1, "the schedule no longer reaches its interleaving"
+    _result, without = replay(5093, config, planned[:-1])
+    assert without.trace_digest == outcome.trace_digest, "another fault was skipped"
+
+
+def test_a_lossy_crash_needs_another_isr_member_that_lost_no_tail() -> None:
+    """The guard of ``crash`` and ``dir_failure`` itself: ZooKeeper's ISR {all} with every other
+    member of an ISR holding the broker marked as having lost its tail (a stale ISR) refuses
+    the crash; one intact other member allows it."""
+    world = ClusterWorld(0, ClusterConfig(storage_broker=False, admin=False), lambda _: None)
+    for _ in range(40):
+        world.clock.advance_ns(1_000_000)
+        world.pump()
+    assert world.healthy(), "the cluster did not settle before the workload"
+    tp = world.tps[0]
+    others = [b for b in range(3) if b != 2]
+    world.tail_lost.update((b, tp) for b in others)
+    world.inject(ClusterFault(0, "crash", 2, 5), 0)
+    assert world.faults_skipped == 1
+    assert world.brokers[2].alive
+    world.tail_lost.discard((others[0], tp))
+    world.inject(ClusterFault(0, "crash", 2, 5), 0)
+    assert world.faults_skipped == 1
+    assert not world.brokers[2].alive
 
 
 #: Seed 301's plan when it was found (its crash_last_copy faults were drawn differently then).
