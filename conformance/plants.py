@@ -242,7 +242,7 @@ PLANTS: tuple[Plant, ...] = (
         "        if True:\n            return frozenset()",
         "the controller ignores how an ISR member last shut down and elects it over a member "
         "that kept its log (ZooKeeper-era Kafka; KIP-966, cluster seed 595)", 40,
-        (11, "COMMITTED_DURABLE"),
+        (9, "COMMITTED_DURABLE"),
     ),
     Plant(
         "follower_log_start_from_the_hw", "replication", "impl.broker.node",
