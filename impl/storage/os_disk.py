@@ -98,8 +98,13 @@ class OsDisk:
     @staticmethod
     def _directories(path: str) -> list[str]:
         """Every ``d`` (not ending in ``/``) such that ``path`` starts with ``d + "/"``."""
-        return [path[:i] for i, char in enumerate(path)
-                if char == "/" and (i == 0 or path[i - 1] != "/")]
+        directories: list[str] = []
+        slash = path.find("/")
+        while slash >= 0:
+            if slash == 0 or path[slash - 1] != "/":
+                directories.append(path[:slash])
+            slash = path.find("/", slash + 1)
+        return directories
 
     def _keep(self, path: str, fd: int) -> None:
         """Cache ``fd`` as ``path``'s descriptor, closing the least recently used beyond
