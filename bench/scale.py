@@ -14,7 +14,8 @@ Two measurements, each at every ``--partitions`` count (default 10,000 and 100,0
   that broker (replication factor 1), are created in ZooKeeper; once the broker's endpoint reports
   ``kafka_server_replicamanager_leadercount`` equal to the partitions (every log created) and the
   process has been idle for :data:`SETTLE_SECONDS`, its resident set (``VmRSS``) is read. The
-  figure is (RSS with the partitions - RSS before them) / partitions.
+  figure is (RSS with the partitions - RSS before them) / partitions; the CPU the broker used
+  during those idle seconds (its periodic flush and checkpoint passes) is printed with it.
 
 Prints every figure with its ratio to the target, and ends with one JSON line. Loaded machines
 inflate the failover times; compare figures within one run.
@@ -36,7 +37,7 @@ from pathlib import Path
 import trio
 
 from bench import failover
-from bench._broker import start_broker
+from bench._broker import cpu_seconds, start_broker
 from bench._metrics import scrape_url
 from impl.broker import garbage
 from impl.controller import (
@@ -125,8 +126,12 @@ def measure_idle_rss(partitions: int, root: Path) -> dict[str, object]:
                                      f"{CREATE_WAIT_S:.0f} s")
                 time.sleep(0.5)
             led_s = time.monotonic() - started
+            idle_cpu = cpu_seconds(process.pid)
+            idle_started = time.monotonic()
             time.sleep(SETTLE_SECONDS)
             after = rss_kb(process.pid)
+            idle_cpu_share = ((cpu_seconds(process.pid) - idle_cpu)
+                              / (time.monotonic() - idle_started))
         finally:
             process.terminate()
             try:
@@ -138,7 +143,8 @@ def measure_idle_rss(partitions: int, root: Path) -> dict[str, object]:
     return {"partitions": partitions, "rss_before_kib": before, "rss_after_kib": after,
             "kib_per_idle_partition": round(per_partition, 2),
             "ratio_to_target": round(per_partition / RSS_TARGET_KB, 3),
-            "topics_created_s": round(create_s, 1), "all_led_s": round(led_s, 1)}
+            "topics_created_s": round(create_s, 1), "all_led_s": round(led_s, 1),
+            "idle_cpu_share": round(idle_cpu_share, 3)}
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -185,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
                   f"{rss['rss_after_kib']} KiB, {rss['kib_per_idle_partition']} KiB per "
                   f"partition; target {RSS_TARGET_KB:.0f} KB: ratio {rss['ratio_to_target']} "
                   f"(topics written in {rss['topics_created_s']} s, all led after "
-                  f"{rss['all_led_s']} s)", flush=True)
+                  f"{rss['all_led_s']} s; idle, the broker used {rss['idle_cpu_share']} of a "
+                  f"core)", flush=True)
     print(json.dumps({"bench": "scale", "failover_target_s": FAILOVER_TARGET_S,
                       "rss_target_kb_per_partition": RSS_TARGET_KB, **results}, sort_keys=True))
     return 0

@@ -239,10 +239,16 @@ class KazooCoordinator:
             raise _translate(error) from error
         async_result.rawlink(lambda _result: self._schedule(done.set))
         await done.wait()
-        try:
+        if async_result.successful():
+            return async_result.value
+        # Not ``get_nowait()``: it raises the stored exception inside a method of the result,
+        # and that exception's traceback then holds the result, which holds the exception: a
+        # cycle only a full collection frees (one per missing znode read; the broker defers
+        # full collections, see ``impl.broker.garbage``).
+        failure = async_result.exception
+        if failure is None:  # not ready: kazoo's own timeout error, as ``get_nowait()`` raises
             return async_result.get_nowait()
-        except Exception as error:
-            raise _translate(error) from error
+        raise _translate(failure) from failure
 
     async def create(
         self, path: str, data: bytes = b"", *, ephemeral: bool = False, sequential: bool = False

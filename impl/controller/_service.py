@@ -42,6 +42,7 @@ from .coordinator import (
     Coordinator,
     CoordinatorClosedError,
     CoordinatorError,
+    CreateOp,
     DeleteOp,
     NodeExistsError,
     NoNodeError,
@@ -79,6 +80,10 @@ SendFunction = Callable[[int, ControllerRequest], Awaitable[ControllerResponse]]
 #: Bounds: queued inputs, concurrent ZooKeeper reads of one effect.
 INBOX_MAX = 100_000
 READS_IN_FLIGHT_MAX = 512
+#: Missing parent znodes of a write created in one multi (``ZkWrite.ensure_paths``): a new
+#: topic's partition nodes in one round trip, not one create each (kazoo's ``create`` also
+#: leaves a reference cycle behind per call, only freed by a full collection).
+ENSURE_PATHS_PER_MULTI = 500
 
 #: A lost connection or session: the outcome of a read or write is unknown.
 _LOST = (ConnectionLossError, SessionExpiredError, CoordinatorClosedError)
@@ -334,8 +339,20 @@ class ControllerService:
                     await self._coordinator.create(path)
             return create
 
+        def batch_creator(paths: list[str]) -> Callable[[], Awaitable[None]]:
+            async def create_all() -> None:
+                # One round trip for the paths of a new topic; when any exists already (the
+                # multi fails as a whole), each is created on its own as before.
+                results = await self._coordinator.multi([CreateOp(p) for p in paths])
+                if multi_error(results) is not None:
+                    await _gather([creator(p) for p in paths], READS_IN_FLIGHT_MAX)
+            return create_all
+
         for depth in sorted(by_depth):
-            await _gather([creator(p) for p in by_depth[depth]], READS_IN_FLIGHT_MAX)
+            level = by_depth[depth]
+            await _gather([batch_creator(level[i:i + ENSURE_PATHS_PER_MULTI])
+                           for i in range(0, len(level), ENSURE_PATHS_PER_MULTI)],
+                          READS_IN_FLIGHT_MAX)
         self._ensured_paths.update(missing)
 
     async def _do_write(self, effect: ZkWrite) -> None:

@@ -830,6 +830,11 @@ class Log:
             target = segment.next_offset
         return target
 
+    @property
+    def unflushed(self) -> bool:
+        """Whether :meth:`flush` has bytes to fsync."""
+        return any(segment.durable_size != segment.size for segment in self.segments)
+
     def flush(self) -> None:
         """Fsync everything written; the recovery point becomes the LEO."""
         for segment in self.segments:

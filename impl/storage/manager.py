@@ -24,7 +24,7 @@ import dataclasses
 import errno
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -72,6 +72,8 @@ _LOG = logging.getLogger(__name__)
 #: the record walk compiled (:mod:`impl.storage.record_walk`) a MB of records is checked in about
 #: 0.2 ms, less than handing it to a thread and back costs; interpreted it takes about 4 ms.
 VALIDATE_OFF_LOOP_BYTES = 8 * 1024 * 1024 if record_walk.COMPILED else 64 * 1024
+#: Partitions with nothing to fsync flushed per step of :meth:`LogManager.checkpoint_steps`.
+CLEAN_FLUSHES_PER_STEP = 256
 
 _T = TypeVar("_T")
 #: ``offload(function, *args)``: runs ``function(*args)`` away from the event loop.
@@ -644,8 +646,9 @@ class LogManager:
         self._work_listener: Callable[[], None] | None = None
         self._cpu_offload: CpuOffload | None = None
         self.closed = False
-        #: the text last written per (dir, checkpoint): unchanged checkpoints are not rewritten
-        self._checkpoints_written: dict[tuple[str, str], str] = {}
+        #: the entries last written per (dir, checkpoint): unchanged checkpoints are not
+        #: rewritten (the text is a function of the entries, so equal entries are equal text)
+        self._checkpoints_written: dict[tuple[str, str], dict[TopicPartition, int]] = {}
         #: each (dir, checkpoint)'s entries as read at start-up, then as last written: a lost
         #: replica's entries are carried from here (:meth:`_checkpoint_entries`)
         self._checkpoint_entries: dict[tuple[str, str], dict[TopicPartition, int]] = {}
@@ -1453,26 +1456,45 @@ class LogManager:
         self, log_dir: str, extra: Log | None = None, *, rewrite_high_watermarks: bool = False
     ) -> Iterator[None]:
         """Write ``log_dir``'s changed checkpoints, yielding after each file written (each is
-        two fsyncs); the texts are taken from the state at that moment."""
+        two fsyncs); the texts are taken from the state at that moment.
+
+        The dir's live logs are gathered once for the three files, and again only after a
+        yield (the partitions may have changed meanwhile); a file's text is made only when its
+        entries changed: an idle pass over 100,000 partitions compares entries and writes
+        nothing."""
+        live: dict[TopicPartition, Log] | None = None
         for name in (LOG_START_OFFSET_CHECKPOINT, REPLICATION_OFFSET_CHECKPOINT,
                      RECOVERY_POINT_CHECKPOINT):
             if log_dir in self.offline_dirs:
                 return
-            entries = self._checkpoint_entries_of(log_dir, name, extra)
-            text = format_offsets(entries)
+            if live is None:
+                live = self._live_logs_of(log_dir, extra)
+            entries = self._checkpoint_entries_of(log_dir, name, live)
             rewrite = rewrite_high_watermarks and name == REPLICATION_OFFSET_CHECKPOINT
-            if rewrite or self._checkpoints_written.get((log_dir, name)) != text:
-                write_atomically(self.disk, log_dir, name, text)
-                self._checkpoints_written[(log_dir, name)] = text
+            if rewrite or self._checkpoints_written.get((log_dir, name)) != entries:
+                write_atomically(self.disk, log_dir, name, format_offsets(entries))
+                self._checkpoints_written[(log_dir, name)] = entries
                 self._checkpoint_entries[(log_dir, name)] = entries
+                live = None
                 yield
 
+    def _live_logs_of(self, log_dir: str, extra: Log | None) -> dict[TopicPartition, Log]:
+        """The served live logs of ``log_dir`` (and ``extra``, a ``.move`` made durable for
+        its swap)."""
+        live = {
+            tp: p.log for tp, p in self._partitions.items()
+            if p.log.log_dir == log_dir and p.log.kind is DirKind.LIVE and not p.offline
+        }
+        if extra is not None:
+            live[extra.tp] = extra
+        return live
+
     def _checkpoint_entries_of(
-        self, log_dir: str, name: str, extra: Log | None
+        self, log_dir: str, name: str, live: Mapping[TopicPartition, Log]
     ) -> dict[TopicPartition, int]:
-        """What ``log_dir``'s checkpoint ``name`` records: the served live logs' offsets (and
-        ``extra``'s, a ``.move`` made durable for its swap), and a lost replica's entries as
-        this dir last recorded them.
+        """What ``log_dir``'s checkpoint ``name`` records: the offsets of ``live``, its served
+        live logs (:meth:`_live_logs_of`), and a lost replica's entries as this dir last
+        recorded them.
 
         A lost replica (offline, not served: recovery left its copies untouched, or its dir
         failed under a move) is decided again at a later start, which may promote the
@@ -1482,12 +1504,6 @@ class LogManager:
         167 and 557). Apache Kafka loads every future log and checkpoints each dir's logs,
         future ones included; it has no untouched replica.
         """
-        live = {
-            tp: p.log for tp, p in self._partitions.items()
-            if p.log.log_dir == log_dir and p.log.kind is DirKind.LIVE and not p.offline
-        }
-        if extra is not None:
-            live[extra.tp] = extra
         entries: dict[TopicPartition, int] = {}
         if self._lost:
             recorded = self._checkpoint_entries.get((log_dir, name), {})
@@ -1530,15 +1546,24 @@ class LogManager:
             pass
 
     def checkpoint_steps(self, *, flush: bool = True) -> Iterator[None]:
-        """:meth:`checkpoint`, yielding after each partition flushed and each checkpoint file
-        written. Between steps the partitions may change: each is re-checked when reached."""
+        """:meth:`checkpoint`, yielding after each partition that had bytes to fsync, after
+        every :data:`CLEAN_FLUSHES_PER_STEP` that had none, and after each checkpoint file
+        written. Between steps the partitions may change: each is re-checked when reached.
+
+        An idle partition's flush only moves its recovery point: yielding after each would make
+        the pass over 100,000 idle partitions 100,000 turns of the event loop, every second."""
         if flush:
+            clean = 0
             for tp, partition in list(self._partitions.items()):
                 if self._partitions.get(tp) is not partition or partition.offline:
                     continue
+                fsyncs = partition.log.unflushed
                 with self._io_nowait(partition.log_dir):
                     partition.log.flush()
-                yield
+                clean = 0 if fsyncs else clean + 1
+                if fsyncs or clean == CLEAN_FLUSHES_PER_STEP:
+                    clean = 0
+                    yield
         for log_dir in self.config.log_dirs:
             if log_dir not in self.offline_dirs:
                 yield from self._io_steps(log_dir, self._write_dir_checkpoint_steps(log_dir))

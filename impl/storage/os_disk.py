@@ -74,6 +74,10 @@ class OsDisk:
 
     def __init__(self, open_files_max: int = 512) -> None:
         self._fds: OrderedDict[str, int] = OrderedDict()
+        #: each directory (named without a trailing ``/``) -> the cached paths below it, at any
+        #: depth: what :meth:`_forget` closes when the directory goes, found without a scan of
+        #: the whole cache (once for every file created, renamed or removed)
+        self._below: dict[str, set[str]] = {}
         self._open_files_max = open_files_max
         self._copy_file_range_works = hasattr(os, "copy_file_range")
 
@@ -88,22 +92,51 @@ class OsDisk:
             fd = os.open(path, os.O_RDWR | os.O_CLOEXEC)
         except OSError as error:
             raise _with_path(error, path) from None
-        self._fds[path] = fd
-        while len(self._fds) > self._open_files_max:
-            _, old = self._fds.popitem(last=False)
-            os.close(old)
+        self._keep(path, fd)
         return fd
 
+    @staticmethod
+    def _directories(path: str) -> list[str]:
+        """Every ``d`` (not ending in ``/``) such that ``path`` starts with ``d + "/"``."""
+        directories: list[str] = []
+        slash = path.find("/")
+        while slash >= 0:
+            if slash == 0 or path[slash - 1] != "/":
+                directories.append(path[:slash])
+            slash = path.find("/", slash + 1)
+        return directories
+
+    def _keep(self, path: str, fd: int) -> None:
+        """Cache ``fd`` as ``path``'s descriptor, closing the least recently used beyond
+        ``open_files_max``."""
+        self._fds[path] = fd
+        for directory in self._directories(path):
+            self._below.setdefault(directory, set()).add(path)
+        while len(self._fds) > self._open_files_max:
+            self._close(next(iter(self._fds)))
+
+    def _close(self, path: str) -> None:
+        os.close(self._fds.pop(path))
+        for directory in self._directories(path):
+            below = self._below[directory]
+            below.discard(path)
+            if not below:
+                del self._below[directory]
+
     def _forget(self, path: str) -> None:
-        prefix = path.rstrip("/") + "/"
-        for cached in [p for p in self._fds if p == path or p.startswith(prefix)]:
-            os.close(self._fds.pop(cached))
+        """Close the descriptors of ``path`` and of every cached path below it."""
+        cached = set(self._below.get(path.rstrip("/"), ()))
+        if path in self._fds:
+            cached.add(path)
+        for each in cached:
+            self._close(each)
 
     def close(self) -> None:
         """Close every cached descriptor."""
         for fd in self._fds.values():
             os.close(fd)
         self._fds.clear()
+        self._below.clear()
 
     # --- files -------------------------------------------------------------------------------
 
@@ -114,7 +147,7 @@ class OsDisk:
             fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_TRUNC | os.O_CLOEXEC, 0o644)
         except OSError as error:
             raise _with_path(error, path) from None
-        self._fds[path] = fd
+        self._keep(path, fd)
 
     def append(self, path: str, data: bytes | bytearray) -> int:
         """Write at the end; return the offset written at."""

@@ -16,8 +16,17 @@ from impl.controller import (
     read_partition_state,
     read_topic,
 )
+from impl.controller.coordinator import CreateOp
 from impl.controller.placement import RackUnawarePlacer
-from impl.controller.znodes import DELETE_TOPICS_PATH, TOPICS_PATH
+from impl.controller.znodes import (
+    DELETE_TOPICS_PATH,
+    TOPICS_PATH,
+    TopicAssignment,
+    encode_topic,
+    partition_path,
+    partitions_path,
+    topic_path,
+)
 from impl.ports import SeededRng
 
 from ._support import WAIT_S, cluster
@@ -111,5 +120,52 @@ def test_bad_topic_requests_get_clear_errors() -> None:
             with pytest.raises(AdminError):
                 await create_topic(admin, "nothing")
             assert await admin.children(TOPICS_PATH) == []
+
+    trio.run(scenario)
+
+
+
+def test_missing_parents_of_new_partition_states_are_created_in_one_multi(
+        backend: tuple[str, str | None]) -> None:
+    """A new topic's partition znodes (the parents of its state znodes) are created in one
+    multi per depth; when one exists already that multi fails as a whole and each is created on
+    its own, so every partition still gets its state."""
+    async def scenario() -> None:
+        async with cluster(*backend) as c:
+            await c.add_broker(0)
+            service = await c.start_controller(100)
+            with trio.fail_after(WAIT_S):
+                await service.wait_active()
+            admin = c.sessions[0]
+
+            def delivered(topic: str, count: int) -> bool:
+                return all(c.transport.latest_state(0, (topic, p)) is not None
+                           for p in range(count))
+
+            await create_topic(admin, "fresh", assignment={p: [0] for p in range(5)})
+            await c.transport.wait_for(lambda: delivered("fresh", 5))
+            creates = [ops for ops in c.recorders[100].multis
+                       if all(isinstance(op, CreateOp) and "/fresh/" in op.path for op in ops)]
+            assert [[op.path for op in ops] for ops in creates] == [
+                [partitions_path("fresh")],
+                [partition_path("fresh", p) for p in range(5)]]
+
+            # A topic written with one of its partition znodes already there (by a multi of
+            # another tool): the multi of the partition znodes fails on it, each is created on
+            # its own, and the states are written at the first attempt, in one multi (the
+            # controller splits a failed state write and retries the halves).
+            await admin.multi([
+                CreateOp(topic_path("partly"),
+                         encode_topic(TopicAssignment(dict.fromkeys(range(5), (0,))))),
+                CreateOp(partitions_path("partly")),
+                CreateOp(partition_path("partly", 3))])
+            await c.transport.wait_for(lambda: delivered("partly", 5))
+            state_writes = [ops for ops in c.recorders[100].state_multis()
+                            if "/partly/" in ops[-1].path]
+            assert [len(ops) for ops in state_writes] == [1 + 5]  # the epoch check and 5 states
+            for partition in range(5):
+                state = await read_partition_state(admin, "partly", partition)
+                assert state is not None
+                assert state.leader == 0
 
     trio.run(scenario)
