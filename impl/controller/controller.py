@@ -43,7 +43,11 @@ Decisions, and where they come from:
   nor kept in the ISR. It rejoins through its leader after catching up.
 - **Requests** are accumulated while writes or reads are outstanding and flushed as one
   LeaderAndIsr, StopReplica and UpdateMetadata per broker (§A 4: "multiple commands in one RPC").
-  The first flush after an election carries the INIT flag (§D 4).
+  The first flush after an election carries the INIT flag (§D 4). A partition's LeaderAndIsr
+  state is held back while a re-read of it is unanswered (the connection went with a write of
+  it of unknown outcome): Kafka's controller retries the write once connected before sending;
+  here the revalidation re-reads everything and resends. A state queued before a re-read that
+  answers is rebuilt from what was read.
 - **Log-dir failure** (KIP-112): on ``/log_dir_event_notification`` the controller deletes the
   notifications (epoch-guarded) and resends LeaderAndIsr for every replica of that broker; replicas
   answered with KAFKA_STORAGE_ERROR (56) become OFFLINE, leave the ISR and lose leadership.
@@ -623,6 +627,9 @@ class Controller:
         #: LeaderAndIsr states held back while their partition's deferred change is unwritten:
         #: broker -> partition -> the held state's ``is_new`` (the rest is rebuilt on release)
         self._held: dict[int, dict[TP, bool]] = {}
+        #: partitions re-read (a write of unknown outcome, a stale zkVersion, a removal to
+        #: check) and not answered yet: their cached states are not sent (held as above)
+        self._unconfirmed: set[TP] = set()
         self._stop: dict[int, dict[TP, StopReplicaPartition]] = {}
         self._um_partitions: set[TP] = set()
         self._um_full_brokers: set[int] = set()
@@ -1169,7 +1176,12 @@ class Controller:
         behind the elections) is held back, not sent: that state is about to be replaced by a
         new leader epoch, and a receiver without state for the partition (the restarted broker)
         would follow it. Held states go out, refreshed from the cache, with the first flush
-        after the change is written (or found unnecessary).
+        after the change is written (or found unnecessary). So is the state of a partition
+        whose re-read went unanswered (the connection went while a write of it was of unknown
+        outcome): Kafka's controller waits for the connection and retries its write
+        (``retryRequestsUntilConnected``) before any request goes out, so it never sends a
+        state its pending ISR removal replaces; here the revalidation after the reconnection
+        re-reads everything and resends (fuzz seed 11302).
         """
         if self._pending or self._reads_outstanding:
             return
@@ -1177,7 +1189,8 @@ class Controller:
         controller_id = self.config.broker_id
         for broker_id in sorted(self._lair):
             states = self._lair[broker_id]
-            held = {tp: states.pop(tp).is_new for tp in sorted(states) if tp in self._deferred}
+            held = {tp: states.pop(tp).is_new for tp in sorted(states)
+                    if tp in self._deferred or tp in self._unconfirmed}
             if held:
                 self._held.setdefault(broker_id, {}).update(held)
             if broker_id not in self.live_brokers or not states:
@@ -1295,6 +1308,7 @@ class Controller:
 
     def _read_states(self, tps: Sequence[TP]) -> None:
         self._reads_outstanding += 1
+        self._unconfirmed.update(tps)
         self._effects.append(ReadPartitionStates(tuple(tps)))
 
     def _on_state_batch(self, pending: _StateBatch,
@@ -1347,6 +1361,15 @@ class Controller:
     def _on_states_read(self, states: Mapping[TP, LeaderIsr | None]) -> None:
         self._reads_outstanding -= 1
         assert self._reads_outstanding >= 0
+        # A partition answered is confirmed: its requests queued from the cache before the
+        # read are rebuilt from the fresh state when next flushed (held, then released).
+        for tp in states:
+            self._unconfirmed.discard(tp)
+            for broker_id, queued in self._lair.items():
+                state_queued = queued.pop(tp, None)
+                if state_queued is not None:
+                    held = self._held.setdefault(broker_id, {})
+                    held[tp] = held.get(tp, False) or state_queued.is_new
         for tp, state in states.items():
             if state is None:
                 self.leader_isr.pop(tp, None)

@@ -1027,7 +1027,13 @@ def test_seed_1337_a_leaderless_state_names_an_unclean_member_until_the_controll
     -1, its LEO 0) before the controller's write that takes it out of the ISR landed: for that
     window ZooKeeper's ISR names a member short of the committed prefix while 2, stopped
     cleanly, holds it. The abstraction leaves such a member out of a leaderless state's ISR
-    while another member holds the prefix; 2 leads when it is back."""
+    while another member holds the prefix; 2 leads when it is back.
+
+    Seed 11302 showed that window to be an implementation bug of the controller: its write of
+    broker 0's removal went out as its ZooKeeper connection dropped, the re-read went
+    unanswered, and it sent its cached states anyway (Kafka's controller retries the write once
+    connected before sending anything). Since that fix broker 0 first hears of the partition
+    from the state that removed it."""
     config = ClusterConfig(brokers=3, log_dirs=2, partitions=2, steps=200,
                            fault_probability=0.1, segment_bytes=2048, chunk_bytes=150,
                            storage_broker=False)
@@ -1035,12 +1041,17 @@ def test_seed_1337_a_leaderless_state_names_an_unclean_member_until_the_controll
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
     events = [e for e in outcome.trace if e.subject.startswith("__consumer_offsets-0")]
-    window = [i for i, e in enumerate(events)
-              if e.subject == "__consumer_offsets-0@0" and e.event == "BECOME_FOLLOWER"
-              and e.fields.get("leader") == -1 and e.fields.get("log_end_offset") == 0
-              and e.fields.get("isr") == (2, 0)]
-    assert window, "broker 0 never followed a leaderless state naming it, short: not reached"
-    elected = [(e.fields["leader"], e.fields["isr"]) for e in events[window[0]:]
+    restarts = [i for i, e in enumerate(events)
+                if e.subject == "__consumer_offsets-0@0" and e.event == "RESTART"]
+    assert restarts, "broker 0 never restarted: not reached"
+    follows = [e for e in events[restarts[0]:]
+               if e.subject == "__consumer_offsets-0@0" and e.event == "BECOME_FOLLOWER"]
+    assert follows, "broker 0 never heard of the partition again: not reached"
+    assert follows[0].fields.get("log_end_offset") == 0, "broker 0 kept offset 0: not reached"
+    isr = follows[0].fields.get("isr")
+    assert isinstance(isr, tuple)
+    assert 0 not in isr, f"broker 0, short, was sent a state naming it: {follows[0]}"
+    elected = [(e.fields["leader"], e.fields["isr"]) for e in events[restarts[0]:]
                if e.machine == "controller" and e.event == "LEADER_ELECTED"]
     assert elected, "no leader elected after broker 0 came back: not reached"
     assert elected[0] == (2, (2,)), f"not broker 2 alone: {elected}"
@@ -1178,3 +1189,29 @@ def test_seed_9726_a_lossy_crash_waits_for_a_member_that_lost_no_tail() -> None:
     assert ("replication", "CRASH", "t-0@2") not in events[restart:]
     assert isinstance(outcome, ClusterOutcome)
     assert outcome.faults_skipped == 1
+def test_seed_11302_no_state_goes_out_while_its_removal_was_lost_with_the_connection() -> None:
+    """Seed 11302 of ``logproof fuzz --seeds 20000`` (COMMITTED_DURABLE), shrunk to two faults,
+    an implementation bug: the controller (broker 2) lost its ZooKeeper connection with the
+    write of broker 0's ISR removals in flight (``crash_last_copy`` had stopped broker 1
+    cleanly and crashed broker 0, which came back without its unflushed records). The write's
+    outcome was unknown and the re-read went unanswered too, yet the core flushed the
+    LeaderAndIsr states it had queued from its cache for the restarted broker: leader epoch 0,
+    broker 0 in the ISR, so it followed as an ISR member from an empty log. Now the states of a
+    partition whose re-read is unanswered are held until the revalidation re-reads and resends
+    (tests/unit/controller/test_core.py checks the core)."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=200,
+                           fault_probability=0.1, segment_bytes=600, chunk_bytes=65536)
+    result, outcome = replay(11302, config, parse_faults(
+        "1:connection_loss:2:186,5:crash_last_copy:0:144"))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    follows = [e for e in outcome.trace if e.machine == "replication"
+               and e.event == "BECOME_FOLLOWER" and e.subject.endswith("@0")]
+    restarted = next(i for i, e in enumerate(outcome.trace) if e.event == "RESTART"
+                     and e.subject == "__consumer_offsets-1@0")
+    after = [e for e in follows if outcome.trace.index(e) > restarted
+             and e.subject == "__consumer_offsets-1@0"]
+    assert after, "broker 0 never followed __consumer_offsets-1 again: the case was not reached"
+    isr = after[0].fields["isr"]
+    assert isinstance(isr, tuple | list)
+    assert 0 not in isr, after[0]

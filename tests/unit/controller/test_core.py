@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -359,3 +362,72 @@ def test_an_isr_removal_survives_a_stale_zk_version() -> None:
     assert op.version == 7
     planned = decode_partition_state("t", 0, op.data, 8)
     assert (planned.leader, planned.isr) == (0, (0, 2))
+
+
+def _lair_states(effects: Sequence[ControllerEffect], broker_id: int
+                 ) -> list[tuple[int, int, tuple[int, ...]]]:
+    """(partition, leader epoch, ISR) of every LeaderAndIsr state ``effects`` send to
+    ``broker_id``."""
+    return [(p.partition, p.leader_epoch, p.isr) for s in effects
+            if isinstance(s, SendRequest) and s.broker_id == broker_id
+            and isinstance(s.request, LeaderAndIsrRequest)
+            for p in s.request.partition_states]
+
+
+def test_a_bounced_broker_is_not_sent_a_state_whose_removal_was_lost_with_the_connection(
+) -> None:
+    # Fuzz seed 11302: broker 1 bounced (its unflushed records lost); the write of its ISR
+    # removals went out as the controller's ZooKeeper connection dropped (outcome unknown), and
+    # so did the re-read that followed. The queued LeaderAndIsr states (cached: broker 1 in the
+    # ISR, the leader epoch the removal replaces) must not go out: the restarted broker would
+    # follow them from an empty log as an ISR member. Kafka's controller retries its write once
+    # connected before sending anything; here the revalidation re-reads and resends.
+    core, effects = _elected(partitions=3, live=(0, 1, 2))
+    _settle(core, effects)
+    before = {("t", p): core.leader_isr[("t", p)] for p in range(3)}
+    restarted = _brokers(0, 1, 2)
+    restarted[1] = BrokerRegistration(1, "127.0.0.1", 9001, None, 555)
+    sent: list[ControllerEffect] = []
+    queue = _writes(core.handle(BrokersRead(restarted)))
+    assert queue, "the bounced broker's removals are written"
+    for _round in range(5):
+        if not queue:
+            break
+        lost = core.handle(WriteCompleted(queue.pop(0).write_id, None))
+        assert [e for e in lost if isinstance(e, ReadPartitionStates)]
+        unanswered = core.handle(PartitionStatesRead({}))
+        sent += lost + unanswered
+        queue += _writes(unanswered)
+    assert not queue
+    assert not [s for s in _lair_states(sent, 1) if 1 in s[2]], (
+        f"states naming the bounced broker in the ISR sent to it: {_lair_states(sent, 1)}")
+    # The reconnection's revalidation: ZooKeeper still holds the old states (the writes never
+    # landed), vouching for broker 1's old incarnation (KIP-903); the failover path removes
+    # broker 1 and only then sends its replicas.
+    vouching = {tp: replace(state, isr_broker_epochs=tuple(100 + r for r in state.isr))
+                for tp, state in before.items()}
+    revalidated = core.handle(Elected(2, 5, ClusterSnapshot(
+        restarted, {"t": TopicAssignment({p: (p % 3, (p + 1) % 3, (p + 2) % 3)
+                                          for p in range(3)})}, vouching)))
+    states = _lair_states(_settle(core, revalidated), 1)
+    assert {p for p, _epoch, _isr in states} == {0, 1, 2}
+    assert all(1 not in isr and epoch > before[("t", p)].leader_epoch
+               for p, epoch, isr in states), states
+
+
+def test_a_state_queued_before_a_re_read_is_sent_as_read() -> None:
+    # The write of broker 1's removals has an unknown outcome and the re-read finds it landed:
+    # the LeaderAndIsr states queued from the cache before the read (the leader epoch the write
+    # replaced) are rebuilt from what was read.
+    core, effects = _elected(partitions=1, live=(0, 1, 2))
+    _settle(core, effects)
+    restarted = _brokers(0, 1, 2)
+    restarted[1] = BrokerRegistration(1, "127.0.0.1", 9001, None, 555)
+    write = _writes(core.handle(BrokersRead(restarted)))[0]
+    op = write.ops[1]
+    assert isinstance(op, SetOp)
+    landed = decode_partition_state("t", 0, op.data, op.version + 1)
+    assert 1 not in landed.isr
+    core.handle(WriteCompleted(write.write_id, None))
+    states = _lair_states(core.handle(PartitionStatesRead({("t", 0): landed})), 1)
+    assert states == [(0, landed.leader_epoch, landed.isr)], states
