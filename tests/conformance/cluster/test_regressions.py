@@ -1215,3 +1215,35 @@ def test_seed_11302_no_state_goes_out_while_its_removal_was_lost_with_the_connec
     isr = after[0].fields["isr"]
     assert isinstance(isr, tuple | list)
     assert 0 not in isr, after[0]
+
+
+def test_seed_12101_a_barred_broker_waits_for_the_state_that_drops_it() -> None:
+    """Seed 12101 of ``logproof fuzz --seeds 20000`` (COMMITTED_DURABLE at broker 2's
+    BECOME_FOLLOWER of ``__consumer_offsets-0``), shrunk to 12 faults, an implementation bug:
+    broker 2's session had expired (controller 1 failed it) while it kept running, and leader 0
+    took it back into the ISR; it then crashed, losing a committed record, and registered
+    afresh. Controller 1 marked it (KIP-966) and wrote it out of the ISR, but the startup's
+    LeaderAndIsr, queued first, carried the state naming it; the write's outcome was lost with
+    the connection, so was the re-read, and the stale state went out: broker 2 followed as an
+    ISR member short of a committed record. Seed 11302's case: a partition whose re-read went
+    unanswered sends no state from the cache until it is read again."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=2, steps=90,
+                           fault_probability=0.1, segment_bytes=600, storage_broker=False)
+    result, outcome = replay(12101, config, parse_faults(
+        "2:clean_restart:2:2,5:controller_expiry:0:12,11:session_expiry:1:9,"
+        "16:clean_restart:2:4,18:malformed_znode:0:4090,19:connection_loss:0:41,"
+        "22:partition:1:10,34:session_expiry:2:19,50:controller_expiry:2:16,"
+        "56:session_expiry:2:19,64:crash:2:20,83:connection_loss:1:306"))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
+    events = [(e.machine, e.event, e.subject) for e in outcome.trace]
+    crash = len(events) - 1 - events[::-1].index(
+        ("replication", "CRASH", "__consumer_offsets-0@2"))
+    assert ("controller", "BROKER_STARTED", "broker-2") in events[crash:], (
+        "broker 2 did not register again after its crash: the case was not reached")
+    follows = [e for e in outcome.trace[crash:] if e.event == "BECOME_FOLLOWER"
+               and e.subject == "__consumer_offsets-0@2"]
+    assert follows, "broker 2 never followed again"
+    isr = follows[0].fields["isr"]
+    assert isinstance(isr, tuple)
+    assert 2 not in isr, follows[0]
