@@ -224,3 +224,26 @@ def test_a_failed_brokers_queued_requests_are_dropped() -> None:
     assert isinstance(outcome, ClusterOutcome)
     assert [epoch for name, epoch in _replica_events(outcome, "a0-0@2")
             if name == "BECOME_FOLLOWER"][-1] == 2, "broker 2 left in a0-0's epoch 2"
+
+
+def test_a_new_controller_queues_deletions_before_it_resumes_reassignments() -> None:
+    """``logproof fuzz`` seed 16677 (TOPIC_DELETED, "broker 2 still serves a1-0 of deleted
+    topic a1"): a reassignment of a1-0 dropping broker 2, its leader, and the deletion of a1
+    were both pending when controller 0 was elected. It resumed the reassignment first: it
+    moved the leadership to broker 0, wrote a1-0's replicas as (0, 1) and queued broker 2's
+    StopReplica, then lost its term when brokers 0 and 1 crashed; its successor deleted a1 from
+    (0, 1) only and broker 2 went on leading a1-0 in epoch 0. Kafka's ``onControllerFailover``
+    queues the deletions (TopicDeletionManager init) before ``initializePartitionReassignments``,
+    which skips a topic queued for deletion; so does the controller now, and the deletion's
+    StopReplica reaches broker 2."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=200,
+                           fault_probability=0.05, segment_bytes=600, chunk_bytes=700)
+    result, outcome = replay(16677, config)
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    # the shape: the deletion was asked while the topic was still (2, 0, 1), and the replica
+    # of broker 2 is deleted, not left leading
+    assert any(event.subject == "a1-0" and event.event == "TOPIC_DELETED"
+               for event in outcome.trace)
+    assert not any(event.subject == "a1-0" and event.event == "REASSIGN_COMPLETED"
+                   for event in outcome.trace)
