@@ -247,3 +247,33 @@ def test_a_new_controller_queues_deletions_before_it_resumes_reassignments() -> 
                for event in outcome.trace)
     assert not any(event.subject == "a1-0" and event.event == "REASSIGN_COMPLETED"
                    for event in outcome.trace)
+
+
+def test_a_reassignment_pending_when_the_deletion_was_asked_may_drop_a_replica_first() -> None:
+    """``logproof fuzz`` seed 19241 (TOPIC_DELETED, "broker 0 still holds the logs of a1-0 of
+    deleted topic a1"): a reassignment of a1-0 from (2, 0, 1) to (2, 1) was pending in
+    ``/admin/reassign_partitions`` when the deletion of a1 was asked, broker 0 down. The
+    controller read the reassignment first and completed it (broker 0 held dead, no
+    StopReplica), then deleted a1 from (2, 1); broker 0 came back with a1-0 on its disk, as a
+    ZooKeeper-era Kafka broker does (its controller reads the notifications in order, and a
+    reassignment removing a replica of a dead broker forgets it). The check held broker 0 to
+    the assignment read when the deletion was asked; a replica a reassignment then pending
+    drops may stay on its broker's disk now."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=200,
+                           fault_probability=0.02, segment_bytes=1048576, chunk_bytes=700)
+    result, outcome = replay(19241, config)
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    # the shape: the reassignment completed without broker 0, then a1 was deleted, and broker
+    # 0's restart still found a1-0's log
+    events = [(event.event, event.machine) for event in outcome.trace
+              if event.subject == "a1-0" and event.machine == "controller"]
+    completed = events.index(("REASSIGN_COMPLETED", "controller"))
+    assert events.index(("TOPIC_DELETED", "controller")) > completed, events
+    assert [event.fields["replicas"] for event in outcome.trace
+            if event.subject == "a1-0" and event.event == "REASSIGN_COMPLETED"
+            and event.machine == "controller"] == [(2, 1)]
+    deleted = next(i for i, event in enumerate(outcome.trace)
+                   if event.subject == "a1-0" and event.event == "TOPIC_DELETED")
+    assert any(event.subject == "a1-0@0" and event.event == "CLASSIFIED"
+               and event.fields["live_dir"] is not None for event in outcome.trace[deleted:])
