@@ -51,6 +51,7 @@ from impl.controller.coordinator import (
     DeleteOp,
     NodeExistsError,
     NodeStat,
+    NoNodeError,
     Op,
     OpResult,
     SetOp,
@@ -64,7 +65,9 @@ from impl.controller.znodes import (
     PREFERRED_REPLICA_ELECTION_PATH,
     REASSIGN_PARTITIONS_PATH,
     ReassignmentTarget,
+    ZnodeFormatError,
     broker_path,
+    decode_reassignment,
     decode_topic,
     encode_preferred_election,
     topic_path,
@@ -230,6 +233,10 @@ class AdminWorkload:
         self.deleting: list[str] = []
         #: their replicas when the deletion was asked (partition -> brokers)
         self.assigned_at_deletion: dict[str, dict[int, tuple[int, ...]]] = {}
+        #: the brokers of those replicas that a reassignment pending in
+        #: ``/admin/reassign_partitions`` when the deletion was asked drops (partition ->
+        #: brokers): the controller may still complete it before it reads the deletion
+        self.dropped_at_deletion: dict[str, dict[int, frozenset[int]]] = {}
         self.done: dict[str, int] = {}
         self.skipped = 0
         self._malformed_topics = 0
@@ -298,9 +305,28 @@ class AdminWorkload:
         topic = self.alive.pop(choice % len(self.alive))
         self.assigned_at_deletion[topic] = dict(
             run_now(admin.read_topic(self._client, topic)).partitions)
+        self.dropped_at_deletion[topic] = self._dropped_by_pending_reassignment(
+            topic, self.assigned_at_deletion[topic])
         run_now(admin.delete_topic(self._client, topic))
         self.deleting.append(topic)
         self._count("topics_deleted")
+
+    def _dropped_by_pending_reassignment(
+            self, topic: str, assigned: dict[int, tuple[int, ...]]) -> dict[int, frozenset[int]]:
+        """The replicas of ``assigned`` that the reassignment pending in ZooKeeper drops, per
+        partition (none when no reassignment is pending or its znode is malformed)."""
+        try:
+            data, _ = self._server.get(self._client.session_id, REASSIGN_PARTITIONS_PATH, False)
+            targets = decode_reassignment(data)
+        except (NoNodeError, ZnodeFormatError):
+            return {}
+        dropped: dict[int, frozenset[int]] = {}
+        for target in targets:
+            if target.topic == topic and target.partition in assigned:
+                gone = frozenset(assigned[target.partition]) - set(target.replicas)
+                if gone:
+                    dropped[target.partition] = gone
+        return dropped
 
     def _reassign(self, choice: int, start: int) -> None:
         """Reassign one partition of an admin topic: a new replica order, one replica fewer

@@ -1779,7 +1779,9 @@ class ClusterWorld:
         """TOPIC_DELETED after the run: a topic asked to be deleted is gone from ZooKeeper
         (unless the deletion is stalled: :meth:`_deletion_may_stall`), no broker still serves a
         replica of it but a stray left as it was, and the brokers assigned a replica when the
-        deletion was asked no longer hold its log.
+        deletion was asked no longer hold its log (but those a reassignment pending then drops:
+        the controller may complete it first, and a replica it removes from a broker that is
+        down stays on that broker's disk, as in ZooKeeper-era Kafka).
 
         A stray is a replica a broker served outside the topic's assignment when the deletion
         was asked: a reassignment removed it and its StopReplica never reached the broker,
@@ -1804,6 +1806,7 @@ class ClusterWorld:
                     f"topic {topic} asked to be deleted is still in ZooKeeper after the cluster "
                     f"settled"))
             assigned = self.admin_ops.assigned_at_deletion.get(topic, {})
+            dropped = self.admin_ops.dropped_at_deletion.get(topic, {})
             strays = self.strays_at_deletion.get(topic, {})
             for broker in self.brokers:
                 # (an OFFLINE replica, on a failed dir, is not served)
@@ -1818,10 +1821,12 @@ class ClusterWorld:
                         f"{topic}"))
                 # (a replica a reassignment removed while its broker was down stays on its
                 # disk, as in ZooKeeper-era Kafka: only the replicas assigned when the deletion
-                # was asked must be gone)
+                # was asked must be gone, but those a reassignment then pending drops: the
+                # controller may complete it before it reads the deletion; fuzz seed 19241)
                 kept = sorted(str(tp) for tp in (broker.manager.partitions()
                                                  if broker.manager is not None else {})
                               if tp.topic == topic and broker.id in assigned.get(tp.partition, ())
+                              and broker.id not in dropped.get(tp.partition, ())
                               and broker.log(tp) is not None)
                 if kept:
                     self.violation("TOPIC_DELETED", (

@@ -924,11 +924,15 @@ class Controller:
             self._delete_nodes(ISR_CHANGE_NOTIFICATION_PATH, snapshot.isr_change_notifications)
         if snapshot.log_dir_events:
             self._on_log_dir_events(snapshot.log_dir_events)
-        # §D 7: pending reassignments (and the started ones a cancel left out); then pending
-        # deletions.
+        # §D 7: pending deletions, then pending reassignments (and the started ones a cancel
+        # left out). Kafka's onControllerFailover queues the deletions (TopicDeletionManager
+        # init) before initializePartitionReassignments, which skips a topic queued for
+        # deletion: reassigned first, a replica it removes would be left out of the deletion's
+        # StopReplica and kept by its broker if the reassignment's own StopReplica is lost
+        # (fuzz seed 16677).
+        self._on_delete_topics(snapshot.topics_to_delete)
         self._on_reassignment(snapshot.reassignment)
         self._revert_orphans()
-        self._on_delete_topics(snapshot.topics_to_delete)
 
     # --- leader election (§A) ----------------------------------------------------------------
 

@@ -224,3 +224,56 @@ def test_a_failed_brokers_queued_requests_are_dropped() -> None:
     assert isinstance(outcome, ClusterOutcome)
     assert [epoch for name, epoch in _replica_events(outcome, "a0-0@2")
             if name == "BECOME_FOLLOWER"][-1] == 2, "broker 2 left in a0-0's epoch 2"
+
+
+def test_a_new_controller_queues_deletions_before_it_resumes_reassignments() -> None:
+    """``logproof fuzz`` seed 16677 (TOPIC_DELETED, "broker 2 still serves a1-0 of deleted
+    topic a1"): a reassignment of a1-0 dropping broker 2, its leader, and the deletion of a1
+    were both pending when controller 0 was elected. It resumed the reassignment first: it
+    moved the leadership to broker 0, wrote a1-0's replicas as (0, 1) and queued broker 2's
+    StopReplica, then lost its term when brokers 0 and 1 crashed; its successor deleted a1 from
+    (0, 1) only and broker 2 went on leading a1-0 in epoch 0. Kafka's ``onControllerFailover``
+    queues the deletions (TopicDeletionManager init) before ``initializePartitionReassignments``,
+    which skips a topic queued for deletion; so does the controller now, and the deletion's
+    StopReplica reaches broker 2."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=200,
+                           fault_probability=0.05, segment_bytes=600, chunk_bytes=700)
+    result, outcome = replay(16677, config)
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    # the shape: the deletion was asked while the topic was still (2, 0, 1), and the replica
+    # of broker 2 is deleted, not left leading
+    assert any(event.subject == "a1-0" and event.event == "TOPIC_DELETED"
+               for event in outcome.trace)
+    assert not any(event.subject == "a1-0" and event.event == "REASSIGN_COMPLETED"
+                   for event in outcome.trace)
+
+
+def test_a_reassignment_pending_when_the_deletion_was_asked_may_drop_a_replica_first() -> None:
+    """``logproof fuzz`` seed 19241 (TOPIC_DELETED, "broker 0 still holds the logs of a1-0 of
+    deleted topic a1"): a reassignment of a1-0 from (2, 0, 1) to (2, 1) was pending in
+    ``/admin/reassign_partitions`` when the deletion of a1 was asked, broker 0 down. The
+    controller read the reassignment first and completed it (broker 0 held dead, no
+    StopReplica), then deleted a1 from (2, 1); broker 0 came back with a1-0 on its disk, as a
+    ZooKeeper-era Kafka broker does (its controller reads the notifications in order, and a
+    reassignment removing a replica of a dead broker forgets it). The check held broker 0 to
+    the assignment read when the deletion was asked; a replica a reassignment then pending
+    drops may stay on its broker's disk now."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=200,
+                           fault_probability=0.02, segment_bytes=1048576, chunk_bytes=700)
+    result, outcome = replay(19241, config)
+    assert not result.failed, result.message
+    assert isinstance(outcome, ClusterOutcome)
+    # the shape: the reassignment completed without broker 0, then a1 was deleted, and broker
+    # 0's restart still found a1-0's log
+    events = [(event.event, event.machine) for event in outcome.trace
+              if event.subject == "a1-0" and event.machine == "controller"]
+    completed = events.index(("REASSIGN_COMPLETED", "controller"))
+    assert events.index(("TOPIC_DELETED", "controller")) > completed, events
+    assert [event.fields["replicas"] for event in outcome.trace
+            if event.subject == "a1-0" and event.event == "REASSIGN_COMPLETED"
+            and event.machine == "controller"] == [(2, 1)]
+    deleted = next(i for i, event in enumerate(outcome.trace)
+                   if event.subject == "a1-0" and event.event == "TOPIC_DELETED")
+    assert any(event.subject == "a1-0@0" and event.event == "CLASSIFIED"
+               and event.fields["live_dir"] is not None for event in outcome.trace[deleted:])

@@ -143,3 +143,21 @@ def test_a_new_controller_reverts_a_started_reassignment_missing_from_the_node()
     assert core.topics["t"].partitions[0] == (1, 0)
     assert (2, True) in _stopped(seen)
     assert not core.reassignments
+
+
+def test_a_new_controller_does_not_reassign_a_topic_queued_for_deletion() -> None:
+    """Fuzz seed 16677: a reassignment dropping broker 2 and the deletion of its topic are both
+    pending when a controller is elected. As Kafka's ``onControllerFailover`` (the deletions
+    queued before ``initializePartitionReassignments``, which skips a topic queued for
+    deletion), the reassignment is dropped from the node and every replica of the assignment,
+    broker 2's included, is sent StopReplica (delete); reassigned first, broker 2's replica
+    would leave the deletion's scope."""
+    core = Controller(ControllerConfig(9))
+    seen = _run(core, core.handle(Elected(2, 5, ClusterSnapshot(
+        _brokers(0, 1, 2), {"a1": TopicAssignment({0: (2, 0, 1)})},
+        {("a1", 0): LeaderIsr(2, 0, (2, 0, 1), 1, 0)}, topics_to_delete=("a1",),
+        reassignment=(ReassignmentTarget("a1", 0, (0, 1)),)))))
+    assert not core.reassignments
+    assert _node_targets(seen) == [None]
+    assert {(b, True) for b in (0, 1, 2)} <= _stopped(seen)
+    assert core.topics.get("a1") is None or core.topics["a1"].partitions[0] == (2, 0, 1)
