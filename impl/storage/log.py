@@ -752,13 +752,17 @@ class Log:
         """Remove every batch whose last offset is at least ``offset``; returns whether any was.
 
         The LEO becomes ``offset`` or the base of the batch holding it (a batch is never split).
+        Only segments whose base offset is above ``offset`` are deleted (Kafka's
+        ``baseOffset > targetOffset``): a segment based at ``offset`` is emptied, so the LEO
+        stays ``offset`` even when the segment before it ends lower (a gap in the offsets,
+        such as a crash leaves when it undoes a truncation's unlink of a later segment).
         """
         if offset >= self.log_end_offset:
             return False
         if offset <= self.log_start_offset:
             self.truncate_fully(self.log_start_offset if offset < self.log_start_offset else offset)
             return True
-        while len(self.segments) > 1 and self.segments[-1].base_offset >= offset:
+        while len(self.segments) > 1 and self.segments[-1].base_offset > offset:
             dropped = self.segments.pop()
             self._delete_segment_files(dropped.base_offset)
         segment = self.active

@@ -941,9 +941,7 @@ SEED_14102_FAULTS = ("9:disk_full:3:43969,21:crash:3:0,23:torn_tail:3:0,34:torn_
                      "132:file_failure_at_restart:3:4846")
 
 
-def test_seed_14102_recovery_checks_a_segment_a_stale_later_file_made_look_flushed(
-    caplog: pytest.LogCaptureFixture,
-) -> None:
+def test_seed_14102_recovery_checks_a_segment_a_stale_later_file_made_look_flushed() -> None:
     """Seed 14102 (IMPLEMENTATION_ERROR, ``CorruptBatch`` reading c-0 back), an implementation
     bug: on the storage broker, a truncation of c-0 to 16 deleted its segment at 16 (an unlink
     a crash may undo) and segment 0 took offsets 16-19 again, unflushed; the recovery point was
@@ -951,16 +949,47 @@ def test_seed_14102_recovery_checks_a_segment_a_stale_later_file_made_look_flush
     bytes was torn. Recovery took segment 0 as wholly below the recovery point because the next
     file started at 16, loaded its tail without a CRC check and served the torn batch [18, 19].
     A segment whose batches end past the recovery point is now checked like the rest: the torn
-    batch is cut and the stale file, overlapping, deleted."""
+    batch is cut and the stale file, overlapping, deleted.
+
+    Since seed 18812's fix a truncation to a segment's base offset empties that segment instead
+    of deleting it, so this schedule no longer leaves the stale file; the interleaving is kept
+    by ``test_a_stale_later_segment_does_not_make_unflushed_batches_trusted`` in
+    ``tests/unit/storage/test_log.py``, which fails without the recovery fix."""
     config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=140,
                            fault_probability=0.05, segment_bytes=600, chunk_bytes=150)
-    with caplog.at_level("WARNING", logger="impl.storage.log"):  # another test quiets "impl"
-        result, outcome = replay(14102, config, parse_faults(SEED_14102_FAULTS))
+    result, outcome = replay(14102, config, parse_faults(SEED_14102_FAULTS))
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
-    assert any("data-1/c-0: recovery cut segment 00000000000000000000.log at byte 250 "
-               "(offset 18)" in r.getMessage() for r in caplog.records), \
-        "the torn batch of c-0's segment 0 was never recovered: not reached"
+
+
+#: Seed 18812 of ``logproof fuzz --seeds 20000`` (its default run, ``--partitions 3 --steps 200
+#: --fault-probability 0.1 --segment-bytes 600 --chunk-bytes 150``): its storage broker's faults
+#: up to the failing step (they alone reach it, at 165 steps).
+SEED_18812_FAULTS = (
+    "7:dir_repaired:3:0,11:crash_mid_operation:3:31,16:unreadable_at_startup:3:0,"
+    "35:torn_middle:3:23916,39:dir_failure:3:1,40:crash_in_swap:3:3,46:dir_read_errors:3:1,"
+    "54:dir_repaired:3:0,65:dir_repaired:3:0,65:file_failure_at_restart:3:19207,"
+    "72:crash_in_swap:3:3,73:crash_mid_operation:3:17,76:crash:3:0,85:crash:3:0,"
+    "95:dir_failure:3:1,102:unreadable_at_startup:3:0,104:dir_failure:3:0,106:torn_tail:3:0,"
+    "110:torn_tail:3:0,111:file_failure_at_restart:3:16672,117:dir_repaired:3:0,"
+    "123:torn_middle:3:59303,125:crash:3:0,130:crash:3:0,136:torn_middle:3:44513,"
+    "143:crash:3:0,144:crash_in_swap:3:6,146:crash_in_swap:3:6,148:disk_full:3:49905,"
+    "154:crash_in_swap:3:1,160:dir_repaired:3:0,162:crash_in_swap:3:4,164:crash_in_swap:3:0")
+
+
+def test_seed_18812_a_truncation_to_a_segments_base_keeps_the_offsets_below_it() -> None:
+    """Seed 18812 (MOVE_NO_LOSS, "c-0 recovered up to 40, durable up to 44"), an implementation
+    bug: on the storage broker, a truncation of c-0 to 41 deleted its empty segment at 44 (an
+    unlink a crash may undo) and cut segment 31 at 40, fsynced; a crash undid the unlink, so
+    c-0 came back with LEO 44 and offsets 40-43 a gap. With the HW at 44 and [44, 49)
+    appended, a truncation to 44 deleted the segment based at 44 too and left the LEO at 40,
+    below the HW. Only segments based above the target go now (Kafka's ``baseOffset >
+    targetOffset``)."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=165,
+                           fault_probability=0.1, segment_bytes=600, chunk_bytes=150)
+    result, outcome = replay(18812, config, parse_faults(SEED_18812_FAULTS))
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
 
 
 #: Seed 13451 of ``logproof fuzz`` (its default run, ``--partitions 3 --steps 200

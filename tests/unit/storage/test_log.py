@@ -347,9 +347,11 @@ def test_a_stale_later_segment_does_not_make_unflushed_batches_trusted() -> None
         partition.flush()
         later = f"{path}/{segment_log_name(16)}"
         stale.append(disk.read(later, 0, disk.size(later)))
-        partition.truncate_to(16)  # segment 16 deleted; the recovery point becomes 16
+        partition.truncate_to(15)  # segment 16 deleted; segment 0 cut at 14
+        for i in (9, 10):  # offsets 14..17 in segment 0, flushed: the recovery point is 18
+            await partition.append_as_leader(batch(i), 1)
         manager.checkpoint()
-        for i in (9, 10):  # offsets 16..19 in segment 0, unflushed
+        for i in (11, 12):  # offsets 18..21 in segment 0, unflushed
             await partition.append_as_leader(batch(i), 1)
 
     run(fill)
@@ -362,14 +364,55 @@ def test_a_stale_later_segment_does_not_make_unflushed_batches_trusted() -> None
     disk.fsync_dir(path)
     first = f"{path}/{segment_log_name(0)}"
     size = disk.size(first)
-    disk.pwrite(first, size - len(batch(10)) + rb.HEADER_SIZE + 2, b"\xff\xff\xff")
+    disk.pwrite(first, size - len(batch(12)) + rb.HEADER_SIZE + 2, b"\xff\xff\xff")
     disk.fsync(first)
     partition = _open(disk, segment_bytes=1 << 20).get(TP)
     assert partition is not None
-    assert partition.log_end_offset == 18  # the torn batch [18, 19] cut
+    assert partition.log_end_offset == 20  # the torn batch [20, 21] cut
     assert segment_log_name(16) not in disk.list_dir(path)  # the stale file overlapped: gone
     recovered = log_bytes(disk, DIR_A)
-    assert [h.base_offset for h in rb.iter_batches(recovered)] == list(range(0, 18, 2))
+    assert [h.base_offset for h in rb.iter_batches(recovered)] == list(range(0, 20, 2))
+
+
+def test_a_truncation_to_a_later_segments_base_keeps_the_offsets_below_it() -> None:
+    """Fuzz seed 18812: a truncation to 12 deleted the empty segment at 16 (an unlink, not yet
+    durable) and cut segment 0 to 12, fsynced; a crash undid the unlink, so the log came back
+    with segment 0 ending at 12 and the empty segment 16 after it (LEO 16, offsets 12..15 a
+    gap). A truncation to 16 (the HW) then deleted the segment based at 16 as well and left the
+    LEO at 12, below the HW: the next append took offsets 12.. again. As Kafka, only segments
+    based above the target go; the one based at it is emptied."""
+    disk = SimDisk([DIR_A, DIR_B])
+    path = f"{DIR_A}/{dir_name(TP)}"
+
+    async def fill() -> None:
+        manager = _open(disk, segment_bytes=1 << 20)
+        partition = manager.create(TP, is_new=True)
+        for i in range(8):
+            await partition.append_as_leader(batch(i), 1)
+        partition.log.roll()  # segment 16, empty, its dir entry durable
+        partition.flush()
+        partition.truncate_to(12)  # segment 16 deleted; segment 0 cut at 12, fsynced
+        assert partition.log_end_offset == 12
+
+    run(fill)
+    # What a crash may leave: the unlink of the empty segment 16 undone.
+    disk.create(f"{path}/{segment_log_name(16)}")
+    disk.fsync_dir(path)
+
+    async def after() -> None:
+        partition = _open(disk, segment_bytes=1 << 20).get(TP)
+        assert partition is not None
+        assert partition.log_end_offset == 16
+        info = await partition.append_as_leader(batch(20), 2)
+        assert info.base_offset == 16
+        partition.high_watermark = 16
+        partition.truncate_to(16)  # a follower's truncation to the HW
+        assert partition.log_end_offset == 16
+        assert partition.high_watermark == 16
+        again = await partition.append_as_leader(batch(21), 2)
+        assert again.base_offset == 16
+
+    run(after)
 
 
 def test_crash_loses_only_unflushed_appends() -> None:
