@@ -179,6 +179,33 @@ class SimFileSlice:
         self._closed = True
 
 
+class SimSyncHandle:
+    """The right to fsync one file, bound to its inode (it follows renames and removal).
+
+    The simulator is single-threaded: :meth:`sync` runs where the caller runs it, and is one
+    mutating operation of the disk (a crash can be armed before it), as :meth:`SimDisk.fsync`.
+    """
+
+    __slots__ = ("_closed", "_disk", "_file", "_path", "_root")
+
+    def __init__(self, disk: SimDisk, root: str, path: str, node: _File) -> None:
+        self._disk = disk
+        self._root = root
+        self._path = path
+        self._file = node
+        self._closed = False
+
+    def sync(self) -> None:
+        """Make the file's contents durable; EIO (or the dir's errno) once the dir failed."""
+        if self._closed:
+            raise ValueError("sync handle is closed")
+        self._disk._sync_node(self._root, self._path, self._file)
+
+    def close(self) -> None:
+        """Release the handle (idempotent)."""
+        self._closed = True
+
+
 class SimDisk:
     """In-memory log dirs implementing the ``Disk`` port, with the faults in the module docstring.
 
@@ -564,6 +591,22 @@ class SimDisk:
     def fsync(self, path: str) -> None:
         """Make the file's contents durable."""
         node = self._file(path, write=True)
+        self._mutating()
+        if self._fsync_effective:
+            node.durable = bytes(node.data)
+        self._fsyncs += 1
+
+    def open_sync(self, path: str) -> SimSyncHandle:
+        """A handle whose ``sync`` fsyncs the file (its inode), wherever it has moved since."""
+        root, node = self._file_at(path, write=True)
+        return SimSyncHandle(self, root, path, node)
+
+    def _sync_node(self, root: str, path: str, node: _File) -> None:
+        """:meth:`SimSyncHandle.sync`: the root's and the file's faults, then :meth:`fsync`'s
+        effect on the inode."""
+        self._check_root(root, path, write=True)
+        if node.fault is not None:
+            raise _error(node.fault, path)
         self._mutating()
         if self._fsync_effective:
             node.durable = bytes(node.data)

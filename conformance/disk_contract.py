@@ -116,6 +116,27 @@ def check_slices(make: DiskFactory) -> None:
     second.close()
 
 
+def check_sync_handles(make: DiskFactory) -> None:
+    """A sync handle fsyncs its file wherever it has moved (renamed with its dir, removed),
+    is refused for a missing file naming the path, and closes idempotently."""
+    disk, (log_dir, *_) = make()
+    disk.mkdir(f"{log_dir}/t-0")
+    path = f"{log_dir}/t-0/0.log"
+    disk.create(path)
+    disk.append(path, b"0123")
+    handle = disk.open_sync(path)
+    disk.append(path, b"45")
+    handle.sync()
+    disk.rename(f"{log_dir}/t-0", f"{log_dir}/t-0.delete")
+    handle.sync()
+    disk.remove(f"{log_dir}/t-0.delete/0.log")
+    handle.sync()
+    assert disk.list_dir(f"{log_dir}/t-0.delete") == []
+    handle.close()
+    handle.close()
+    _raises(errno.ENOENT, f"{log_dir}/t-0/0.log", lambda: disk.open_sync(f"{log_dir}/t-0/0.log"))
+
+
 def check_directories(make: DiskFactory) -> None:
     """mkdir, list_dir (sorted), is_dir, exists, rename of a directory, remove, rmdir."""
     disk, (log_dir, *_) = make()
@@ -338,6 +359,47 @@ def check_armed_crash(make: SimDiskFactory) -> None:
     disk.append(f"{log_dir}/a", b"y")
 
 
+def check_sync_handle_durability(make: SimDiskFactory, seeds: int = 30) -> None:
+    """What a handle's ``sync`` made durable survives every crash, also after the file was
+    renamed with its dir; bytes appended after it may be lost; a crash armed before it strikes
+    there; once the dir failed it raises EIO naming the path it was opened on."""
+    lost_after = 0
+    for seed in range(seeds):
+        disk, (log_dir, *_) = make()
+        disk.mkdir(f"{log_dir}/t-0")
+        disk.create(f"{log_dir}/t-0/0.log")
+        disk.fsync_dir(f"{log_dir}/t-0")
+        disk.fsync_dir(log_dir)
+        handle = disk.open_sync(f"{log_dir}/t-0/0.log")
+        disk.append(f"{log_dir}/t-0/0.log", b"durable")
+        disk.rename(f"{log_dir}/t-0", f"{log_dir}/t-0.move")
+        disk.fsync_dir(log_dir)
+        handle.sync()
+        handle.close()
+        disk.append(f"{log_dir}/t-0.move/0.log", b"-unsynced")
+        disk.crash(SimRng(seed))
+        contents = disk.read(f"{log_dir}/t-0.move/0.log", 0, 100)
+        assert contents.startswith(b"durable"), (seed, contents)
+        lost_after += contents != b"durable-unsynced"
+    assert lost_after, "no crash lost the bytes appended after the sync (vacuous)"
+    disk, (bad, *_) = make()
+    disk.create(f"{bad}/a")
+    disk.fsync_dir(bad)
+    armed = disk.open_sync(f"{bad}/a")
+    disk.append(f"{bad}/a", b"x")
+    disk.arm_crash(1)
+    try:
+        armed.sync()
+    except SimulatedCrash:
+        pass
+    else:
+        raise AssertionError("the armed crash did not strike before the sync")
+    disk.crash(SimRng(0))
+    handle = disk.open_sync(f"{bad}/a")
+    disk.fail_dir(bad)
+    _raises(errno.EIO, f"{bad}/a", handle.sync)
+
+
 def check_failed_dir(make: SimDiskFactory) -> None:
     """A failed dir raises EIO everywhere under it, slices included; other dirs are untouched."""
     disk, (bad, good, *_) = make()
@@ -493,6 +555,7 @@ DISK_CONTRACT_CHECKS: tuple[Callable[[DiskFactory], None], ...] = (
     check_files,
     check_copy_range,
     check_slices,
+    check_sync_handles,
     check_directories,
     check_errors,
 )
@@ -503,6 +566,7 @@ SIM_DISK_FAULT_CHECKS: tuple[Callable[[SimDiskFactory], None], ...] = (
     check_crash_loss_is_possible,
     check_crash_rename_atomic_and_ordered,
     check_armed_crash,
+    check_sync_handle_durability,
     check_failed_dir,
     check_unreadable_dir,
     check_reads_fail_writes_work,

@@ -33,6 +33,11 @@ Read handles for zero-copy transmission (:meth:`Disk.open_slice`) stay valid aft
 renamed, truncated, or removed: they read the bytes as of when the slice was opened, or fewer if
 the file was truncated below the slice (the reader must then stop at the first short read).
 
+Sync handles (:meth:`Disk.open_sync`) are the one thing a caller may use from another thread
+while the disk goes on serving others: the periodic flush opens them on the event loop and
+fsyncs in a worker thread, so a request never waits for a second's worth of writeback (Kafka
+flushes on its scheduler thread). A sync handle follows the file (its inode) like a slice.
+
 This module is a sans-IO core: it declares the port and imports no I/O module.
 """
 
@@ -77,6 +82,25 @@ class FileSlice(Protocol):
 
     def close(self) -> None:
         """Release the descriptor; idempotent."""
+
+
+class SyncHandle(Protocol):
+    """The right to ``fsync`` one file, usable from any one thread at a time.
+
+    Opened on the caller's thread; :meth:`sync` may run in a worker thread while other
+    operations of the disk go on, and makes durable every byte of the file written before
+    :meth:`sync` was called (later writes may or may not be included). It follows the file
+    across renames and removal. The owner must :meth:`close` it (on the opening thread).
+    """
+
+    def sync(self) -> None:
+        """``fsync`` the file.
+
+        Raises: OSError with ``filename`` set to the path the handle was opened on.
+        """
+
+    def close(self) -> None:
+        """Release the handle; idempotent."""
 
 
 class Disk(Protocol):
@@ -128,6 +152,10 @@ class Disk(Protocol):
 
     def open_slice(self, path: str, position: int, size: int) -> FileSlice:
         """A handle on ``size`` bytes from ``position`` that outlives renames and deletion."""
+
+    def open_sync(self, path: str) -> SyncHandle:
+        """A handle that fsyncs ``path``'s file, from another thread if need be (see
+        :class:`SyncHandle`); ``sync()`` on it has the effect of :meth:`fsync` on the file."""
 
     # --- directories -------------------------------------------------------------------------
 

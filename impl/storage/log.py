@@ -33,7 +33,7 @@ from impl.storage import record_batch as rb
 from impl.storage import records as rec
 from impl.storage.checkpoint import LEADER_EPOCH_CHECKPOINT, read_checkpoint, write_atomically
 from impl.storage.config import StorageConfig
-from impl.storage.disk import Disk, FileSlice
+from impl.storage.disk import Disk, FileSlice, SyncHandle
 from impl.storage.errors import CorruptBatch, OffsetOutOfRange
 from impl.storage.leader_epoch import LeaderEpochCache
 from impl.storage.log_config import LogConfig, TopicLogConfigs
@@ -154,6 +154,47 @@ def default_log_config(config: StorageConfig) -> LogConfig:
     )
 
 
+class FlushSync:
+    """A flush taken apart (:meth:`Log.start_flush`): the fsyncs of the segments that had
+    unsynced bytes, which :meth:`run` may do in a worker thread while the log takes appends,
+    and what :meth:`Log.finish_flush` may then claim: each segment durable up to the size it
+    had when the flush started, and the recovery point at the LEO it had then.
+
+    The claim is dropped if the log was truncated meanwhile (:attr:`Log.truncations` moved):
+    the bytes below those sizes may since have been rewritten; the next flush covers them.
+    """
+
+    __slots__ = ("_handles", "done", "error", "log_end_offset", "sizes", "truncations")
+
+    def __init__(self, handles: list[SyncHandle], sizes: list[tuple[Segment, int]],
+                 log_end_offset: int, truncations: int) -> None:
+        self._handles = handles
+        self.sizes = sizes
+        self.log_end_offset = log_end_offset
+        self.truncations = truncations
+        #: :meth:`run` has been called
+        self.done = False
+        #: the first ``OSError`` an fsync raised
+        self.error: OSError | None = None
+
+    def run(self) -> None:
+        """Fsync every file (from any one thread; once); an ``OSError`` is kept in :attr:`error`
+        for the caller's thread to act on."""
+        if self.done:
+            return
+        self.done = True
+        try:
+            for handle in self._handles:
+                handle.sync()
+        except OSError as error:
+            self.error = error
+
+    def close(self) -> None:
+        """Release the handles (on the thread that opened them); idempotent."""
+        for handle in self._handles:
+            handle.close()
+
+
 class Log:
     """A partition's segments in one dir (``topic-partition`` or ``topic-partition.move``)."""
 
@@ -169,6 +210,8 @@ class Log:
         self.epochs = LeaderEpochCache()
         self.high_watermark = 0
         self.recovery_point = 0
+        #: truncations so far (a flush started before one claims nothing, :class:`FlushSync`)
+        self.truncations = 0
 
     # --- paths and sizes ------------------------------------------------------------------
 
@@ -792,6 +835,7 @@ class Log:
         self._after_truncation()
 
     def _after_truncation(self) -> None:
+        self.truncations += 1
         leo = self.log_end_offset
         if self.epochs.truncate_from_end(leo):
             self.write_epoch_checkpoint()
@@ -847,6 +891,35 @@ class Log:
                 self.disk.fsync(segment.index_path)
                 segment.durable_size = segment.size
         self.recovery_point = self.log_end_offset
+
+    def start_flush(self) -> FlushSync:
+        """:meth:`flush` taken apart for a caller that fsyncs elsewhere (a worker thread): the
+        sync handles of every segment with unsynced bytes, opened here; run the result's
+        :meth:`FlushSync.run`, then :meth:`finish_flush`, then close it."""
+        pending = [segment for segment in self.segments if segment.durable_size != segment.size]
+        handles: list[SyncHandle] = []
+        try:
+            for segment in pending:
+                handles.append(self.disk.open_sync(segment.log_path))
+                handles.append(self.disk.open_sync(segment.index_path))
+        except BaseException:
+            for handle in handles:
+                handle.close()
+            raise
+        return FlushSync(handles, [(segment, segment.size) for segment in pending],
+                         self.log_end_offset, self.truncations)
+
+    def finish_flush(self, sync: FlushSync) -> None:
+        """Claim what ``sync`` made durable (it ran without error): nothing if the log was
+        truncated since it started, else each segment up to its size then and the recovery
+        point up to the LEO then (appends since stay unsynced)."""
+        assert sync.done
+        assert sync.error is None
+        if sync.truncations != self.truncations:
+            return
+        for segment, size in sync.sizes:
+            segment.durable_size = max(segment.durable_size, size)
+        self.recovery_point = max(self.recovery_point, sync.log_end_offset)
 
     def renamed(self, kind: DirKind) -> None:
         """The dir was renamed to ``kind``'s name: follow it (segment paths change)."""

@@ -58,7 +58,7 @@ from impl.storage.errors import (
     LogDirOffline,
     OffsetOutOfRange,
 )
-from impl.storage.log import Log, StorageEnv, default_log_config
+from impl.storage.log import FlushSync, Log, StorageEnv, default_log_config
 from impl.storage.log_config import LogConfig, TopicLogConfigs
 from impl.storage.move_recovery import PartitionDirs, RecoveryDecision, classify_all
 from impl.storage.names import DirKind, TopicPartition, dir_name, parse_dir_name
@@ -1545,10 +1545,18 @@ class LogManager:
         for _ in self.checkpoint_steps(flush=flush):
             pass
 
-    def checkpoint_steps(self, *, flush: bool = True) -> Iterator[None]:
-        """:meth:`checkpoint`, yielding after each partition that had bytes to fsync, after
-        every :data:`CLEAN_FLUSHES_PER_STEP` that had none, and after each checkpoint file
-        written. Between steps the partitions may change: each is re-checked when reached.
+    def checkpoint_steps(self, *, flush: bool = True) -> Iterator[FlushSync | None]:
+        """:meth:`checkpoint`, yielding after every :data:`CLEAN_FLUSHES_PER_STEP` partitions
+        that had nothing to fsync and after each checkpoint file written, and, for each
+        partition with bytes to fsync, yielding its :class:`FlushSync` before the fsyncs.
+        Between steps the partitions may change: each is re-checked when reached.
+
+        A runtime with an event loop runs a yielded :class:`FlushSync` in a worker thread
+        (:meth:`FlushSync.run`) and serves requests meanwhile, as Kafka flushes on its scheduler
+        thread: a second of appends can take tens of milliseconds to reach the disk. A driver
+        that does not run it gets it run inline when it resumes the pass. Only then does the
+        partition's recovery point move (:meth:`Log.finish_flush`), so the recovery-point
+        checkpoint written at the end of the pass never names an offset not yet durable.
 
         An idle partition's flush only moves its recovery point: yielding after each would make
         the pass over 100,000 idle partitions 100,000 turns of the event loop, every second."""
@@ -1557,13 +1565,32 @@ class LogManager:
             for tp, partition in list(self._partitions.items()):
                 if self._partitions.get(tp) is not partition or partition.offline:
                     continue
-                fsyncs = partition.log.unflushed
+                log = partition.log
+                if not log.unflushed:
+                    with self._io_nowait(partition.log_dir):
+                        log.flush()  # nothing to fsync: the recovery point moves to the LEO
+                    clean += 1
+                    if clean == CLEAN_FLUSHES_PER_STEP:
+                        clean = 0
+                        yield None
+                    continue
+                clean = 0
+                sync: FlushSync | None = None
                 with self._io_nowait(partition.log_dir):
-                    partition.log.flush()
-                clean = 0 if fsyncs else clean + 1
-                if fsyncs or clean == CLEAN_FLUSHES_PER_STEP:
-                    clean = 0
-                    yield
+                    sync = log.start_flush()
+                if sync is None:
+                    continue
+                try:
+                    yield sync
+                    sync.run()  # inline, if the driver did not run it
+                finally:
+                    sync.close()
+                with self._io_nowait(partition.log_dir):
+                    if sync.error is not None:
+                        raise sync.error
+                    if (self._partitions.get(tp) is partition and partition.log is log
+                            and not partition.offline):
+                        log.finish_flush(sync)
         for log_dir in self.config.log_dirs:
             if log_dir not in self.offline_dirs:
                 yield from self._io_steps(log_dir, self._write_dir_checkpoint_steps(log_dir))

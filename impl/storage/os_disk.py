@@ -69,6 +69,36 @@ class OsFileSlice:
         self.close()
 
 
+class OsSyncHandle:
+    """The right to ``fsync`` one file through its own descriptor (a ``dup`` taken on the
+    opening thread), so a worker thread can fsync while the descriptor cache closes and reuses
+    its descriptors: the ``dup`` refers to the open file, not the name."""
+
+    __slots__ = ("_fd", "_path")
+
+    def __init__(self, fd: int, path: str) -> None:
+        self._fd = fd
+        self._path = path
+
+    def sync(self) -> None:
+        """``fsync`` the file (from any one thread)."""
+        if self._fd < 0:
+            raise ValueError("sync handle is closed")
+        try:
+            os.fsync(self._fd)
+        except OSError as error:
+            raise _with_path(error, self._path) from None
+
+    def close(self) -> None:
+        """Close the descriptor (idempotent)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        self.close()
+
+
 class OsDisk:
     """The file system, through ``os``; keeps up to ``open_files_max`` descriptors open."""
 
@@ -265,6 +295,13 @@ class OsDisk:
         """A ``dup`` of the cached descriptor, owned by the slice."""
         try:
             return OsFileSlice(os.dup(self._fd(path)), position, size)
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def open_sync(self, path: str) -> OsSyncHandle:
+        """A ``dup`` of the cached descriptor, for an ``fsync`` on another thread."""
+        try:
+            return OsSyncHandle(os.dup(self._fd(path)), path)
         except OSError as error:
             raise _with_path(error, path) from None
 

@@ -3,9 +3,9 @@
 :func:`run_log_manager` starts, in the broker's nursery, what the manager needs time for: one
 task per mover slot the manager hands out (:meth:`LogManager.mover_slots`), each doing what
 :meth:`LogManager.mover_action` says (copy a chunk, sleep while the throttle admits nothing,
-take the partition lock and swap), the removal of queued ``.delete`` dirs, periodic flush,
-checkpoints and HW checkpoints, and retention. It has no scheduling rule of its own: the
-simulators ask the same two methods.
+take the partition lock and swap), the removal of queued ``.delete`` dirs, periodic flush
+(its fsyncs in a worker thread), checkpoints and HW checkpoints, and retention. It has no
+scheduling rule of its own: the simulators ask the same two methods.
 """
 
 from __future__ import annotations
@@ -14,6 +14,7 @@ from collections.abc import Callable, Iterator
 
 import trio
 
+from impl.storage.log import FlushSync
 from impl.storage.manager import LogManager, MoverCopy, MoverWait
 from impl.storage.names import TopicPartition
 from impl.storage.replica_move import MoveState
@@ -69,12 +70,19 @@ async def _periodic(manager: LogManager, interval_ms: int,
                     steps: Callable[[], Iterator[object]]) -> None:
     """Every ``interval_ms``, run ``steps`` (a flush, checkpoint or retention pass over every
     partition), letting other tasks run after each step: a pass over thousands of partitions,
-    each with fsyncs, would otherwise hold the event loop for all of them."""
+    each with fsyncs, would otherwise hold the event loop for all of them. A step that is a
+    :class:`FlushSync` (a partition's segment fsyncs) runs in a worker thread meanwhile."""
     while not manager.closed:
         await trio.sleep(interval_ms / 1000)
         pass_steps = steps()
-        while not manager.closed and next(pass_steps, _PASS_DONE) is not _PASS_DONE:
-            await trio.sleep(0)
+        while not manager.closed:
+            step = next(pass_steps, _PASS_DONE)
+            if step is _PASS_DONE:
+                break
+            if isinstance(step, FlushSync):
+                await trio.to_thread.run_sync(step.run)
+            else:
+                await trio.sleep(0)
 
 
 async def _mover(manager: LogManager, tp: TopicPartition, running: set[TopicPartition],

@@ -4,6 +4,7 @@ goes (renamed, removed) takes the descriptors of every file below it, at any dep
 from __future__ import annotations
 
 import os
+import threading
 from pathlib import Path
 
 import pytest
@@ -67,5 +68,34 @@ def test_a_removed_file_and_its_directory(tmp_path: Path) -> None:
         disk.create(path)
         disk.append(path, bytearray(b"y"))
         assert (directory / "a").read_bytes() == b"y"
+    finally:
+        disk.close()
+
+
+def test_a_sync_handle_outlives_the_cached_descriptor(tmp_path: Path) -> None:
+    """The flush's fsync runs in a worker thread while the cache closes and reuses descriptors:
+    the handle holds its own (a ``dup``), so it still syncs the file it was opened on."""
+    disk = OsDisk(open_files_max=1)
+    try:
+        disk.create(str(tmp_path / "a"))
+        disk.append(str(tmp_path / "a"), bytearray(b"a"))
+        handle = disk.open_sync(str(tmp_path / "a"))
+        for index in range(3):  # evicts and closes the cached descriptor of "a"
+            disk.create(str(tmp_path / f"b-{index}"))
+        errors: list[BaseException] = []
+
+        def sync() -> None:
+            try:
+                handle.sync()
+            except BaseException as error:
+                errors.append(error)
+
+        worker = threading.Thread(target=sync)
+        worker.start()
+        worker.join(10)
+        assert not worker.is_alive()
+        assert errors == []
+        handle.close()
+        handle.close()
     finally:
         disk.close()

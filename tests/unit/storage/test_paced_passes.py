@@ -14,6 +14,7 @@ import pytest
 from conformance.disk import SimDisk
 from impl.storage import LogManager, TopicPartition
 from impl.storage.checkpoint import RECOVERY_POINT_CHECKPOINT
+from impl.storage.log import FlushSync
 from impl.storage.names import DELETE_SUFFIX
 
 from ._support import DIR_A, DIR_B, ManualClock, batch, config, run
@@ -36,11 +37,16 @@ def _manager_with_partitions(disk: SimDisk) -> LogManager:
 def test_a_flush_pass_takes_one_step_per_partition_and_flushes_them_all() -> None:
     manager = _manager_with_partitions(SimDisk([DIR_A, DIR_B]))
     steps = manager.checkpoint_steps()
-    for _ in range(PARTITIONS):
-        next(steps)  # one partition flushed per step
-    flushed = [manager.get(TopicPartition("t", index)) for index in range(PARTITIONS)]
-    assert all(p is not None and p.log.recovery_point == p.log_end_offset for p in flushed)
+    partitions = [manager.get(TopicPartition("t", index)) for index in range(PARTITIONS)]
+    for partition in partitions:
+        step = next(steps)  # one partition's fsyncs per step, handed over before they run
+        assert isinstance(step, FlushSync)
+        assert partition is not None
+        assert partition.log.recovery_point == 0  # moved only once the fsyncs are done
+        step.run()  # as the runtime's worker thread does
     rest = list(steps)  # then one step per checkpoint file written
+    assert all(p is not None and p.log.recovery_point == p.log_end_offset for p in partitions)
+    assert all(step is None for step in rest)
     assert 1 <= len(rest) <= 3 * 2
 
 
