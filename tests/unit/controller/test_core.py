@@ -10,6 +10,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from impl.controller.controller import (
+    DEFERRED_WRITES_PER_ROUND,
     PARTITION_TRANSITIONS,
     BrokersRead,
     ClusterSnapshot,
@@ -431,3 +432,34 @@ def test_a_state_queued_before_a_re_read_is_sent_as_read() -> None:
     core.handle(WriteCompleted(write.write_id, None))
     states = _lair_states(core.handle(PartitionStatesRead({("t", 0): landed})), 1)
     assert states == [(0, landed.leader_epoch, landed.isr)], states
+
+
+def test_deferred_isr_changes_go_in_rounds_after_the_elections_are_sent() -> None:
+    """A broker fails: the partitions it led are elected first and their LeaderAndIsr goes out
+    before any partition that only loses it from the ISR is planned; those follow in rounds of
+    ``DEFERRED_WRITES_PER_ROUND`` multis, each planned once the previous round is written."""
+    partitions = 3 * (2 * DEFERRED_WRITES_PER_ROUND + 3)
+    core, effects = _elected(partitions=partitions, batch=1)
+    _settle(core, effects)
+    failed = core.handle(BrokersRead(_brokers(0, 2)))
+    elections = _writes(failed)
+    assert len(elections) == partitions // 3  # one partition per multi; broker 1 led a third
+    queue: list[ZkWrite] = list(elections)
+    rounds: list[int] = []
+    sent_before_isr_round = False
+    while queue:
+        reactions: list[ControllerEffect] = []
+        for write in queue:
+            reactions += core.handle(WriteCompleted(write.write_id, _succeed(write)))
+        queue = _writes(reactions)
+        if not rounds:
+            sent_before_isr_round = any(
+                isinstance(s.request, LeaderAndIsrRequest) for s in _sends(reactions))
+        if queue:
+            rounds.append(len(queue))
+    assert sent_before_isr_round, "the elections' LeaderAndIsr goes out with the first round"
+    isr_only = partitions - partitions // 3
+    full, rest = divmod(isr_only, DEFERRED_WRITES_PER_ROUND)
+    assert full >= 2
+    assert rounds == [DEFERRED_WRITES_PER_ROUND] * full + ([rest] if rest else [])
+    assert all(1 not in state.isr for state in core.leader_isr.values())
