@@ -47,7 +47,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import hashlib
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -61,6 +61,7 @@ from impl.storage import record_batch as rb
 from impl.storage import replica_move as rm
 from impl.storage.config import UNLIMITED_RATE, StorageConfig
 from impl.storage.errors import StorageError
+from impl.storage.log import FlushSync
 from impl.storage.log_config import LogConfig
 from impl.storage.manager import LogManager, MoverSwap, MoverWait, PartitionLog
 from impl.storage.names import DirKind, TopicPartition, dir_name, parse_dir_name
@@ -434,6 +435,10 @@ class _PartitionBook:
         return self.batches[-1][1] if self.batches else self.start_offset
 
 
+#: The end of a flush pass (:meth:`BrokerWorld.flush_pass_step`).
+_PASS_DONE = object()
+
+
 class BrokerWorld:
     """One simulated broker: a real LogManager over a simulated disk, and what it must hold.
 
@@ -502,6 +507,10 @@ class BrokerWorld:
         self._scramble_next_crash = False
         self._live: dict[TopicPartition, list[str]] = {}
         self._live_version = -1
+        #: a flush pass in progress (:meth:`flush_pass_step`) and its handed-over fsyncs: the
+        #: sync, the replica it was taken on and the acknowledged end then
+        self._flush_pass: Iterator[FlushSync | None] | None = None
+        self._flush_pending: tuple[FlushSync, PartitionLog, int] | None = None
         self.manager = self._open()
         for tp in self.tps:
             self.manager.create(tp, is_new=True)
@@ -545,6 +554,8 @@ class BrokerWorld:
         self.disk.arm_crash(None)
         self.disk.set_fsync_effective(True)
         self._swap_crash = None
+        self._flush_pass = None  # the process and its pass die; the fsyncs' handles with it
+        self._flush_pending = None
         self.disk.crash(self._crash_rng, scramble=self._scramble_next_crash)
         self._scramble_next_crash = False
         for index in sorted(self._unreadable_next_start):
@@ -795,6 +806,43 @@ class BrokerWorld:
         except StorageError:
             return
         self.books[tp].durable_offset = self.books[tp].end_offset
+
+    def flush_pass_step(self) -> None:
+        """The periodic flush as the trio runtime runs it: each partition's fsyncs are handed
+        over (a ``FlushSync``) and done in a worker thread while the broker goes on, so here
+        they run at this operation's next turn, with appends, moves, reads, dir failures and
+        crashes in between; the pass then resumes (the partition's recovery point moves) and
+        runs to the next handover or its end (the checkpoint files).
+
+        What the fsyncs made durable is known here from the disk's contract alone: every
+        byte the partition held when its segments' handles were taken, so ``durable_offset``
+        rises to the end then, while the same replica is still served (a crash, a recreated
+        replica or a failed dir leaves it where it was)."""
+        pending = self._flush_pending
+        if self._flush_pass is None:
+            self._flush_pass = self.manager.checkpoint_steps()
+        elif pending is not None:
+            pending[0].run()  # the worker thread's fsyncs
+        passing = self._flush_pass
+        while True:
+            step = next(passing, _PASS_DONE)
+            if pending is not None:
+                sync, replica, end = pending
+                if (self.manager.get(sync.tp) is replica and not replica.offline
+                        and sync.error is None):
+                    book = self.books[sync.tp]
+                    book.durable_offset = max(book.durable_offset, min(end, book.end_offset))
+                pending = None
+            if isinstance(step, FlushSync):
+                served = self.manager.get(step.tp)
+                if served is None:
+                    continue
+                self._flush_pending = (step, served, self.books[step.tp].end_offset)
+                return
+            if step is _PASS_DONE:
+                self._flush_pass = None
+                self._flush_pending = None
+                return
 
     def checkpoint(self) -> None:
         """The periodic flush and checkpoint of every dir."""
@@ -1573,8 +1621,10 @@ def _draw_operation(rng: SimRng, config: SimConfig) -> Callable[[BrokerWorld], N
         return lambda world: world.append(tp_of(world), count)
     if roll < 36:
         return lambda world: world.flush(tp_of(world))
-    if roll < 40:
+    if roll < 38:
         return lambda world: world.checkpoint()
+    if roll < 40:
+        return lambda world: world.flush_pass_step()
     if roll < 50:
         target = rng.randrange(config.log_dirs)
         return lambda world: world.request_move(tp_of(world), target)

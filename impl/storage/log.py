@@ -164,10 +164,13 @@ class FlushSync:
     the bytes below those sizes may since have been rewritten; the next flush covers them.
     """
 
-    __slots__ = ("_handles", "done", "error", "log_end_offset", "sizes", "truncations")
+    __slots__ = ("_handles", "done", "error", "log_end_offset", "sizes", "tp", "truncations")
 
-    def __init__(self, handles: list[SyncHandle], sizes: list[tuple[Segment, int]],
-                 log_end_offset: int, truncations: int) -> None:
+    def __init__(self, tp: TopicPartition, handles: list[SyncHandle],
+                 sizes: list[tuple[Segment, int]], log_end_offset: int,
+                 truncations: int) -> None:
+        #: the partition whose segments these are
+        self.tp = tp
         self._handles = handles
         self.sizes = sizes
         self.log_end_offset = log_end_offset
@@ -906,7 +909,7 @@ class Log:
             for handle in handles:
                 handle.close()
             raise
-        return FlushSync(handles, [(segment, segment.size) for segment in pending],
+        return FlushSync(self.tp, handles, [(segment, segment.size) for segment in pending],
                          self.log_end_offset, self.truncations)
 
     def finish_flush(self, sync: FlushSync) -> None:

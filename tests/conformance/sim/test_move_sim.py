@@ -166,3 +166,14 @@ def test_an_untouched_move_keeps_its_log_start_offset(
                   if e.subject == "t-1@0" and e.event == "CLASSIFIED"]
     assert any("OFFLINE_UNTOUCHED" in each for each in classified), classified
     assert "PROMOTE_MOVE" in classified[-1], classified[-1]
+
+
+def test_an_interleaved_flush_pass_keeps_what_it_claims() -> None:
+    """Seed 852 hands a partition's fsyncs over (``flush_pass_step``: the worker thread's share
+    of the periodic flush), appends while they are pending, and later checkpoints and crashes.
+    Under a ``Log.finish_flush`` that claimed the log as it is when the pass resumes (every
+    segment durable, the recovery point at the current LEO) instead of as it was when the fsyncs
+    were taken, the appended batches were never fsynced and the crash lost them
+    (MOVE_NO_LOSS); the only seed of 950 (150-949) that caught that mutation."""
+    result = run_seed(852, SimConfig())
+    assert not result.failed, _explain(852, SimConfig())
