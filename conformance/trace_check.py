@@ -299,7 +299,8 @@ class TraceChecker:
         self._index = 0
         self._checked = 0
         self._unchecked = 0
-        self._actions: Counter[str] = Counter()
+        #: (machine, model action) -> times taken; labelled ``machine.action`` by the verdict
+        self._actions: Counter[tuple[str, str]] = Counter()
         self.violation: TraceViolation | None = None
 
     @property
@@ -362,7 +363,7 @@ class TraceChecker:
                     invariant="", message=f"{label} is not enabled in {state!r}",
                 )
             state = successor
-            counts[f"{event.machine}.{action.name}"] += 1
+            counts[event.machine, action.name] += 1
             if broken:
                 label = action.label()
                 return self._fail(
@@ -404,10 +405,13 @@ class TraceChecker:
 
     def verdict(self) -> TraceVerdict:
         """The verdict on everything fed so far."""
+        counts: Counter[str] = Counter()
+        for (machine, name), count in self._actions.items():
+            counts[f"{machine}.{name}"] += count
         return TraceVerdict(
             events_checked=self._checked,
             events_unchecked=self._unchecked,
-            actions=MappingProxyType(dict(sorted(self._actions.items()))),
+            actions=MappingProxyType(dict(sorted(counts.items()))),
             violation=self.violation,
         )
 

@@ -615,6 +615,8 @@ class Model:
         self.invariants: dict[str, Invariant] = {}
         self.witnesses: dict[str, Witness] = {}
         self._init: Init | None = None
+        #: array variable -> its index set (what :meth:`validate` compares every array with)
+        self._index_sets: dict[str, frozenset[Any]] = {}
 
     # -- declarations --------------------------------------------------------------------
 
@@ -843,15 +845,18 @@ class Model:
         Raises:
             DomainError: naming the first variable (and key) out of its domain.
         """
+        index_sets = self._index_sets
         for name, variable in self.variables.items():
             value = state[name]
-            if variable.is_array:
-                if not isinstance(value, ArrayValue) or set(value.keys()) != set(
-                    variable.index_keys()
-                ):
+            if variable.over:
+                keys = index_sets.get(name)
+                if keys is None:
+                    keys = index_sets[name] = frozenset(variable.index_keys())
+                if not isinstance(value, ArrayValue) or value._items.keys() != keys:
                     raise DomainError(f"{name} is not an array over its index set")
-                for key, item in value.items():
-                    if not variable.sort.contains(item):
+                contains = variable.sort.contains
+                for key, item in value._items.items():
+                    if not contains(item):
                         raise DomainError(f"{name}[{_show(key)}] = {item!r} is outside "
                                           f"{variable.sort.describe()}")
             elif not variable.sort.contains(value):

@@ -48,6 +48,28 @@ def test_concrete_interpretation_steps_and_guards() -> None:
         model.step(after, "lock", {"n": 7})
 
 
+def test_validate_refuses_every_value_outside_its_domain() -> None:
+    """An array over another index set, an array item or a scalar outside its sort: refused,
+    every time (the index sets are remembered per model after the first state)."""
+    model = LOCKSERV.model()
+    [initial] = model.initial_states()
+    ops = ConcreteOps()
+    bad = [
+        ("held is not an array", initial.replace(held=False)),
+        ("held is not an array", initial.replace(held=ArrayValue({0: False}, ops))),
+        ("held is not an array", initial.replace(held=ArrayValue({0: False, 2: False}, ops))),
+        (r"held\[1\] = 1 is outside", initial.replace(held=ArrayValue({0: False, 1: 1}, ops))),
+        ("grants_count = 4 is outside", initial.replace(grants_count=4)),
+        ("server_free = 0 is outside", initial.replace(server_free=0)),
+    ]
+    for _ in range(2):
+        model.validate(initial)
+        model.validate(initial.replace(held=ArrayValue({1: True, 0: False}, ops)))
+        for message, state in bad:
+            with pytest.raises(DomainError, match=message):
+                model.validate(state)
+
+
 def test_shipped_variant_is_proved_and_false_invariant_violated() -> None:
     result = check_variant(LOCKSERV, "shipped")
     assert result.result("MUTEX").status is Status.PROVED
