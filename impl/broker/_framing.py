@@ -98,14 +98,16 @@ class FrameDecoder:
         self._buffer += data
 
     def _room(self, count: int) -> bytearray:
-        """The large frame's buffer, with room for ``count`` more bytes (a new buffer of twice
-        the size, at most the frame's, when it has not: the caller may still hold a view of
-        the old one, which therefore is never resized)."""
+        """The large frame's buffer, with room for ``count`` (at most :data:`DIRECT_CHUNK_BYTES`)
+        more bytes: when full, a new buffer of twice the bytes received or a chunk more,
+        whichever is larger, at most the frame's size (one allocation for a frame up to a chunk
+        larger than its first receive; the caller may still hold a view of the old buffer,
+        which therefore is never resized)."""
         large = self._large
         assert large is not None
         filled = self._large_filled
         if filled + count > len(large):
-            grown = bytearray(min(self._large_size, max(2 * len(large), filled + count)))
+            grown = bytearray(min(self._large_size, max(2 * filled, filled + DIRECT_CHUNK_BYTES)))
             grown[:filled] = memoryview(large)[:filled]
             large = self._large = grown
         return large
@@ -160,7 +162,7 @@ class FrameDecoder:
             if size >= LARGE_FRAME_BYTES:
                 rest = memoryview(self._buffer)[_SIZE.size :]
                 # (grows as bytes arrive, never to ``size`` at once)
-                self._large = bytearray(min(size, max(DIRECT_CHUNK_BYTES, len(rest))))
+                self._large = bytearray(min(size, len(rest) + DIRECT_CHUNK_BYTES))
                 self._large[: len(rest)] = rest
                 self._large_size = size
                 self._large_filled = len(rest)
