@@ -492,13 +492,16 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
     megabytes = records * record_bytes / MB
     try:
         leader = _create_replicated_topic(bootstrap, "rf3", CLUSTER_SIZE)
-        with _profiled(processes[leader - 1].pid, profile, "rf3_leader"):
+        follower = next(broker for broker in range(1, CLUSTER_SIZE + 1) if broker != leader)
+        with _profiled(processes[leader - 1].pid, profile, "rf3_leader"), \
+                _profiled(processes[follower - 1].pid, profile, "rf3_follower"):
             cpu = _cluster_cpu(processes)
             produced = client.produce(bootstrap, "rf3", records, record_bytes, "all")
             cpu = _cluster_cpu(processes) - cpu
         _report(results, "rf3_acks_all", "3 brokers, RF 3, acks=all", megabytes=megabytes,
                 elapsed=produced.elapsed_s, cpu=cpu)
         _print_profile(profile, "rf3_leader", f"the leader (broker {leader})")
+        _print_profile(profile, "rf3_follower", f"a follower (broker {follower})")
         if not client.measures_latency:
             print(f"latency at {LATENCY_RATE_MB_PER_S:.0f} MB/s: skipped ({client.name} cannot "
                   "measure it)")
@@ -577,8 +580,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="native mode: run the brokers from this checkout (e.g. a git "
                              "worktree of an older commit), to compare versions within one run")
     parser.add_argument("--profile", type=Path, default=None, metavar="DIR",
-                        help="native mode: record the acks=1 broker and the RF 3 leader with "
-                             "py-spy into DIR and print where their busy time went (CPU figures "
+                        help="native mode: record the acks=1 broker, the RF 3 leader and a "
+                             "follower with py-spy into DIR and print where their busy time "
+                             "went (CPU figures "
                              "then include py-spy's cost to the broker)")
     arguments = parser.parse_args(argv)
     if arguments.records <= 0 or arguments.record_bytes <= 1 or arguments.latency_seconds <= 0:

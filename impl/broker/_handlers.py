@@ -607,6 +607,7 @@ class RequestHandlers:
         max_wait_seconds = max(body.max_wait.total_seconds(), 0.0)
         deadline = trio.current_time() + max_wait_seconds
         min_bytes = int(body.min_bytes)
+        follower = int(body.replica_id) >= 0
         while True:
             topics, total, errors = self._fetch_once(body, connection_id, request.client_id)
             if (total >= min_bytes or errors or trio.current_time() >= deadline
@@ -616,7 +617,9 @@ class RequestHandlers:
                 for reply in replies:
                     for piece in reply.record_slices:
                         piece.close()  # type: ignore[attr-defined]
-            await self.context.replicas.wait_changed(deadline)
+            # (a follower's fetch is asked again on new records or a log change, not on a
+            # lone HW move: Kafka's DelayedFetch; its answer's HW follows with the next one)
+            await self.context.replicas.wait_changed(deadline, records_only=follower)
         pieces = encode_fetch_response(
             request.api_version, request.head.correlation_id, topics, session_id=0
         )

@@ -65,6 +65,8 @@ FETCH_BACKOFF_MS_DEFAULT: Final = 1000
 #: What a request lost with its connection is answered with, to the node.
 NETWORK_EXCEPTION: Final = 13
 IO_TIMEOUT_SECONDS: Final = 30.0
+#: The int32 that starts every frame with its size.
+_SIZE_PREFIX_BYTES: Final = 4
 
 
 @dataclass
@@ -121,7 +123,12 @@ class _Connection:
                         raise trio.BrokenResourceError("leader closed the connection")
                     self.decoder.direct_filled(count)
                     continue
-                data_in = await self.stream.receive_some(1 << 20)
+                # Up to the size prefix first: a large answer's records then go straight
+                # into its frame's buffer (above), not through two copies.
+                missing = self.decoder.missing_bytes
+                want = (_SIZE_PREFIX_BYTES - self.decoder.buffered_bytes if missing is None
+                        else min(missing, 1 << 20))
+                data_in = await self.stream.receive_some(max(want, 1))
                 if not data_in:
                     raise trio.BrokenResourceError("leader closed the connection")
                 self.decoder.feed(data_in if isinstance(data_in, bytes) else bytes(data_in))

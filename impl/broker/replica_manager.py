@@ -185,6 +185,7 @@ class ReplicaManager:
             wall_ms=lambda: int(time.time() * 1000),
         )
         self._changed = trio.Event()
+        self._records_changed = trio.Event()
         self._stepping = False
         self._deferred: list[object] = []
         self._waiters: dict[int, _Waiter] = {}
@@ -273,14 +274,21 @@ class ReplicaManager:
 
     # --- waiting ---------------------------------------------------------------------------
 
-    def notify(self) -> None:
-        """Wake every task waiting for a log or HW change."""
+    def notify(self, *, records: bool = True) -> None:
+        """Wake every task waiting for a log or HW change; ``records=False``: only a high
+        watermark moved, which wakes only the waiters that asked for HW moves too."""
         self._changed.set()
         self._changed = trio.Event()
+        if records:
+            self._records_changed.set()
+            self._records_changed = trio.Event()
 
-    async def wait_changed(self, deadline: float) -> None:
-        """Wait until the next :meth:`notify` or ``deadline`` (``trio.current_time`` scale)."""
-        event = self._changed
+    async def wait_changed(self, deadline: float, *, records_only: bool = False) -> None:
+        """Wait until the next :meth:`notify` or ``deadline`` (``trio.current_time`` scale);
+        ``records_only``: not woken by a notify of a lone HW move (a follower's delayed fetch,
+        whose records end at the leader's LEO: as Kafka's DelayedFetch, it completes on new
+        records, not on the HW the other followers move)."""
+        event = self._records_changed if records_only else self._changed
         with trio.move_on_at(deadline):
             await event.wait()
 
@@ -309,6 +317,7 @@ class ReplicaManager:
 
     def _carry_out_now(self, effects: Iterable[Effect], pending: list[Effect]) -> None:
         changed = False
+        high_watermark_moved = False
         for effect in effects:
             kind = type(effect)
             e: Any = effect
@@ -352,10 +361,14 @@ class ReplicaManager:
             elif kind is ReportDirFailure:
                 if self.dir_failure_reporter is not None:
                     self.dir_failure_reporter()
-            elif kind is HighWatermarkMoved or kind is LogChanged:
+            elif kind is LogChanged:
                 changed = True
+            elif kind is HighWatermarkMoved:
+                high_watermark_moved = True
         if changed:
             self.notify()
+        elif high_watermark_moved:
+            self.notify(records=False)
 
     async def carry_out(self, effects: list[Effect]) -> list[Effect]:
         """Carry out appends (each completion stepped at once); returns the other replies."""
