@@ -379,6 +379,7 @@ class PartitionLog:
                                  timestamp_window_ms: tuple[int, int] | None) -> AppendInfo:
         log_config = self._manager.log_config(self.tp.topic)
         self._check_online()
+        self._manager._placement_load = None
         if timestamp_window_ms is not None and not log_config.log_append_time:
             oldest_ms, newest_ms = timestamp_window_ms
             for batch in batches:
@@ -456,6 +457,7 @@ class PartitionLog:
     def _append_as_follower_locked(self, records: bytes,
                                    headers: list[rb.BatchHeader]) -> AppendInfo:
         self._check_online()
+        self._manager._placement_load = None
         log = self._log
         if not headers:
             return AppendInfo(log.log_end_offset, log.log_end_offset - 1, -1)
@@ -481,6 +483,7 @@ class PartitionLog:
         Runs synchronously, so it never interleaves with an append or a swap.
         """
         self._check_online()
+        self._manager._placement_load = None
         with self._manager.io(self._log.log_dir):
             truncated = self._log.truncate_to(offset)
         future = self.future
@@ -500,6 +503,7 @@ class PartitionLog:
 
         Runs synchronously, so it never interleaves with an append or a swap.
         """
+        self._manager._placement_load = None
         self._check_online()
         with self._manager.io(self._log.log_dir):
             self._log.truncate_fully(offset)
@@ -629,6 +633,10 @@ class LogManager:
         self._copying: set[TopicPartition] = set()
         #: dirs whose checkpoints a :meth:`batched_checkpoints` block writes on leaving
         self._checkpoint_batch: set[str] | None = None
+        #: within a :meth:`batched_checkpoints` block, each online dir's (bytes, replicas) as
+        #: :meth:`_least_loaded` summed them, kept up to date by the placements made since;
+        #: ``None`` once anything else changed a log (recomputed when next needed)
+        self._placement_load: dict[str, list[int]] | None = None
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._offline_partitions: set[TopicPartition] = set()
         self._lost: set[TopicPartition] = set()
@@ -1235,6 +1243,9 @@ class LogManager:
         assert log_dir is not None
         with self.io(log_dir):
             log = Log.create(self.env, log_dir, tp, DirKind.LIVE)
+        load = self._placement_load
+        if load is not None and log_dir in load:
+            load[log_dir][1] += 1  # a new log: no bytes, one more replica
         partition = PartitionLog(self, log)
         self._partitions[tp] = partition
         self._offline_partitions.discard(tp)
@@ -1265,18 +1276,28 @@ class LogManager:
     def _least_loaded(self, online: list[str]) -> str:
         """The online dir with the fewest bytes (ties: fewest replicas, then config order).
 
-        The load is summed over every hosted log, so placing n new partitions costs O(n²): a
-        lone online dir is the answer without the scan (a broker with one log dir given
-        100,000 partitions spent hours here)."""
+        The load is summed over every hosted log: a lone online dir is the answer without the
+        scan (a broker with one log dir given 100,000 partitions spent hours here), and within
+        a :meth:`batched_checkpoints` block (one step of the broker node: a LeaderAndIsr) the
+        sums are made once and updated by each placement, so placing n new partitions in one
+        request costs O(n) instead of O(n²); outside one, each placement sums afresh."""
         if len(online) == 1:
             return online[0]
-        load: dict[str, tuple[int, int]] = dict.fromkeys(online, (0, 0))
-        for partition in self._partitions.values():
-            for log in (partition.log, partition.future):
-                if log is not None and log.log_dir in load:
-                    size, count = load[log.log_dir]
-                    load[log.log_dir] = (size + log.size_in_bytes, count + 1)
-        return min(online, key=lambda d: (*load[d], online.index(d)))
+        load = self._placement_load
+        if load is None or list(load) != online:
+            load = {log_dir: [0, 0] for log_dir in online}
+            for partition in self._partitions.values():
+                for log in (partition.log, partition.future):
+                    if log is not None and log.log_dir in load:
+                        totals = load[log.log_dir]
+                        totals[0] += log.size_in_bytes
+                        totals[1] += 1
+            if self._checkpoint_batch is not None:
+                # a LeaderAndIsr of thousands of new partitions sums the dirs once, not once
+                # per partition: within the block only placements change the sums (anything
+                # else that changes a log drops them)
+                self._placement_load = load
+        return min(online, key=lambda d: (load[d][0], load[d][1], online.index(d)))
 
     def delete(self, tp: TopicPartition) -> None:
         """Stop hosting ``tp`` and delete its data (StopReplica with delete, DeleteTopics).
@@ -1285,6 +1306,7 @@ class LogManager:
         ``tp.move`` that recovery would promote.
         """
         partition = self._partitions.get(tp)
+        self._placement_load = None
         move = self._moves.get(tp)
         if move is not None and move.state in (MoveState.COPYING, MoveState.CAUGHT_UP):
             self._step(tp, rm.MoveInput(rm.MoveEvent.CANCEL_REQUESTED))
@@ -1316,14 +1338,17 @@ class LogManager:
         """Within it, deleting partitions writes each dir's checkpoints once, on leaving (as
         Kafka's ``asyncDelete`` of many partitions checkpoints once per dir): a StopReplica of
         a few thousand partitions wrote three checkpoint files, two fsyncs each, per partition,
-        all on the event loop. Nothing else runs before they are written (no await within)."""
+        all on the event loop. Nothing else runs before they are written (no await within).
+        Placements within it sum each dir's load once (:meth:`_least_loaded`)."""
         if self._checkpoint_batch is not None:
             yield
             return
         self._checkpoint_batch = set()
+        self._placement_load = None
         try:
             yield
         finally:
+            self._placement_load = None
             dirs, self._checkpoint_batch = self._checkpoint_batch, None
             for log_dir in sorted(dirs):
                 if log_dir not in self.offline_dirs:
@@ -1349,6 +1374,7 @@ class LogManager:
         * another dir while moving there: nothing to do; while moving elsewhere: redirected;
         * else a move starts (NONE); the copy runs in :meth:`run`'s movers.
         """
+        self._placement_load = None
         partition = self._partitions.get(tp)
         decision = rm.decide_request(
             self._moves.get(tp, rm.Move(tp)), log_dir,
