@@ -1038,22 +1038,6 @@ class ReplicationAbstraction:
 
     # --- building the model state -------------------------------------------------------------
 
-    @staticmethod
-    def _leaderless_isr(part: _Partition, isr: tuple[int, ...]) -> tuple[int, ...]:
-        """ZooKeeper's ISR of a state without a leader as the model holds it: a member that
-        crashed since it last joined an ISR and came back short of the committed prefix is left
-        out while another member holds that prefix (seed 1337). Its registration reaches
-        ZooKeeper before the controller's write that takes it out of the ISR (KIP-966, as the
-        controller reads the registration); in that window the state still names it. An
-        election of it from such a state is not enabled (it is no ISR member of the model), and
-        a loss of every copy is not excused."""
-        replicas, committed = part.replicas, part.committed_len
-        kept = tuple(b for b in isr if b not in replicas or replicas[b].crash_leo < 0
-                     or replicas[b].leo >= committed)
-        if kept == isr or not any(b in replicas and replicas[b].leo >= committed for b in kept):
-            return isr
-        return kept
-
     def _isr_array(self, part: _Partition, isr: Sequence[int]) -> Any:
         if part.width != self._width:
             self._use(part.width)
@@ -1074,8 +1058,6 @@ class ReplicationAbstraction:
         zk_leader, zk_epoch, zk_isr = (
             zk if zk is not None else (part.zk_leader, part.zk_epoch, part.zk_isr)
         )
-        if zk is None and zk_leader == -1:
-            zk_isr = self._leaderless_isr(part, zk_isr)
         brokers = part.brokers
         count = len(brokers)
         wide = count > _REPLICAS
