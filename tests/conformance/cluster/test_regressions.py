@@ -1055,8 +1055,8 @@ def test_seed_1337_a_leaderless_state_names_an_unclean_member_until_the_controll
     state ISR {2, 0}. Broker 0 registered again, uncleanly, and took its LeaderAndIsr (leader
     -1, its LEO 0) before the controller's write that takes it out of the ISR landed: for that
     window ZooKeeper's ISR names a member short of the committed prefix while 2, stopped
-    cleanly, holds it. The abstraction leaves such a member out of a leaderless state's ISR
-    while another member holds the prefix; 2 leads when it is back.
+    cleanly, holds it. (The abstraction then left such a member out of a leaderless state's
+    ISR; that excuse is gone.)
 
     Seed 11302 showed that window to be an implementation bug of the controller: its write of
     broker 0's removal went out as its ZooKeeper connection dropped, the re-read went
