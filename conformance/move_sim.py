@@ -510,7 +510,8 @@ class BrokerWorld:
         #: a flush pass in progress (:meth:`flush_pass_step`) and its handed-over fsyncs: the
         #: sync, the replica it was taken on and the acknowledged end then
         self._flush_pass: Iterator[FlushSync | None] | None = None
-        self._flush_pending: tuple[FlushSync, PartitionLog, int] | None = None
+        self._flush_pending: tuple[
+            FlushSync, PartitionLog, int, tuple[tuple[int, int, int], ...]] | None = None
         self.manager = self._open()
         for tp in self.tps:
             self.manager.create(tp, is_new=True)
@@ -816,8 +817,10 @@ class BrokerWorld:
 
         What the fsyncs made durable is known here from the disk's contract alone: every
         byte the partition held when its segments' handles were taken, so ``durable_offset``
-        rises to the end then, while the same replica is still served (a crash, a recreated
-        replica or a failed dir leaves it where it was)."""
+        rises to the end then, while the same replica is still served and still holds the same
+        acknowledged batches (a crash, a recreated replica, a failed dir, or a truncation
+        since, whose later appends may go to a new segment file the handles never saw, leaves
+        it where it was: fuzz seed 3153)."""
         pending = self._flush_pending
         if self._flush_pass is None:
             self._flush_pass = self.manager.checkpoint_steps()
@@ -827,17 +830,18 @@ class BrokerWorld:
         while True:
             step = next(passing, _PASS_DONE)
             if pending is not None:
-                sync, replica, end = pending
+                sync, replica, end, held = pending
+                book = self.books[sync.tp]
                 if (self.manager.get(sync.tp) is replica and not replica.offline
-                        and sync.error is None):
-                    book = self.books[sync.tp]
+                        and sync.error is None and tuple(book.batches[:len(held)]) == held):
                     book.durable_offset = max(book.durable_offset, min(end, book.end_offset))
                 pending = None
             if isinstance(step, FlushSync):
                 served = self.manager.get(step.tp)
                 if served is None:
                     continue
-                self._flush_pending = (step, served, self.books[step.tp].end_offset)
+                book = self.books[step.tp]
+                self._flush_pending = (step, served, book.end_offset, tuple(book.batches))
                 return
             if step is _PASS_DONE:
                 self._flush_pass = None

@@ -1276,3 +1276,17 @@ def test_seed_12101_a_barred_broker_waits_for_the_state_that_drops_it() -> None:
     isr = follows[0].fields["isr"]
     assert isinstance(isr, tuple)
     assert 2 not in isr, follows[0]
+
+
+def test_seed_3153_a_handed_over_flush_credits_nothing_after_a_truncation() -> None:
+    """Seed 3153 (MOVE_NO_LOSS on the storage broker, "c-0 recovered up to 0, durable up to
+    2"): the move simulator's interleaved flush pass took c-0's sync handles at end 6; a
+    follower's truncation of the compacted c-0 to 0 (a new segment file) and an append of 2
+    came before the pass resumed, and the model credited offsets 0-1 as durable though only the
+    old file was synced. The model now credits a handed-over flush only while the partition
+    holds the acknowledged batches it held then."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=2, steps=200,
+                           fault_probability=0.1, segment_bytes=600)
+    result, outcome = replay(3153, config)
+    assert outcome.violation is None, outcome.violation
+    assert not result.failed, result.message
