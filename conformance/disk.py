@@ -590,11 +590,8 @@ class SimDisk:
 
     def fsync(self, path: str) -> None:
         """Make the file's contents durable."""
-        node = self._file(path, write=True)
-        self._mutating()
-        if self._fsync_effective:
-            node.durable = bytes(node.data)
-        self._fsyncs += 1
+        root, node = self._file_at(path, write=True)
+        self._sync_node(root, path, node)
 
     def open_sync(self, path: str) -> SimSyncHandle:
         """A handle whose ``sync`` fsyncs the file (its inode), wherever it has moved since."""

@@ -25,17 +25,35 @@ def _with_path(error: OSError, path: str) -> OSError:
     return OSError(error.errno, error.strerror or os.strerror(error.errno or errno.EIO), path)
 
 
-class OsFileSlice:
+class _OwnedDescriptor:
+    """A descriptor this object owns (a ``dup`` of a cached one), closed once."""
+
+    __slots__ = ("_fd",)
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+
+    def close(self) -> None:
+        """Close the descriptor (idempotent)."""
+        if self._fd >= 0:
+            os.close(self._fd)
+            self._fd = -1
+
+    def __del__(self) -> None:
+        self.close()
+
+
+class OsFileSlice(_OwnedDescriptor):
     """A range of a file backed by its own descriptor (a ``dup`` taken when the slice opened).
 
     The descriptor refers to the open file, not the name, so the slice keeps reading the same
     bytes after the segment is renamed into ``.delete`` or unlinked by retention.
     """
 
-    __slots__ = ("_fd", "_position", "_size")
+    __slots__ = ("_position", "_size")
 
     def __init__(self, fd: int, position: int, size: int) -> None:
-        self._fd = fd
+        super().__init__(fd)
         self._position = position
         self._size = size
 
@@ -59,25 +77,16 @@ class OsFileSlice:
         """The range's bytes (shorter if the file shrank)."""
         return os.pread(self.fileno(), self._size, self._position)
 
-    def close(self) -> None:
-        """Close the descriptor (idempotent)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
 
-    def __del__(self) -> None:
-        self.close()
-
-
-class OsSyncHandle:
+class OsSyncHandle(_OwnedDescriptor):
     """The right to ``fsync`` one file through its own descriptor (a ``dup`` taken on the
     opening thread), so a worker thread can fsync while the descriptor cache closes and reuses
     its descriptors: the ``dup`` refers to the open file, not the name."""
 
-    __slots__ = ("_fd", "_path")
+    __slots__ = ("_path",)
 
     def __init__(self, fd: int, path: str) -> None:
-        self._fd = fd
+        super().__init__(fd)
         self._path = path
 
     def sync(self) -> None:
@@ -88,15 +97,6 @@ class OsSyncHandle:
             os.fsync(self._fd)
         except OSError as error:
             raise _with_path(error, self._path) from None
-
-    def close(self) -> None:
-        """Close the descriptor (idempotent)."""
-        if self._fd >= 0:
-            os.close(self._fd)
-            self._fd = -1
-
-    def __del__(self) -> None:
-        self.close()
 
 
 class OsDisk:

@@ -16,7 +16,7 @@ import pytest
 import trio
 
 from conformance.disk import SimDisk
-from impl.storage import LogManager, StorageConfig, TopicPartition
+from impl.storage import LogManager, PartitionLog, StorageConfig, TopicPartition
 from impl.storage.checkpoint import RECOVERY_POINT_CHECKPOINT
 from impl.storage.log import FlushSync
 from impl.storage.os_disk import OsDisk, OsSyncHandle
@@ -29,21 +29,22 @@ def _single_dir_manager(disk: SimDisk) -> LogManager:
     return LogManager.open(config(DIR_A, segment_bytes=1 << 20), disk=disk, clock=ManualClock())
 
 
+async def _append(partition: PartitionLog, first: int, count: int) -> None:
+    for index in range(first, first + count):
+        await partition.append_as_leader(batch(index), 1)
+
+
 def test_appends_during_the_fsyncs_stay_unsynced() -> None:
     disk = SimDisk([DIR_A])
     manager = _single_dir_manager(disk)
     partition = manager.create(TP, is_new=True)
 
-    async def append(first: int, count: int) -> None:
-        for index in range(first, first + count):
-            await partition.append_as_leader(batch(index), 1)
-
-    run(lambda: append(0, 2))  # offsets 0-3
+    run(lambda: _append(partition, 0, 2))  # offsets 0-3
     steps = manager.checkpoint_steps()
     sync = next(steps)
     assert isinstance(sync, FlushSync)
     sync.run()
-    run(lambda: append(2, 1))  # offsets 4-5 arrive before the pass resumes
+    run(lambda: _append(partition, 2, 1))  # offsets 4-5 arrive before the pass resumes
     assert all(step is None for step in steps)
     assert partition.log.recovery_point == 4  # the LEO when the flush started, not 6
     assert partition.log.unflushed  # the late batch waits for the next pass
@@ -60,17 +61,13 @@ def test_a_truncation_during_the_fsyncs_claims_nothing() -> None:
     manager = _single_dir_manager(SimDisk([DIR_A]))
     partition = manager.create(TP, is_new=True)
 
-    async def append(first: int, count: int) -> None:
-        for index in range(first, first + count):
-            await partition.append_as_leader(batch(index), 1)
-
-    run(lambda: append(0, 3))  # offsets 0-5
+    run(lambda: _append(partition, 0, 3))  # offsets 0-5
     steps = manager.checkpoint_steps()
     sync = next(steps)
     assert isinstance(sync, FlushSync)
     sync.run()
     partition.truncate_to(2)  # a follower's truncation, after the fsyncs, before the claim
-    run(lambda: append(10, 1))  # offsets 2-3: other bytes where the synced ones were
+    run(lambda: _append(partition, 10, 1))  # offsets 2-3: other bytes where the synced ones were
     list(steps)
     # the claim (segment durable up to 3 batches, recovery point 6) would name offsets the
     # log no longer has (LEO 4) and bytes never synced
