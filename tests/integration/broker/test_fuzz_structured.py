@@ -38,7 +38,7 @@ from impl.broker._codec import (
     decode_request,
     decode_response,
 )
-from impl.broker.admin import AdminClient
+from impl.broker.admin import AdminClient, AdminClientError
 from impl.storage import record_batch as rb
 from impl.storage.records import iter_records
 
@@ -76,7 +76,8 @@ class BrokerProcess:
             "socket.request.read.timeout.ms=300\nqueued.max.request.bytes=268435456\n"
             "max.connections.per.ip=64\n"
         )
-        self.log = (root / "broker.log").open("w")
+        self.log_path = root / "broker.log"
+        self.log = self.log_path.open("w")
         self.process = subprocess.Popen(
             [sys.executable, "-m", "impl.cli", "broker", "--config", str(config),
              "--log-level", "WARNING"],
@@ -195,6 +196,15 @@ def broker_process(zk_chroot: str, tmp_path: Path) -> Iterator[BrokerProcess]:
 
 
 def _setup_topics(broker: BrokerProcess) -> None:
+    try:
+        _create_topics(broker)
+    except AdminClientError as error:  # say why: the broker's own account of it
+        raise AssertionError(
+            f"setting up the topics failed ({error}); broker alive: {broker.alive()}; its log "
+            f"ends:\n{broker.log_path.read_text()[-3000:]}") from error
+
+
+def _create_topics(broker: BrokerProcess) -> None:
     with AdminClient(broker.bootstrap) as admin:
         deadline = time.monotonic() + 60
         wanted = {"fz": 2, "quiet": 1}
