@@ -79,6 +79,32 @@ def check_files(make: DiskFactory) -> None:
     assert disk.list_dir(log_dir) == ["00000000000000000000.log"]
 
 
+def check_large_appends(make: DiskFactory) -> None:
+    """Appends of a segment's sizes (OsDisk allocates their blocks first): the size is what was
+    written, never what was allocated; a truncation and a crash-free rewrite read back exact."""
+    disk, (log_dir, *_) = make()
+    path = f"{log_dir}/00000000000000000000.log"
+    disk.create(path)
+    chunks = [bytes([index]) * size for index, size in
+              enumerate((100, 64 << 10, (1 << 20) + 3, 200 << 10))]
+    position = 0
+    for chunk in chunks:
+        assert disk.append(path, bytearray(chunk)) == position
+        position += len(chunk)
+        assert disk.size(path) == position
+    assert disk.read(path, 0, position + 4096) == b"".join(chunks)
+    disk.truncate(path, 100 + 1000)
+    assert disk.size(path) == 1100
+    assert disk.append(path, bytearray(b"z" * (70 << 10))) == 1100
+    expected = chunks[0] + chunks[1][:1000] + b"z" * (70 << 10)
+    assert disk.read(path, 0, 1 << 22) == expected
+    piece = disk.open_slice(path, 50, 2000)
+    try:
+        assert piece.read_all() == expected[50:2050]
+    finally:
+        piece.close()
+
+
 def check_copy_range(make: DiskFactory) -> None:
     """copy_range appends to the destination and stops short only at the source's end."""
     disk, (source_dir, target_dir, *_) = make()
@@ -553,6 +579,7 @@ def check_crash_torn_in_the_middle(make: SimDiskFactory, seeds: int = 60) -> Non
 #: Checks every Disk must pass.
 DISK_CONTRACT_CHECKS: tuple[Callable[[DiskFactory], None], ...] = (
     check_files,
+    check_large_appends,
     check_copy_range,
     check_slices,
     check_sync_handles,
