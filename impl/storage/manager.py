@@ -407,9 +407,7 @@ class PartitionLog:
         assigned: list[rb.BatchHeader] = []
         offset = base
         for header in headers:
-            assigned.append(dataclasses.replace(
-                header, base_offset=offset, partition_leader_epoch=leader_epoch
-            ))
+            assigned.append(rb.with_offset_and_epoch(header, offset, leader_epoch))
             offset += header.last_offset_delta + 1
         with self._manager.io(log.log_dir):
             if log.epochs.assign(leader_epoch, base):

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import struct
 import warnings
 
@@ -126,3 +127,12 @@ def test_kafka_python_parses_built_batches() -> None:
     batch = DefaultRecordBatch(bytearray(rb.build_batch([b"x", None], keys=[b"k", b"k2"])))
     assert batch.validate_crc()
     assert [(r.offset, r.key, r.value) for r in batch] == [(0, b"k", b"x"), (1, b"k2", None)]
+
+
+def test_with_offset_and_epoch_is_replace_of_those_two_fields() -> None:
+    # every field distinct, so a field passed in the wrong place shows
+    values = {field.name: 1000 + index for index, field in
+              enumerate(dataclasses.fields(rb.BatchHeader))}
+    header = rb.BatchHeader(**values)
+    assert rb.with_offset_and_epoch(header, 7, 9) == dataclasses.replace(
+        header, base_offset=7, partition_leader_epoch=9)
