@@ -77,8 +77,10 @@ class NativeClient(Protocol):
     measures_latency: bool
 
     def produce(self, bootstrap: str, topic: str, records: int, record_bytes: int, acks: str,
-                *, rate_mb_s: float = 0.0, latency: bool = False) -> ProduceResult:
-        """Produce ``records`` records of ``record_bytes`` bytes to partition 0."""
+                *, rate_mb_s: float = 0.0, latency: bool = False,
+                partitions: int = 1) -> ProduceResult:
+        """Produce ``records`` records of ``record_bytes`` bytes to partition 0 (or spread
+        over partitions 0 to ``partitions - 1``)."""
         ...
 
     def consume(self, bootstrap: str, topic: str, records: int,
@@ -115,9 +117,12 @@ class LpPerf:
         self.name = "lp_perf (librdkafka)"
 
     def produce(self, bootstrap: str, topic: str, records: int, record_bytes: int, acks: str,
-                *, rate_mb_s: float = 0.0, latency: bool = False) -> ProduceResult:
-        """Produce with librdkafka; latency percentiles from its delivery reports."""
-        settings = {**(LATENCY_PRODUCER if latency else THROUGHPUT_PRODUCER), "acks": acks}
+                *, rate_mb_s: float = 0.0, latency: bool = False,
+                partitions: int = 1) -> ProduceResult:
+        """Produce with librdkafka (record i to partition i % ``partitions``); latency
+        percentiles from its delivery reports."""
+        settings = {**(LATENCY_PRODUCER if latency else THROUGHPUT_PRODUCER), "acks": acks,
+                    "lp.partitions": str(partitions)}
         output = _run([str(self.binary), "produce", bootstrap, topic, str(records),
                        str(record_bytes), str(rate_mb_s), *_settings(settings)])
         report = json.loads(output.strip().splitlines()[-1])
@@ -159,14 +164,16 @@ class KcatClient:
         return path
 
     def produce(self, bootstrap: str, topic: str, records: int, record_bytes: int, acks: str,
-                *, rate_mb_s: float = 0.0, latency: bool = False) -> ProduceResult:
-        """``kcat -P -l``: wall time of the whole command (start-up included)."""
+                *, rate_mb_s: float = 0.0, latency: bool = False,
+                partitions: int = 1) -> ProduceResult:
+        """``kcat -P -l``: wall time of the whole command (start-up included); over several
+        partitions, librdkafka's partitioner places each record (random: no keys)."""
         if rate_mb_s or latency:
             raise SystemExit("kcat cannot pace itself or report latencies")
         path = self._records_file(records, record_bytes)
         settings = {**THROUGHPUT_PRODUCER, "acks": acks}
-        command = [self.binary, "-P", "-q", "-b", bootstrap, "-t", topic, "-p", "0", "-l",
-                   str(path)]
+        command = [self.binary, "-P", "-q", "-b", bootstrap, "-t", topic, "-p",
+                   "0" if partitions == 1 else "-1", "-l", str(path)]
         for item in _settings(settings):
             command += ["-X", item]
         start = time.perf_counter()

@@ -18,7 +18,9 @@ PLAINTEXT twins, and ends with one JSON line.
 built from ``bench/native/lp_perf.c``; ``kcat`` when it cannot be built, see
 :mod:`bench._native`), in the phases issue 19 sets targets for: one broker, acks=1 produce;
 consume of what it wrote from the beginning; three brokers, one partition with replication
-factor 3, acks=all produce; and produce latency (p50/p99 from produce() to delivery report) at
+factor 3, acks=all produce; the same over 12 partitions led by all three brokers (each Produce
+then carries several partitions of its leader: no issue figure, compare versions with
+``--broker-source``); and produce latency (p50/p99 from produce() to delivery report) at
 a steady 50 MB/s with acks=all on the same cluster (after one unmeasured second at that rate: a
 new partition's followers join at their next fetch). Every phase prints MB/s wall, MB per broker
 CPU-second (the brokers' user + system time from ``/proc``, summed over the cluster), its
@@ -346,6 +348,8 @@ LATENCY_RATE_MB_PER_S = 50.0
 #: seconds of the latency phase's unmeasured warm-up at the same rate
 LATENCY_WARM_UP_S = 1.0
 CLUSTER_SIZE = 3
+#: partitions of the wide RF 3 phase: four led by each of the three brokers
+WIDE_PARTITIONS = 12
 
 
 def _broker_properties(root: Path, broker_id: int, port: int, zookeeper: str) -> str:
@@ -385,15 +389,17 @@ def _stop(processes: list[subprocess.Popen[bytes]]) -> None:
             process.wait()
 
 
-def _create_replicated_topic(bootstrap: str, topic: str, factor: int) -> int:
-    """One partition on ``factor`` brokers, once every replica is in the ISR (brokers register
-    with a delay after they report serving, so a refusal is retried for 60 s); its leader's id."""
+def _create_replicated_topic(bootstrap: str, topic: str, factor: int, count: int = 1) -> int:
+    """``count`` partitions on ``factor`` brokers each, once every replica is in the ISR
+    (brokers register with a delay after they report serving, so a refusal is retried for
+    60 s); the leader of partition 0."""
     from impl.broker.admin import AdminClient
 
     deadline = time.monotonic() + 60
     with AdminClient(bootstrap) as admin:
         while True:
-            code, message = admin.create_topics([(topic, 1, factor)], timeout_ms=30_000)[topic]
+            code, message = admin.create_topics([(topic, count, factor)],
+                                                timeout_ms=30_000)[topic]
             if code == 0:
                 break
             if time.monotonic() > deadline:
@@ -401,8 +407,10 @@ def _create_replicated_topic(bootstrap: str, topic: str, factor: int) -> int:
             time.sleep(0.5)
         while True:
             _, partitions = admin.metadata([topic]).topics.get(topic, (0, ()))
-            if partitions and partitions[0].leader >= 0 and len(partitions[0].isr) == factor:
-                return partitions[0].leader
+            if len(partitions) == count and all(
+                    partition.leader >= 0 and len(partition.isr) == factor
+                    for partition in partitions):
+                return next(p.leader for p in partitions if p.partition == 0)
             if time.monotonic() > deadline:
                 raise SystemExit(f"{topic} has no full ISR after 60 s")
             time.sleep(0.2)
@@ -502,6 +510,16 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
                 elapsed=produced.elapsed_s, cpu=cpu)
         _print_profile(profile, "rf3_leader", f"the leader (broker {leader})")
         _print_profile(profile, "rf3_follower", f"a follower (broker {follower})")
+        # the same over WIDE_PARTITIONS partitions (leaders on every broker): each Produce
+        # carries several partitions of its leader, answered when all of them are replicated
+        _create_replicated_topic(bootstrap, "rf3wide", CLUSTER_SIZE, WIDE_PARTITIONS)
+        cpu = _cluster_cpu(processes)
+        produced = client.produce(bootstrap, "rf3wide", records, record_bytes, "all",
+                                  partitions=WIDE_PARTITIONS)
+        cpu = _cluster_cpu(processes) - cpu
+        _report(results, "rf3_wide_acks_all",
+                f"3 brokers, RF 3, acks=all, {WIDE_PARTITIONS} partitions",
+                megabytes=megabytes, elapsed=produced.elapsed_s, cpu=cpu)
         if not client.measures_latency:
             print(f"latency at {LATENCY_RATE_MB_PER_S:.0f} MB/s: skipped ({client.name} cannot "
                   "measure it)")

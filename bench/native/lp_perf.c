@@ -7,7 +7,8 @@
  *   lp_perf consume BOOTSTRAP TOPIC RECORDS [key=value ...]
  *
  * produce writes RECORDS records of RECORD_BYTES random bytes (one buffer, handed to
- * librdkafka without a copy) to partition 0, as fast as it can (RATE_MB_S 0) or paced at
+ * librdkafka without a copy) to partition 0 (record i to partition i % N with the setting
+ * lp.partitions=N, which is lp_perf's own), as fast as it can (RATE_MB_S 0) or paced at
  * RATE_MB_S (1 MB = 10^6 bytes), waits for every delivery report and prints one JSON line:
  * elapsed seconds from the first produce() to the last report, failures, and the latency of
  * each record from produce() to its delivery report (librdkafka's rd_kafka_message_latency)
@@ -28,6 +29,7 @@
 #include <time.h>
 
 static int64_t *latencies;
+static int partitions = 1; /* lp.partitions */
 static size_t delivered;
 static size_t failed;
 static char first_error[256];
@@ -77,6 +79,14 @@ static rd_kafka_conf_t *configuration(const char *bootstrap, int argc, char **ar
             exit(2);
         }
         *equals = '\0';
+        if (strcmp(argv[i], "lp.partitions") == 0) {
+            partitions = atoi(equals + 1);
+            if (partitions < 1) {
+                fprintf(stderr, "lp_perf: lp.partitions must be at least 1\n");
+                exit(2);
+            }
+            continue;
+        }
         if (rd_kafka_conf_set(conf, argv[i], equals + 1, error, sizeof error)) {
             fprintf(stderr, "lp_perf: %s\n", error);
             exit(2);
@@ -117,7 +127,9 @@ static int produce(const char *bootstrap, const char *topic, long records, long 
             }
             rd_kafka_poll(rk, 0);
         }
-        while (rd_kafka_produce(rkt, 0, 0, value, (size_t)record_bytes, NULL, 0, NULL) == -1) {
+        int32_t partition = (int32_t)(i % partitions);
+        while (rd_kafka_produce(rkt, partition, 0, value, (size_t)record_bytes, NULL, 0,
+                                NULL) == -1) {
             if (rd_kafka_last_error() != RD_KAFKA_RESP_ERR__QUEUE_FULL) {
                 fprintf(stderr, "lp_perf: produce: %s\n", rd_kafka_err2str(rd_kafka_last_error()));
                 return 1;

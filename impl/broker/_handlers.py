@@ -450,24 +450,30 @@ class RequestHandlers:
         if body.transactional_id is not None:
             return self._produce_all(request, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         timeout_ms = int(body.timeout.total_seconds() * 1000)
-        results: list[tuple[str, list[dict[str, Any]]]] = []
+        # every partition refused here is answered at once; the others are appended in request
+        # order and waited for together (one acks=all round for the whole request)
+        refusals: list[list[int | None]] = []  # per topic, per partition: an error code or None
+        appended: list[tuple[TopicPartition, bytes | None]] = []
         for topic in body.topic_data:
-            partitions: list[dict[str, Any]] = []
             writable = self._topic_allowed(AclOperation.WRITE, topic.name)
-            for item in topic.partition_data:
-                if not writable:
-                    outcome_code, base, append_time, start = TOPIC_AUTHORIZATION_FAILED, -1, -1, -1
-                    message = None
-                elif topic_name_error(topic.name) is not None:
-                    outcome_code, base, append_time, start = INVALID_TOPIC_EXCEPTION, -1, -1, -1
+            refusal = (TOPIC_AUTHORIZATION_FAILED if not writable else
+                       INVALID_TOPIC_EXCEPTION if topic_name_error(topic.name) is not None else
+                       None)
+            refusals.append([refusal] * len(topic.partition_data))
+            if refusal is None:
+                appended.extend((TopicPartition(topic.name, int(item.index)), item.records)
+                                for item in topic.partition_data)
+        produced = iter(await self.context.replicas.produce_partitions(
+            appended, int(body.acks), timeout_ms) if appended else [])
+        results: list[tuple[str, list[dict[str, Any]]]] = []
+        for topic, row in zip(body.topic_data, refusals, strict=True):
+            partitions: list[dict[str, Any]] = []
+            for item, refused in zip(topic.partition_data, row, strict=True):
+                if refused is not None:
+                    outcome_code, base, append_time, start = refused, -1, -1, -1
                     message = None
                 else:
-                    result = await self.context.replicas.produce(
-                        TopicPartition(topic.name, int(item.index)),
-                        item.records,
-                        int(body.acks),
-                        timeout_ms,
-                    )
+                    result = next(produced)
                     outcome_code, base = result.error_code, result.base_offset
                     append_time, start = result.log_append_time_ms, result.log_start_offset
                     message = result.error_message

@@ -26,7 +26,7 @@ import functools
 import itertools
 import logging
 import time
-from collections.abc import Awaitable, Callable, Iterable, Mapping
+from collections.abc import Awaitable, Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, Final, cast
 
@@ -186,6 +186,9 @@ class ReplicaManager:
         )
         self._changed = trio.Event()
         self._records_changed = trio.Event()
+        #: while set (in synchronous code only, never across an await), :meth:`notify` does
+        #: nothing: the code that set it notifies once it is done
+        self._quiet = False
         self._stepping = False
         self._deferred: list[object] = []
         self._waiters: dict[int, _Waiter] = {}
@@ -277,6 +280,8 @@ class ReplicaManager:
     def notify(self, *, records: bool = True) -> None:
         """Wake every task waiting for a log or HW change; ``records=False``: only a high
         watermark moved, which wakes only the waiters that asked for HW moves too."""
+        if self._quiet:
+            return
         self._changed.set()
         self._changed = trio.Event()
         if records:
@@ -370,8 +375,9 @@ class ReplicaManager:
         elif high_watermark_moved:
             self.notify(records=False)
 
-    async def carry_out(self, effects: list[Effect]) -> list[Effect]:
-        """Carry out appends (each completion stepped at once); returns the other replies."""
+    async def carry_out(self, effects: list[Effect], *, wake: bool = True) -> list[Effect]:
+        """Carry out appends (each completion stepped at once); returns the other replies.
+        ``wake=False``: the waiters are not woken here; the caller owes :meth:`notify`."""
         replies: list[Effect] = []
         queue = list(effects)
         while queue:
@@ -381,9 +387,14 @@ class ReplicaManager:
                 continue
             assert isinstance(effect, Append)
             done = await self._append(effect)
-            more = self.step(done)
+            self._quiet = not wake
+            try:
+                more = self.step(done)
+            finally:
+                self._quiet = False
             queue[:0] = more
-            self.notify()
+            if wake:
+                self.notify()
         return replies
 
     async def _carry_out_alone(self, effect: Append) -> None:
@@ -419,32 +430,61 @@ class ReplicaManager:
     async def produce(
         self, tp: TopicPartition, records: bytes | None, acks: int, timeout_ms: int
     ) -> ProduceResult:
-        """Append one partition's batch as leader, honouring idempotence and ``acks``.
+        """:meth:`produce_partitions` of one partition."""
+        (result,) = await self.produce_partitions([(tp, records)], acks, timeout_ms)
+        return result
+
+    async def produce_partitions(
+        self, items: Sequence[tuple[TopicPartition, bytes | None]], acks: int, timeout_ms: int
+    ) -> list[ProduceResult]:
+        """Append each partition's batch as leader, in order, honouring idempotence, then wait
+        for every partition's ``acks`` at once, as Kafka's ``appendRecords`` appends a request's
+        partitions and then parks one ``DelayedProduce`` for all of them (waiting partition by
+        partition cost a request of n partitions n replication rounds).
 
         Returns:
-            The partition's result (error codes per Kafka: 3, 6, 19, 20, 21, 56, 2, 10, 87, 45,
-            47, 7).
+            Each partition's result, in the order of ``items`` (error codes per Kafka: 3, 6, 19,
+            20, 21, 56, 2, 10, 87, 45, 47, 7).
         """
-        request_id = next(self._request_ids)
-        waiter = self._waiters[request_id] = _Waiter()
+        waiters: list[tuple[int, _Waiter]] = []
         try:
-            await self.carry_out(self.step(Produce(
-                LOCAL, request_id, tp, records if records is not None else b"", acks,
-                timeout_ms)))
+            try:
+                for tp, records in items:
+                    request_id = next(self._request_ids)
+                    waiter = self._waiters[request_id] = _Waiter()
+                    waiters.append((request_id, waiter))
+                    self._quiet = True
+                    try:
+                        appends = self.step(Produce(
+                            LOCAL, request_id, tp, records if records is not None else b"",
+                            acks, timeout_ms))
+                    finally:
+                        self._quiet = False
+                    await self.carry_out(appends, wake=False)
+            finally:
+                # one wake-up once every partition is appended: a follower's delayed fetch
+                # then carries all of them (as Kafka completes delayed requests after the
+                # request's appends), not the first alone
+                self.notify()
             deadline = trio.current_time() + max(timeout_ms, 0) / 1000.0
-            while waiter.reply is None:
-                with trio.move_on_at(deadline + 0.001):
-                    await waiter.done.wait()
-                if waiter.reply is None:
-                    # the node times the produce out on a tick past its deadline
-                    self.step(Tick(periodic=True))
-                    deadline = trio.current_time()
+            for _, waiter in waiters:
+                while waiter.reply is None:
+                    with trio.move_on_at(deadline + 0.001):
+                        await waiter.done.wait()
+                    if waiter.reply is None:
+                        # the node times the produce out on a tick past its deadline
+                        self.step(Tick(periodic=True))
+                        deadline = trio.current_time()
         finally:
-            del self._waiters[request_id]
-        reply = waiter.reply
-        assert isinstance(reply, ProduceReply)
-        return ProduceResult(reply.error, reply.base_offset, reply.log_append_time_ms,
-                             reply.log_start_offset, reply.error_message)
+            for request_id, _ in waiters:
+                del self._waiters[request_id]
+        results: list[ProduceResult] = []
+        for _, waiter in waiters:
+            reply = waiter.reply
+            assert isinstance(reply, ProduceReply)
+            results.append(ProduceResult(reply.error, reply.base_offset, reply.log_append_time_ms,
+                                         reply.log_start_offset, reply.error_message))
+        return results
 
     # --- DeleteRecords ---------------------------------------------------------------------
 

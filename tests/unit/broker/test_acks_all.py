@@ -6,15 +6,20 @@ not a success, even though the shrink moved the HW past it.
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from typing import Any
+
 import pytest
 import trio
 import trio.testing
 
 from conformance.disk import SimDisk
 from impl.broker import replication
+from impl.broker.node import REQUEST_TIMED_OUT
 from impl.broker.replica_manager import ProduceResult, ReplicaManager
 from impl.broker.replication import ReplicaRole, ReplicaState, acks_all_result
 from impl.storage import LogManager, StorageConfig, TopicPartition
+from impl.storage.compression import CODEC_GZIP
 from impl.storage.record_batch import build_batch
 
 DIR = "/data/a"
@@ -74,3 +79,105 @@ def test_acks_all_with_the_isr_intact_succeeds() -> None:
     result = _produce_then("fetch")
     assert result.error_code == replication.NONE, result
     assert result.base_offset == 0
+
+
+SECOND = TopicPartition("acked", 1)
+
+
+def _two_partitions() -> tuple[LogManager, ReplicaManager]:
+    """Two partitions led here, each with ISR (leader, follower) and min.insync 2."""
+    logs = LogManager.open(StorageConfig(log_dirs=(DIR,)), disk=SimDisk([DIR]))
+    replicas = ReplicaManager(LEADER, logs, min_insync_replicas=2, message_max_bytes=1 << 20)
+    for tp in (TP, SECOND):
+        logs.create(tp, True)
+        replicas.states[tp] = ReplicaState(tp.topic, tp.partition, ReplicaRole.LEADER, LEADER,
+                                           0, 0, (LEADER, FOLLOWER), (LEADER, FOLLOWER))
+    return logs, replicas
+
+
+def _leos(logs: LogManager) -> list[int]:
+    ends = []
+    for tp in (TP, SECOND):
+        partition = logs.get(tp)
+        assert partition is not None
+        ends.append(partition.log_end_offset)
+    return ends
+
+
+def test_a_request_of_several_partitions_waits_for_all_of_them_at_once() -> None:
+    """acks=all over two partitions: both are appended before either is acknowledged, and one
+    follower round answers both (Kafka's one DelayedProduce per request). Waiting partition by
+    partition, the second was appended only after the first's round: n rounds for n
+    partitions."""
+    results: list[list[ProduceResult]] = []
+
+    async def main() -> None:
+        logs, replicas = _two_partitions()
+
+        async def produce() -> None:
+            results.append(await replicas.produce_partitions(
+                [(TP, build_batch([b"a", b"b"])), (SECOND, build_batch([b"c"]))], -1, 30_000))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(produce)
+            await trio.testing.wait_all_tasks_blocked()
+            assert not results, "acks=all waits for the follower"
+            assert _leos(logs) == [2, 1], "both partitions are appended before the wait"
+            replicas.record_follower_fetch(TP, FOLLOWER, 2)
+            replicas.record_follower_fetch(SECOND, FOLLOWER, 1)
+        logs.close()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert [(result.error_code, result.base_offset) for result in results[0]] == [
+        (replication.NONE, 0), (replication.NONE, 0)]
+
+
+def test_a_request_of_several_partitions_times_out_once() -> None:
+    """No follower fetches: the request's partitions time out together, after the request's
+    timeout (Kafka's one DelayedProduce), not one timeout after another (which answered a
+    request of n partitions after n timeouts, past the client's own request timeout)."""
+    finished: list[tuple[float, list[int]]] = []
+
+    async def main() -> None:
+        logs, replicas = _two_partitions()
+        results = await replicas.produce_partitions(
+            [(TP, build_batch([b"a"])), (SECOND, build_batch([b"b"]))], -1, 1_000)
+        finished.append((trio.current_time(), [result.error_code for result in results]))
+        logs.close()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    (seconds, codes), = finished
+    assert codes == [REQUEST_TIMED_OUT] * 2
+    assert 1.0 <= seconds < 1.5, seconds
+
+
+def test_a_delayed_fetch_is_woken_once_every_partition_is_appended() -> None:
+    """A follower's delayed fetch wakes after the request's last append, so its response
+    carries every partition (Kafka completes delayed requests after the request's appends);
+    woken at the first append, it carried that partition alone and the rest waited a round.
+    Compressed batches are validated off the event loop, so other tasks run between the
+    partitions' appends."""
+    seen: list[list[int]] = []
+
+    async def offload(function: Callable[..., Any], *args: Any) -> Any:
+        await trio.lowlevel.checkpoint()  # as trio.to_thread.run_sync lets other tasks run
+        return function(*args)
+
+    async def main() -> None:
+        logs, replicas = _two_partitions()
+        logs.set_cpu_offload(offload)
+
+        async def delayed_fetch() -> None:
+            await replicas.wait_changed(trio.current_time() + 10, records_only=True)
+            seen.append(_leos(logs))
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(delayed_fetch)
+            await trio.testing.wait_all_tasks_blocked()
+            await replicas.produce_partitions(
+                [(TP, build_batch([b"a", b"b"], compression=CODEC_GZIP)),
+                 (SECOND, build_batch([b"c"], compression=CODEC_GZIP))], 1, 30_000)
+        logs.close()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert seen == [[2, 1]]
