@@ -90,6 +90,8 @@ INVALID_REQUEST = 42
 UNKNOWN_TOPIC_OR_PARTITION = 3
 UNKNOWN_SERVER_ERROR = -1
 NOT_CONTROLLER = 41
+#: what a request that needs ZooKeeper is told before the broker's session is established
+NOT_CONNECTED_YET = "the broker is not connected to ZooKeeper yet"
 
 
 
@@ -139,7 +141,12 @@ class _ZooKeeperTopicAdmin:
         topic_configs: dict[str, str] | None = None,
     ) -> tuple[int, str | None]:
         coordinator = self._broker.coordinator
-        assert coordinator is not None
+        if coordinator is None:
+            # the listeners are bound before the ZooKeeper session (the controller must reach
+            # this broker): a request in between is answered as a broker that cannot act as
+            # the controller answers, a retriable NOT_CONTROLLER (it was an assertion: the
+            # connection closed as on a bug, and a client's set-up failed)
+            return NOT_CONTROLLER, NOT_CONNECTED_YET
         try:
             if await coordinator.exists(topic_path(topic)) is not None:
                 return TOPIC_ALREADY_EXISTS, f"topic {topic!r} already exists"
@@ -179,7 +186,8 @@ class _ZooKeeperTopicAdmin:
 
     async def delete_topic(self, topic: str) -> int:
         coordinator = self._broker.coordinator
-        assert coordinator is not None
+        if coordinator is None:
+            return NOT_CONTROLLER  # (as in create_topic)
         try:
             await zk_admin.delete_topic(coordinator, topic)
         except (zk_admin.UnknownTopicError, NoNodeError):
