@@ -180,26 +180,32 @@ class SimFileSlice:
 
 
 class SimSyncHandle:
-    """The right to fsync one file, bound to its inode (it follows renames and removal).
+    """The right to fsync one file or directory, bound to its inode (it follows renames and
+    removal).
 
     The simulator is single-threaded: :meth:`sync` runs where the caller runs it, and is one
-    mutating operation of the disk (a crash can be armed before it), as :meth:`SimDisk.fsync`.
+    mutating operation of the disk (a crash can be armed before it), as :meth:`SimDisk.fsync`
+    and :meth:`SimDisk.fsync_dir`.
     """
 
-    __slots__ = ("_closed", "_disk", "_file", "_path", "_root")
+    __slots__ = ("_closed", "_disk", "_node", "_path", "_root")
 
-    def __init__(self, disk: SimDisk, root: str, path: str, node: _File) -> None:
+    def __init__(self, disk: SimDisk, root: str, path: str, node: _File | _Dir) -> None:
         self._disk = disk
         self._root = root
         self._path = path
-        self._file = node
+        self._node = node
         self._closed = False
 
     def sync(self) -> None:
-        """Make the file's contents durable; EIO (or the dir's errno) once the dir failed."""
+        """Make the file's contents (the directory's entries) durable; EIO (or the dir's errno)
+        once the dir failed."""
         if self._closed:
             raise ValueError("sync handle is closed")
-        self._disk._sync_node(self._root, self._path, self._file)
+        if isinstance(self._node, _Dir):
+            self._disk._sync_dir_node(self._root, self._path, self._node)
+        else:
+            self._disk._sync_node(self._root, self._path, self._node)
 
     def close(self) -> None:
         """Release the handle (idempotent)."""
@@ -711,6 +717,20 @@ class SimDisk:
     def fsync_dir(self, path: str) -> None:
         """Make the entries of directory ``path`` durable."""
         directory = self._dir(path, write=True)
+        self._fsync_dir_node(directory)
+
+    def open_dir_sync(self, path: str) -> SimSyncHandle:
+        """A handle whose ``sync`` fsyncs the directory (its inode), wherever it has moved."""
+        root, _, _, _ = self._walk(path, write=True)
+        return SimSyncHandle(self, root, path, self._dir(path, write=True))
+
+    def _sync_dir_node(self, root: str, path: str, directory: _Dir) -> None:
+        """:meth:`SimSyncHandle.sync` on a directory: the root's faults, then
+        :meth:`fsync_dir`'s effect on it."""
+        self._check_root(root, path, write=True)
+        self._fsync_dir_node(directory)
+
+    def _fsync_dir_node(self, directory: _Dir) -> None:
         self._mutating()
         if self._fsync_effective:
             directory.durable_entries = dict(directory.entries)

@@ -143,8 +143,9 @@ def check_slices(make: DiskFactory) -> None:
 
 
 def check_sync_handles(make: DiskFactory) -> None:
-    """A sync handle fsyncs its file wherever it has moved (renamed with its dir, removed),
-    is refused for a missing file naming the path, and closes idempotently."""
+    """A sync handle fsyncs its file (a dir sync handle its dir) wherever it has moved (renamed
+    with its dir, removed), is refused for a missing file (dir) naming the path, and closes
+    idempotently."""
     disk, (log_dir, *_) = make()
     disk.mkdir(f"{log_dir}/t-0")
     path = f"{log_dir}/t-0/0.log"
@@ -161,6 +162,15 @@ def check_sync_handles(make: DiskFactory) -> None:
     handle.close()
     handle.close()
     _raises(errno.ENOENT, f"{log_dir}/t-0/0.log", lambda: disk.open_sync(f"{log_dir}/t-0/0.log"))
+    directory = disk.open_dir_sync(f"{log_dir}/t-0.delete")
+    disk.create(f"{log_dir}/t-0.delete/1.log")
+    directory.sync()
+    disk.rename(f"{log_dir}/t-0.delete", f"{log_dir}/t-1")
+    directory.sync()  # it follows its dir
+    assert disk.list_dir(f"{log_dir}/t-1") == ["1.log"]
+    directory.close()
+    directory.close()
+    _raises(errno.ENOENT, f"{log_dir}/t-0", lambda: disk.open_dir_sync(f"{log_dir}/t-0"))
 
 
 def check_directories(make: DiskFactory) -> None:
@@ -424,6 +434,28 @@ def check_sync_handle_durability(make: SimDiskFactory, seeds: int = 30) -> None:
     handle = disk.open_sync(f"{bad}/a")
     disk.fail_dir(bad)
     _raises(errno.EIO, f"{bad}/a", handle.sync)
+    _check_dir_sync_handle_durability(make, seeds)
+
+
+def _check_dir_sync_handle_durability(make: SimDiskFactory, seeds: int) -> None:
+    """What a dir handle's ``sync`` made durable survives every crash (the entries changed
+    before it), the entry changes after it may be lost; a failed dir raises on it."""
+    lost_after = 0
+    for seed in range(seeds):
+        disk, (log_dir, *_) = make()
+        directory = disk.open_dir_sync(log_dir)
+        disk.create(f"{log_dir}/a")
+        directory.sync()
+        directory.close()
+        disk.create(f"{log_dir}/b")
+        disk.crash(SimRng(seed))
+        assert disk.exists(f"{log_dir}/a"), seed
+        lost_after += not disk.exists(f"{log_dir}/b")
+    assert lost_after, "no crash lost the entry created after the sync (vacuous)"
+    disk, (bad, *_) = make()
+    directory = disk.open_dir_sync(bad)
+    disk.fail_dir(bad)
+    _raises(errno.EIO, bad, directory.sync)
 
 
 def check_failed_dir(make: SimDiskFactory) -> None:

@@ -59,6 +59,7 @@ from conformance.rng import SimRng
 from conformance.trace_check import Abstraction, TraceChecker, TraceVerdict
 from impl.storage import record_batch as rb
 from impl.storage import replica_move as rm
+from impl.storage.checkpoint import CheckpointSync
 from impl.storage.config import UNLIMITED_RATE, StorageConfig
 from impl.storage.errors import StorageError
 from impl.storage.log import FlushSync
@@ -508,10 +509,12 @@ class BrokerWorld:
         self._live: dict[TopicPartition, list[str]] = {}
         self._live_version = -1
         #: a flush pass in progress (:meth:`flush_pass_step`) and its handed-over fsyncs: the
-        #: sync, the replica it was taken on and the acknowledged end then
-        self._flush_pass: Iterator[FlushSync | None] | None = None
+        #: sync, the replica it was taken on and the acknowledged end then; or a checkpoint
+        #: file's handed-over fsync
+        self._flush_pass: Iterator[FlushSync | CheckpointSync | None] | None = None
         self._flush_pending: tuple[
             FlushSync, PartitionLog, int, tuple[tuple[int, int, int], ...]] | None = None
+        self._checkpoint_pending: CheckpointSync | None = None
         self.manager = self._open()
         for tp in self.tps:
             self.manager.create(tp, is_new=True)
@@ -557,6 +560,7 @@ class BrokerWorld:
         self._swap_crash = None
         self._flush_pass = None  # the process and its pass die; the fsyncs' handles with it
         self._flush_pending = None
+        self._checkpoint_pending = None
         self.disk.crash(self._crash_rng, scramble=self._scramble_next_crash)
         self._scramble_next_crash = False
         for index in sorted(self._unreadable_next_start):
@@ -813,7 +817,11 @@ class BrokerWorld:
         over (a ``FlushSync``) and done in a worker thread while the broker goes on, so here
         they run at this operation's next turn, with appends, moves, reads, dir failures and
         crashes in between; the pass then resumes (the partition's recovery point moves) and
-        runs to the next handover or its end (the checkpoint files).
+        runs to the next handover or its end. The checkpoint files' fsyncs are handed over
+        too (a ``CheckpointSync``: the temp file's before the rename, the dir's after it) and
+        run at the next turn as well, so crashes, dir failures and the checkpoint writes that
+        cannot wait (a swap, a deletion, a truncation, the ``checkpoint`` operation) strike
+        while a checkpoint write is half done.
 
         What the fsyncs made durable is known here from the disk's contract alone: every
         byte the partition held when its segments' handles were taken, so ``durable_offset``
@@ -826,6 +834,9 @@ class BrokerWorld:
             self._flush_pass = self.manager.checkpoint_steps()
         elif pending is not None:
             pending[0].run()  # the worker thread's fsyncs
+        elif self._checkpoint_pending is not None:
+            self._checkpoint_pending.run()  # the worker thread's fsync
+        self._checkpoint_pending = None
         passing = self._flush_pass
         while True:
             step = next(passing, _PASS_DONE)
@@ -843,9 +854,13 @@ class BrokerWorld:
                 book = self.books[step.tp]
                 self._flush_pending = (step, served, book.end_offset, tuple(book.batches))
                 return
+            if isinstance(step, CheckpointSync):
+                self._checkpoint_pending = step
+                return
             if step is _PASS_DONE:
                 self._flush_pass = None
                 self._flush_pending = None
+                self._checkpoint_pending = None
                 return
 
     def checkpoint(self) -> None:

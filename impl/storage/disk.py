@@ -33,10 +33,12 @@ Read handles for zero-copy transmission (:meth:`Disk.open_slice`) stay valid aft
 renamed, truncated, or removed: they read the bytes as of when the slice was opened, or fewer if
 the file was truncated below the slice (the reader must then stop at the first short read).
 
-Sync handles (:meth:`Disk.open_sync`) are the one thing a caller may use from another thread
-while the disk goes on serving others: the periodic flush opens them on the event loop and
-fsyncs in a worker thread, so a request never waits for a second's worth of writeback (Kafka
-flushes on its scheduler thread). A sync handle follows the file (its inode) like a slice.
+Sync handles (:meth:`Disk.open_sync`, :meth:`Disk.open_dir_sync`) are the one thing a caller
+may use from another thread while the disk goes on serving others: the periodic flush and the
+checkpoint writes open them on the event loop and fsync in a worker thread, so a request never
+waits for a second's worth of writeback, nor for the device cache flush a checkpoint's fsync
+waits behind (Kafka flushes and checkpoints on its scheduler thread). A sync handle follows the file
+or directory (its inode) like a slice.
 
 This module is a sans-IO core: it declares the port and imports no I/O module.
 """
@@ -156,6 +158,11 @@ class Disk(Protocol):
     def open_sync(self, path: str) -> SyncHandle:
         """A handle that fsyncs ``path``'s file, from another thread if need be (see
         :class:`SyncHandle`); ``sync()`` on it has the effect of :meth:`fsync` on the file."""
+
+    def open_dir_sync(self, path: str) -> SyncHandle:
+        """A handle that fsyncs the directory ``path``, from another thread if need be (see
+        :class:`SyncHandle`); ``sync()`` on it has the effect of :meth:`fsync_dir` on the
+        directory: every entry change made in it before ``sync()`` was called is durable."""
 
     # --- directories -------------------------------------------------------------------------
 

@@ -24,7 +24,7 @@ import dataclasses
 import errno
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -40,6 +40,7 @@ from impl.storage.checkpoint import (
     META_PROPERTIES,
     RECOVERY_POINT_CHECKPOINT,
     REPLICATION_OFFSET_CHECKPOINT,
+    CheckpointSync,
     format_meta_properties,
     format_offsets,
     parse_meta_properties,
@@ -47,6 +48,7 @@ from impl.storage.checkpoint import (
     read_checkpoint,
     recorded_log_dir_ids,
     write_atomically,
+    write_atomically_steps,
 )
 from impl.storage.config import StorageConfig
 from impl.storage.disk import Disk, FileSlice
@@ -658,6 +660,10 @@ class LogManager:
         #: each (dir, checkpoint)'s entries as read at start-up, then as last written: a lost
         #: replica's entries are carried from here (:meth:`_checkpoint_entries`)
         self._checkpoint_entries: dict[tuple[str, str], dict[TopicPartition, int]] = {}
+        #: each (dir, checkpoint)'s writes started so far: a write whose fsync was handed over
+        #: goes on only if no later write of the file started meanwhile
+        #: (:meth:`_write_checkpoint_steps`)
+        self._checkpoint_writes: dict[tuple[str, str], int] = {}
         self.recovery_decisions: list[RecoveryDecision] = []
         #: the broker epoch since which every shutdown was clean (this start follows a clean
         #: one), or -1 (:mod:`impl.storage.clean_shutdown`; the broker registers it, KIP-966)
@@ -1478,9 +1484,10 @@ class LogManager:
 
     def _write_dir_checkpoint_steps(
         self, log_dir: str, extra: Log | None = None, *, rewrite_high_watermarks: bool = False
-    ) -> Iterator[None]:
-        """Write ``log_dir``'s changed checkpoints, yielding after each file written (each is
-        two fsyncs); the texts are taken from the state at that moment.
+    ) -> Generator[CheckpointSync, None, None]:
+        """Write ``log_dir``'s changed checkpoints, yielding each file's two fsyncs before they
+        run (:meth:`_write_checkpoint_steps`); each file's text is taken from the state when
+        its write starts.
 
         The dir's live logs are gathered once for the three files, and again only after a
         yield (the partitions may have changed meanwhile); a file's text is made only when its
@@ -1496,11 +1503,36 @@ class LogManager:
             entries = self._checkpoint_entries_of(log_dir, name, live)
             rewrite = rewrite_high_watermarks and name == REPLICATION_OFFSET_CHECKPOINT
             if rewrite or self._checkpoints_written.get((log_dir, name)) != entries:
-                write_atomically(self.disk, log_dir, name, format_offsets(entries))
-                self._checkpoints_written[(log_dir, name)] = entries
-                self._checkpoint_entries[(log_dir, name)] = entries
                 live = None
-                yield
+                yield from self._write_checkpoint_steps(log_dir, name, entries)
+
+    def _write_checkpoint_steps(
+        self, log_dir: str, name: str, entries: dict[TopicPartition, int]
+    ) -> Iterator[CheckpointSync]:
+        """Write ``entries`` to ``log_dir``'s checkpoint ``name`` (:func:`write_atomically_steps`:
+        temp, fsync, rename, dir fsync), yielding each fsync before it runs.
+
+        The text is fixed now, from offsets that are durable now (a recovery point moves only
+        once its flush's fsyncs are done, :meth:`Log.finish_flush`), so however late the
+        rename comes, the file never claims more than the disk holds. A write that a later
+        write of the same file overtook while its fsync was away (the other periodic pass, or
+        a write that cannot wait: DeleteRecords, a truncation, a deletion, a swap) stops there:
+        before its rename it leaves the temp file, which the later write recreated, untouched,
+        and after it it records nothing (the later write's entries are the newer ones). Only
+        then are the entries recorded as written."""
+        key = (log_dir, name)
+        write = self._checkpoint_writes.get(key, 0) + 1
+        self._checkpoint_writes[key] = write
+        steps = write_atomically_steps(self.disk, log_dir, name, format_offsets(entries))
+        try:
+            for sync in steps:
+                yield sync
+                if self._checkpoint_writes[key] != write:
+                    return  # overtaken
+        finally:
+            steps.close()
+        self._checkpoints_written[key] = entries
+        self._checkpoint_entries[key] = entries
 
     def _live_logs_of(self, log_dir: str, extra: Log | None) -> dict[TopicPartition, Log]:
         """The served live logs of ``log_dir`` (and ``extra``, a ``.move`` made durable for
@@ -1556,9 +1588,10 @@ class LogManager:
         for _ in self.checkpoint_high_watermark_steps():
             pass
 
-    def checkpoint_high_watermark_steps(self) -> Iterator[None]:
-        """:meth:`checkpoint_high_watermarks`, yielding after each file written (a runtime with
-        an event loop serves others there: each file is two fsyncs)."""
+    def checkpoint_high_watermark_steps(self) -> Iterator[CheckpointSync]:
+        """:meth:`checkpoint_high_watermarks`, yielding each checkpoint fsync before it runs (a
+        runtime with an event loop runs it in a worker thread and serves others meanwhile; a
+        driver that does not run it gets it run inline when it resumes the pass)."""
         for log_dir in self.config.log_dirs:
             if log_dir not in self.offline_dirs:
                 yield from self._io_steps(log_dir, self._write_dir_checkpoint_steps(
@@ -1569,10 +1602,13 @@ class LogManager:
         for _ in self.checkpoint_steps(flush=flush):
             pass
 
-    def checkpoint_steps(self, *, flush: bool = True) -> Iterator[FlushSync | None]:
+    def checkpoint_steps(
+        self, *, flush: bool = True
+    ) -> Iterator[FlushSync | CheckpointSync | None]:
         """:meth:`checkpoint`, yielding after every :data:`CLEAN_FLUSHES_PER_STEP` partitions
-        that had nothing to fsync and after each checkpoint file written, and, for each
-        partition with bytes to fsync, yielding its :class:`FlushSync` before the fsyncs.
+        that had nothing to fsync, for each partition with bytes to fsync its
+        :class:`FlushSync` before the fsyncs, and each checkpoint file's two fsyncs (a
+        :class:`CheckpointSync`, :meth:`_write_checkpoint_steps`) before they run.
         Between steps the partitions may change: each is re-checked when reached.
 
         A runtime with an event loop runs a yielded :class:`FlushSync` in a worker thread
@@ -1619,18 +1655,23 @@ class LogManager:
             if log_dir not in self.offline_dirs:
                 yield from self._io_steps(log_dir, self._write_dir_checkpoint_steps(log_dir))
 
-    def _io_steps(self, log_dir: str, steps: Iterator[None]) -> Iterator[None]:
+    def _io_steps(self, log_dir: str,
+                  steps: Generator[CheckpointSync, None, None]) -> Iterator[CheckpointSync]:
         """Drive ``steps`` with each step inside :meth:`_io_nowait` (an ``OSError`` takes
-        ``log_dir`` offline and ends them)."""
-        while True:
-            with self._io_nowait(log_dir):
-                try:
-                    next(steps)
-                except StopIteration:
+        ``log_dir`` offline and ends them), passing on what they yield."""
+        try:
+            while True:
+                step: CheckpointSync | None = None
+                with self._io_nowait(log_dir):
+                    try:
+                        step = next(steps)
+                    except StopIteration:
+                        return
+                if log_dir in self.offline_dirs or step is None:
                     return
-            if log_dir in self.offline_dirs:
-                return
-            yield
+                yield step
+        finally:
+            steps.close()
 
     def enforce_retention(self) -> int:
         """Apply ``log.retention.ms``/``.bytes``; a ``.move`` mirror drops the same segments."""

@@ -113,9 +113,10 @@ class OsFileSlice(_OwnedDescriptor):
 
 
 class OsSyncHandle(_OwnedDescriptor):
-    """The right to ``fsync`` one file through its own descriptor (a ``dup`` taken on the
-    opening thread), so a worker thread can fsync while the descriptor cache closes and reuses
-    its descriptors: the ``dup`` refers to the open file, not the name."""
+    """The right to ``fsync`` one file (or directory) through its own descriptor (a ``dup``
+    taken on the opening thread, or the directory opened read-only), so a worker thread can
+    fsync while the descriptor cache closes and reuses its descriptors: the descriptor refers
+    to the open file, not the name."""
 
     __slots__ = ("_path",)
 
@@ -348,6 +349,13 @@ class OsDisk:
         """A ``dup`` of the cached descriptor, for an ``fsync`` on another thread."""
         try:
             return OsSyncHandle(os.dup(self._fd(path)), path)
+        except OSError as error:
+            raise _with_path(error, path) from None
+
+    def open_dir_sync(self, path: str) -> OsSyncHandle:
+        """The directory opened read-only, for an ``fsync`` on another thread."""
+        try:
+            return OsSyncHandle(os.open(path, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC), path)
         except OSError as error:
             raise _with_path(error, path) from None
 

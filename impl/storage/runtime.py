@@ -4,16 +4,17 @@
 task per mover slot the manager hands out (:meth:`LogManager.mover_slots`), each doing what
 :meth:`LogManager.mover_action` says (copy a chunk, sleep while the throttle admits nothing,
 take the partition lock and swap), the removal of queued ``.delete`` dirs, periodic flush
-(its fsyncs in a worker thread), checkpoints and HW checkpoints, and retention. It has no
+and checkpoints and HW checkpoints (their fsyncs in a worker thread), and retention. It has no
 scheduling rule of its own: the simulators ask the same two methods.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator, Iterator
 
 import trio
 
+from impl.storage.checkpoint import CheckpointSync
 from impl.storage.log import FlushSync
 from impl.storage.manager import LogManager, MoverCopy, MoverWait
 from impl.storage.names import TopicPartition
@@ -71,18 +72,24 @@ async def _periodic(manager: LogManager, interval_ms: int,
     """Every ``interval_ms``, run ``steps`` (a flush, checkpoint or retention pass over every
     partition), letting other tasks run after each step: a pass over thousands of partitions,
     each with fsyncs, would otherwise hold the event loop for all of them. A step that is a
-    :class:`FlushSync` (a partition's segment fsyncs) runs in a worker thread meanwhile."""
+    :class:`FlushSync` (a partition's segment fsyncs) or a :class:`CheckpointSync` (a
+    checkpoint file's or its dir's fsync) runs in a worker thread meanwhile: even a small
+    file's fsync waits for the device, which is busy with whatever else is writing back."""
     while not manager.closed:
         await trio.sleep(interval_ms / 1000)
         pass_steps = steps()
-        while not manager.closed:
-            step = next(pass_steps, _PASS_DONE)
-            if step is _PASS_DONE:
-                break
-            if isinstance(step, FlushSync):
-                await trio.to_thread.run_sync(step.run)
-            else:
-                await trio.sleep(0)
+        try:
+            while not manager.closed:
+                step = next(pass_steps, _PASS_DONE)
+                if step is _PASS_DONE:
+                    break
+                if isinstance(step, (FlushSync, CheckpointSync)):
+                    await trio.to_thread.run_sync(step.run)
+                else:
+                    await trio.sleep(0)
+        finally:
+            if isinstance(pass_steps, Generator):
+                pass_steps.close()  # a pass cut short releases its handles on this thread
 
 
 async def _mover(manager: LogManager, tp: TopicPartition, running: set[TopicPartition],

@@ -13,7 +13,7 @@ import pytest
 
 from conformance.disk import SimDisk
 from impl.storage import LogManager, TopicPartition
-from impl.storage.checkpoint import RECOVERY_POINT_CHECKPOINT
+from impl.storage.checkpoint import RECOVERY_POINT_CHECKPOINT, CheckpointSync
 from impl.storage.log import FlushSync
 from impl.storage.names import DELETE_SUFFIX
 
@@ -44,10 +44,10 @@ def test_a_flush_pass_takes_one_step_per_partition_and_flushes_them_all() -> Non
         assert partition is not None
         assert partition.log.recovery_point == 0  # moved only once the fsyncs are done
         step.run()  # as the runtime's worker thread does
-    rest = list(steps)  # then one step per checkpoint file written
+    rest = list(steps)  # then two steps per checkpoint file written (its fsync, its dir's)
     assert all(p is not None and p.log.recovery_point == p.log_end_offset for p in partitions)
-    assert all(step is None for step in rest)
-    assert 1 <= len(rest) <= 3 * 2
+    assert all(isinstance(step, CheckpointSync) for step in rest)
+    assert 2 <= len(rest) <= 3 * 2 * 2
 
 
 def test_a_partition_deleted_between_steps_is_skipped() -> None:
