@@ -22,10 +22,11 @@ factor 3, acks=all produce; the same over 12 partitions led by all three brokers
 then carries several partitions of its leader: no issue figure, compare versions with
 ``--broker-source``); and produce latency (p50/p99 from produce() to delivery report) at
 a steady 50 MB/s with acks=all on the same cluster (after one unmeasured second at that rate: a
-new partition's followers join at their next fetch). Every phase prints MB/s wall, MB per broker
-CPU-second (the brokers' user + system time from ``/proc``, summed over the cluster), its
-ratio to the figures measured before the work on the hot path and to the target, and the run
-ends with one JSON line naming the client.
+new partition's followers join at their next fetch), and again over the 12 partitions at 5 MB/s
+(about one partition per Produce: a request rate, no target). Every phase prints MB/s wall,
+MB per broker CPU-second (the brokers' user + system time from ``/proc``, summed over the
+cluster), its ratio to the figures measured before the work on the hot path and to the target,
+and the run ends with one JSON line naming the client.
 
 Run: ``python -m bench.produce_consume [--records N] [--record-bytes B]`` or
 ``python -m bench.produce_consume --client native [--records N] [--latency-seconds S]
@@ -350,6 +351,8 @@ LATENCY_WARM_UP_S = 1.0
 CLUSTER_SIZE = 3
 #: partitions of the wide RF 3 phase: four led by each of the three brokers
 WIDE_PARTITIONS = 12
+#: the paced rate of the latency phase over the 12 partitions
+WIDE_LATENCY_RATE_MB_PER_S = 5.0
 
 
 def _broker_properties(root: Path, broker_id: int, port: int, zookeeper: str) -> str:
@@ -551,6 +554,30 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
               f"p99 {p99:.2f} ms ({p99 / TARGET['latency_p99_ms']:.2f} x the 10 ms target), "
               f"p99.9 {results['latency_p999_ms']:.2f} ms, max {results['latency_max_ms']:.2f} "
               f"ms; {steady_mb / max(cpu, 1e-9):.0f} MB per broker CPU-second")
+        # the same over the 12 partitions at a tenth of the rate: librdkafka's per-partition
+        # linger then sends about one partition per Produce, so the requests (and the
+        # followers' fetches) scale with the partitions; what the phase shows is the cost of a
+        # request, not of a byte (no target)
+        warm_up = max(int(WIDE_LATENCY_RATE_MB_PER_S * MB * LATENCY_WARM_UP_S / record_bytes), 1)
+        client.produce(bootstrap, "rf3wide", warm_up, record_bytes, "all",
+                       rate_mb_s=WIDE_LATENCY_RATE_MB_PER_S, latency=True,
+                       partitions=WIDE_PARTITIONS)
+        steady = max(int(WIDE_LATENCY_RATE_MB_PER_S * MB * latency_seconds / record_bytes), 1)
+        cpu = _cluster_cpu(processes)
+        produced = client.produce(bootstrap, "rf3wide", steady, record_bytes, "all",
+                                  rate_mb_s=WIDE_LATENCY_RATE_MB_PER_S, latency=True,
+                                  partitions=WIDE_PARTITIONS)
+        cpu = _cluster_cpu(processes) - cpu
+        steady_mb = steady * record_bytes / MB
+        latency = {key: value / 1000 for key, value in produced.latency_us.items()}
+        for key in ("p50", "p99", "max"):
+            results[f"wide_latency_{key}_ms"] = round(latency[key], 2)
+        results["wide_latency_rate_mb_per_s"] = round(steady_mb / produced.elapsed_s, 1)
+        results["wide_latency_broker_cpu_s"] = round(cpu, 2)
+        print(f"acks=all latency over {WIDE_PARTITIONS} partitions at "
+              f"{steady_mb / produced.elapsed_s:.1f} MB/s: p50 {latency['p50']:.2f} ms, "
+              f"p99 {latency['p99']:.2f} ms, max {latency['max']:.2f} ms; brokers' CPU "
+              f"{cpu:.2f} s in {produced.elapsed_s:.1f} s")
     finally:
         _stop(processes)
 
