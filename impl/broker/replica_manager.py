@@ -466,15 +466,7 @@ class ReplicaManager:
                 # then carries all of them (as Kafka completes delayed requests after the
                 # request's appends), not the first alone
                 self.notify()
-            deadline = trio.current_time() + max(timeout_ms, 0) / 1000.0
-            for _, waiter in waiters:
-                while waiter.reply is None:
-                    with trio.move_on_at(deadline + 0.001):
-                        await waiter.done.wait()
-                    if waiter.reply is None:
-                        # the node times the produce out on a tick past its deadline
-                        self.step(Tick(periodic=True))
-                        deadline = trio.current_time()
+            await self._wait_replies([waiter for _, waiter in waiters], timeout_ms)
         finally:
             for request_id, _ in waiters:
                 del self._waiters[request_id]
@@ -485,6 +477,18 @@ class ReplicaManager:
             results.append(ProduceResult(reply.error, reply.base_offset, reply.log_append_time_ms,
                                          reply.log_start_offset, reply.error_message))
         return results
+
+    async def _wait_replies(self, waiters: list[_Waiter], timeout_ms: int) -> None:
+        """Wait until every waiter has its reply; past ``timeout_ms`` a periodic tick lets the
+        node time the rest out (it answers them on a tick past their deadlines)."""
+        deadline = trio.current_time() + max(timeout_ms, 0) / 1000.0
+        for waiter in waiters:
+            while waiter.reply is None:
+                with trio.move_on_at(deadline + 0.001):
+                    await waiter.done.wait()
+                if waiter.reply is None:
+                    self.step(Tick(periodic=True))
+                    deadline = trio.current_time()
 
     # --- DeleteRecords ---------------------------------------------------------------------
 
@@ -501,14 +505,7 @@ class ReplicaManager:
                 waiters[tp] = (request_id, waiter)
                 self.step(DeleteRecords(LOCAL, request_id, tp, offset, timeout_ms))
             self.notify()  # a delayed fetch may answer at once with the new log start offset
-            deadline = trio.current_time() + max(timeout_ms, 0) / 1000.0
-            for _, waiter in waiters.values():
-                while waiter.reply is None:
-                    with trio.move_on_at(deadline + 0.001):
-                        await waiter.done.wait()
-                    if waiter.reply is None:
-                        self.step(Tick(periodic=True))
-                        deadline = trio.current_time()
+            await self._wait_replies([waiter for _, waiter in waiters.values()], timeout_ms)
         finally:
             for request_id, _ in waiters.values():
                 self._waiters.pop(request_id, None)
