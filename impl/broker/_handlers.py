@@ -614,6 +614,7 @@ class RequestHandlers:
         deadline = trio.current_time() + max_wait_seconds
         min_bytes = int(body.min_bytes)
         follower = int(body.replica_id) >= 0
+        partitions: list[TopicPartition] | None = None
         while True:
             topics, total, errors = self._fetch_once(body, connection_id, request.client_id)
             if (total >= min_bytes or errors or trio.current_time() >= deadline
@@ -624,8 +625,13 @@ class RequestHandlers:
                     for piece in reply.record_slices:
                         piece.close()  # type: ignore[attr-defined]
             # (a follower's fetch is asked again on new records or a log change, not on a
-            # lone HW move: Kafka's DelayedFetch; its answer's HW follows with the next one)
-            await self.context.replicas.wait_changed(deadline, records_only=follower)
+            # lone HW move: Kafka's DelayedFetch; its answer's HW follows with the next one;
+            # either is asked again only on a change to one of its partitions)
+            if partitions is None:
+                partitions = [TopicPartition(topic.topic, int(item.partition))
+                              for topic in body.topics for item in topic.partitions]
+            await self.context.replicas.wait_changed(deadline, records_only=follower,
+                                                     partitions=partitions)
         pieces = encode_fetch_response(
             request.api_version, request.head.correlation_id, topics, session_id=0
         )

@@ -123,6 +123,17 @@ class _Waiter:
         self.reply: Any = None
 
 
+class _Watch:
+    """A delayed fetch waiting for a change to its partitions (:meth:`ReplicaManager.wait_changed`
+    with ``partitions``); ``records_only``: not woken by a lone HW move."""
+
+    __slots__ = ("event", "records_only")
+
+    def __init__(self, records_only: bool) -> None:
+        self.event = trio.Event()
+        self.records_only = records_only
+
+
 class _GroupWaiter:
     """A group request waiting for its answer."""
 
@@ -186,9 +197,15 @@ class ReplicaManager:
         )
         self._changed = trio.Event()
         self._records_changed = trio.Event()
-        #: while set (in synchronous code only, never across an await), :meth:`notify` does
-        #: nothing: the code that set it notifies once it is done
+        #: the delayed fetches waiting, by partition (each also in ``_all_watches``)
+        self._watches: dict[TopicPartition, set[_Watch]] = {}
+        self._all_watches: set[_Watch] = set()
+        #: while set (in synchronous code only, never across an await), :meth:`notify` only
+        #: collects what it was told (``_held``, ``_held_all``): the code that set it releases
+        #: them at once when it is done (:meth:`_release`)
         self._quiet = False
+        self._held: dict[TopicPartition, bool] = {}
+        self._held_all: bool | None = None
         self._stepping = False
         self._deferred: list[object] = []
         self._waiters: dict[int, _Waiter] = {}
@@ -277,25 +294,83 @@ class ReplicaManager:
 
     # --- waiting ---------------------------------------------------------------------------
 
-    def notify(self, *, records: bool = True) -> None:
-        """Wake every task waiting for a log or HW change; ``records=False``: only a high
-        watermark moved, which wakes only the waiters that asked for HW moves too."""
+    def notify(self, *, records: bool = True,
+               partitions: Iterable[TopicPartition] | None = None) -> None:
+        """Wake the tasks waiting for a log or HW change; ``records=False``: only a high
+        watermark moved, which wakes only the waiters that asked for HW moves too;
+        ``partitions``: what changed is those partitions' logs (or HWs) alone, which wakes the
+        delayed fetches of those partitions and every waiter that named none (default: anything
+        may have changed, every waiter wakes)."""
         if self._quiet:
+            if partitions is None:
+                self._held_all = records or bool(self._held_all)
+            else:
+                held = self._held
+                for tp in partitions:
+                    held[tp] = records or held.get(tp, False)
             return
         self._changed.set()
         self._changed = trio.Event()
         if records:
             self._records_changed.set()
             self._records_changed = trio.Event()
+        if partitions is None:
+            for watch in self._all_watches:
+                if records or not watch.records_only:
+                    watch.event.set()
+            return
+        watches = self._watches
+        for tp in partitions:
+            for watch in watches.get(tp, ()):
+                if records or not watch.records_only:
+                    watch.event.set()
 
-    async def wait_changed(self, deadline: float, *, records_only: bool = False) -> None:
+    def _release(self) -> None:
+        """The notifications held while ``_quiet`` was set, now (``_quiet`` is clear)."""
+        held_all, self._held_all = self._held_all, None
+        held, self._held = self._held, {}
+        if held_all is not None:
+            self.notify(records=held_all)
+        for tp, records in held.items():
+            self.notify(records=records, partitions=(tp,))
+
+    async def wait_changed(self, deadline: float, *, records_only: bool = False,
+                           partitions: Iterable[TopicPartition] | None = None) -> None:
         """Wait until the next :meth:`notify` or ``deadline`` (``trio.current_time`` scale);
         ``records_only``: not woken by a notify of a lone HW move (a follower's delayed fetch,
         whose records end at the leader's LEO: as Kafka's DelayedFetch, it completes on new
-        records, not on the HW the other followers move)."""
-        event = self._records_changed if records_only else self._changed
-        with trio.move_on_at(deadline):
-            await event.wait()
+        records, not on the HW the other followers move); ``partitions``: woken only by a
+        notify of one of them or of everything (Kafka's purgatory watches a delayed fetch by
+        its partitions: an append to another partition does not re-evaluate it)."""
+        if partitions is None:
+            event = self._records_changed if records_only else self._changed
+            with trio.move_on_at(deadline):
+                await event.wait()
+            return
+        watch = _Watch(records_only)
+        watches = self._watches
+        keys = list(partitions)
+        for tp in keys:
+            watchers = watches.get(tp)
+            if watchers is None:
+                watchers = watches[tp] = set()
+            watchers.add(watch)
+        self._all_watches.add(watch)
+        try:
+            with trio.move_on_at(deadline):
+                await watch.event.wait()
+        finally:
+            self._all_watches.discard(watch)
+            for tp in keys:
+                watchers = watches.get(tp)
+                if watchers is not None:
+                    watchers.discard(watch)
+                    if not watchers:
+                        del watches[tp]
+
+    def waiting_fetches(self) -> int:
+        """Delayed fetches waiting on named partitions now (each is forgotten when it wakes)."""
+        return len(self._all_watches)
 
     # --- the pump --------------------------------------------------------------------------
 
@@ -322,7 +397,8 @@ class ReplicaManager:
 
     def _carry_out_now(self, effects: Iterable[Effect], pending: list[Effect]) -> None:
         changed = False
-        high_watermark_moved = False
+        logs_changed: list[TopicPartition] = []
+        high_watermarks_moved: list[TopicPartition] = []
         for effect in effects:
             kind = type(effect)
             e: Any = effect
@@ -367,17 +443,21 @@ class ReplicaManager:
                 if self.dir_failure_reporter is not None:
                     self.dir_failure_reporter()
             elif kind is LogChanged:
-                changed = True
+                logs_changed.append(e.tp)
             elif kind is HighWatermarkMoved:
-                high_watermark_moved = True
+                high_watermarks_moved.append(e.tp)
         if changed:
             self.notify()
-        elif high_watermark_moved:
-            self.notify(records=False)
+            return
+        if logs_changed:
+            self.notify(partitions=logs_changed)
+        if high_watermarks_moved:
+            self.notify(records=False, partitions=high_watermarks_moved)
 
     async def carry_out(self, effects: list[Effect], *, wake: bool = True) -> list[Effect]:
         """Carry out appends (each completion stepped at once); returns the other replies.
-        ``wake=False``: the waiters are not woken here; the caller owes :meth:`notify`."""
+        ``wake=False``: the waiters are not woken here; what would have woken them is held and
+        the caller owes :meth:`_release`."""
         replies: list[Effect] = []
         queue = list(effects)
         while queue:
@@ -387,14 +467,17 @@ class ReplicaManager:
                 continue
             assert isinstance(effect, Append)
             done = await self._append(effect)
-            self._quiet = not wake
-            try:
-                more = self.step(done)
-            finally:
-                self._quiet = False
-            queue[:0] = more
             if wake:
-                self.notify()
+                more = self.step(done)
+                self.notify(partitions=(effect.tp,))
+            else:
+                self._quiet = True
+                try:
+                    more = self.step(done)
+                    self.notify(partitions=(effect.tp,))  # held until the caller's release
+                finally:
+                    self._quiet = False
+            queue[:0] = more
         return replies
 
     async def _carry_out_alone(self, effect: Append) -> None:
@@ -465,7 +548,7 @@ class ReplicaManager:
                 # one wake-up once every partition is appended: a follower's delayed fetch
                 # then carries all of them (as Kafka completes delayed requests after the
                 # request's appends), not the first alone
-                self.notify()
+                self._release()
             await self._wait_replies([waiter for _, waiter in waiters], timeout_ms)
         finally:
             for request_id, _ in waiters:

@@ -19,7 +19,6 @@ it across a wait).
 from __future__ import annotations
 
 import base64
-import contextlib
 import dataclasses
 import errno
 import hashlib
@@ -1337,27 +1336,24 @@ class LogManager:
                 self._write_dir_checkpoints(log_dir)
         self._work_available()
 
-    @contextlib.contextmanager
-    def batched_checkpoints(self) -> Iterator[None]:
+    def batched_checkpoints(self) -> _CheckpointBatch:
         """Within it, deleting partitions writes each dir's checkpoints once, on leaving (as
         Kafka's ``asyncDelete`` of many partitions checkpoints once per dir): a StopReplica of
         a few thousand partitions wrote three checkpoint files, two fsyncs each, per partition,
         all on the event loop. Nothing else runs before they are written (no await within).
-        Placements within it sum each dir's load once (:meth:`_least_loaded`)."""
-        if self._checkpoint_batch is not None:
-            yield
-            return
-        self._checkpoint_batch = set()
+        Placements within it sum each dir's load once (:meth:`_least_loaded`). (A plain class,
+        not a generator: the broker enters one per step of its node, every fetched partition.)
+        """
+        return _CheckpointBatch(self)
+
+    def _end_checkpoint_batch(self) -> None:
+        """Leaving the outermost :meth:`batched_checkpoints`: each touched dir's checkpoints."""
         self._placement_load = None
-        try:
-            yield
-        finally:
-            self._placement_load = None
-            dirs, self._checkpoint_batch = self._checkpoint_batch, None
-            for log_dir in sorted(dirs):
-                if log_dir not in self.offline_dirs:
-                    with self._io_nowait(log_dir):
-                        self._write_dir_checkpoints(log_dir)
+        dirs, self._checkpoint_batch = self._checkpoint_batch, None
+        for log_dir in sorted(dirs or ()):
+            if log_dir not in self.offline_dirs:
+                with self._io_nowait(log_dir):
+                    self._write_dir_checkpoints(log_dir)
 
     def alter_replica_log_dir(self, tp: TopicPartition, log_dir: str) -> ErrorCode:
         """AlterReplicaLogDirs for one partition (KIP-113 §1.1). Returns the error code.
@@ -1951,3 +1947,25 @@ class _MoveIoGuard:
             self._manager._move_failed(self._tp, error, self._default_dir)
             return True
         return False
+
+
+class _CheckpointBatch:
+    """One :meth:`LogManager.batched_checkpoints` block; a nested one does nothing."""
+
+    __slots__ = ("_manager", "_outermost")
+
+    def __init__(self, manager: LogManager) -> None:
+        self._manager = manager
+        self._outermost = False
+
+    def __enter__(self) -> None:
+        manager = self._manager
+        if manager._checkpoint_batch is None:  # (the manager's own block state)
+            self._outermost = True
+            manager._checkpoint_batch = set()
+            manager._placement_load = None
+
+    def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
+                 trace: TracebackType | None) -> None:
+        if self._outermost:
+            self._manager._end_checkpoint_batch()

@@ -52,3 +52,88 @@ def test_a_lone_hw_move_wakes_consumers_not_followers() -> None:
         logs.close()
 
     trio.run(main, clock=trio.testing.MockClock())
+
+
+OTHER = TopicPartition("woken", 1)
+
+
+def test_a_delayed_fetch_is_woken_by_its_own_partitions_only() -> None:
+    """Kafka's purgatory watches a delayed fetch by its partitions: an append to another
+    partition (a follower append, another leader's partition) does not re-evaluate it, while a
+    waiter naming no partitions (a metadata wait) still wakes on any change."""
+    woken: list[str] = []
+
+    async def main() -> None:
+        logs = LogManager.open(StorageConfig(log_dirs=(DIR,)), disk=SimDisk([DIR]))
+        replicas = ReplicaManager(LEADER, logs, min_insync_replicas=1,
+                                  message_max_bytes=1 << 20)
+        for tp in (TP, OTHER):
+            logs.create(tp, True)
+            replicas.states[tp] = ReplicaState(tp.topic, tp.partition, ReplicaRole.LEADER,
+                                               LEADER, 0, 0, (LEADER, FOLLOWER),
+                                               (LEADER, FOLLOWER))
+        deadline = trio.current_time() + 3600
+
+        async def wait(name: str, records_only: bool,
+                       partitions: list[TopicPartition] | None) -> None:
+            await replicas.wait_changed(deadline, records_only=records_only,
+                                        partitions=partitions)
+            woken.append(f"{name}@{trio.current_time() < deadline}")
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait, "follower-of-tp", True, [TP])
+            nursery.start_soon(wait, "consumer-of-tp", False, [TP])
+            nursery.start_soon(wait, "anything", False, None)
+            await trio.testing.wait_all_tasks_blocked()
+            result = await replicas.produce(OTHER, build_batch([b"x"]), 1, 30_000)
+            assert result.error_code == 0
+            await trio.testing.wait_all_tasks_blocked()
+            assert woken == ["anything@True"]
+            # the other partition's HW moves: still nothing for the watchers of TP
+            replicas.record_follower_fetch(OTHER, FOLLOWER, 1)
+            await trio.testing.wait_all_tasks_blocked()
+            assert woken == ["anything@True"]
+            await replicas.produce(TP, build_batch([b"y"]), 1, 30_000)
+            await trio.testing.wait_all_tasks_blocked()
+            assert sorted(woken) == ["anything@True", "consumer-of-tp@True",
+                                     "follower-of-tp@True"]
+        assert replicas.waiting_fetches() == 0
+        logs.close()
+
+    trio.run(main, clock=trio.testing.MockClock())
+
+
+def test_a_change_to_everything_wakes_every_delayed_fetch() -> None:
+    """A notify naming no partitions (a LeaderAndIsr's role change, UpdateMetadata, the
+    broker stopping) wakes the delayed fetches of every partition; one naming partitions
+    wakes only theirs, and a consumer's on a HW move of its own."""
+    woken: list[str] = []
+
+    async def main() -> None:
+        logs = LogManager.open(StorageConfig(log_dirs=(DIR,)), disk=SimDisk([DIR]))
+        replicas = ReplicaManager(LEADER, logs, min_insync_replicas=1,
+                                  message_max_bytes=1 << 20)
+        deadline = trio.current_time() + 3600
+
+        async def wait(name: str, records_only: bool, partitions: list[TopicPartition]) -> None:
+            await replicas.wait_changed(deadline, records_only=records_only,
+                                        partitions=partitions)
+            woken.append(name)
+
+        async with trio.open_nursery() as nursery:
+            nursery.start_soon(wait, "follower", True, [TP])
+            nursery.start_soon(wait, "consumer", False, [OTHER])
+            await trio.testing.wait_all_tasks_blocked()
+            replicas.notify(records=False, partitions=[TP])  # a HW move: not a follower's
+            await trio.testing.wait_all_tasks_blocked()
+            assert woken == []
+            replicas.notify(records=False, partitions=[OTHER])
+            await trio.testing.wait_all_tasks_blocked()
+            assert woken == ["consumer"]
+            replicas.notify()
+            await trio.testing.wait_all_tasks_blocked()
+            assert woken == ["consumer", "follower"]
+        assert replicas.waiting_fetches() == 0
+        logs.close()
+
+    trio.run(main, clock=trio.testing.MockClock())
