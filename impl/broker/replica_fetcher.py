@@ -38,7 +38,7 @@ import trio
 from impl.storage import TopicPartition
 from impl.storage import record_batch as rb
 
-from . import api_versions
+from . import api_versions, follower_fetch
 from ._codec import (
     MalformedRequestError,
     decode_response,
@@ -98,22 +98,45 @@ class _Connection:
             with trio.CancelScope(shield=True):
                 await stream.aclose()
 
+    def _next_correlation_id(self) -> int:
+        return next(self.correlation) & 0x7FFFFFFF
+
     async def call(self, api_key: int, version: int, data: dict[str, Any],
                    client_id: str | None = None) -> Any:
-        if self.stream is None:
-            self.stream = await self.connect(self.host, self.port)
-            self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
-        correlation_id = next(self.correlation) & 0x7FFFFFFF
+        """One request built by kio from ``data``; its decoded answer."""
+        correlation_id = self._next_correlation_id()
         request_class: type[Any] = load_request_schema(api_key, version)
         frame = encode_request(api_key, version, correlation_id,
                                self.client_id if client_id is None else client_id,
                                build(request_class, data))
+        received_id, response = decode_response(api_key, version, await self._exchange(frame))
+        if received_id != correlation_id:
+            raise MalformedRequestError("response to another request")
+        return response
+
+    async def fetch(self, topics: list[tuple[str, list[follower_fetch.FetchPosition]]], *,
+                    replica_id: int, client_id: str) -> follower_fetch.FetchAnswer:
+        """One follower Fetch (v11, written and read by hand: :mod:`.follower_fetch`)."""
+        correlation_id = self._next_correlation_id()
+        frame = follower_fetch.encode_request(
+            correlation_id, client_id, replica_id=replica_id, max_wait_ms=FETCH_MAX_WAIT_MS,
+            min_bytes=1, max_bytes=FETCH_MAX_BYTES, topics=topics)
+        answer = follower_fetch.decode_response(await self._exchange(frame))
+        if answer.correlation_id != correlation_id:
+            raise MalformedRequestError("response to another request")
+        return answer
+
+    async def _exchange(self, frame: bytes) -> bytes | memoryview:
+        """Sends one framed request; the answer's frame (connecting first when needed)."""
+        if self.stream is None:
+            self.stream = await self.connect(self.host, self.port)
+            self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
         with trio.fail_after(IO_TIMEOUT_SECONDS):
             await self.stream.send_all(frame)
             while True:
                 payload = self.decoder.next_frame()
                 if payload is not None:
-                    break
+                    return payload
                 direct = (self.decoder.direct_buffer()
                           if isinstance(self.stream, trio.SocketStream) else None)
                 if direct is not None:
@@ -132,10 +155,6 @@ class _Connection:
                 if not data_in:
                     raise trio.BrokenResourceError("leader closed the connection")
                 self.decoder.feed(data_in if isinstance(data_in, bytes) else bytes(data_in))
-        received_id, response = decode_response(api_key, version, payload)
-        if received_id != correlation_id:
-            raise MalformedRequestError("response to another request")
-        return response
 
 
 class ReplicaFetcher:
@@ -358,38 +377,29 @@ class ReplicaFetcher:
         """One Fetch for the node's ``FetchCall``s; each partition's answer is stepped."""
         if not fetches:
             return
-        topics: dict[str, list[dict[str, Any]]] = {}
+        topics: dict[str, list[follower_fetch.FetchPosition]] = {}
         by_tp: dict[TopicPartition, FetchCall | None] = {call.tp: call for call in fetches}
         for call in fetches:
-            topics.setdefault(call.tp.topic, []).append({
-                "partition": call.tp.partition,
-                "current_leader_epoch": call.leader_epoch,
-                "fetch_offset": call.offset,
-                "log_start_offset": call.log_start_offset,
-                "partition_max_bytes": call.max_bytes,
-            })
-        response = await connection.call(api_versions.FETCH, FETCH_VERSION, {
-            "replica_id": self.broker_id, "max_wait": FETCH_MAX_WAIT_MS, "min_bytes": 1,
-            "max_bytes": FETCH_MAX_BYTES, "isolation_level": 0, "session_id": 0,
-            "session_epoch": -1,
-            "topics": [{"topic": t, "partitions": p} for t, p in topics.items()],
-            "forgotten_topics_data": [], "rack_id": "",
-        }, fetcher_client_id(self.broker_id, fetches[0].broker_epoch))
+            topics.setdefault(call.tp.topic, []).append(follower_fetch.FetchPosition(
+                call.tp.partition, call.leader_epoch, call.offset, call.log_start_offset,
+                call.max_bytes))
+        response = await connection.fetch(
+            list(topics.items()), replica_id=self.broker_id,
+            client_id=fetcher_client_id(self.broker_id, fetches[0].broker_epoch))
         # A cancelled loop stops here only after the answer is applied: appends are not
         # abandoned half way.
         with trio.CancelScope(shield=True):
-            for topic in response.responses:
-                for result in topic.partitions:
-                    tp = TopicPartition(topic.topic, int(result.partition_index))
+            for topic, partitions in response.topics:
+                for result in partitions:
+                    tp = TopicPartition(topic, result.partition)
                     fetched = by_tp.pop(tp, None)
                     if fetched is None:
                         continue
-                    code = int(result.error_code)
+                    code = result.error_code
                     self._refusal(self._leader_of.get(tp, -1), "Fetch", tp, code)
                     reply = FetchReply(fetched.request_id, tp, code,
-                                       rb.whole_batches(result.records or b""),
-                                       int(result.high_watermark), -1,
-                                       int(result.log_start_offset))
+                                       rb.whole_batches(result.records),
+                                       result.high_watermark, -1, result.log_start_offset)
                     await self._replicas.carry_out(self._replicas.step(reply))
             for left in by_tp.values():  # not answered: fetched again after the back-off
                 if left is not None:
