@@ -541,6 +541,7 @@ class RequestHandlers:
         *,
         connection_id: int = -1,
         broker_epoch: int = -1,
+        asked_again: bool = False,
     ) -> FetchPartitionReply:
         if topic_name_error(tp.topic) is not None:
             return FetchPartitionReply(tp.partition, UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
@@ -553,6 +554,7 @@ class RequestHandlers:
             max(limit, 0) if limit > 0 or not have_data else -1,
             log_start_offset=int(getattr(item, "log_start_offset", -1)) if replica_id >= 0
             else -1, incarnation=connection_id, broker_epoch=broker_epoch,
+            asked_again=asked_again,
         )
         if reply.error == OFFSET_OUT_OF_RANGE:
             return FetchPartitionReply(tp.partition, OFFSET_OUT_OF_RANGE, reply.high_watermark,
@@ -568,7 +570,8 @@ class RequestHandlers:
             quotas.record_leader(answer.records_size)
         return answer
 
-    def _fetch_once(self, body: Any, connection_id: int = -1, client_id: str | None = None
+    def _fetch_once(self, body: Any, connection_id: int = -1, client_id: str | None = None,
+                    *, asked_again: bool = False,
                     ) -> tuple[list[tuple[str, list[FetchPartitionReply]]], int, bool]:
         replica_id = int(body.replica_id)
         broker_epoch = fetcher_broker_epoch(client_id, replica_id) if replica_id >= 0 else -1
@@ -591,7 +594,7 @@ class RequestHandlers:
                 reply = self._fetch_partition(
                     TopicPartition(topic.topic, int(item.partition)), item, replica_id,
                     budget - total, total > 0, connection_id=connection_id,
-                    broker_epoch=broker_epoch,
+                    broker_epoch=broker_epoch, asked_again=asked_again,
                 )
                 total += reply.records_size
                 errors = errors or reply.error_code != NONE
@@ -616,7 +619,9 @@ class RequestHandlers:
         follower = int(body.replica_id) >= 0
         partitions: list[TopicPartition] | None = None
         while True:
-            topics, total, errors = self._fetch_once(body, connection_id, request.client_id)
+            # (asked again after a wake: a follower's position was recorded on arrival)
+            topics, total, errors = self._fetch_once(body, connection_id, request.client_id,
+                                                     asked_again=partitions is not None)
             if (total >= min_bytes or errors or trio.current_time() >= deadline
                     or self.context.replicas.stopping):
                 break

@@ -237,6 +237,10 @@ class FetchCall(NamedTuple):
     log_start_offset: int = -1
     #: the follower's broker epoch (KIP-903's ``ReplicaEpoch``; -1: not given)
     broker_epoch: int = -1
+    #: a delayed fetch asked again (woken by new records): the follower's position in it was
+    #: recorded when it arrived and is not recorded again (Kafka's DelayedFetch completes with
+    #: a read alone; ``updateFollowerFetchState`` ran when the request came in)
+    asked_again: bool = False
 
 
 class FetchReply(NamedTuple):
@@ -770,6 +774,8 @@ class BrokerNode:
         return NONE, partition
 
     def _emit(self, tp: TopicPartition, event: ReplicationEvent, fields: dict[str, Any]) -> None:
+        if type(self.trace) is NullTraceSink:
+            return  # (a broker not traced: the event would be built for nobody)
         state = self.states.get(tp)
         role = _ROLE_NAMES[state.role] if state is not None else "NONE"
         self.trace.emit(TraceEvent(replication.MACHINE, _EVENT_NAMES[event], self.subject(tp),
@@ -1076,7 +1082,7 @@ class BrokerNode:
                 log_end_offset=partition.log_end_offset,
                 log_start_offset=partition.log_start_offset)))
             return
-        if not consumer:
+        if not consumer and not call.asked_again:
             self._record_follower_fetch(tp, call, partition, out)
             partition = self.store.log(tp)
             if partition is None:

@@ -623,13 +623,15 @@ class ReplicaManager:
 
     def fetch_partition(self, tp: TopicPartition, replica_id: int, fetch_offset: int,
                         leader_epoch: int, max_bytes: int, *, log_start_offset: int = -1,
-                        incarnation: int = -1, broker_epoch: int = -1) -> FetchReply:
+                        incarnation: int = -1, broker_epoch: int = -1,
+                        asked_again: bool = False) -> FetchReply:
         """One partition of a Fetch (a follower's when ``replica_id >= 0``, with its log start
         offset, from ``incarnation``: its connection); ``max_bytes`` below 0 reads nothing (the
-        response is full)."""
+        response is full); ``asked_again``: a delayed fetch woken, its follower's position
+        already recorded."""
         replies = self.step(FetchCall(0, replica_id, incarnation, tp, fetch_offset,
                                       leader_epoch, max_bytes, LOCAL, log_start_offset,
-                                      broker_epoch))
+                                      broker_epoch, asked_again))
         for effect in replies:
             if type(effect) is Reply and type(effect.message) is FetchReply:
                 found: FetchReply = effect.message

@@ -277,6 +277,32 @@ def test_fetch_epoch_fence() -> None:
     assert fetch_replies(follower_fetch(h, 1, 3, 5))[0].error == 1  # past the LEO
 
 
+def test_a_delayed_fetch_asked_again_reads_without_recording_the_follower_again() -> None:
+    """Kafka's DelayedFetch completes with a read alone: the follower's position was recorded
+    when the request arrived (``updateFollowerFetchState``), so a fetch woken by new records
+    reads them and neither traces a FOLLOWER_FETCH nor moves the HW, the ISR or the follower's
+    last caught-up time again."""
+    h = Harness(min_insync_replicas=1, replica_lag_time_max_ms=100)
+    h.leader_and_isr(0, 1, (0, 1))
+    h.step(Produce(50, 1, TP, batch(0, 2), 1, 1_000))
+    follower_fetch(h, 1, 2, 1)  # on arrival: caught up, the HW passes both records
+    fetched_at = h.now
+    assert h.store.logs[TP].high_watermark == 2
+    h.step(Produce(50, 2, TP, batch(2), 1, 1_000))
+    before = len(h.trace.events)
+    h.now += 60
+    effects = h.step(FetchCall(5, 1, 1, TP, 2, 1, asked_again=True))
+    (reply,) = fetch_replies(effects)
+    assert (reply.error, reply.high_watermark) == (0, 2)
+    assert [header.base_offset for header in rb.iter_batches(reply.records)] == [2]
+    assert h.trace.events[before:] == []
+    assert h.node.last_caught_up_ms[TP][1] == fetched_at
+    # the same fetch arriving (not asked again) records: traced, caught up now
+    h.step(FetchCall(6, 1, 1, TP, 2, 1))
+    assert [e.event for e in h.trace.events[before:]] == ["FOLLOWER_FETCH"]
+    assert h.node.last_caught_up_ms[TP][1] == h.now
+
+
 def test_isr_shrinks_after_the_lag_bound_and_expands_per_kip_320() -> None:
     h = Harness(replica_lag_time_max_ms=100)
     h.leader_and_isr(0, 1, (0, 1), replicas=(0, 1))
