@@ -32,6 +32,7 @@ from .config import BrokerConfig
 from .config_store import ReplicationQuotas
 from .fetch_response import FetchPartitionReply, encode_fetch_response
 from .metadata_cache import BrokerEndpoint, MetadataCache
+from .produce_response import PartitionResult, encode_produce_response
 from .replica_manager import ReplicaManager
 from .replication import fetcher_broker_epoch
 from .server import CloseConnectionError, ConnectionInfo, PiecesResponse, Response
@@ -465,69 +466,37 @@ class RequestHandlers:
                                 for item in topic.partition_data)
         produced = iter(await self.context.replicas.produce_partitions(
             appended, int(body.acks), timeout_ms) if appended else [])
-        results: list[tuple[str, list[dict[str, Any]]]] = []
+        results: list[tuple[str, list[PartitionResult]]] = []
+        failed: int | None = None
         for topic, row in zip(body.topic_data, refusals, strict=True):
-            partitions: list[dict[str, Any]] = []
+            partitions: list[PartitionResult] = []
             for item, refused in zip(topic.partition_data, row, strict=True):
                 if refused is not None:
-                    outcome_code, base, append_time, start = refused, -1, -1, -1
-                    message = None
+                    answer = PartitionResult(int(item.index), refused)
                 else:
                     result = next(produced)
-                    outcome_code, base = result.error_code, result.base_offset
-                    append_time, start = result.log_append_time_ms, result.log_start_offset
-                    message = result.error_message
-                partitions.append(
-                    {
-                        "index": item.index,
-                        "error_code": outcome_code,
-                        "base_offset": base,
-                        "log_append_time": None if append_time < 0 else _datetime(append_time),
-                        "log_start_offset": start,
-                        "record_errors": [],
-                        "error_message": message,
-                    }
-                )
+                    answer = PartitionResult(int(item.index), result.error_code,
+                                             result.base_offset, result.log_append_time_ms,
+                                             result.log_start_offset, result.error_message)
+                if answer.error_code != NONE and failed is None:
+                    failed = answer.error_code
+                partitions.append(answer)
             results.append((topic.name, partitions))
         if int(body.acks) == 0:
-            failed = [p for _, partitions in results for p in partitions if p["error_code"] != 0]
-            if failed:
-                raise CloseConnectionError(
-                    f"produce with acks=0 failed with error {failed[0]['error_code']}"
-                )
+            if failed is not None:
+                raise CloseConnectionError(f"produce with acks=0 failed with error {failed}")
             return None
-        return self._answer(
-            request,
-            {
-                "responses": [
-                    {"name": name, "partition_responses": partitions}
-                    for name, partitions in results
-                ],
-                **_throttle(),
-            },
-        )
+        return encode_produce_response(request.api_version, request.head.correlation_id,
+                                       results)
 
     def _produce_all(self, request: DecodedRequest, code: int) -> Response | None:
         if int(request.body.acks) == 0:
             raise CloseConnectionError(f"produce with acks=0 failed with error {code}")
-        return self._answer(
-            request,
-            {
-                "responses": [
-                    {
-                        "name": topic.name,
-                        "partition_responses": [
-                            {"index": item.index, "error_code": code, "base_offset": -1,
-                             "log_append_time": None, "log_start_offset": -1,
-                             "record_errors": []}
-                            for item in topic.partition_data
-                        ],
-                    }
-                    for topic in request.body.topic_data
-                ],
-                **_throttle(),
-            },
-        )
+        return encode_produce_response(
+            request.api_version, request.head.correlation_id,
+            [(topic.name, [PartitionResult(int(item.index), code)
+                           for item in topic.partition_data])
+             for topic in request.body.topic_data])
 
     # --- Fetch -----------------------------------------------------------------------------
 
@@ -1055,12 +1024,6 @@ def _header_reader(header_class: type[Any]) -> Any:
     from kio.serial import entity_reader  # noqa: PLC0415
 
     return entity_reader(header_class)
-
-
-def _datetime(milliseconds: int) -> Any:
-    import datetime  # noqa: PLC0415
-
-    return datetime.datetime.fromtimestamp(milliseconds / 1000.0, tz=datetime.UTC)
 
 
 def metadata_brokers(live_brokers: Sequence[Any]) -> list[BrokerEndpoint]:

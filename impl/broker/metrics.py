@@ -214,18 +214,31 @@ class BrokerMetrics:
             registry.register(BrokerCollector(view))
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
+        #: labelled children by API key (requests, latency) and by topic (bytes, records in)
+        self._request_children: dict[
+            int, tuple[prometheus_client.Counter, prometheus_client.Histogram]] = {}
+        self._topic_children: dict[
+            str, tuple[prometheus_client.Counter, prometheus_client.Counter]] = {}
 
     def record_request(self, api_key: int, elapsed_seconds: float) -> None:
         """One request answered in ``elapsed_seconds``."""
-        name = request_name(api_key)
-        self.requests.labels(name).inc()
-        self.total_time_ms.labels(name).observe(elapsed_seconds * 1000)
+        children = self._request_children.get(api_key)
+        if children is None:  # (a labelled child looked up once per API, not per request)
+            name = request_name(api_key)
+            children = self._request_children[api_key] = (
+                self.requests.labels(name), self.total_time_ms.labels(name))
+        children[0].inc()
+        children[1].observe(elapsed_seconds * 1000)
 
     def record_produce(self, topic: str, records: bytes | memoryview | None) -> None:
         """A Produce request carried ``records`` for ``topic``."""
         size, count = batch_record_counts(records)
-        self.bytes_in.labels(topic).inc(size)
-        self.messages_in.labels(topic).inc(count)
+        children = self._topic_children.get(topic)
+        if children is None:
+            children = self._topic_children[topic] = (
+                self.bytes_in.labels(topic), self.messages_in.labels(topic))
+        children[0].inc(size)
+        children[1].inc(count)
 
     def record_fetch(self, follower: bool, topic_bytes: Mapping[str, int]) -> None:
         """A Fetch response carried ``topic_bytes`` record bytes per topic, to a follower
