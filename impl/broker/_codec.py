@@ -26,7 +26,7 @@ from typing import Any, Final
 from kio import index as _kio_index
 from kio.serial import entity_reader, entity_writer
 
-from . import api_versions
+from . import _hot_requests, api_versions
 from ._framing import frame
 from ._kio_build import build, nested_entity_class, null_field, null_field_steps
 from ._sliced_decode import decode_entity_steps
@@ -137,6 +137,21 @@ def decode_request(frame_bytes: bytes | memoryview) -> DecodedRequest:
     head = peek_head(frame_bytes)
     if not api_versions.is_accepted(head.api_key, head.api_version):
         raise UnsupportedRequestError(f"api key {head.api_key} version {head.api_version}")
+    response_class = load_response_schema(head.api_key, head.api_version)
+    if _hot_requests.handles(head.api_key, head.api_version):
+        # the two requests of every application: read by hand, the same checks
+        try:
+            _, client_id, hot_body = _hot_requests.decode(head.api_key, head.api_version,
+                                                         frame_bytes)
+        except _hot_requests.HotDecodeError as error:
+            raise MalformedRequestError(f"api key {head.api_key}: {error}") from None
+        return DecodedRequest(head, client_id, hot_body, response_class)
+    return decode_with_kio(frame_bytes, head)
+
+
+def decode_with_kio(frame_bytes: bytes | memoryview, head: RequestHead) -> DecodedRequest:
+    """:func:`decode_request` through kio's generic reader, whatever the API (the hand-read
+    requests are checked against it)."""
     request_class = load_request_schema(head.api_key, head.api_version)
     response_class = load_response_schema(head.api_key, head.api_version)
     try:
