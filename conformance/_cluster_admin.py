@@ -40,6 +40,8 @@ from __future__ import annotations
 from collections.abc import Coroutine, Sequence
 from typing import Any, TypeVar
 
+from mypy_extensions import mypyc_attr
+
 from conformance.rng import SimRng
 from impl.controller import admin
 from impl.controller.coordinator import (
@@ -121,6 +123,7 @@ CONFIG_TOPICS_PATH = "/config/topics"
 CONFIG_CHANGES_PATH = "/config/changes"
 
 
+@mypyc_attr(native_class=False)  # mypyc: a built-in exception's subclass stays a Python class
 class AdminOperationWaitedError(RuntimeError):
     """A coroutine given to :func:`run_now` suspended: it needs a scheduler."""
 

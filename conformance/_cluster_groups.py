@@ -366,9 +366,11 @@ class GroupMember:
             if code == gc.NONE:
                 found = body["partitions"]
                 for partition, floor in flight[4].items():
-                    value = found.get((self.world.topic, partition))
+                    # (its own name: ``value`` is an ``int`` above, and mypyc holds it to that)
+                    committed: group_records.OffsetValue | None = found.get(
+                        (self.world.topic, partition))
                     self.world.offsets_fetched(self, reply.request_id, partition, floor,
-                                               -1 if value is None else value.offset)
+                                               -1 if committed is None else committed.offset)
             else:
                 self.fetch_needed = True
                 if code in _COORDINATOR_ERRORS:

@@ -356,7 +356,7 @@ class ClusterFault:
             ValueError: not a cluster fault spec.
         """
         parts = spec.strip().split(":")
-        if len(parts) != 4 or parts[1] not in (*FAULT_KINDS, *STORAGE_FAULT_KINDS):
+        if len(parts) != 4 or (parts[1] not in FAULT_KINDS and parts[1] not in STORAGE_FAULT_KINDS):
             raise ValueError(f"not a cluster fault spec (step:kind:broker:target): {spec!r}")
         return ClusterFault(int(parts[0]), parts[1], int(parts[2]), int(parts[3]))
 

@@ -34,6 +34,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any, ClassVar
 
+from mypy_extensions import mypyc_attr
+
 __sans_io__ = True
 
 #: A value of the model: a Python ``bool``/``int``/enum member concretely, a Z3 term symbolically.
@@ -52,6 +54,7 @@ class DomainError(ModelError):
     """A value lies outside its variable's finite domain."""
 
 
+@mypyc_attr(native_class=False)  # mypyc: a built-in exception's subclass stays a Python class
 class ActionNotEnabled(ValueError):  # noqa: N818 - reads as the condition it reports
     """:meth:`Model.step` was asked to take an action whose guard is false in that state."""
 
@@ -237,6 +240,7 @@ class ArrayValue:
         return "{" + ", ".join(f"{key!r}: {value!r}" for key, value in self._items.items()) + "}"
 
 
+@mypyc_attr(native_class=False)  # mypyc: attribute access by __getattr__ stays Python's
 class State:
     """One state of a model: variable name → value (or :class:`ArrayValue`).
 
@@ -295,6 +299,7 @@ class State:
 # Operations: the one interface both interpretations implement
 
 
+@mypyc_attr(allow_interpreted_subclasses=True)  # mypyc: model._z3.Z3Ops is interpreted
 class Ops:
     """The operations a model's functions build their terms with.
 

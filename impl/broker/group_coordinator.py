@@ -34,6 +34,8 @@ from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from mypy_extensions import mypyc_attr
+
 from impl.trace import NullTraceSink, TraceEvent, TraceSink
 
 from . import group_records as gr
@@ -119,6 +121,7 @@ class GroupEvent(enum.Enum):
     OFFSETS_EXPIRED = "OFFSETS_EXPIRED"  #: offsets past their retention were removed
 
 
+@mypyc_attr(native_class=False)  # mypyc: a built-in exception's subclass stays a Python class
 class InvalidGroupTransitionError(AssertionError):
     """A group transition outside the table: the coordinator's own invariant broke."""
 

@@ -98,6 +98,9 @@ EARLIEST_TIMESTAMP: Final = -2
 #: Bytes per read when the producer state is rebuilt from the log.
 REPLAY_READ_BYTES: Final = 1 << 20
 
+#: a controller request's id: opaque to the node, echoed in its answer (a named alias, as mypyc
+#: resolves a compiled named tuple's field annotations by name in this module)
+ControllerRequestId = object
 #: ``member.value`` of the enums on the hot path (an enum's ``value`` is a descriptor call).
 _ROLE_NAMES: Final = {role: role.value for role in ReplicaRole}
 _EVENT_NAMES: Final = {event: event.value for event in ReplicationEvent}
@@ -319,7 +322,7 @@ class LeaderAndIsr(NamedTuple):
     """A LeaderAndIsr request from the controller (answered with a :class:`Reply`)."""
 
     client: int
-    request_id: object
+    request_id: ControllerRequestId
     request: LeaderAndIsrRequest
 
 
@@ -327,7 +330,7 @@ class StopReplica(NamedTuple):
     """A StopReplica request from the controller."""
 
     client: int
-    request_id: object
+    request_id: ControllerRequestId
     request: StopReplicaRequest
 
 
@@ -336,7 +339,7 @@ class OtherControllerRequest(NamedTuple):
     is the shell's."""
 
     client: int
-    request_id: object
+    request_id: ControllerRequestId
     request: ControllerRequest
 
 

@@ -65,6 +65,8 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from types import MappingProxyType
 
+from mypy_extensions import mypyc_attr
+
 from impl.trace import TraceEvent, TraceValue
 
 from .coordinator import (
@@ -197,6 +199,7 @@ class ControllerRole(enum.Enum):
     ACTIVE = "active"  #: holds ``/controller`` and the current controller epoch
 
 
+@mypyc_attr(native_class=False)  # mypyc: a built-in exception's subclass stays a Python class
 class InvalidTransitionError(RuntimeError):
     """A (state, event) pair missing from a transition table: a controller bug."""
 
