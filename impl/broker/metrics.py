@@ -214,11 +214,13 @@ class BrokerMetrics:
             registry.register(BrokerCollector(view))
         self._server: WSGIServer | None = None
         self._thread: threading.Thread | None = None
-        #: labelled children by API key (requests, latency) and by topic (bytes, records in)
+        #: labelled children by API key (requests, latency) and by topic (bytes and records
+        #: in, bytes out)
         self._request_children: dict[
             int, tuple[prometheus_client.Counter, prometheus_client.Histogram]] = {}
         self._topic_children: dict[
             str, tuple[prometheus_client.Counter, prometheus_client.Counter]] = {}
+        self._bytes_out_children: dict[str, prometheus_client.Counter] = {}
 
     def record_request(self, api_key: int, elapsed_seconds: float) -> None:
         """One request answered in ``elapsed_seconds``."""
@@ -246,8 +248,12 @@ class BrokerMetrics:
         if follower:
             self.replication_bytes_out.inc(sum(topic_bytes.values()))
             return
+        children = self._bytes_out_children
         for topic, size in topic_bytes.items():
-            self.bytes_out.labels(topic).inc(size)
+            child = children.get(topic)
+            if child is None:
+                child = children[topic] = self.bytes_out.labels(topic)
+            child.inc(size)
 
     def record_isr_change(self, before: tuple[int, ...], after: tuple[int, ...]) -> None:
         """This broker changed a partition's ISR from ``before`` to ``after``."""
