@@ -198,6 +198,15 @@ async def sendfile_all(sock: trio.socket.SocketType, fd: int, offset: int, count
         await trio.lowlevel.checkpoint()
 
 
+async def _queue(send_channel: trio.MemorySendChannel[Response], response: Response) -> None:
+    """Hands ``response`` to the connection's writer: at once while its queue has room (the
+    reader's next receive yields to the writer anyway), else waiting for room."""
+    try:
+        send_channel.send_nowait(response)
+    except trio.WouldBlock:
+        await send_channel.send(response)
+
+
 async def _decode_in_slices(frame: bytes | memoryview) -> DecodedRequest:
     """Drive :func:`decode_request_steps`, yielding to other tasks every
     :data:`DECODE_SLICE_SECONDS` of decoding."""
@@ -340,13 +349,13 @@ class _Connection:
                 return
             if isinstance(response, Verdict):
                 if response.response is not None:
-                    await send_channel.send(response.response)
+                    await _queue(send_channel, response.response)
                 if response.close:
                     return
                 continue
             if response is not None:
                 assert isinstance(response, bytes | PiecesResponse)
-                await send_channel.send(response)
+                await _queue(send_channel, response)
 
     def _refresh_session(self) -> None:
         """After a SASL step: the handlers see the authenticated principal from now on."""
@@ -422,7 +431,18 @@ class _Connection:
     async def _writer(self, receive_channel: trio.MemoryReceiveChannel[Response]) -> None:
         failed = False
         async with receive_channel:
-            async for response in receive_channel:
+            while True:
+                # (a response already queued is taken without a trip through the scheduler:
+                # the send that follows yields anyway)
+                try:
+                    response = receive_channel.receive_nowait()
+                except trio.WouldBlock:
+                    try:
+                        response = await receive_channel.receive()
+                    except trio.EndOfChannel:
+                        return
+                except trio.EndOfChannel:
+                    return
                 if failed:
                     if isinstance(response, PiecesResponse):
                         _close_slices(response.pieces)

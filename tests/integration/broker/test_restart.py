@@ -47,7 +47,7 @@ def test_stop_answers_a_waiting_fetch_first(broker: RunningBroker) -> None:
     def fetch_waiting() -> bool:
         replicas = broker.broker.replicas
         assert replicas is not None
-        return replicas._changed.statistics().tasks_waiting > 0
+        return replicas.waiting_fetches() > 0
 
     deadline = time.monotonic() + 10
     while not broker.call_sync(fetch_waiting):
