@@ -51,6 +51,7 @@ bench: setup
 	$(BIN)/python -m bench.throttle
 	$(BIN)/python -m bench.produce_consume
 	$(BIN)/python -m bench.produce_consume --client native --records 1000000
+	$(BIN)/python -m bench.requests
 	$(BIN)/python -m bench.failover --partitions 10000
 	$(BIN)/python -m bench.scale --dir /dev/shm
 	$(BIN)/python -m bench.check
