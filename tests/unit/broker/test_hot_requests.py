@@ -30,7 +30,7 @@ SETTINGS = settings(max_examples=300, suppress_health_check=list(HealthCheck), d
 
 PRODUCES = st.fixed_dictionaries({
     "transactional_id": st.one_of(st.none(), NAMES), "acks": INT16,
-    "timeout": st.integers(0, 2**31 - 1),
+    "timeout": INT32,
     "topic_data": st.lists(st.fixed_dictionaries({
         "name": NAMES,
         "partition_data": st.lists(st.fixed_dictionaries({
@@ -38,7 +38,7 @@ PRODUCES = st.fixed_dictionaries({
             max_size=3)}), max_size=3),
 })
 FETCHES = st.fixed_dictionaries({
-    "replica_id": INT32, "max_wait": st.integers(0, 2**31 - 1), "min_bytes": INT32,
+    "replica_id": INT32, "max_wait": INT32, "min_bytes": INT32,
     "max_bytes": INT32, "isolation_level": st.integers(0, 1), "session_id": INT32,
     "session_epoch": INT32,
     "topics": st.lists(st.fixed_dictionaries({
