@@ -1533,10 +1533,12 @@ class LogManager:
     def _live_logs_of(self, log_dir: str, extra: Log | None) -> dict[TopicPartition, Log]:
         """The served live logs of ``log_dir`` (and ``extra``, a ``.move`` made durable for
         its swap)."""
-        live = {
-            tp: p.log for tp, p in self._partitions.items()
-            if p.log.log_dir == log_dir and p.log.kind is DirKind.LIVE and not p.offline
-        }
+        live: dict[TopicPartition, Log] = {}
+        live_kind = DirKind.LIVE
+        for tp, partition in self._partitions.items():
+            log = partition.log
+            if log.log_dir == log_dir and log.kind is live_kind and not partition.offline:
+                live[tp] = log
         if extra is not None:
             live[extra.tp] = extra
         return live
@@ -1623,8 +1625,9 @@ class LogManager:
                     continue
                 log = partition.log
                 if not log.unflushed:
-                    with self._io_nowait(partition.log_dir):
-                        log.flush()  # nothing to fsync: the recovery point moves to the LEO
+                    if log.recovery_point != log.log_end_offset:
+                        with self._io_nowait(log.log_dir):
+                            log.flush()  # nothing to fsync: the recovery point moves to the LEO
                     clean += 1
                     if clean == CLEAN_FLUSHES_PER_STEP:
                         clean = 0
