@@ -4,8 +4,9 @@ Each connection runs a reader (frames in, requests handled one after another, as
 muting a channel until its response is queued) and a writer task that owns the socket's send side:
 ``send_all`` for ordinary responses, and for Fetch the hand-written framing followed by
 ``os.sendfile`` of each record slice (trio has no sendfile: the loop waits with
-``trio.lowlevel.wait_writable``). Because only the writer sends, framing and file bytes never
-interleave.
+``trio.lowlevel.wait_writable``), except slices up to ``SMALL_SLICE_BYTES``, read and sent with
+the framing around them in one send. Because only the writer sends, framing and file bytes
+never interleave.
 
 Client errors (a refused size prefix, an unparsable request, an unsupported API) close the
 connection after the responses already queued are written; ApiVersions at an unsupported version
@@ -69,6 +70,9 @@ DECODE_IN_SLICES_BYTES: Final = 64 * 1024
 DECODE_SLICE_SECONDS: Final = 0.0005
 #: Responses queued per connection before the reader waits for the writer.
 OUTGOING_QUEUE_MAX: Final = 64
+#: Record slices up to this size are read and sent with the response's framing (one send);
+#: larger ones go out with ``os.sendfile``.
+SMALL_SLICE_BYTES: Final = 16 * 1024
 
 
 class RecordSlice(Protocol):
@@ -468,6 +472,14 @@ class _Connection:
             for piece in response.pieces:
                 if isinstance(piece, bytes):
                     pending += piece
+                    continue
+                if piece.size <= SMALL_SLICE_BYTES:
+                    # a small slice (a batch or two of a partition fetched at a moderate rate)
+                    # goes out with the framing around it: one send, not a send and a sendfile
+                    data = piece.read_all()
+                    if len(data) != piece.size:
+                        raise ShortSliceError(f"slice read {len(data)} of {piece.size} bytes")
+                    pending += data
                     continue
                 if pending:
                     await self.stream.send_all(bytes(pending))
