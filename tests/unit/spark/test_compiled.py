@@ -7,6 +7,7 @@ test_compiled_campaign.py`` runs the real tree, marked slow).
 
 from __future__ import annotations
 
+import functools
 import json
 import shutil
 import subprocess
@@ -15,8 +16,9 @@ import sysconfig
 from pathlib import Path
 
 import pytest
+from pyspark import cloudpickle
 
-from spark import PROJECT_PACKAGES, build_zip
+from spark import DEFAULT_RUNNER, PROJECT_PACKAGES, BaseConfig, TaskSpec, build_zip
 from spark._compiled import (
     COMPILED,
     FALLBACK_LINE,
@@ -24,11 +26,13 @@ from spark._compiled import (
     PACKAGES,
     ROOT,
     SOURCE,
+    CompiledChoice,
     activate,
     directory_digests,
     staleness,
     zip_digests,
 )
+from spark._runner import run_seed_ranges
 
 
 def stand_in_tree(tree: Path, sources: dict[str, str]) -> Path:
@@ -162,3 +166,26 @@ def test_a_fresh_tree_is_put_first_on_the_path_of_a_fresh_process(tmp_path: Path
     (label, first), err = _activate_in_a_fresh_process(tree, expected="0" * 64)
     assert (label, first != str(tree)) == (SOURCE, True)
     assert err.startswith(FALLBACK_LINE)
+
+
+_UNPICKLE = """
+import pickle, sys
+task = pickle.loads(sys.stdin.buffer.read())
+packages = {"impl", "model", "conformance"}
+print(sorted(name for name in sys.modules if name.split(".")[0] in packages))
+"""
+
+
+def test_a_seed_task_unpickles_without_importing_the_packages() -> None:
+    # a worker unpickles the task before it activates the tree: were a simulator object (a
+    # compiled frozen dataclass does not unpickle) or any module of the packages in it, the
+    # sources would be imported first and the tree refused
+    task = functools.partial(
+        run_seed_ranges,
+        TaskSpec("v", DEFAULT_RUNNER, BaseConfig(), CompiledChoice("/t", "0" * 64, "compiled")),
+    )
+    done = subprocess.run(
+        [sys.executable, "-c", _UNPICKLE], input=cloudpickle.dumps(task),
+        capture_output=True, check=True, cwd=ROOT,
+    )  # fmt: skip
+    assert done.stdout.decode().strip() == "[]"
