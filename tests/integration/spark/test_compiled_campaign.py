@@ -61,3 +61,28 @@ def test_compiled_campaign_gives_the_interpreted_results(tmp_path: Path) -> None
     assert sorted(by_seed) == list(range(20))
     assert by_seed == _results(tmp_path / "interpreted")
     assert all(result[0] == "pass" and result[5] > 0 for result in by_seed.values())
+
+
+_SEED = """
+import json, logging, sys
+from spark._compiled import ROOT, activate, default_compiled_tree, directory_digests
+if sys.argv[1] == "compiled":
+    assert activate(default_compiled_tree(), directory_digests(ROOT)) != "source"
+logging.getLogger("impl").setLevel(logging.CRITICAL)
+from conformance.runner import run_seed, swarm_config
+result = run_seed(957, swarm_config(957, brokers=3, log_dirs=2, steps=200))
+print(json.dumps([str(result.verdict), result.events_checked, result.trace_digest]))
+"""
+
+
+@pytest.mark.timeout(600)
+def test_seed_957_compiled() -> None:
+    # a fetch from a failed log dir: compiled, the except clause's variable was typed as the
+    # int error code bound earlier in the function (TypeError); see test_compiled.py
+    assert main([]) == 0
+    command = [sys.executable, "-c", _SEED]
+    results = [
+        subprocess.run([*command, code], capture_output=True, text=True, check=True, cwd=ROOT)
+        for code in ("compiled", "source")
+    ]
+    assert results[0].stdout == results[1].stdout, results[0].stderr[-2000:]

@@ -7,8 +7,10 @@ test_compiled_campaign.py`` runs the real tree, marked slow).
 
 from __future__ import annotations
 
+import ast
 import functools
 import json
+import pickle
 import shutil
 import subprocess
 import sys
@@ -16,7 +18,6 @@ import sysconfig
 from pathlib import Path
 
 import pytest
-from pyspark import cloudpickle
 
 from spark import DEFAULT_RUNNER, PROJECT_PACKAGES, BaseConfig, TaskSpec, build_zip
 from spark._compiled import (
@@ -185,7 +186,40 @@ def test_a_seed_task_unpickles_without_importing_the_packages() -> None:
         TaskSpec("v", DEFAULT_RUNNER, BaseConfig(), CompiledChoice("/t", "0" * 64, "compiled")),
     )
     done = subprocess.run(
-        [sys.executable, "-c", _UNPICKLE], input=cloudpickle.dumps(task),
+        [sys.executable, "-c", _UNPICKLE], input=pickle.dumps(task),
         capture_output=True, check=True, cwd=ROOT,
     )  # fmt: skip
     assert done.stdout.decode().strip() == "[]"
+
+
+def _reused_exception_names(source: str) -> list[str]:
+    """``function: name`` for every ``except ... as name`` whose name the function also binds
+    otherwise (compiled, the variable keeps the type of its first binding: the exception then
+    fails with ``TypeError: int object expected``)."""
+    found = []
+    for function in ast.walk(ast.parse(source)):
+        if not isinstance(function, ast.FunctionDef | ast.AsyncFunctionDef):
+            continue
+        bound = {node.arg for node in ast.walk(function) if isinstance(node, ast.arg)}
+        bound |= {
+            node.id
+            for node in ast.walk(function)
+            if isinstance(node, ast.Name) and isinstance(node.ctx, ast.Store)
+        }
+        found += [
+            f"{function.name}: {node.name}"
+            for node in ast.walk(function)
+            if isinstance(node, ast.ExceptHandler) and node.name in bound
+        ]
+    return found
+
+
+def test_no_compiled_function_reuses_a_variable_for_an_exception() -> None:
+    # fuzz seed 957, compiled: Node._on_fetch's ``error`` (an int) reused by ``except ... as``
+    assert _reused_exception_names("def f(error: int):\n try: pass\n except E as error: pass\n")
+    reused = {
+        module: names
+        for module in COMPILED
+        if (names := _reused_exception_names((ROOT / module).read_text()))
+    }
+    assert reused == {}
