@@ -1,14 +1,15 @@
 """The cluster simulator compiled with mypyc against the same code interpreted.
 
-An experiment, not the shipped build (``make setup`` compiles only the record walk; see
-docs/performance.md, "Verification throughput"): the modules the cluster simulation spends its
-time in (:data:`COMPILED`: the simulator, its network, disk and ZooKeeper, the trace checker and
-its abstractions, the broker node and its stores, the controller and group cores, the storage
-manager and log, the model layer's concrete operations) are copied to ``--build-dir`` with the
-rest of ``impl``, ``model`` and ``conformance`` and compiled there in place, one mypyc group
-(``build_ext --inplace -j 2``); the repository itself is left alone.
+The measurement behind ``logproof fuzz --compiled`` (docs/performance.md, "Verification
+throughput"): the modules the cluster simulation spends its time in
+(:data:`spark._compiled.COMPILED`: the simulator, its network, disk and ZooKeeper, the trace
+checker and its abstractions, the broker node and its stores, the controller and group cores, the
+storage manager and log, the model layer's concrete operations) are copied to ``--build-dir`` with
+the rest of ``impl``, ``model`` and ``conformance`` and compiled there, one mypyc group, by the
+build ``make compiled`` runs (:func:`spark._compiled.build`); the repository itself is left alone.
 
-Then, each in a fresh process (the compiled tree first on ``sys.path`` or not at all):
+Then, each in a fresh process (the compiled tree activated by :func:`spark._compiled.activate`,
+which refuses a stale one, or not at all):
 
 1. **equivalence**: seeds ``0 .. --seeds - 1`` of the default campaign configuration
    (``swarm_config(seed, brokers=3, log_dirs=2, steps=200)``), per seed: verdict, invariant,
@@ -30,102 +31,26 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import shutil
 import subprocess
 import sys
 import time
 from pathlib import Path
 from typing import Any
 
-ROOT = Path(__file__).resolve().parent.parent
-
-#: the compiled modules (mypyc group: they call each other natively)
-COMPILED = (
-    "conformance/cluster_sim.py",
-    "conformance/_cluster_nodes.py",
-    "conformance/_cluster_groups.py",
-    "conformance/_cluster_admin.py",
-    "conformance/_cluster_records.py",
-    "conformance/_coordinator_pump.py",
-    "conformance/_coordinator_server.py",
-    "conformance/_coordinator_driver.py",
-    "conformance/network.py",
-    "conformance/disk.py",
-    "conformance/rng.py",
-    "conformance/clock.py",
-    "conformance/move_sim.py",
-    "conformance/trace_check.py",
-    "conformance/replication_abstraction.py",
-    "conformance/controller_abstraction.py",
-    "conformance/group_abstraction.py",
-    "conformance/move_abstraction.py",
-    "impl/trace.py",
-    "impl/broker/node.py",
-    "impl/broker/node_store.py",
-    "impl/broker/node_groups.py",
-    "impl/broker/replication.py",
-    "impl/broker/producer_state.py",
-    "impl/broker/group_coordinator.py",
-    "impl/broker/group_records.py",
-    "impl/controller/node.py",
-    "impl/controller/controller.py",
-    "impl/controller/znodes.py",
-    "impl/storage/manager.py",
-    "impl/storage/log.py",
-    "impl/storage/record_batch.py",
-    "impl/storage/record_walk.py",
-    "impl/storage/records.py",
-    "impl/storage/names.py",
-    "impl/storage/checkpoint.py",
-    "impl/storage/leader_epoch.py",
-    "impl/storage/replica_move.py",
-    "impl/storage/mover.py",
-    "impl/storage/log_config.py",
-    "impl/storage/throttle.py",
-    "model/_dsl.py",
+from spark._compiled import (
+    COMPILED,
+    SOURCE,
+    CompiledBuildError,
+    activate,
+    build,
+    directory_digests,
 )
 
-#: the packages copied to the build directory
-PACKAGES = ("impl", "model", "conformance")
-
-_SETUP = """
-import json, sys
-from setuptools import setup
-from mypyc.build import mypycify
-modules, opt = json.loads(sys.argv[1])
-setup(name="logproof-mypyc-sim", packages=[], script_args=["build_ext", "--inplace", "-j", "2"],
-      ext_modules=mypycify(modules, opt_level=opt, multi_file=True))
-"""
+ROOT = Path(__file__).resolve().parent.parent
 
 WARM_UP_FROM = 1_000_000
 WARM_UP_SEEDS = 10
 TIMED_SEEDS = range(1, 21)
-
-
-def build(build_dir: Path, opt: str) -> float:
-    """Copy the packages to ``build_dir`` (replacing it) and compile :data:`COMPILED` there.
-
-    Returns:
-        The wall-clock seconds of the compilation.
-    """
-    if build_dir.exists():
-        shutil.rmtree(build_dir)
-    build_dir.mkdir(parents=True)
-    for package in PACKAGES:
-        shutil.copytree(ROOT / package, build_dir / package,
-                        ignore=shutil.ignore_patterns("__pycache__", "*.so", "*.c"))
-    shutil.copy(ROOT / "pyproject.toml", build_dir / "pyproject.toml")
-    started = time.perf_counter()
-    done = subprocess.run(
-        [sys.executable, "-c", _SETUP, json.dumps([list(COMPILED), opt])], cwd=build_dir,
-        capture_output=True, text=True, check=False,
-    )
-    seconds = time.perf_counter() - started
-    (build_dir / "build.log").write_text(done.stdout + done.stderr)
-    if done.returncode != 0:
-        raise SystemExit(f"mypyc build failed (see {build_dir / 'build.log'}):\n"
-                         f"{(done.stdout + done.stderr)[-3000:]}")
-    return seconds
 
 
 def _outcomes(seeds: int) -> list[dict[str, Any]]:
@@ -182,7 +107,8 @@ def _child(arguments: argparse.Namespace) -> None:
 
     logging.getLogger("impl").setLevel(logging.CRITICAL)
     if arguments.child_compiled:
-        sys.path.insert(0, arguments.child_compiled)
+        code = activate(Path(arguments.child_compiled), directory_digests(ROOT))
+        assert code != SOURCE, "the compiled tree is stale: build it again"
     from conformance import cluster_sim  # (after the child chose its sys.path)
 
     compiled = str(cluster_sim.__file__).endswith(".so")
@@ -221,7 +147,10 @@ def main(argv: list[str] | None = None) -> int:
     build_dir = arguments.build_dir.resolve()
     build_seconds = None
     if not arguments.no_build:
-        build_seconds = round(build(build_dir, arguments.opt), 1)
+        try:
+            build_seconds = round(build(build_dir, opt=arguments.opt), 1)
+        except CompiledBuildError as error:
+            raise SystemExit(str(error)) from error
         print(f"mypyc build of {len(COMPILED)} modules: {build_seconds} s wall")
     interpreted = _run_child("outcomes", None, arguments.seeds)
     compiled = _run_child("outcomes", build_dir, arguments.seeds)

@@ -10,6 +10,12 @@ from spark._campaign import CampaignProgress as CampaignProgress
 from spark._campaign import SilentListener as SilentListener
 from spark._campaign import run_campaign as run_campaign
 from spark._campaign import summary_lines as summary_lines
+from spark._compiled import FALLBACK_LINE as FALLBACK_LINE
+from spark._compiled import CompiledChoice as CompiledChoice
+from spark._compiled import choose_compiled as choose_compiled
+from spark._compiled import default_compiled_tree as default_compiled_tree
+from spark._compiled import running_digests as running_digests
+from spark._compiled import zip_digests as zip_digests
 from spark._errors import CampaignError as CampaignError
 from spark._errors import CampaignFailedError as CampaignFailedError
 from spark._errors import CampaignUsageError as CampaignUsageError
@@ -46,6 +52,7 @@ from spark._ship import build_zip as build_zip
 
 __all__ = [
     "DEFAULT_RUNNER",
+    "FALLBACK_LINE",
     "PROJECT_PACKAGES",
     "RUN_COLUMNS",
     "BaseConfig",
@@ -58,6 +65,7 @@ __all__ = [
     "CampaignReport",
     "CampaignSummary",
     "CampaignUsageError",
+    "CompiledChoice",
     "FailingSeed",
     "RunRecord",
     "RunnerUnavailableError",
@@ -70,7 +78,9 @@ __all__ = [
     "build_report",
     "build_zip",
     "check_output",
+    "choose_compiled",
     "code_version",
+    "default_compiled_tree",
     "fallback_replay_command",
     "load_runner",
     "open_context",
@@ -79,8 +89,10 @@ __all__ = [
     "run_campaign",
     "run_one",
     "run_schema",
+    "running_digests",
     "seed_ranges",
     "ship_project",
     "summary_lines",
     "validate_master",
+    "zip_digests",
 ]

@@ -17,6 +17,7 @@ printed and of files written.
 
 from __future__ import annotations
 
+import dataclasses
 import datetime
 import functools
 import math
@@ -29,6 +30,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Protocol
 
+from spark._compiled import SOURCE, CompiledChoice
 from spark._errors import CampaignFailedError
 from spark._output import (
     CAMPAIGN_FILE,
@@ -155,7 +157,13 @@ def _spark_failure_message(error: BaseException) -> str:
 
 
 def _parameters(
-    plan: CampaignPlan, partitions: int, master: str, version: str, shipped_sha256: str | None
+    plan: CampaignPlan,
+    partitions: int,
+    master: str,
+    version: str,
+    *,
+    shipped_sha256: str | None,
+    compiled: CompiledChoice | None,
 ) -> dict[str, Any]:
     return {
         "first_seed": plan.first_seed,
@@ -171,6 +179,7 @@ def _parameters(
         "master": master,
         "code_version": version,
         "shipped_zip_sha256": shipped_sha256,
+        "code": SOURCE if compiled is None else compiled.label,
         "started_at": datetime.datetime.now(datetime.UTC).isoformat(timespec="seconds"),
     }
 
@@ -185,6 +194,7 @@ def run_campaign(
     listener: CampaignListener | None = None,
     shipped_sha256: str | None = None,
     concurrent_jobs: int | None = None,
+    compiled: CompiledChoice | None = None,
 ) -> CampaignSummary:
     """Run every seed of ``plan`` on ``context`` and write the results under ``out_dir``.
 
@@ -199,6 +209,8 @@ def run_campaign(
         shipped_sha256: the digest of the shipped zip, recorded in ``campaign.json``.
         concurrent_jobs: Spark jobs in flight (default: twice the parallelism, bounded by
             :data:`CONCURRENT_JOBS_MAX`).
+        compiled: run the seed tasks on this compiled tree where it is fresh (workers must not
+            be reused: shrinking runs from source); recorded in ``campaign.json``, and per row.
 
     Returns:
         The campaign's summary (also written to ``out_dir/summary.json``).
@@ -217,9 +229,16 @@ def run_campaign(
     slots = concurrent_jobs or min(CONCURRENT_JOBS_MAX, max(2, 2 * cores))
     largest = max(len(seed_range) for seed_range in ranges)
     groups = group_partitions(len(ranges), slots, cores, largest)
-    parameters = _parameters(plan, len(ranges), str(context.master), code_version, shipped_sha256)
+    parameters = _parameters(
+        plan,
+        len(ranges),
+        str(context.master),
+        code_version,
+        shipped_sha256=shipped_sha256,
+        compiled=compiled,
+    )
     write_json(directory / CAMPAIGN_FILE, parameters)
-    spec = TaskSpec(code_version=code_version, runner=plan.runner, base=plan.base)
+    spec = TaskSpec(code_version, plan.runner, plan.base, compiled)
     ranges_rdd = context.parallelize(ranges, len(ranges))
     task = functools.partial(run_seed_ranges, spec)
     job_group = f"logproof-fuzz-{uuid.uuid4().hex[:12]}"
@@ -273,7 +292,7 @@ def run_campaign(
     assert tally.runs == plan.seeds_count, (tally.runs, plan.seeds_count)
     shrunk = _shrink_failures(
         context,
-        spec,
+        dataclasses.replace(spec, compiled=None),
         tally,
         shrink_max=plan.shrink_max,
         can_shrink=runner.shrink is not None,
@@ -336,6 +355,8 @@ def summary_lines(summary: CampaignSummary) -> list[str]:
         f"{summary.events_checked:,} of {summary.events:,} trace events checked)",
         f"failures: {summary.failures} (invariant violated), "
         f"errors: {summary.errors} (runner raised)",
+        "code: "
+        + "; ".join(f"{name}: {runs} runs" for name, runs in sorted(summary.codes.items())),
     ]
     if summary.failures_by_invariant:
         lines.append("failures by invariant:")

@@ -61,6 +61,7 @@ def run_schema() -> Any:
         "replay_command": pa.string(),
         "error": pa.string(),
         "executor": pa.string(),
+        "code": pa.string(),
     }
     assert tuple(types) == RUN_COLUMNS
     nullable = {"violated_invariant", "message", "error"}
@@ -189,10 +190,12 @@ class CampaignTally:
     cpu_seconds: float = 0.0
     failures_by_invariant: dict[str, int] = field(default_factory=dict)
     failing: list[RunRecord] = field(default_factory=list)
+    codes: dict[str, int] = field(default_factory=dict)
 
     def add(self, record: RunRecord) -> None:
         """Count one run."""
         self.runs += 1
+        self.codes[record.code] = self.codes.get(record.code, 0) + 1
         self.events += record.events
         self.events_checked += record.events_checked
         self.steps += record.steps
@@ -243,6 +246,7 @@ class CampaignSummary:
             when other processes take the CPU).
         failing: the failing seeds (the first :data:`FAILURES_LISTED_MAX` by seed).
         failing_listed_all: whether ``failing`` lists every failing seed.
+        codes: runs per code that ran them (``source``, or a compiled tree's label).
     """
 
     parameters: Mapping[str, Any]
@@ -258,6 +262,7 @@ class CampaignSummary:
     cpu_seconds: float
     failing: tuple[FailingSeed, ...]
     failing_listed_all: bool
+    codes: Mapping[str, int] = field(default_factory=dict)
 
     @property
     def runs_per_second(self) -> float:
@@ -274,6 +279,7 @@ class CampaignSummary:
         value = asdict(self)
         value["parameters"] = dict(self.parameters)
         value["failures_by_invariant"] = dict(sorted(self.failures_by_invariant.items()))
+        value["codes"] = dict(sorted(self.codes.items()))
         value["runs_per_second"] = round(self.runs_per_second, 3)
         value["events_per_second"] = round(self.events_per_second, 3)
         value["seconds"] = round(self.seconds, 3)
@@ -325,4 +331,5 @@ def summarize(
         cpu_seconds=tally.cpu_seconds,
         failing=failing,
         failing_listed_all=len(failing) == tally.failures + tally.errors,
+        codes=dict(tally.codes),
     )

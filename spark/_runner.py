@@ -28,9 +28,11 @@ import socket
 import time
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from types import ModuleType
 from typing import Any
 
+from spark._compiled import SOURCE, CompiledChoice, activate, active, confirm, running_digests
 from spark._errors import RunnerUnavailableError
 from spark._plan import BaseConfig, SeedRange
 
@@ -61,6 +63,7 @@ RUN_COLUMNS = (
     "replay_command",
     "error",
     "executor",
+    "code",
 )
 
 RunRow = tuple[
@@ -83,6 +86,7 @@ RunRow = tuple[
     str,
     str | None,
     str,
+    str,
 ]
 
 
@@ -94,11 +98,14 @@ class TaskSpec:
         code_version: the driver's ``git`` commit (``+dirty`` when the tree differs from it).
         runner: the dotted name of the runner module.
         base: the configuration every seed shares.
+        compiled: the compiled tree the seed tasks activate when it is fresh against the
+            shipped sources (``logproof fuzz --compiled``); ``None``: they run from source.
     """
 
     code_version: str
     runner: str
     base: BaseConfig
+    compiled: CompiledChoice | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -124,6 +131,7 @@ class RunRecord:
     replay_command: str
     error: str | None
     executor: str
+    code: str = SOURCE
 
     def __post_init__(self) -> None:
         assert self.verdict in VERDICTS, self.verdict
@@ -257,7 +265,9 @@ def fallback_replay_command(spec: TaskSpec, seed: int) -> str:
     return command
 
 
-def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> RunRecord:
+def run_one(
+    runner: RunnerModule, spec: TaskSpec, seed: int, executor: str, code: str = SOURCE
+) -> RunRecord:
     """Run one seed and describe it.
 
     Args:
@@ -265,6 +275,7 @@ def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> R
         spec: the campaign's shared task description.
         seed: the seed.
         executor: ``host:pid`` of the process running it (reported, never used in a verdict).
+        code: what ran it: :data:`spark._compiled.SOURCE` or a compiled tree's label.
 
     Returns:
         The run's record; verdict ``error`` when the runner raised.
@@ -300,6 +311,7 @@ def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> R
             replay_command=str(result.replay_command),
             error=None,
             executor=executor,
+            code=code,
         )
     except Exception as error:  # a crashing seed is a finding, reported with its replay command
         return RunRecord(
@@ -322,6 +334,7 @@ def run_one(runner: RunnerModule, spec: TaskSpec, seed: int, executor: str) -> R
             replay_command=fallback_replay_command(spec, seed),
             error=f"{type(error).__name__}: {error}".splitlines()[0][:500],
             executor=executor,
+            code=code,
         )
 
 
@@ -343,11 +356,19 @@ def run_seed_ranges(spec: TaskSpec, ranges: Iterable[SeedRange]) -> Iterator[Run
     Raises:
         RunnerUnavailableError: the runner module is missing on the executor.
     """
+    code = active() or SOURCE
+    if spec.compiled is not None:
+        # before the runner's import: checked against the sources this worker was shipped
+        code = activate(
+            Path(spec.compiled.tree), running_digests(), expected=spec.compiled.manifest_sha256
+        )
     runner = load_runner(spec.runner)
+    if code != SOURCE and spec.compiled is not None:
+        confirm(Path(spec.compiled.tree))
     executor = executor_name()
     for seed_range in ranges:
         for seed in range(seed_range.first_seed, seed_range.stop_seed):
-            yield run_one(runner, spec, seed, executor).to_row()
+            yield run_one(runner, spec, seed, executor, code).to_row()
 
 
 @dataclass(frozen=True, slots=True)
@@ -380,6 +401,9 @@ def shrink_seed(spec: TaskSpec, seed_and_replay: tuple[int, str]) -> ShrinkRecor
         The shrunk reproduction, or the seed itself with the reason it was not shrunk.
     """
     seed, replay_command = seed_and_replay
+    if active() is not None:  # shrinking runs from source (compiled campaigns reuse no worker)
+        reason = "this worker runs the compiled tree; replay the seed to shrink it from source"
+        return ShrinkRecord(seed, False, reason, replay_command, "")
     runner = load_runner(spec.runner)
     if runner.shrink is None:
         return ShrinkRecord(seed, False, f"{spec.runner} has no shrink()", replay_command, "")

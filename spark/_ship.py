@@ -24,7 +24,7 @@ from spark._errors import RunnerUnavailableError
 PROJECT_PACKAGES = ("impl", "model", "conformance", "spark")
 
 _FIXED_TIMESTAMP = (2020, 1, 1, 0, 0, 0)
-_SHIPPED_SUFFIXES = (".py", ".typed", ".json", ".txt", ".md")
+SHIPPED_SUFFIXES = (".py", ".typed", ".json", ".txt", ".md")
 
 
 @dataclass(frozen=True, slots=True)
@@ -72,7 +72,7 @@ def _package_files(name: str) -> list[tuple[str, Path]]:
         for path in sorted(package_root.rglob("*")):
             if "__pycache__" in path.parts or not path.is_file():
                 continue
-            if path.suffix not in _SHIPPED_SUFFIXES:
+            if path.suffix not in SHIPPED_SUFFIXES:
                 continue
             relative = path.relative_to(package_root).as_posix()
             files.append(("/".join([*parents, relative]), path))

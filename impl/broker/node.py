@@ -1105,8 +1105,8 @@ class BrokerNode:
             if call.max_bytes >= 0 and not starved and call.offset < (
                     limit if limit is not None else partition.log_end_offset):
                 records = self.store.read_records(tp, call.offset, call.max_bytes, limit)
-        except StorageError as error:
-            out.append(Reply(client, FetchReply(call.request_id, tp, int(error.error_code))))
+        except StorageError as failure:  # not ``error``: an int above (compiled, typed so)
+            out.append(Reply(client, FetchReply(call.request_id, tp, int(failure.error_code))))
             return
         except OSError:
             out.append(Reply(client, FetchReply(call.request_id, tp, KAFKA_STORAGE_ERROR)))

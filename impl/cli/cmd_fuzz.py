@@ -22,25 +22,32 @@ from typing import Any
 
 from spark import (
     DEFAULT_RUNNER,
+    FALLBACK_LINE,
     PROJECT_PACKAGES,
     BaseConfig,
     CampaignError,
     CampaignPlan,
     CampaignProgress,
+    CompiledChoice,
     RunRecord,
+    ShippedZip,
     SparkOptions,
     TaskSpec,
     build_report,
     build_zip,
     check_output,
+    choose_compiled,
     code_version,
+    default_compiled_tree,
     load_runner,
     open_context,
     report_lines,
     run_campaign,
     run_one,
+    running_digests,
     summary_lines,
     validate_master,
+    zip_digests,
 )
 
 from ._errors import CliError
@@ -120,6 +127,19 @@ def register(subparsers: Any) -> None:
     )
     parser.add_argument(
         "--no-progress", action="store_true", help="no Spark progress bar, no per-job lines"
+    )
+    parser.add_argument(
+        "--compiled",
+        action="store_true",
+        help="run the seeds on the mypyc-compiled tree (make compiled) when it was built from "
+        "exactly the shipped sources, else from source; shrinking and replay stay interpreted",
+    )
+    parser.add_argument(
+        "--compiled-tree",
+        type=Path,
+        default=None,
+        metavar="DIR",
+        help="the compiled tree --compiled uses (default: logproof-compiled in the venv)",
     )
     parser.set_defaults(handler=run)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=False)
@@ -207,7 +227,7 @@ class _Printer:
             f"{parameters['partitions']} seed ranges; runner {parameters['runner']}, "
             f"{parameters['brokers']} brokers x {parameters['log_dirs']} log dirs, "
             f"{parameters['steps']} steps, variant {parameters['variant'] or 'default'}; "
-            f"code {parameters['code_version']}",
+            f"code {parameters['code_version']}, {parameters['code']}",
             flush=True,
         )
 
@@ -255,15 +275,32 @@ def _plan(arguments: argparse.Namespace) -> CampaignPlan:
         raise CliError(str(error)) from error
 
 
+def _compiled_choice(tree: Path, context: Any, shipped: ShippedZip | None) -> CompiledChoice | None:
+    """The compiled tree checked against the zip the workers get (or the sources they import)."""
+    sources = zip_digests(shipped.path) if shipped is not None else running_digests()
+    choice = choose_compiled(tree, sources)
+    if choice is not None and context.getConf().get("spark.python.worker.reuse", "true") != "false":
+        print(f"{FALLBACK_LINE} (this Spark context reuses Python workers)", file=sys.stderr)
+        return None
+    return choice
+
+
 def run(arguments: argparse.Namespace) -> int:
     """Run a campaign: validate everything cheap first, then start Spark."""
     plan = _plan(arguments)
+    extra_conf = _extra_conf(arguments.conf)
+    tree = arguments.compiled_tree or default_compiled_tree()
+    # checked here against the driver's sources (to start Spark without reusing Python workers,
+    # so that shrinking runs from source), then against the zip shipped
+    compiled = arguments.compiled and choose_compiled(tree, running_digests()) is not None
+    if compiled:
+        extra_conf.setdefault("spark.python.worker.reuse", "false")
     options = SparkOptions(
         master=arguments.master,
         executor_python=arguments.executor_python,
         ship=not arguments.no_ship,
         show_progress=not arguments.no_progress,
-        extra_conf=_extra_conf(arguments.conf),
+        extra_conf=extra_conf,
     )
     try:
         if options.master is not None:
@@ -275,6 +312,11 @@ def run(arguments: argparse.Namespace) -> int:
             web_url = campaign_context.context.uiWebUrl
             if web_url:
                 print(f"Spark UI: {web_url}", flush=True)
+            choice = (
+                _compiled_choice(tree, campaign_context.context, campaign_context.shipped)
+                if compiled
+                else None
+            )
             summary = run_campaign(
                 campaign_context.context,
                 plan,
@@ -285,6 +327,7 @@ def run(arguments: argparse.Namespace) -> int:
                 shipped_sha256=(
                     campaign_context.shipped.sha256 if campaign_context.shipped else None
                 ),
+                compiled=choice,
             )
     except CampaignError as error:
         raise CliError(str(error)) from error

@@ -32,7 +32,9 @@ from spark import (
     run_campaign,
     run_one,
 )
+from spark._compiled import FALLBACK_LINE, ROOT, directory_digests
 from tests.integration.spark import seeded_runner
+from tests.unit.spark.test_compiled import stand_in_tree
 
 pytestmark = pytest.mark.integration
 
@@ -255,3 +257,28 @@ def test_python_workers_run_the_driver_interpreter(campaign_context: CampaignCon
 
     found = campaign_context.context.parallelize(range(2), 2).mapPartitions(interpreter).collect()
     assert found == [sys.executable, sys.executable]
+
+
+@pytest.mark.parametrize("tree", ["missing", "fresh"])
+def test_compiled_campaign_falls_back_to_source_in_one_line(
+    campaign_context: CampaignContext,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    tree: str,
+) -> None:
+    # missing: nothing was built; fresh (a stand-in tree built from these sources): this test
+    # module's context reuses its Python workers, where shrinking would then run compiled code
+    directory = tmp_path / "tree"
+    if tree == "fresh":
+        stand_in_tree(directory, directory_digests(ROOT))
+    out = tmp_path / "campaign"
+    argv = ["fuzz", "--seeds", "12", "--master", "local[2]", "--steps", "20", "--runner", RUNNER]
+    argv += ["--compiled", "--compiled-tree", str(directory), "--out", str(out)]
+    assert main(argv) == 3
+    captured = capsys.readouterr()
+    fallbacks = [line for line in captured.err.splitlines() if line.startswith(FALLBACK_LINE)]
+    assert len(fallbacks) == 1, captured.err
+    assert ("reuses Python workers" in fallbacks[0]) == (tree == "fresh")
+    assert "code: source: 12 runs" in captured.out.splitlines()
+    assert json.loads((out / "campaign.json").read_text())["code"] == "source"
+    assert {row["code"] for row in _runs(out).values()} == {"source"}
