@@ -30,6 +30,7 @@ from . import _hot_requests, api_versions
 from ._framing import frame
 from ._kio_build import build, nested_entity_class, null_field, null_field_steps
 from ._sliced_decode import decode_entity_steps
+from ._wire_fields import FieldError
 from ._wire_scan import ScanError, scan
 
 __sans_io__ = True
@@ -143,7 +144,7 @@ def decode_request(frame_bytes: bytes | memoryview) -> DecodedRequest:
         try:
             _, client_id, hot_body = _hot_requests.decode(head.api_key, head.api_version,
                                                          frame_bytes)
-        except _hot_requests.HotDecodeError as error:
+        except FieldError as error:
             raise MalformedRequestError(f"api key {head.api_key}: {error}") from None
         return DecodedRequest(head, client_id, hot_body, response_class)
     return decode_with_kio(frame_bytes, head)

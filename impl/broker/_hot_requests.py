@@ -7,10 +7,11 @@ one partition, a follower's round of fetch positions), and the generic path (the
 the rest of a small request's handling (``bench.requests``). The layouts are fixed for these
 versions (all non-flexible); the bodies carry kio's field names, so the handlers read them
 alike. Every count and length is checked against the bytes left before anything is read or
-allocated; what kio's path refuses (a truncated frame, a count past the end, a null in a
-non-nullable field, bytes after the body, a name that is not UTF-8) is refused here with
-:class:`~._codec.MalformedRequestError` (``tests/unit/broker/test_hot_requests.py`` compares
-the two on generated, truncated and damaged frames).
+allocated (:class:`~._wire_fields.Reader`); what kio's path refuses (a truncated frame, a count
+past the end, a null in a non-nullable field, bytes after the body, a name that is not UTF-8)
+is refused here with :class:`~._wire_fields.FieldError`, which the codec raises as its
+malformed-request error (``tests/unit/broker/test_hot_requests.py`` compares the two on
+generated, truncated and damaged frames).
 
 Layouts (request header v1: api_key int16 | api_version int16 | correlation_id int32 |
 client_id nullable string)::
@@ -33,6 +34,8 @@ import struct
 from dataclasses import dataclass
 from typing import Final
 
+from ._wire_fields import FieldError, Reader
+
 __sans_io__ = True
 
 PRODUCE: Final = 0
@@ -40,17 +43,11 @@ FETCH: Final = 1
 PRODUCE_VERSIONS: Final = range(3, 9)
 FETCH_VERSIONS: Final = range(4, 12)
 
-_INT16: Final = struct.Struct(">h")
-_INT32: Final = struct.Struct(">i")
 _INT64: Final = struct.Struct(">q")
 _HEAD: Final = struct.Struct(">hhi")
 _PRODUCE_FIXED: Final = struct.Struct(">hi")
 _FETCH_FIXED: Final = struct.Struct(">iiiib")
 _SESSION: Final = struct.Struct(">ii")
-
-
-class HotDecodeError(ValueError):
-    """The bytes are not such a request (the caller raises its malformed-request error)."""
 
 
 @dataclass(slots=True)
@@ -122,77 +119,6 @@ class FetchBody:
     rack_id: str
 
 
-class _Reader:
-    """A cursor over one frame; every read checks the bytes left first."""
-
-    __slots__ = ("data", "end", "position")
-
-    def __init__(self, data: bytes | memoryview, position: int) -> None:
-        self.data = data
-        self.end = len(data)
-        self.position = position
-
-    def fixed(self, layout: struct.Struct) -> tuple[int, ...]:
-        position = self.position
-        if position + layout.size > self.end:
-            raise HotDecodeError("a field past the end")
-        self.position = position + layout.size
-        return layout.unpack_from(self.data, position)
-
-    def int32(self) -> int:
-        position = self.position
-        if position + 4 > self.end:
-            raise HotDecodeError("a field past the end")
-        self.position = position + 4
-        value: int = _INT32.unpack_from(self.data, position)[0]
-        return value
-
-    def count(self, least_bytes: int) -> int:
-        """An array's length: not null, each entry at least ``least_bytes`` long."""
-        count = self.int32()
-        if count < 0:
-            raise HotDecodeError(f"array of {count} entries")
-        if count * least_bytes > self.end - self.position:
-            raise HotDecodeError(f"{count} entries past the end")
-        return count
-
-    def string(self, nullable: bool = False) -> str | None:
-        position = self.position
-        if position + 2 > self.end:
-            raise HotDecodeError("a string past the end")
-        length: int = _INT16.unpack_from(self.data, position)[0]
-        position += 2
-        if length < 0:
-            if length == -1 and nullable:
-                self.position = position
-                return None
-            raise HotDecodeError(f"a string of {length} bytes")
-        if position + length > self.end:
-            raise HotDecodeError(f"a string of {length} bytes past the end")
-        self.position = position + length
-        try:
-            return str(self.data[position:position + length], "utf-8")
-        except UnicodeDecodeError:
-            raise HotDecodeError("a string that is not UTF-8") from None
-
-    def name(self) -> str:
-        value = self.string()
-        assert value is not None
-        return value
-
-    def records(self) -> bytes | None:
-        size = self.int32()
-        if size < 0:
-            if size == -1:
-                return None
-            raise HotDecodeError(f"records of {size} bytes")
-        position = self.position
-        if position + size > self.end:
-            raise HotDecodeError(f"records of {size} bytes past the end")
-        self.position = position + size
-        return bytes(self.data[position:position + size])
-
-
 def handles(api_key: int, api_version: int) -> bool:
     """Whether :func:`decode` reads this request."""
     if api_key == PRODUCE:
@@ -205,19 +131,19 @@ def decode(api_key: int, api_version: int, frame: bytes | memoryview
     """``(correlation_id, client_id, body)`` of a Produce v3-v8 or Fetch v4-v11 frame.
 
     Raises:
-        HotDecodeError: the bytes are not such a request.
+        FieldError: the bytes are not such a request.
     """
-    reader = _Reader(frame, 0)
+    reader = Reader(frame, 0)
     key, version, correlation_id = reader.fixed(_HEAD)
     assert (key, version) == (api_key, api_version), (key, version)
     client_id = reader.string(nullable=True)
     body = _produce(reader) if api_key == PRODUCE else _fetch(reader, api_version)
     if reader.position != reader.end:
-        raise HotDecodeError(f"{reader.end - reader.position} trailing bytes after the request")
+        raise FieldError(f"{reader.end - reader.position} trailing bytes after the request")
     return correlation_id, client_id, body
 
 
-def _produce(reader: _Reader) -> ProduceBody:
+def _produce(reader: Reader) -> ProduceBody:
     transactional_id = reader.string(nullable=True)
     acks, timeout_ms = reader.fixed(_PRODUCE_FIXED)
     topics: list[ProduceTopic] = []
@@ -232,7 +158,7 @@ def _produce(reader: _Reader) -> ProduceBody:
                        tuple(topics))
 
 
-def _fetch(reader: _Reader, version: int) -> FetchBody:
+def _fetch(reader: Reader, version: int) -> FetchBody:
     replica_id, max_wait_ms, min_bytes, max_bytes, isolation = reader.fixed(_FETCH_FIXED)
     session_id, session_epoch = reader.fixed(_SESSION) if version >= 7 else (0, -1)
     with_epoch = version >= 9

@@ -23,6 +23,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Final, Protocol
 
+from ._wire_fields import string
+
 __sans_io__ = True
 
 VERSION_MIN: Final = 4
@@ -57,11 +59,6 @@ class FetchPartitionReply:
 Piece = bytes | SizedPiece
 
 
-def _string(value: str) -> bytes:
-    encoded = value.encode()
-    return struct.pack(">h", len(encoded)) + encoded
-
-
 def encode_fetch_response(
     version: int,
     correlation_id: int,
@@ -92,7 +89,7 @@ def encode_fetch_response(
         current += struct.pack(">hi", error_code, session_id)
     current += struct.pack(">i", len(topics))
     for name, partitions in topics:
-        current += _string(name)
+        current += string(name)
         current += struct.pack(">i", len(partitions))
         for reply in partitions:
             current += struct.pack(

@@ -39,6 +39,8 @@ from collections.abc import Sequence
 from typing import Final, NamedTuple
 
 from ._codec import MalformedRequestError
+from ._framing import frame
+from ._wire_fields import FieldError, Reader, string
 
 __sans_io__ = True
 
@@ -50,8 +52,11 @@ _BODY = struct.Struct(">iiiibii")
 _PARTITION = struct.Struct(">iiqqi")
 _RESPONSE_HEAD = struct.Struct(">iihi")
 _PARTITION_HEAD = struct.Struct(">ihqqq")
-_INT16 = struct.Struct(">h")
 _INT32 = struct.Struct(">i")
+#: the least bytes a topic, a partition and an aborted transaction of the response take
+_TOPIC_LEAST_BYTES: Final = 2 + 4
+_PARTITION_LEAST_BYTES: Final = _PARTITION_HEAD.size + 4 + 4 + 4
+_ABORTED_BYTES: Final = 16
 
 
 class FetchPosition(NamedTuple):
@@ -86,91 +91,51 @@ class FetchAnswer(NamedTuple):
     topics: list[tuple[str, list[FetchedPartition]]]
 
 
-def _string(value: str) -> bytes:
-    encoded = value.encode()
-    if len(encoded) > 0x7FFF:
-        raise ValueError(f"string of {len(encoded)} bytes: too long for the wire")
-    return _INT16.pack(len(encoded)) + encoded
-
-
 def encode_request(correlation_id: int, client_id: str, *, replica_id: int, max_wait_ms: int,
                    min_bytes: int, max_bytes: int,
                    topics: Sequence[tuple[str, Sequence[FetchPosition]]]) -> bytes:
     """The framed request (isolation level 0, no fetch session, no forgotten topics, rack "")."""
-    parts = [_HEADER.pack(API_KEY, VERSION, correlation_id), _string(client_id),
+    parts = [_HEADER.pack(API_KEY, VERSION, correlation_id), string(client_id),
              _BODY.pack(replica_id, max_wait_ms, min_bytes, max_bytes, 0, 0, -1),
              _INT32.pack(len(topics))]
     pack = _PARTITION.pack
     for topic, positions in topics:
-        parts.append(_string(topic))
+        parts.append(string(topic))
         parts.append(_INT32.pack(len(positions)))
         parts.extend(pack(*position) for position in positions)
     parts.append(b"\x00\x00\x00\x00\x00\x00")  # forgotten_topics_data [], rack_id ""
-    body = b"".join(parts)
-    return _INT32.pack(len(body)) + body
+    return frame(b"".join(parts))
 
 
-def _malformed(what: str) -> MalformedRequestError:
-    return MalformedRequestError(f"cannot decode response to api key {API_KEY}: {what}")
-
-
-def decode_response(frame: bytes | memoryview) -> FetchAnswer:
+def decode_response(frame_bytes: bytes | memoryview) -> FetchAnswer:
     """A response frame (without its size prefix).
 
     Raises:
         MalformedRequestError: the bytes are not a Fetch v11 response: a length or count past
             the frame's end, a negative count or size other than null, bytes left over.
     """
-    data = memoryview(frame)
-    end = len(data)
-    if end < _RESPONSE_HEAD.size + 4:
-        raise _malformed("shorter than its header")
-    correlation_id, throttle_ms, error_code, session_id = _RESPONSE_HEAD.unpack_from(data, 0)
-    position = _RESPONSE_HEAD.size
-    (topic_count,) = _INT32.unpack_from(data, position)
-    position += 4
-    if topic_count < 0 or topic_count > end - position:
-        raise _malformed(f"{topic_count} topics")
+    try:
+        return _decode_response(Reader(frame_bytes, 0))
+    except FieldError as error:
+        raise MalformedRequestError(
+            f"cannot decode response to api key {API_KEY}: {error}") from None
+
+
+def _decode_response(reader: Reader) -> FetchAnswer:
+    correlation_id, throttle_ms, error_code, session_id = reader.fixed(_RESPONSE_HEAD)
     topics: list[tuple[str, list[FetchedPartition]]] = []
-    for _ in range(topic_count):
-        if position + 2 > end:
-            raise _malformed("a topic name past the end")
-        (length,) = _INT16.unpack_from(data, position)
-        position += 2
-        if length < 0 or position + length + 4 > end:
-            raise _malformed(f"a topic name of {length} bytes")
-        try:
-            name = str(data[position:position + length], "utf-8")
-        except UnicodeDecodeError:
-            raise _malformed("a topic name that is not UTF-8") from None
-        position += length
-        (partition_count,) = _INT32.unpack_from(data, position)
-        position += 4
-        if partition_count < 0 or partition_count > end - position:
-            raise _malformed(f"{partition_count} partitions")
+    for _ in range(reader.count(_TOPIC_LEAST_BYTES)):
+        name = reader.name()
         partitions: list[FetchedPartition] = []
-        for _ in range(partition_count):
-            if position + _PARTITION_HEAD.size + 4 > end:
-                raise _malformed("a partition past the end")
-            index, code, high_watermark, stable, start = _PARTITION_HEAD.unpack_from(
-                data, position)
-            position += _PARTITION_HEAD.size
-            (aborted,) = _INT32.unpack_from(data, position)
-            position += 4
-            if aborted < -1 or (aborted > 0 and aborted > (end - position) // 16):
-                raise _malformed(f"{aborted} aborted transactions")
-            position += 16 * max(aborted, 0)
-            if position + 8 > end:
-                raise _malformed("a partition's records past the end")
-            (size,) = _INT32.unpack_from(data, position + 4)  # (after preferred_read_replica)
-            position += 8
-            if size < -1 or position + max(size, 0) > end:
-                raise _malformed(f"records of {size} bytes")
-            records = bytes(data[position:position + size]) if size > 0 else b""
-            position += max(size, 0)
+        for _ in range(reader.count(_PARTITION_LEAST_BYTES)):
+            index, code, high_watermark, stable, start = reader.fixed(_PARTITION_HEAD)
+            # aborted transactions (none here: no transactions) are read past
+            reader.skip(_ABORTED_BYTES * reader.count(_ABORTED_BYTES, nullable=True))
+            reader.skip(4)  # preferred_read_replica
+            records = reader.records() or b""
             partitions.append(FetchedPartition(index, code, high_watermark, stable, start,
                                                records))
         topics.append((name, partitions))
-    if position != end:
-        raise _malformed(f"{end - position} bytes after the response")
+    if reader.position != reader.end:
+        raise FieldError(f"{reader.end - reader.position} bytes after the response")
     return FetchAnswer(correlation_id, throttle_ms, error_code, session_id, topics)

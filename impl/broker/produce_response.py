@@ -22,12 +22,14 @@ import struct
 from collections.abc import Sequence
 from typing import Final, NamedTuple
 
+from ._framing import frame
+from ._wire_fields import string
+
 __sans_io__ = True
 
 VERSION_MIN: Final = 3
 VERSION_MAX: Final = 8
 
-_INT16: Final = struct.Struct(">h")
 _INT32: Final = struct.Struct(">i")
 _HEAD: Final = struct.Struct(">ihqq")
 _HEAD_V5: Final = struct.Struct(">ihqqq")
@@ -45,13 +47,6 @@ class PartitionResult(NamedTuple):
     error_message: str | None = None
 
 
-def _string(value: str) -> bytes:
-    encoded = value.encode()
-    if len(encoded) > 0x7FFF:
-        raise ValueError(f"string of {len(encoded)} bytes: too long for the wire")
-    return _INT16.pack(len(encoded)) + encoded
-
-
 def encode_produce_response(version: int, correlation_id: int,
                             topics: Sequence[tuple[str, Sequence[PartitionResult]]],
                             throttle_time_ms: int = 0) -> bytes:
@@ -61,7 +56,7 @@ def encode_produce_response(version: int, correlation_id: int,
     with_start = version >= 5
     with_errors = version >= 8
     for name, partitions in topics:
-        parts.append(_string(name))
+        parts.append(string(name))
         parts.append(_INT32.pack(len(partitions)))
         for result in partitions:
             if with_start:
@@ -74,7 +69,6 @@ def encode_produce_response(version: int, correlation_id: int,
                 if result.error_message is None:
                     parts.append(_NO_MESSAGE)
                 else:
-                    parts.append(b"\x00\x00\x00\x00" + _string(result.error_message))
+                    parts.append(b"\x00\x00\x00\x00" + string(result.error_message))
     parts.append(_INT32.pack(throttle_time_ms))
-    body = b"".join(parts)
-    return _INT32.pack(len(body)) + body
+    return frame(b"".join(parts))
