@@ -8,6 +8,7 @@ request version's response class. Fetch is the exception: its response is writte
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable, Sequence
 from dataclasses import dataclass, field
@@ -33,9 +34,15 @@ from .config_store import ReplicationQuotas
 from .fetch_response import FetchPartitionReply, encode_fetch_response
 from .metadata_cache import BrokerEndpoint, MetadataCache
 from .produce_response import PartitionResult, encode_produce_response
-from .replica_manager import ReplicaManager
+from .replica_manager import AppendedProduce, ReplicaManager
 from .replication import fetcher_broker_epoch
-from .server import CloseConnectionError, ConnectionInfo, PiecesResponse, Response
+from .server import (
+    CloseConnectionError,
+    ConnectionInfo,
+    DeferredResponse,
+    PiecesResponse,
+    Response,
+)
 from .topic_names import topic_name_error
 
 log = logging.getLogger(__name__)
@@ -191,7 +198,8 @@ class RequestHandlers:
     def __init__(self, context: HandlerContext) -> None:
         self.context = context
         self._placement_seed = context.config.broker_id
-        self._handlers: dict[int, Callable[[DecodedRequest], Awaitable[Response | None]]] = {
+        self._handlers: dict[
+            int, Callable[[DecodedRequest], Awaitable[Response | DeferredResponse | None]]] = {
             api_versions.API_VERSIONS: self.api_versions,
             api_versions.METADATA: self.metadata,
             api_versions.PRODUCE: self.produce,
@@ -225,7 +233,8 @@ class RequestHandlers:
         self.groups = GroupHandlers(context)
         self._group_handlers = self.groups.handlers()
 
-    async def __call__(self, request: DecodedRequest, info: ConnectionInfo) -> Response | None:
+    async def __call__(self, request: DecodedRequest, info: ConnectionInfo
+                       ) -> Response | DeferredResponse | None:
         """Answer one request (None: no response is sent), after the request-wide ACL check of
         :mod:`impl.security.request_acls` (per-topic checks are the handlers' own)."""
         refusal = self._refusal(request)
@@ -445,49 +454,66 @@ class RequestHandlers:
 
     # --- Produce ---------------------------------------------------------------------------
 
-    async def produce(self, request: DecodedRequest) -> Response | None:
-        """Produce v3-v8: one batch per partition, acks 0/1/all, idempotence."""
+    async def produce(self, request: DecodedRequest) -> Response | DeferredResponse | None:
+        """Produce v3-v8: one batch per partition, acks 0/1/all, idempotence. An answer that
+        waits for acks once the appends are done is deferred (the connection reads on)."""
         body = request.body
         if body.transactional_id is not None:
             return self._produce_all(request, TRANSACTIONAL_ID_AUTHORIZATION_FAILED)
         timeout_ms = int(body.timeout.total_seconds() * 1000)
+        acks = int(body.acks)
         # every partition refused here is answered at once; the others are appended in request
         # order and waited for together (one acks=all round for the whole request)
-        refusals: list[list[int | None]] = []  # per topic, per partition: an error code or None
+        rows: list[tuple[str, list[tuple[int, int | None]]]] = []  # (index, refusal or None)
         appended: list[tuple[TopicPartition, bytes | None]] = []
         for topic in body.topic_data:
             writable = self._topic_allowed(AclOperation.WRITE, topic.name)
             refusal = (TOPIC_AUTHORIZATION_FAILED if not writable else
                        INVALID_TOPIC_EXCEPTION if topic_name_error(topic.name) is not None else
                        None)
-            refusals.append([refusal] * len(topic.partition_data))
+            rows.append((topic.name, [(int(item.index), refusal)
+                                      for item in topic.partition_data]))
             if refusal is None:
                 appended.extend((TopicPartition(topic.name, int(item.index)), item.records)
                                 for item in topic.partition_data)
-        produced = iter(await self.context.replicas.produce_partitions(
-            appended, int(body.acks), timeout_ms) if appended else [])
+        pending = (await self.context.replicas.append_partitions(appended, acks, timeout_ms)
+                   if appended else None)
+        answer = functools.partial(self._produce_answer, request.api_version,
+                                   request.head.correlation_id, acks, rows, pending)
+        if pending is not None and not pending.answered():
+            return DeferredResponse(answer)
+        return await answer()
+
+    @staticmethod
+    async def _produce_answer(
+        api_version: int, correlation_id: int, acks: int,
+        rows: list[tuple[str, list[tuple[int, int | None]]]], pending: AppendedProduce | None,
+    ) -> Response | None:
+        """The Produce response of ``rows`` (each partition's refusal, or its result in
+        ``pending``), once every appended partition is answered (records not referenced: a
+        deferred answer holds none of the request's bytes)."""
+        produced = iter(await pending.results() if pending is not None else [])
         results: list[tuple[str, list[PartitionResult]]] = []
         failed: int | None = None
-        for topic, row in zip(body.topic_data, refusals, strict=True):
+        for name, row in rows:
             partitions: list[PartitionResult] = []
-            for item, refused in zip(topic.partition_data, row, strict=True):
+            for index, refused in row:
                 if refused is not None:
-                    answer = PartitionResult(int(item.index), refused)
+                    answer = PartitionResult(index, refused)
                 else:
                     result = next(produced)
-                    answer = PartitionResult(int(item.index), result.error_code,
-                                             result.base_offset, result.log_append_time_ms,
-                                             result.log_start_offset, result.error_message)
+                    answer = PartitionResult(index, result.error_code, result.base_offset,
+                                             result.log_append_time_ms, result.log_start_offset,
+                                             result.error_message)
                 if answer.error_code != NONE and failed is None:
                     failed = answer.error_code
                 partitions.append(answer)
-            results.append((topic.name, partitions))
-        if int(body.acks) == 0:
+            results.append((name, partitions))
+        if acks == 0:
             if failed is not None:
                 raise CloseConnectionError(f"produce with acks=0 failed with error {failed}")
             return None
-        return encode_produce_response(request.api_version, request.head.correlation_id,
-                                       results)
+        return encode_produce_response(api_version, correlation_id, results)
 
     def _produce_all(self, request: DecodedRequest, code: int) -> Response | None:
         if int(request.body.acks) == 0:

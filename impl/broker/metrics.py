@@ -41,7 +41,7 @@ from prometheus_client.registry import Collector
 from impl.storage.replica_move import MoveState
 
 from . import api_versions
-from .server import PiecesResponse
+from .server import DeferredResponse, PiecesResponse
 
 if TYPE_CHECKING:
     from impl.controller import ControllerService
@@ -377,17 +377,30 @@ class BrokerStateView:
 
 
 def observed(handler: Handler, metrics: BrokerMetrics) -> Handler:
-    """``handler`` counting each request, its latency and Produce/Fetch bytes in ``metrics``."""
-    async def handle(request: DecodedRequest, info: ConnectionInfo) -> Response | None:
+    """``handler`` counting each request, its latency and Produce/Fetch bytes in ``metrics`` (a
+    deferred answer's latency runs until it is finished)."""
+    async def handle(request: DecodedRequest, info: ConnectionInfo
+                     ) -> Response | DeferredResponse | None:
         started = time.perf_counter()
         response = await handler(request, info)
-        metrics.record_request(request.api_key, time.perf_counter() - started)
-        if request.api_key == api_versions.PRODUCE:
+        api_key = request.api_key
+        if api_key == api_versions.PRODUCE:
             for topic in request.body.topic_data:
                 for item in topic.partition_data:
                     metrics.record_produce(str(topic.name), item.records)
-        elif request.api_key == api_versions.FETCH and isinstance(response, PiecesResponse):
+        elif api_key == api_versions.FETCH and isinstance(response, PiecesResponse):
             metrics.record_fetch(int(request.body.replica_id) >= 0, response.topic_bytes)
+        if isinstance(response, DeferredResponse):
+            finish = response.finish
+
+            async def timed() -> Response | None:
+                try:
+                    return await finish()
+                finally:
+                    metrics.record_request(api_key, time.perf_counter() - started)
+
+            return DeferredResponse(timed)
+        metrics.record_request(api_key, time.perf_counter() - started)
         return response
 
     return handle

@@ -123,6 +123,39 @@ class _Waiter:
         self.reply: Any = None
 
 
+class AppendedProduce:
+    """A Produce's partitions appended, their answers not necessarily known yet
+    (:meth:`ReplicaManager.append_partitions`)."""
+
+    __slots__ = ("_deadline", "_manager", "_waiters")
+
+    def __init__(self, manager: ReplicaManager, waiters: list[tuple[int, _Waiter]],
+                 deadline: float) -> None:
+        self._manager = manager
+        self._waiters = waiters
+        self._deadline = deadline
+
+    def answered(self) -> bool:
+        """Whether every partition has its answer (acks 0 and 1, refusals, a full ISR of one)."""
+        return all(waiter.reply is not None for _, waiter in self._waiters)
+
+    async def results(self) -> list[ProduceResult]:
+        """Each partition's result in request order, once all are answered (past the request's
+        timeout the node answers the rest with REQUEST_TIMED_OUT)."""
+        try:
+            await self._manager._wait_replies([waiter for _, waiter in self._waiters],
+                                              self._deadline)
+        finally:
+            self._manager._forget(self._waiters)
+        results: list[ProduceResult] = []
+        for _, waiter in self._waiters:
+            reply = waiter.reply
+            assert isinstance(reply, ProduceReply)
+            results.append(ProduceResult(reply.error, reply.base_offset, reply.log_append_time_ms,
+                                         reply.log_start_offset, reply.error_message))
+        return results
+
+
 class _Watch:
     """A delayed fetch waiting for a change to its partitions (:meth:`ReplicaManager.wait_changed`
     with ``partitions``); ``records_only``: not woken by a lone HW move."""
@@ -520,15 +553,25 @@ class ReplicaManager:
     async def produce_partitions(
         self, items: Sequence[tuple[TopicPartition, bytes | None]], acks: int, timeout_ms: int
     ) -> list[ProduceResult]:
-        """Append each partition's batch as leader, in order, honouring idempotence, then wait
-        for every partition's ``acks`` at once, as Kafka's ``appendRecords`` appends a request's
-        partitions and then parks one ``DelayedProduce`` for all of them (waiting partition by
-        partition cost a request of n partitions n replication rounds).
+        """:meth:`append_partitions`, then its results.
 
         Returns:
             Each partition's result, in the order of ``items`` (error codes per Kafka: 3, 6, 19,
             20, 21, 56, 2, 10, 87, 45, 47, 7).
         """
+        pending = await self.append_partitions(items, acks, timeout_ms)
+        return await pending.results()
+
+    async def append_partitions(
+        self, items: Sequence[tuple[TopicPartition, bytes | None]], acks: int, timeout_ms: int
+    ) -> AppendedProduce:
+        """Append each partition's batch as leader, in order, honouring idempotence; the answers
+        are then awaited together (:meth:`AppendedProduce.results`), as Kafka's
+        ``appendRecords`` appends a request's partitions and then parks one ``DelayedProduce``
+        for all of them (waiting partition by partition cost a request of n partitions n
+        replication rounds). ``timeout_ms`` counts from now.
+        """
+        deadline = trio.current_time() + max(timeout_ms, 0) / 1000.0
         waiters: list[tuple[int, _Waiter]] = []
         try:
             try:
@@ -549,22 +592,19 @@ class ReplicaManager:
                 # then carries all of them (as Kafka completes delayed requests after the
                 # request's appends), not the first alone
                 self._release()
-            await self._wait_replies([waiter for _, waiter in waiters], timeout_ms)
-        finally:
-            for request_id, _ in waiters:
-                del self._waiters[request_id]
-        results: list[ProduceResult] = []
-        for _, waiter in waiters:
-            reply = waiter.reply
-            assert isinstance(reply, ProduceReply)
-            results.append(ProduceResult(reply.error, reply.base_offset, reply.log_append_time_ms,
-                                         reply.log_start_offset, reply.error_message))
-        return results
+        except BaseException:
+            self._forget(waiters)
+            raise
+        return AppendedProduce(self, waiters, deadline)
 
-    async def _wait_replies(self, waiters: list[_Waiter], timeout_ms: int) -> None:
-        """Wait until every waiter has its reply; past ``timeout_ms`` a periodic tick lets the
-        node time the rest out (it answers them on a tick past their deadlines)."""
-        deadline = trio.current_time() + max(timeout_ms, 0) / 1000.0
+    def _forget(self, waiters: Sequence[tuple[int, _Waiter]]) -> None:
+        for request_id, _ in waiters:
+            self._waiters.pop(request_id, None)
+
+    async def _wait_replies(self, waiters: list[_Waiter], deadline: float) -> None:
+        """Wait until every waiter has its reply; past ``deadline`` (trio's clock) a periodic
+        tick lets the node time the rest out (it answers them on a tick past their
+        deadlines)."""
         for waiter in waiters:
             while waiter.reply is None:
                 with trio.move_on_at(deadline + 0.001):
@@ -588,7 +628,8 @@ class ReplicaManager:
                 waiters[tp] = (request_id, waiter)
                 self.step(DeleteRecords(LOCAL, request_id, tp, offset, timeout_ms))
             self.notify()  # a delayed fetch may answer at once with the new log start offset
-            await self._wait_replies([waiter for _, waiter in waiters.values()], timeout_ms)
+            await self._wait_replies([waiter for _, waiter in waiters.values()],
+                                     trio.current_time() + max(timeout_ms, 0) / 1000.0)
         finally:
             for request_id, _ in waiters.values():
                 self._waiters.pop(request_id, None)

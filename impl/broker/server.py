@@ -1,12 +1,22 @@
 """The trio TCP server: one task per connection, requests answered in order, one writer.
 
 Each connection runs a reader (frames in, requests handled one after another, as Kafka does by
-muting a channel until its response is queued) and a writer task that owns the socket's send side:
+muting a channel until its response is queued, with one exception below) and a writer task that
+owns the socket's send side:
 ``send_all`` for ordinary responses, and for Fetch the hand-written framing followed by
 ``os.sendfile`` of each record slice (trio has no sendfile: the loop waits with
 ``trio.lowlevel.wait_writable``), except slices up to ``SMALL_SLICE_BYTES``, read and sent with
 the framing around them in one send. Because only the writer sends, framing and file bytes
 never interleave.
+
+Produce requests are pipelined: an acks=all Produce whose appends are done hands back a
+:class:`DeferredResponse`; its answer keeps its place in the writer's queue and is finished by a
+task of its own while the reader goes on. A Produce that follows is appended at once (so a
+producer with several requests in flight on one connection is not held to one replication round
+trip per request, which is what bounded a single partition's acks=all rate); any other request
+waits until every earlier deferred answer is finished, so what it reads (a high watermark, an
+offset) is what Kafka's one-request-at-a-time connection would show it. Appends keep the
+requests' order, answers too.
 
 Client errors (a refused size prefix, an unparsable request, an unsupported API) close the
 connection after the responses already queued are written; ApiVersions at an unsupported version
@@ -33,7 +43,7 @@ import math
 import os
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Final, Protocol
+from typing import Any, Final, Protocol, TypeVar
 
 import trio
 
@@ -60,6 +70,8 @@ from ._framing import FrameDecoder, FrameError
 from ._produce_shape import few_partitions
 
 log = logging.getLogger(__name__)
+
+_T = TypeVar("_T")
 
 RECEIVE_BYTES: Final = 256 * 1024
 #: Frames at least this large are decoded in slices (:func:`._codec.decode_request_steps`), other
@@ -109,6 +121,21 @@ Response = bytes | PiecesResponse
 
 
 @dataclass(frozen=True, slots=True)
+class DeferredResponse:
+    """A Produce whose appends are done and whose answer waits for its acks (acks=all).
+
+    The connection queues its place among the responses, runs ``finish`` in a task of its own
+    and goes on reading: a Produce that follows is appended while this one waits (appends stay
+    in request order, answers in request order); any other request waits until every deferred
+    answer of the connection is finished, so it is handled after them, as Kafka handles it.
+    """
+
+    #: the answer (None: none is sent); may raise :class:`CloseConnectionError`
+    finish: Callable[[], Awaitable[Response | None]]
+
+
+
+@dataclass(frozen=True, slots=True)
 class ConnectionInfo:
     """Who is on the other end."""
 
@@ -120,7 +147,8 @@ class ConnectionInfo:
     connection_id: int = 0
 
 
-Handler = Callable[[DecodedRequest, ConnectionInfo], Awaitable[Response | None]]
+Handler = Callable[[DecodedRequest, ConnectionInfo],
+                   Awaitable[Response | DeferredResponse | None]]
 #: Answers a whole request frame of an API kio has no schema for; raises ValueError on bad bytes.
 RawHandler = Callable[[bytes], Awaitable[Response | None]]
 
@@ -202,7 +230,21 @@ async def sendfile_all(sock: trio.socket.SocketType, fd: int, offset: int, count
         await trio.lowlevel.checkpoint()
 
 
-async def _queue(send_channel: trio.MemorySendChannel[Response], response: Response) -> None:
+class _Deferred:
+    """A :class:`DeferredResponse`'s place among its connection's answers: ``response`` once
+    ``done`` (None: nothing to send; ``_CLOSE``: its handler failed)."""
+
+    __slots__ = ("done", "response")
+
+    def __init__(self) -> None:
+        self.done = trio.Event()
+        self.response: Response | object | None = None
+
+
+_Outgoing = Response | _Deferred
+
+
+async def _queue(send_channel: trio.MemorySendChannel[_Outgoing], response: _Outgoing) -> None:
     """Hands ``response`` to the connection's writer: at once while its queue has room (the
     reader's next receive yields to the writer anyway), else waiting for room."""
     try:
@@ -227,6 +269,11 @@ async def _decode_in_slices(frame: bytes | memoryview) -> DecodedRequest:
             deadline = trio.current_time() + DECODE_SLICE_SECONDS
 
 
+def _pipelined(frame: bytes | memoryview) -> bool:
+    """Whether ``frame`` is a Produce (handled while earlier Produce answers wait)."""
+    return len(frame) >= 8 and peek_head(frame).api_key == api_versions.PRODUCE
+
+
 def _close_slices(pieces: Sequence[bytes | Any]) -> None:
     for piece in pieces:
         if not isinstance(piece, bytes):
@@ -245,6 +292,10 @@ class _Connection:
         #: bytes of :attr:`Server.pool` this connection holds (received, not yet handled)
         self.reserved = 0
         self.guard = guard
+        #: deferred answers not yet known to be finished, oldest first (at most the writer's
+        #: queue and the one it waits on)
+        self.deferred: list[_Deferred] = []
+        self.nursery: trio.Nursery | None = None
 
     async def run(self) -> None:
         if self.guard is not None and self.guard.uses_tls:
@@ -256,9 +307,10 @@ class _Connection:
                 return
             self.stream, self.socket_stream = wrapped, None
             set_session(self.guard.session)
-        send_channel, receive_channel = trio.open_memory_channel[Response](OUTGOING_QUEUE_MAX)
+        send_channel, receive_channel = trio.open_memory_channel[_Outgoing](OUTGOING_QUEUE_MAX)
         try:
             async with trio.open_nursery() as nursery:
+                self.nursery = nursery
                 nursery.start_soon(self._writer, receive_channel)
                 async with send_channel:
                     await self._reader(send_channel)
@@ -266,14 +318,14 @@ class _Connection:
             with trio.CancelScope(shield=True):
                 await self.stream.aclose()
 
-    async def _reader(self, send_channel: trio.MemorySendChannel[Response]) -> None:
+    async def _reader(self, send_channel: trio.MemorySendChannel[_Outgoing]) -> None:
         try:
             await self._read_loop(send_channel)
         finally:
             self.server.pool.release(self.reserved)
             self.reserved = 0
 
-    async def _read_loop(self, send_channel: trio.MemorySendChannel[Response]) -> None:
+    async def _read_loop(self, send_channel: trio.MemorySendChannel[_Outgoing]) -> None:
         limits = self.server.limits
         decoder = FrameDecoder(self.server.max_request_bytes)
         frame_deadline = math.inf
@@ -344,6 +396,8 @@ class _Connection:
                 continue
             frame_deadline = math.inf
             size = len(frame) + 4
+            if self.deferred and not _pipelined(frame):
+                await self._settle()
             response = await self._handle_frame(frame)
             del frame
             held = min(size, self.reserved - decoder.buffered_bytes)
@@ -357,16 +411,57 @@ class _Connection:
                 if response.close:
                     return
                 continue
+            if isinstance(response, DeferredResponse):
+                self.deferred = [slot for slot in self.deferred if not slot.done.is_set()]
+                slot = _Deferred()
+                self.deferred.append(slot)
+                assert self.nursery is not None
+                self.nursery.start_soon(self._finish, slot, response)
+                await _queue(send_channel, slot)
+                continue
             if response is not None:
                 assert isinstance(response, bytes | PiecesResponse)
                 await _queue(send_channel, response)
+
+    async def _settle(self) -> None:
+        """Wait until every deferred answer of this connection is finished (the next request
+        is not a Produce: it is handled after them, as if each had been answered at once)."""
+        for slot in self.deferred:
+            await slot.done.wait()
+        self.deferred.clear()
+
+    async def _finish(self, slot: _Deferred, deferred: DeferredResponse) -> None:
+        try:
+            slot.response = await self._answered(deferred.finish(), None)
+        finally:
+            slot.done.set()
+
+    async def _answered(self, answer: Awaitable[_T], request: DecodedRequest | None
+                        ) -> _T | object:
+        """``answer`` awaited; a :class:`CloseConnectionError` or a failure of the handler (our
+        bug: logged with its traceback and counted) becomes ``_CLOSE``."""
+        try:
+            return await answer
+        except CloseConnectionError as error:
+            log.info("closing %s: %s", self.info.peer, error)
+            return _CLOSE
+        except Exception:
+            self.server.internal_errors += 1
+            if request is None:
+                log.exception("the deferred answer to %s failed", self.info.peer)
+            else:
+                log.exception("handler failed for api key %d v%d from %s", request.api_key,
+                              request.api_version, self.info.peer)
+            return _CLOSE
 
     def _refresh_session(self) -> None:
         """After a SASL step: the handlers see the authenticated principal from now on."""
         if self.guard is not None and self.guard.authenticated:
             set_session(self.guard.session)
 
-    async def _handle_frame(self, frame: bytes | memoryview) -> Response | object | None:
+    async def _handle_frame(
+        self, frame: bytes | memoryview
+    ) -> Response | DeferredResponse | object | None:
         guard = self.guard
         if guard is not None and not guard.authenticated and guard.raw_token_expected():
             verdict = await guard.raw_token(bytes(frame))
@@ -396,7 +491,7 @@ class _Connection:
 
     async def _handle_request(
         self, frame: bytes | memoryview, guard: ConnectionGuard | None, *, sliced: bool
-    ) -> Response | object | None:
+    ) -> Response | DeferredResponse | object | None:
         try:
             if sliced:
                 request = await _decode_in_slices(frame)
@@ -417,22 +512,9 @@ class _Connection:
             return verdict
         if guard is None and request.api_key in SASL_APIS:
             return sasl_refused(request)  # no SASL here: Kafka's ILLEGAL_SASL_STATE, closed
-        try:
-            return await self.server.handler(request, self.info)
-        except CloseConnectionError as error:
-            log.info("closing %s: %s", self.info.peer, error)
-            return _CLOSE
-        except Exception:
-            self.server.internal_errors += 1
-            log.exception(
-                "handler failed for api key %d v%d from %s",
-                request.api_key,
-                request.api_version,
-                self.info.peer,
-            )
-            return _CLOSE
+        return await self._answered(self.server.handler(request, self.info), request)
 
-    async def _writer(self, receive_channel: trio.MemoryReceiveChannel[Response]) -> None:
+    async def _writer(self, receive_channel: trio.MemoryReceiveChannel[_Outgoing]) -> None:
         failed = False
         async with receive_channel:
             while True:
@@ -447,6 +529,21 @@ class _Connection:
                         return
                 except trio.EndOfChannel:
                     return
+                if isinstance(response, _Deferred):
+                    await response.done.wait()
+                    answer = response.response
+                    if answer is None:
+                        continue
+                    if answer is _CLOSE:
+                        # its handler failed after the request's appends: close once the
+                        # answers before it are written, as a failed handler's connection is
+                        if not failed:
+                            failed = True
+                            with trio.CancelScope(shield=True):
+                                await self.stream.aclose()
+                        continue
+                    assert isinstance(answer, bytes | PiecesResponse)
+                    response = answer
                 if failed:
                     if isinstance(response, PiecesResponse):
                         _close_slices(response.pieces)

@@ -181,3 +181,32 @@ def test_a_delayed_fetch_is_woken_once_every_partition_is_appended() -> None:
 
     trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
     assert seen == [[2, 1]]
+
+
+def test_appended_partitions_are_answered_at_once_only_when_nothing_waits_for_acks() -> None:
+    """``append_partitions`` returns after the appends: acks=1 is answered then (the handler
+    answers at once); acks=all is not until the follower has the batch (the handler defers the
+    answer and the connection reads on), and its results count the timeout from the append."""
+    outcomes: list[tuple[str, bool, list[int]]] = []
+
+    async def main() -> None:
+        logs, replicas = _two_partitions()
+        acks_1 = await replicas.append_partitions([(TP, build_batch([b"a"]))], 1, 30_000)
+        outcomes.append(("acks=1", acks_1.answered(),
+                         [result.error_code for result in await acks_1.results()]))
+        acks_all = await replicas.append_partitions([(SECOND, build_batch([b"b"]))], -1, 30_000)
+        answered_before = acks_all.answered()
+        replicas.record_follower_fetch(SECOND, FOLLOWER, 1)
+        outcomes.append(("acks=all", answered_before,
+                         [result.error_code for result in await acks_all.results()]))
+        started = trio.current_time()
+        late = await replicas.append_partitions([(SECOND, build_batch([b"c"]))], -1, 1_000)
+        await trio.sleep(0.6)  # the connection finishes deferred answers in their own time
+        codes = [result.error_code for result in await late.results()]
+        outcomes.append(("timed out", trio.current_time() - started < 1.5, codes))
+        logs.close()
+
+    trio.run(main, clock=trio.testing.MockClock(autojump_threshold=0))
+    assert outcomes == [("acks=1", True, [replication.NONE]),
+                        ("acks=all", False, [replication.NONE]),
+                        ("timed out", True, [REQUEST_TIMED_OUT])]
