@@ -55,7 +55,8 @@ class ProducePartition:
     """kio's ``PartitionProduceData``."""
 
     index: int
-    records: bytes | None
+    #: a copy of the frame's bytes the leader's append may stamp in place (kio's are bytes)
+    records: bytearray | None
 
 
 @dataclass(slots=True)
@@ -152,7 +153,7 @@ def _produce(reader: Reader) -> ProduceBody:
         partitions = []
         for _ in range(reader.count(8)):
             index = reader.int32()
-            partitions.append(ProducePartition(index, reader.records()))
+            partitions.append(ProducePartition(index, reader.records_buffer()))
         topics.append(ProduceTopic(name, tuple(partitions)))
     return ProduceBody(transactional_id, acks, datetime.timedelta(milliseconds=timeout_ms),
                        tuple(topics))

@@ -461,8 +461,12 @@ def assign_offsets(
 ) -> int:
     """Write base offsets (from ``base_offset``) and the leader epoch into ``records`` in place.
 
-    Both fields are outside the CRC, so the stored CRC remains valid; an assertion re-checks the
-    first batch (STYLE.md 5: check right before writing).
+    Both fields are outside the CRC, so the stored CRC remains valid. An assertion re-reads each
+    header and compares it, field by field (the CRC field included), with what was meant
+    (STYLE.md 5: check right before writing): a write that strayed into the header's other
+    fields fails it, and nothing here writes past a header. The CRC itself was checked on these
+    bytes by the validation just before (a second pass over the batch cost 4 % of a broker's CPU
+    on 1 MB requests).
 
     Returns:
         The last offset assigned.
@@ -471,9 +475,9 @@ def assign_offsets(
     for header in headers:
         _OFFSET_AND_EPOCH.pack_into(records, header.position, offset)
         _EPOCH.pack_into(records, header.position + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
+        stamped = parse_header(records, header.position)
+        assert stamped == with_offset_and_epoch(header, offset, leader_epoch), (stamped, header)
         offset += header.last_offset_delta + 1
-    if headers:
-        check_crc(records, parse_header(records, headers[0].position))
     return offset - 1
 
 

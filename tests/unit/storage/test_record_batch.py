@@ -98,6 +98,21 @@ def test_assign_offsets_in_place_keeps_crc_valid() -> None:
     ]
 
 
+@pytest.mark.parametrize("stray_position", [rb.CRC_OFFSET, rb.ATTRIBUTES_OFFSET,
+                                            rb.ATTRIBUTES_OFFSET + 4])
+def test_assign_offsets_refuses_a_write_that_strays_into_the_header(
+    monkeypatch: pytest.MonkeyPatch, stray_position: int
+) -> None:
+    """The re-read after stamping replaces a second CRC pass: an epoch written over the CRC, the
+    attributes or the last offset delta (a wrong field position) is caught before the batch
+    reaches the log."""
+    records = bytearray(_batch(2))
+    headers = rb.validate_client_records(records, 1 << 20)
+    monkeypatch.setattr(rb, "PARTITION_LEADER_EPOCH_OFFSET", stray_position)
+    with pytest.raises(AssertionError):
+        rb.assign_offsets(records, headers, 100, leader_epoch=7)
+
+
 def test_valid_prefix_stops_at_torn_tail_and_at_corruption() -> None:
     a, b = _batch(2, base_offset=0), _batch(2, base_offset=2)
     whole = a + b
