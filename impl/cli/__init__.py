@@ -43,8 +43,24 @@ def build_parser() -> argparse.ArgumentParser:
     return parser
 
 
+def _hypothesis_cache_outside_the_working_directory() -> None:
+    """kio registers hypothesis strategies for its types when hypothesis is installed (it is:
+    the conformance suite uses it), and registering makes hypothesis build a table of every
+    Unicode character, cached in ``.hypothesis/`` under the working directory: every command,
+    a broker included, left that directory wherever it ran and spent about 0.8 s of CPU on the
+    table the first time there. A command's process keeps the cache in the user's cache
+    directory instead (``$XDG_CACHE_HOME/logproof/hypothesis``, else ``~/.cache/...``); an
+    explicit ``HYPOTHESIS_STORAGE_DIRECTORY`` wins, and a process that imported hypothesis
+    already (a test run) keeps its own."""
+    if "hypothesis" in sys.modules or "HYPOTHESIS_STORAGE_DIRECTORY" in os.environ:
+        return
+    cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    os.environ["HYPOTHESIS_STORAGE_DIRECTORY"] = os.path.join(cache, "logproof", "hypothesis")
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the ``logproof`` command; returns the process exit status."""
+    _hypothesis_cache_outside_the_working_directory()
     parser = build_parser()
     arguments = parser.parse_args(argv)
     handler: Handler | None = getattr(arguments, "handler", None)

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import os
 import subprocess
 import sys
+from pathlib import Path
 
 import pytest
 
@@ -50,3 +52,19 @@ def test_demo_rejects_bad_seed_count(capsys: pytest.CaptureFixture[str]) -> None
     assert main(["demo", "--seeds", "0"]) == 1
     err = capsys.readouterr().err
     assert err == "logproof: error: --seeds must be at least 1, not 0\n"
+
+
+def test_a_command_leaves_no_hypothesis_directory_where_it_runs(tmp_path: Path) -> None:
+    """kio's hypothesis strategies made every command cache a Unicode table in ``.hypothesis/``
+    under its working directory; the cache now goes to the user's cache directory."""
+    work, cache = tmp_path / "work", tmp_path / "cache"
+    work.mkdir()
+    environment = {key: value for key, value in os.environ.items()
+                   if key != "HYPOTHESIS_STORAGE_DIRECTORY"}
+    environment["XDG_CACHE_HOME"] = str(cache)
+    environment["PYTHONPATH"] = str(Path(__file__).resolve().parents[2])
+    result = subprocess.run([sys.executable, "-m", "impl.cli", "--help"], cwd=work,
+                            env=environment, capture_output=True, text=True, check=False)
+    assert result.returncode == 0, result.stderr
+    assert list(work.iterdir()) == []
+    assert (cache / "logproof" / "hypothesis").is_dir()
