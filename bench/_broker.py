@@ -13,6 +13,7 @@ import select
 import subprocess
 import sys
 import time
+from dataclasses import dataclass
 from pathlib import Path
 
 START_SECONDS = 60.0
@@ -55,8 +56,33 @@ def start_broker(root: Path, properties: str, *,
     return process
 
 
+@dataclass(frozen=True)
+class CpuTimes:
+    """User and system CPU seconds, of one process or summed over several."""
+
+    user_s: float
+    system_s: float
+
+    @property
+    def total_s(self) -> float:
+        """User + system seconds."""
+        return self.user_s + self.system_s
+
+    def __add__(self, other: CpuTimes) -> CpuTimes:
+        return CpuTimes(self.user_s + other.user_s, self.system_s + other.system_s)
+
+    def __sub__(self, other: CpuTimes) -> CpuTimes:
+        return CpuTimes(self.user_s - other.user_s, self.system_s - other.system_s)
+
+
+def cpu_times(pid: int) -> CpuTimes:
+    """User and system CPU seconds process ``pid`` has used (``utime`` and ``stime`` of
+    ``/proc/<pid>/stat``, in clock ticks of 10 ms)."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    ticks_per_second = os.sysconf("SC_CLK_TCK")
+    return CpuTimes(int(fields[11]) / ticks_per_second, int(fields[12]) / ticks_per_second)
+
+
 def cpu_seconds(pid: int) -> float:
     """User + system CPU seconds process ``pid`` has used (``/proc/<pid>/stat``)."""
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    ticks = int(fields[11]) + int(fields[12])
-    return ticks / os.sysconf("SC_CLK_TCK")
+    return cpu_times(pid).total_s

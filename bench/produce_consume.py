@@ -25,12 +25,19 @@ a steady 50 MB/s with acks=all on the same cluster (after one unmeasured second 
 new partition's followers join at their next fetch), and again over the 12 partitions at 5 MB/s
 (about one partition per Produce: a request rate, no target). Every phase prints MB/s wall,
 MB per broker CPU-second (the brokers' user + system time from ``/proc``, summed over the
-cluster), its ratio to the figures measured before the work on the hot path and to the target,
-and the run ends with one JSON line naming the client.
+cluster, and the two apart), its ratio to the figures measured before the work on the hot path
+and to the target, and the run ends with one JSON line naming the client.
+
+The native run first measures what a page-cache write costs the machine (new memory and
+recycled memory, :func:`bench._page_cache.calibrate`), and before each write phase primes the
+page cache (:func:`bench._page_cache.prime`: a file as large as the phase's writes over all
+brokers, written and unlinked), so that the phase writes into memory the VM has backed, as a
+long-running broker does; ``--no-prime`` turns this off (the figures then include the VM's
+first touch of memory: docs/performance.md, "The VM's first touch of memory").
 
 Run: ``python -m bench.produce_consume [--records N] [--record-bytes B]`` or
 ``python -m bench.produce_consume --client native [--records N] [--latency-seconds S]
-[--broker-source DIR] [--profile DIR]``.
+[--broker-source DIR] [--profile DIR] [--no-prime]``.
 """
 
 from __future__ import annotations
@@ -48,8 +55,9 @@ import time
 from pathlib import Path
 from typing import Any
 
-from bench._broker import cpu_seconds, start_broker
+from bench._broker import CpuTimes, cpu_seconds, cpu_times, start_broker
 from bench._native import LATENCY_LINGER_MS, NativeClient, native_client
+from bench._page_cache import calibrate, prime
 from bench._profile import Profile, summary
 from impl.controller import EmbeddedZooKeeper, find_free_loopback_port
 
@@ -353,6 +361,8 @@ CLUSTER_SIZE = 3
 WIDE_PARTITIONS = 12
 #: the paced rate of the latency phase over the 12 partitions
 WIDE_LATENCY_RATE_MB_PER_S = 5.0
+#: bytes of the page-cache calibration's write (and again of its rewrite): about 3 s
+CALIBRATION_BYTES = 1 << 30
 
 
 def _broker_properties(root: Path, broker_id: int, port: int, zookeeper: str) -> str:
@@ -419,17 +429,42 @@ def _create_replicated_topic(bootstrap: str, topic: str, factor: int, count: int
             time.sleep(0.2)
 
 
-def _cluster_cpu(processes: list[subprocess.Popen[bytes]]) -> float:
-    return sum(cpu_seconds(process.pid) for process in processes)
+def _cluster_cpu(processes: list[subprocess.Popen[bytes]]) -> CpuTimes:
+    total = CpuTimes(0.0, 0.0)
+    for process in processes:
+        total += cpu_times(process.pid)
+    return total
+
+
+def _record_cpu(results: dict[str, Any], key: str, cpu: CpuTimes) -> str:
+    """Record a phase's broker CPU (total, user, system) under ``key``; the printed form."""
+    results[key + "_broker_cpu_s"] = round(cpu.total_s, 2)
+    results[key + "_broker_user_s"] = round(cpu.user_s, 2)
+    results[key + "_broker_sys_s"] = round(cpu.system_s, 2)
+    return f"{cpu.total_s:.2f} s (user {cpu.user_s:.2f}, sys {cpu.system_s:.2f})"
+
+
+def _prime(root: Path, results: dict[str, Any], key: str, phase_bytes: int, *,
+           enabled: bool) -> None:
+    """Prime the page cache for phase ``key`` writing ``phase_bytes`` over all its brokers
+    (nothing unless ``enabled``); record and print what the priming cost."""
+    if not enabled:
+        return
+    priming = prime(root, phase_bytes)
+    results[key + "_primed_mb"] = round(priming.written_bytes / MB)
+    results[key + "_prime_sys_s"] = round(priming.system_s, 2)
+    print(f"  (page cache primed: {priming.written_bytes / MB:.0f} MB written and unlinked in "
+          f"{priming.elapsed_s:.2f} s, {priming.system_s:.2f} s system CPU)")
 
 
 def _report(results: dict[str, Any], key: str, label: str, *, megabytes: float,
-            elapsed: float, cpu: float) -> None:
-    """Print one throughput phase and record it: MB/s, MB per broker CPU-second, ratios."""
+            elapsed: float, cpu: CpuTimes) -> None:
+    """Print one throughput phase and record it: MB/s, MB per broker CPU-second (the brokers'
+    user and system CPU apart too), ratios."""
     rate = megabytes / elapsed
-    per_cpu = megabytes / max(cpu, 1e-9)
+    per_cpu = megabytes / max(cpu.total_s, 1e-9)
     results[key + "_mb_per_s"] = round(rate, 1)
-    results[key + "_broker_cpu_s"] = round(cpu, 2)
+    cpu_text = _record_cpu(results, key, cpu)
     results[key + "_mb_per_broker_cpu_s"] = round(per_cpu, 1)
     ratios = []
     for figure, value in (("mb_per_s", rate), ("mb_per_broker_cpu_s", per_cpu)):
@@ -440,7 +475,7 @@ def _report(results: dict[str, Any], key: str, label: str, *, megabytes: float,
         if name in TARGET:
             results[name + "_x_target"] = round(value / TARGET[name], 2)
             ratios.append(f"{figure}: {value / TARGET[name]:.2f} x target")
-    print(f"{label}: {rate:8.1f} MB/s; broker CPU {cpu:.2f} s = {per_cpu:.0f} MB per broker "
+    print(f"{label}: {rate:8.1f} MB/s; broker CPU {cpu_text} = {per_cpu:.0f} MB per broker "
           f"CPU-second ({'; '.join(ratios)})")
 
 
@@ -461,7 +496,7 @@ def _print_profile(profile: Path | None, name: str, what: str) -> None:
 
 
 def _native_single(root: Path, zookeeper: str, client: NativeClient, *, records: int,
-                   record_bytes: int, results: dict[str, Any],
+                   record_bytes: int, results: dict[str, Any], prime_page_cache: bool,
                    source: Path | None = None, profile: Path | None = None) -> None:
     """One broker: acks=1 produce, then consume it all from the beginning."""
     directory = root / "single"
@@ -474,15 +509,16 @@ def _native_single(root: Path, zookeeper: str, client: NativeClient, *, records:
     try:
         _create_topic(bootstrap, "acks1")
         with _profiled(process.pid, profile, "acks_1"):
-            cpu = cpu_seconds(process.pid)
+            _prime(root, results, "acks_1", records * record_bytes, enabled=prime_page_cache)
+            cpu = cpu_times(process.pid)
             produced = client.produce(bootstrap, "acks1", records, record_bytes, "1")
-            cpu = cpu_seconds(process.pid) - cpu
+            cpu = cpu_times(process.pid) - cpu
         _report(results, "acks_1", "1 broker, acks=1 produce ", megabytes=megabytes,
                 elapsed=produced.elapsed_s, cpu=cpu)
         _print_profile(profile, "acks_1", "the broker")
-        cpu = cpu_seconds(process.pid)
+        cpu = cpu_times(process.pid)
         consumed = client.consume(bootstrap, "acks1", records, record_bytes)
-        cpu = cpu_seconds(process.pid) - cpu
+        cpu = cpu_times(process.pid) - cpu
         if consumed.value_bytes != records * record_bytes:
             raise SystemExit(f"consumed {consumed.value_bytes} of {records * record_bytes} bytes")
         _report(results, "consume", "1 broker, consume        ",
@@ -497,15 +533,19 @@ def _native_single(root: Path, zookeeper: str, client: NativeClient, *, records:
 
 def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records: int,
                     record_bytes: int, latency_seconds: float, results: dict[str, Any],
-                    source: Path | None = None, profile: Path | None = None) -> None:
+                    prime_page_cache: bool, source: Path | None = None,
+                    profile: Path | None = None) -> None:
     """Three brokers, replication factor 3: acks=all throughput, then latency at 50 MB/s."""
     processes, bootstrap = _start_cluster(root, zookeeper, CLUSTER_SIZE, source)
     megabytes = records * record_bytes / MB
+    # every byte a phase produces is written into the page cache once per replica
+    cluster_bytes = records * record_bytes * CLUSTER_SIZE
     try:
         leader = _create_replicated_topic(bootstrap, "rf3", CLUSTER_SIZE)
         follower = next(broker for broker in range(1, CLUSTER_SIZE + 1) if broker != leader)
         with _profiled(processes[leader - 1].pid, profile, "rf3_leader"), \
                 _profiled(processes[follower - 1].pid, profile, "rf3_follower"):
+            _prime(root, results, "rf3_acks_all", cluster_bytes, enabled=prime_page_cache)
             cpu = _cluster_cpu(processes)
             produced = client.produce(bootstrap, "rf3", records, record_bytes, "all")
             cpu = _cluster_cpu(processes) - cpu
@@ -516,6 +556,7 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
         # the same over WIDE_PARTITIONS partitions (leaders on every broker): each Produce
         # carries several partitions of its leader, answered when all of them are replicated
         _create_replicated_topic(bootstrap, "rf3wide", CLUSTER_SIZE, WIDE_PARTITIONS)
+        _prime(root, results, "rf3_wide_acks_all", cluster_bytes, enabled=prime_page_cache)
         cpu = _cluster_cpu(processes)
         produced = client.produce(bootstrap, "rf3wide", records, record_bytes, "all",
                                   partitions=WIDE_PARTITIONS)
@@ -535,6 +576,8 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
         client.produce(bootstrap, "latency", warm_up, record_bytes, "all",
                        rate_mb_s=LATENCY_RATE_MB_PER_S, latency=True)
         steady = max(int(LATENCY_RATE_MB_PER_S * MB * latency_seconds / record_bytes), 1)
+        _prime(root, results, "latency", steady * record_bytes * CLUSTER_SIZE,
+               enabled=prime_page_cache)
         cpu = _cluster_cpu(processes)
         produced = client.produce(bootstrap, "latency", steady, record_bytes, "all",
                                   rate_mb_s=LATENCY_RATE_MB_PER_S, latency=True)
@@ -546,14 +589,16 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
         results["latency_p99_ms"] = round(p99, 2)
         results["latency_p999_ms"] = round(produced.latency_us["p999"] / 1000, 2)
         results["latency_max_ms"] = round(produced.latency_us["max"] / 1000, 2)
-        results["latency_mb_per_broker_cpu_s"] = round(steady_mb / max(cpu, 1e-9), 1)
+        results["latency_mb_per_broker_cpu_s"] = round(steady_mb / max(cpu.total_s, 1e-9), 1)
+        cpu_text = _record_cpu(results, "latency", cpu)
         results["latency_p99_ms_x_target"] = round(p99 / TARGET["latency_p99_ms"], 2)
         results["latency_linger_ms"] = LATENCY_LINGER_MS
         print(f"acks=all latency at {steady_mb / produced.elapsed_s:.1f} MB/s (linger.ms "
               f"{LATENCY_LINGER_MS}, included): p50 {p50:.2f} ms, "
               f"p99 {p99:.2f} ms ({p99 / TARGET['latency_p99_ms']:.2f} x the 10 ms target), "
               f"p99.9 {results['latency_p999_ms']:.2f} ms, max {results['latency_max_ms']:.2f} "
-              f"ms; {steady_mb / max(cpu, 1e-9):.0f} MB per broker CPU-second")
+              f"ms; broker CPU {cpu_text} = {steady_mb / max(cpu.total_s, 1e-9):.0f} MB per "
+              "broker CPU-second")
         # the same over the 12 partitions at a tenth of the rate: librdkafka's per-partition
         # linger then sends about one partition per Produce, so the requests (and the
         # followers' fetches) scale with the partitions; what the phase shows is the cost of a
@@ -563,6 +608,8 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
                        rate_mb_s=WIDE_LATENCY_RATE_MB_PER_S, latency=True,
                        partitions=WIDE_PARTITIONS)
         steady = max(int(WIDE_LATENCY_RATE_MB_PER_S * MB * latency_seconds / record_bytes), 1)
+        _prime(root, results, "wide_latency", steady * record_bytes * CLUSTER_SIZE,
+               enabled=prime_page_cache)
         cpu = _cluster_cpu(processes)
         produced = client.produce(bootstrap, "rf3wide", steady, record_bytes, "all",
                                   rate_mb_s=WIDE_LATENCY_RATE_MB_PER_S, latency=True,
@@ -573,20 +620,22 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
         for key in ("p50", "p99", "max"):
             results[f"wide_latency_{key}_ms"] = round(latency[key], 2)
         results["wide_latency_rate_mb_per_s"] = round(steady_mb / produced.elapsed_s, 1)
-        results["wide_latency_broker_cpu_s"] = round(cpu, 2)
+        cpu_text = _record_cpu(results, "wide_latency", cpu)
         print(f"acks=all latency over {WIDE_PARTITIONS} partitions at "
               f"{steady_mb / produced.elapsed_s:.1f} MB/s: p50 {latency['p50']:.2f} ms, "
-              f"p99 {latency['p99']:.2f} ms, max {latency['max']:.2f} ms; brokers' CPU "
-              f"{cpu:.2f} s in {produced.elapsed_s:.1f} s")
+              f"p99 {latency['p99']:.2f} ms, max {latency['max']:.2f} ms; broker CPU "
+              f"{cpu_text} in {produced.elapsed_s:.1f} s")
     finally:
         _stop(processes)
 
 
 def native_main(records: int, record_bytes: int, latency_seconds: float, prefer: str, *,
-                source: Path | None = None, profile: Path | None = None) -> int:
+                source: Path | None = None, profile: Path | None = None,
+                prime_page_cache: bool = True) -> int:
     """The native-client phases; prints the figures and one JSON line."""
     results: dict[str, Any] = {"records": records, "record_bytes": record_bytes,
-                               "broker_source": str(source) if source else "this checkout"}
+                               "broker_source": str(source) if source else "this checkout",
+                               "page_cache_primed": prime_page_cache}
     with tempfile.TemporaryDirectory(prefix="logproof-bench-") as temporary, \
             EmbeddedZooKeeper() as zookeeper:
         root = Path(temporary)
@@ -596,12 +645,25 @@ def native_main(records: int, record_bytes: int, latency_seconds: float, prefer:
               f"load average {load:.2f} (a shared machine: compare figures within one run)")
         if source is not None:
             print(f"brokers run from {source}")
+        cost = calibrate(root, CALIBRATION_BYTES)
+        results["page_cache_calibration_mib"] = cost.written_bytes >> 20
+        results["page_cache_new_memory_sys_s_per_gib"] = round(cost.new_s_per_gib, 2)
+        results["page_cache_recycled_sys_s_per_gib"] = round(cost.recycled_s_per_gib, 2)
+        results["page_cache_fresh_write_sys_s_per_gib"] = round(cost.fresh_s_per_gib, 2)
+        results["page_cache_rewrite_sys_s_per_gib"] = round(cost.rewrite_s_per_gib, 2)
+        print(cost.line())
+        print("page cache primed before each write phase (a file as large as the phase's writes "
+              "over all brokers, written and unlinked): the phases write into memory the VM "
+              "backs, as a long-running broker's do" if prime_page_cache else
+              "page cache not primed (--no-prime): the write phases' system CPU includes the "
+              "VM's first touch of the memory they write into")
         _native_single(root, zookeeper.connect_string, client, records=records,
-                       record_bytes=record_bytes, results=results, source=source,
-                       profile=profile)
+                       record_bytes=record_bytes, results=results,
+                       prime_page_cache=prime_page_cache, source=source, profile=profile)
         _native_cluster(root, zookeeper.connect_string, client, records=records,
                         record_bytes=record_bytes, latency_seconds=latency_seconds,
-                        results=results, source=source, profile=profile)
+                        results=results, prime_page_cache=prime_page_cache, source=source,
+                        profile=profile)
         results["client"] = client.name
         results["load_average_1m_start"] = round(load, 2)
         results["load_average_1m_end"] = round(os.getloadavg()[0], 2)
@@ -629,6 +691,10 @@ def main(argv: list[str] | None = None) -> int:
                              "follower with py-spy into DIR and print where their busy time "
                              "went (CPU figures "
                              "then include py-spy's cost to the broker)")
+    parser.add_argument("--no-prime", dest="prime", action="store_false",
+                        help="native mode: do not prime the page cache before the write phases "
+                             "(their system CPU then includes the VM's first touch of memory; "
+                             "see docs/performance.md)")
     arguments = parser.parse_args(argv)
     if arguments.records <= 0 or arguments.record_bytes <= 1 or arguments.latency_seconds <= 0:
         parser.error("--records, --record-bytes (> 1) and --latency-seconds must be positive")
@@ -638,7 +704,8 @@ def main(argv: list[str] | None = None) -> int:
             parser.error(f"--broker-source {arguments.broker_source}: no impl/cli there")
         return native_main(arguments.records, arguments.record_bytes, arguments.latency_seconds,
                            "kcat" if arguments.client == "kcat" else "lp_perf",
-                           source=arguments.broker_source, profile=arguments.profile)
+                           source=arguments.broker_source, profile=arguments.profile,
+                           prime_page_cache=arguments.prime)
     value = os.urandom(arguments.record_bytes)
     records = arguments.records
     payload_mb = records * arguments.record_bytes / MB
