@@ -29,7 +29,7 @@ cluster, and the two apart), its ratio to the figures measured before the work o
 and to the target, and the run ends with one JSON line naming the client.
 
 The native run first measures what a page-cache write costs the machine (new memory and
-recycled memory, :func:`bench._page_cache.calibrate`), and before each write phase primes the
+recycled memory, :func:`bench._page_cache.calibrate`), and before each throughput phase primes the
 page cache (:func:`bench._page_cache.prime`: a file as large as the phase's writes over all
 brokers, written and unlinked), so that the phase writes into memory the VM has backed, as a
 long-running broker does; ``--no-prime`` turns this off (the figures then include the VM's
@@ -573,11 +573,13 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
         # fetch in flight returns (up to replica.fetch.wait.max.ms, 500 ms, as in Kafka), and
         # the producer learns its leader first; steady state is what the phase measures.
         warm_up = max(int(LATENCY_RATE_MB_PER_S * MB * LATENCY_WARM_UP_S / record_bytes), 1)
+        steady = max(int(LATENCY_RATE_MB_PER_S * MB * latency_seconds / record_bytes), 1)
+        # not primed: priming made the phase's tail worse, not better (p99 56-248 ms primed
+        # right before the phase, 100-130 ms before its warm-up, 14 ms not primed; the priming's
+        # gigabytes freed and reported back to the host while the phase runs, it seems), and
+        # what it measures is waiting, not CPU
         client.produce(bootstrap, "latency", warm_up, record_bytes, "all",
                        rate_mb_s=LATENCY_RATE_MB_PER_S, latency=True)
-        steady = max(int(LATENCY_RATE_MB_PER_S * MB * latency_seconds / record_bytes), 1)
-        _prime(root, results, "latency", steady * record_bytes * CLUSTER_SIZE,
-               enabled=prime_page_cache)
         cpu = _cluster_cpu(processes)
         produced = client.produce(bootstrap, "latency", steady, record_bytes, "all",
                                   rate_mb_s=LATENCY_RATE_MB_PER_S, latency=True)
@@ -604,12 +606,10 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
         # followers' fetches) scale with the partitions; what the phase shows is the cost of a
         # request, not of a byte (no target)
         warm_up = max(int(WIDE_LATENCY_RATE_MB_PER_S * MB * LATENCY_WARM_UP_S / record_bytes), 1)
+        steady = max(int(WIDE_LATENCY_RATE_MB_PER_S * MB * latency_seconds / record_bytes), 1)
         client.produce(bootstrap, "rf3wide", warm_up, record_bytes, "all",
                        rate_mb_s=WIDE_LATENCY_RATE_MB_PER_S, latency=True,
                        partitions=WIDE_PARTITIONS)
-        steady = max(int(WIDE_LATENCY_RATE_MB_PER_S * MB * latency_seconds / record_bytes), 1)
-        _prime(root, results, "wide_latency", steady * record_bytes * CLUSTER_SIZE,
-               enabled=prime_page_cache)
         cpu = _cluster_cpu(processes)
         produced = client.produce(bootstrap, "rf3wide", steady, record_bytes, "all",
                                   rate_mb_s=WIDE_LATENCY_RATE_MB_PER_S, latency=True,
@@ -652,9 +652,9 @@ def native_main(records: int, record_bytes: int, latency_seconds: float, prefer:
         results["page_cache_fresh_write_sys_s_per_gib"] = round(cost.fresh_s_per_gib, 2)
         results["page_cache_rewrite_sys_s_per_gib"] = round(cost.rewrite_s_per_gib, 2)
         print(cost.line())
-        print("page cache primed before each write phase (a file as large as the phase's writes "
-              "over all brokers, written and unlinked): the phases write into memory the VM "
-              "backs, as a long-running broker's do" if prime_page_cache else
+        print("page cache primed before each throughput phase (a file as large as the phase's "
+              "writes over all brokers, written and unlinked): the phases write into memory the "
+              "VM backs, as a long-running broker's do" if prime_page_cache else
               "page cache not primed (--no-prime): the write phases' system CPU includes the "
               "VM's first touch of the memory they write into")
         _native_single(root, zookeeper.connect_string, client, records=records,
@@ -692,9 +692,9 @@ def main(argv: list[str] | None = None) -> int:
                              "went (CPU figures "
                              "then include py-spy's cost to the broker)")
     parser.add_argument("--no-prime", dest="prime", action="store_false",
-                        help="native mode: do not prime the page cache before the write phases "
-                             "(their system CPU then includes the VM's first touch of memory; "
-                             "see docs/performance.md)")
+                        help="native mode: do not prime the page cache before the throughput "
+                             "phases (their system CPU then includes the VM's first touch of "
+                             "memory; see docs/performance.md)")
     arguments = parser.parse_args(argv)
     if arguments.records <= 0 or arguments.record_bytes <= 1 or arguments.latency_seconds <= 0:
         parser.error("--records, --record-bytes (> 1) and --latency-seconds must be positive")

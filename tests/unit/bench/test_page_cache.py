@@ -15,9 +15,11 @@ from bench._page_cache import (
     MIB,
     calibrate,
     mem_available_bytes,
+    meminfo_bytes,
     prime,
     prime_size_bytes,
     seconds_per_gib,
+    writeback_room_bytes,
 )
 
 MEMINFO = """MemTotal:       24684092 kB
@@ -82,3 +84,18 @@ def test_cpu_times_add_and_subtract_per_kind() -> None:
     total = CpuTimes(1.0, 0.25) + CpuTimes(0.5, 0.5)
     assert total == CpuTimes(1.5, 0.75)
     assert (total - CpuTimes(0.5, 0.25)).total_s == pytest.approx(1.5)
+
+
+def test_priming_stays_below_the_kernels_background_writeback() -> None:
+    room = writeback_room_bytes(20 * GIB, 512 * MIB, 10, 0)
+    assert room == 2 * GIB - 512 * MIB - 256 * MIB
+    assert prime_size_bytes(3 * GIB, 20 * GIB, room) == room
+    assert prime_size_bytes(100 * MIB, 20 * GIB, room) == int(100 * MIB * 1.125) + 256 * MIB
+    assert writeback_room_bytes(20 * GIB, 0, 10, GIB) == GIB - 256 * MIB
+    assert writeback_room_bytes(GIB, GIB, 10, 0) == 0
+
+
+def test_meminfo_fields_are_read_in_bytes() -> None:
+    text = "MemAvailable:   2048 kB\nDirty:    1024 kB\n"
+    assert meminfo_bytes(text, "Dirty") == 1024 * 1024
+    assert meminfo_bytes(text, "Writeback") == 0
