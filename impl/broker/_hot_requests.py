@@ -55,8 +55,7 @@ class ProducePartition:
     """kio's ``PartitionProduceData``."""
 
     index: int
-    #: a copy of the frame's bytes the leader's append may stamp in place (kio's are bytes)
-    records: bytearray | None
+    records: bytes | None
 
 
 @dataclass(slots=True)
@@ -153,7 +152,7 @@ def _produce(reader: Reader) -> ProduceBody:
         partitions = []
         for _ in range(reader.count(8)):
             index = reader.int32()
-            partitions.append(ProducePartition(index, reader.records_buffer()))
+            partitions.append(ProducePartition(index, reader.records()))
         topics.append(ProduceTopic(name, tuple(partitions)))
     return ProduceBody(transactional_id, acks, datetime.timedelta(milliseconds=timeout_ms),
                        tuple(topics))

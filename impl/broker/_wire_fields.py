@@ -105,17 +105,6 @@ class Reader:
 
     def records(self) -> bytes | None:
         """Int32-length bytes, copied (-1: None)."""
-        found = self._records()
-        return None if found is None else bytes(self.data[found[0]:found[1]])
-
-    def records_buffer(self) -> bytearray | None:
-        """:meth:`records` copied into a ``bytearray`` of their own: a produced batch's one copy
-        out of the frame, which the leader's append then stamps with offsets in place
-        (:meth:`impl.storage.manager.PartitionLog.append_as_leader`) instead of copying again."""
-        found = self._records()
-        return None if found is None else bytearray(self.data[found[0]:found[1]])
-
-    def _records(self) -> tuple[int, int] | None:
         size = self.int32()
         if size < 0:
             if size == -1:
@@ -125,4 +114,4 @@ class Reader:
         if position + size > self.end:
             raise FieldError(f"records of {size} bytes past the end")
         self.position = position + size
-        return position, position + size
+        return bytes(self.data[position:position + size])

@@ -307,7 +307,7 @@ class PartitionLog:
     # --- writes -------------------------------------------------------------------------------
 
     async def append_as_leader(
-        self, records: bytes | bytearray, leader_epoch: int,
+        self, records: bytes, leader_epoch: int,
         timestamp_window_ms: tuple[int, int] | None = None, *,
         guard: AppendGuard | None = None,
     ) -> AppendInfo:
@@ -323,9 +323,7 @@ class PartitionLog:
         under ``leaderIsrUpdateLock``). False: :class:`AppendNotWanted`, nothing written.
 
         Args:
-            records: the partition's ``records`` field; a ``bytearray`` is the caller's own
-                copy and is stamped in place (offsets, epoch; its content belongs to the log
-                from then on), ``bytes`` are copied.
+            records: the partition's ``records`` field.
             leader_epoch: stamped on every batch.
             timestamp_window_ms: ``(oldest, newest)`` record timestamps a ``CreateTime`` topic
                 accepts (``message.timestamp.difference.max.ms`` around the broker's clock), or
@@ -357,7 +355,7 @@ class PartitionLog:
                                                  timestamp_window_ms)
 
     def append_as_leader_nowait(
-        self, records: bytes | bytearray, leader_epoch: int,
+        self, records: bytes, leader_epoch: int,
         timestamp_window_ms: tuple[int, int] | None = None, *,
         guard: AppendGuard | None = None,
     ) -> AppendInfo:
@@ -377,7 +375,7 @@ class PartitionLog:
         finally:
             self.lock.release()
 
-    def _append_as_leader_locked(self, records: bytes | bytearray, batches: list[rb.ClientBatch],
+    def _append_as_leader_locked(self, records: bytes, batches: list[rb.ClientBatch],
                                  leader_epoch: int,
                                  timestamp_window_ms: tuple[int, int] | None) -> AppendInfo:
         log_config = self._manager.log_config(self.tp.topic)
@@ -392,9 +390,7 @@ class PartitionLog:
                         f"{batch.newest_timestamp_ms}] outside [{oldest_ms}, {newest_ms}]"
                     )
         log = self._log
-        # a bytearray is the request's own copy of the batch (the Produce decoder's): stamped in
-        # place; bytes are copied first
-        buffer = records if isinstance(records, bytearray) else bytearray(records)
+        buffer = bytearray(records)
         base = log.log_end_offset
         append_time_ms = -1
         if log_config.log_append_time:

@@ -203,28 +203,3 @@ def test_a_log_written_past_the_index_range_loads_and_the_broker_starts() -> Non
     assert TP in manager.offline_replicas
     assert manager.get(other) is not None
     assert not manager.offline_dirs
-
-
-def test_a_bytearray_is_stamped_in_place_and_bytes_are_copied() -> None:
-    """The Produce decoder hands the leader's append a bytearray of its own: stamped with the
-    offsets and the epoch in place (no second copy of the batch); bytes are copied first, and
-    either way the log holds the stamped batch."""
-    stamped: list[tuple[int, int]] = []
-
-    async def fill() -> None:
-        disk = SimDisk([DIR_A])
-        manager = LogManager.open(config(DIR_A), disk=disk, clock=ManualClock())
-        partition = manager.create(TP, is_new=True)
-        first, second = bytes(batch(0)), bytearray(batch(1))
-        await partition.append_as_leader(first, 3)
-        await partition.append_as_leader(second, 3)
-        for records in (first, second):
-            header = rb.parse_header(records)
-            stamped.append((header.base_offset, header.partition_leader_epoch))
-        stored = [(h.base_offset, h.partition_leader_epoch)
-                  for h in rb.iter_batches(log_bytes(disk, DIR_A))]
-        assert stored == [(0, 3), (2, 3)], stored  # two records a batch
-        manager.close()
-
-    run(fill)
-    assert stamped == [(0, -1), (2, 3)]
