@@ -13,10 +13,10 @@ Produce requests are pipelined: an acks=all Produce whose appends are done hands
 :class:`DeferredResponse`; its answer keeps its place in the writer's queue and is finished by a
 task of its own while the reader goes on. A Produce that follows is appended at once (so a
 producer with several requests in flight on one connection is not held to one replication round
-trip per request, which is what bounded a single partition's acks=all rate); any other request
-waits until every earlier deferred answer is finished, so what it reads (a high watermark, an
-offset) is what Kafka's one-request-at-a-time connection would show it. Appends keep the
-requests' order, answers too.
+trip per request, which is what kept twelve partitions at 5 MB/s from being served); any other
+request waits until every earlier deferred answer is finished, so what it reads (a high
+watermark, an offset) is what Kafka's one-request-at-a-time connection would show it. Appends
+keep the requests' order, answers too.
 
 Client errors (a refused size prefix, an unparsable request, an unsupported API) close the
 connection after the responses already queued are written; ApiVersions at an unsupported version
@@ -132,7 +132,6 @@ class DeferredResponse:
 
     #: the answer (None: none is sent); may raise :class:`CloseConnectionError`
     finish: Callable[[], Awaitable[Response | None]]
-
 
 
 @dataclass(frozen=True, slots=True)
