@@ -147,22 +147,25 @@ def mem_available_bytes(meminfo: str) -> int:
     Raises:
         ValueError: the text has no ``MemAvailable`` line.
     """
-    for line in meminfo.splitlines():
-        name, _, value = line.partition(":")
-        if name == "MemAvailable":
-            fields = value.split()
-            return int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
-    raise ValueError("no MemAvailable in /proc/meminfo")
+    found = _meminfo_field(meminfo, "MemAvailable")
+    if found is None:
+        raise ValueError("no MemAvailable in /proc/meminfo")
+    return found
 
 
 def meminfo_bytes(meminfo: str, name: str) -> int:
     """The ``name`` line of a ``/proc/meminfo`` text, in bytes (0 when absent)."""
+    found = _meminfo_field(meminfo, name)
+    return 0 if found is None else found
+
+
+def _meminfo_field(meminfo: str, name: str) -> int | None:
     for line in meminfo.splitlines():
         field, _, value = line.partition(":")
         if field == name:
             fields = value.split()
             return int(fields[0]) * (1024 if fields[1:] == ["kB"] else 1)
-    return 0
+    return None
 
 
 def writeback_room_bytes(available_bytes: int, dirty_bytes: int, background_ratio: int,
