@@ -57,6 +57,10 @@ FETCH_MAX_WAIT_MS: Final = 500
 FETCH_MAX_BYTES: Final = 16 * 1024 * 1024
 PARTITION_MAX_BYTES: Final = 4 * 1024 * 1024
 RESPONSE_MAX_BYTES: Final = 64 * 1024 * 1024
+#: An answer up to this size is assembled in one buffer allocated when its size arrives: what a
+#: fetch asks for, and room for the answer's fields (a lying leader's larger announcement only
+#: grows the buffer as bytes come, :mod:`._framing`)
+RESPONSE_PREALLOCATE_BYTES: Final = FETCH_MAX_BYTES + 1024 * 1024
 #: How long a loop with nothing to fetch waits for a change, and the back-off after a
 #: connection failure.
 BACKOFF_SECONDS: Final = 0.2
@@ -81,6 +85,10 @@ class _LeaderLoop:
 Connector = Callable[[str, int], Awaitable[trio.abc.Stream]]
 
 
+def _decoder() -> FrameDecoder:
+    return FrameDecoder(RESPONSE_MAX_BYTES, preallocate_bytes=RESPONSE_PREALLOCATE_BYTES)
+
+
 class _Connection:
     def __init__(self, host: str, port: int, client_id: str,
                  connect: Connector = trio.open_tcp_stream) -> None:
@@ -89,7 +97,7 @@ class _Connection:
         self.client_id = client_id
         self.connect = connect
         self.stream: trio.abc.Stream | None = None
-        self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
+        self.decoder = _decoder()
         self.correlation = itertools.count(1)
 
     async def close(self) -> None:
@@ -130,7 +138,7 @@ class _Connection:
         """Sends one framed request; the answer's frame (connecting first when needed)."""
         if self.stream is None:
             self.stream = await self.connect(self.host, self.port)
-            self.decoder = FrameDecoder(RESPONSE_MAX_BYTES)
+            self.decoder = _decoder()
         with trio.fail_after(IO_TIMEOUT_SECONDS):
             await self.stream.send_all(frame)
             while True:

