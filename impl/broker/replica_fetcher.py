@@ -29,7 +29,6 @@ from __future__ import annotations
 
 import itertools
 import logging
-import socket
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -48,6 +47,7 @@ from ._codec import (
 )
 from ._framing import FrameDecoder, FrameError
 from ._kio_build import build
+from ._low_water import ReceiveLowWater
 from .node import EpochCall, EpochReply, FetchCall, FetchReply, Tick
 from .replication import fetcher_client_id
 
@@ -72,10 +72,6 @@ NETWORK_EXCEPTION: Final = 13
 IO_TIMEOUT_SECONDS: Final = 30.0
 #: The int32 that starts every frame with its size.
 _SIZE_PREFIX_BYTES: Final = 4
-#: While a large answer arrives, the socket reports readable only once this many of its
-#: missing bytes (or all of them) are queued (``SO_RCVLOWAT``): a 4 MB answer read as it
-#: trickled in took 26-34 receives, each a turn of the event loop
-RECEIVE_LOW_WATER_BYTES: Final = 1 << 20
 
 
 @dataclass
@@ -104,8 +100,8 @@ class _Connection:
         self.stream: trio.abc.Stream | None = None
         self.decoder = _decoder()
         self.correlation = itertools.count(1)
-        #: the socket's ``SO_RCVLOWAT`` (1, the kernel's default, between answers)
-        self.low_water = 1
+        #: the socket's ``SO_RCVLOWAT`` while a large answer arrives (:mod:`._low_water`)
+        self.low_water: ReceiveLowWater | None = None
 
     async def close(self) -> None:
         if self.stream is not None:
@@ -146,22 +142,22 @@ class _Connection:
         if self.stream is None:
             self.stream = await self.connect(self.host, self.port)
             self.decoder = _decoder()
-            self.low_water = 1
+            self.low_water = (ReceiveLowWater(self.stream.socket)
+                              if isinstance(self.stream, trio.SocketStream) else None)
         with trio.fail_after(IO_TIMEOUT_SECONDS):
             await self.stream.send_all(frame)
             while True:
                 payload = self.decoder.next_frame()
                 if payload is not None:
-                    if self.low_water != 1:
-                        self._set_low_water(1)  # the next answer may be a few bytes
+                    if self.low_water is not None:
+                        self.low_water.frame_done()
                     return payload
                 direct = (self.decoder.direct_buffer()
                           if isinstance(self.stream, trio.SocketStream) else None)
                 if direct is not None:
                     assert isinstance(self.stream, trio.SocketStream)
-                    low_water = min(len(direct), RECEIVE_LOW_WATER_BYTES)
-                    if low_water != self.low_water:
-                        self._set_low_water(low_water)
+                    assert self.low_water is not None
+                    self.low_water.before_receive(len(direct))
                     count = await self.stream.socket.recv_into(direct)
                     if count == 0:
                         raise trio.BrokenResourceError("leader closed the connection")
@@ -176,19 +172,6 @@ class _Connection:
                 if not data_in:
                     raise trio.BrokenResourceError("leader closed the connection")
                 self.decoder.feed(data_in if isinstance(data_in, bytes) else bytes(data_in))
-
-    def _set_low_water(self, low_water: int) -> None:
-        """``SO_RCVLOWAT``: wake the receive only once ``low_water`` bytes are queued (a
-        receive still returns what is there; the kernel also wakes it when its window is
-        full, so a sender is never stalled by the setting).
-
-        Raises:
-            OSError: the socket refused it (the exchange fails as on any I/O error, and the
-                connection is opened again).
-        """
-        assert isinstance(self.stream, trio.SocketStream)
-        self.stream.socket.setsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT, low_water)
-        self.low_water = low_water
 
 
 class ReplicaFetcher:

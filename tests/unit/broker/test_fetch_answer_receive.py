@@ -11,14 +11,19 @@ import struct
 import trio
 import trio.testing
 
-from impl.broker.replica_fetcher import RECEIVE_LOW_WATER_BYTES, _Connection
+from impl.broker._low_water import RECEIVE_LOW_WATER_BYTES
+from impl.broker.replica_fetcher import _Connection
 
 LARGE = 3 * 1024 * 1024 + 123
 
 
 def _low_water(connection: _Connection) -> int:
     assert isinstance(connection.stream, trio.SocketStream)
-    value: int = connection.stream.socket.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
+    return _socket_low_water(connection.stream)
+
+
+def _socket_low_water(stream: trio.SocketStream) -> int:
+    value: int = stream.socket.getsockopt(socket.SOL_SOCKET, socket.SO_RCVLOWAT)
     return value
 
 
