@@ -22,8 +22,10 @@ factor 3, acks=all produce; the same over 12 partitions led by all three brokers
 then carries several partitions of its leader: no issue figure, compare versions with
 ``--broker-source``); and produce latency (p50/p99 from produce() to delivery report) at
 a steady 50 MB/s with acks=all on the same cluster (after one unmeasured second at that rate: a
-new partition's followers join at their next fetch), and again over the 12 partitions at 5 MB/s
-(about one partition per Produce: a request rate, no target). Every phase prints MB/s wall,
+new partition's followers join at their next fetch), measured twice: on the fresh cluster before
+the throughput phases, and after them, when the brokers' new page-cache pages are memory the VM
+must fault in from its host (docs/performance.md, "The VM's first touch of memory"); and again
+over the 12 partitions at 5 MB/s (about one partition per Produce: a request rate, no target). Every phase prints MB/s wall,
 MB per broker CPU-second (the brokers' user + system time from ``/proc``, summed over the
 cluster, and the two apart), its ratio to the figures measured before the work on the hot path
 and to the target, and the run ends with one JSON line naming the client.
@@ -531,6 +533,47 @@ def _native_single(root: Path, zookeeper: str, client: NativeClient, *, records:
         _stop([process])
 
 
+def _latency_phase(client: NativeClient, bootstrap: str,
+                   processes: list[subprocess.Popen[bytes]], topic: str, key: str, *,
+                   where: str, record_bytes: int, latency_seconds: float,
+                   results: dict[str, Any]) -> None:
+    """acks=all at a steady 50 MB/s into a new topic: the records' latency percentiles and the
+    cluster's CPU, under ``{key}_*`` in ``results``."""
+    _create_replicated_topic(bootstrap, topic, CLUSTER_SIZE)
+    # Warm-up, not measured: a new partition's followers start fetching it only when their
+    # fetch in flight returns (up to replica.fetch.wait.max.ms, 500 ms, as in Kafka), and
+    # the producer learns its leader first; steady state is what the phase measures.
+    warm_up = max(int(LATENCY_RATE_MB_PER_S * MB * LATENCY_WARM_UP_S / record_bytes), 1)
+    steady = max(int(LATENCY_RATE_MB_PER_S * MB * latency_seconds / record_bytes), 1)
+    # not primed: priming made the phase's tail worse, not better (p99 56-248 ms primed
+    # right before the phase, 100-130 ms before its warm-up, 14 ms not primed; the priming's
+    # gigabytes freed and reported back to the host while the phase runs, it seems), and
+    # what it measures is waiting, not CPU
+    client.produce(bootstrap, topic, warm_up, record_bytes, "all",
+                   rate_mb_s=LATENCY_RATE_MB_PER_S, latency=True)
+    cpu = _cluster_cpu(processes)
+    produced = client.produce(bootstrap, topic, steady, record_bytes, "all",
+                              rate_mb_s=LATENCY_RATE_MB_PER_S, latency=True)
+    cpu = _cluster_cpu(processes) - cpu
+    steady_mb = steady * record_bytes / MB
+    p50, p99 = produced.latency_us["p50"] / 1000, produced.latency_us["p99"] / 1000
+    results[f"{key}_rate_mb_per_s"] = round(steady_mb / produced.elapsed_s, 1)
+    results[f"{key}_p50_ms"] = round(p50, 2)
+    results[f"{key}_p99_ms"] = round(p99, 2)
+    results[f"{key}_p999_ms"] = round(produced.latency_us["p999"] / 1000, 2)
+    results[f"{key}_max_ms"] = round(produced.latency_us["max"] / 1000, 2)
+    results[f"{key}_mb_per_broker_cpu_s"] = round(steady_mb / max(cpu.total_s, 1e-9), 1)
+    cpu_text = _record_cpu(results, key, cpu)
+    results[f"{key}_p99_ms_x_target"] = round(p99 / TARGET["latency_p99_ms"], 2)
+    results[f"{key}_linger_ms"] = LATENCY_LINGER_MS
+    print(f"acks=all latency at {steady_mb / produced.elapsed_s:.1f} MB/s{where} (linger.ms "
+          f"{LATENCY_LINGER_MS}, included): p50 {p50:.2f} ms, "
+          f"p99 {p99:.2f} ms ({p99 / TARGET['latency_p99_ms']:.2f} x the 10 ms target), "
+          f"p99.9 {results[f'{key}_p999_ms']:.2f} ms, max {results[f'{key}_max_ms']:.2f} "
+          f"ms; broker CPU {cpu_text} = {steady_mb / max(cpu.total_s, 1e-9):.0f} MB per "
+          "broker CPU-second")
+
+
 def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records: int,
                     record_bytes: int, latency_seconds: float, results: dict[str, Any],
                     prime_page_cache: bool, source: Path | None = None,
@@ -541,6 +584,14 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
     # every byte a phase produces is written into the page cache once per replica
     cluster_bytes = records * record_bytes * CLUSTER_SIZE
     try:
+        if client.measures_latency:
+            # the same latency phase first, on a cluster that has written nothing yet: after
+            # the throughput phases the brokers' new page-cache pages are memory the VM must
+            # fault in from its host (docs/performance.md, "The VM's first touch of memory")
+            _latency_phase(client, bootstrap, processes, "latency_fresh", "fresh_latency",
+                           where=" on the fresh cluster (before the throughput phases)",
+                           record_bytes=record_bytes, latency_seconds=latency_seconds,
+                           results=results)
         leader = _create_replicated_topic(bootstrap, "rf3", CLUSTER_SIZE)
         follower = next(broker for broker in range(1, CLUSTER_SIZE + 1) if broker != leader)
         with _profiled(processes[leader - 1].pid, profile, "rf3_leader"), \
@@ -568,39 +619,9 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
             print(f"latency at {LATENCY_RATE_MB_PER_S:.0f} MB/s: skipped ({client.name} cannot "
                   "measure it)")
             return
-        _create_replicated_topic(bootstrap, "latency", CLUSTER_SIZE)
-        # Warm-up, not measured: a new partition's followers start fetching it only when their
-        # fetch in flight returns (up to replica.fetch.wait.max.ms, 500 ms, as in Kafka), and
-        # the producer learns its leader first; steady state is what the phase measures.
-        warm_up = max(int(LATENCY_RATE_MB_PER_S * MB * LATENCY_WARM_UP_S / record_bytes), 1)
-        steady = max(int(LATENCY_RATE_MB_PER_S * MB * latency_seconds / record_bytes), 1)
-        # not primed: priming made the phase's tail worse, not better (p99 56-248 ms primed
-        # right before the phase, 100-130 ms before its warm-up, 14 ms not primed; the priming's
-        # gigabytes freed and reported back to the host while the phase runs, it seems), and
-        # what it measures is waiting, not CPU
-        client.produce(bootstrap, "latency", warm_up, record_bytes, "all",
-                       rate_mb_s=LATENCY_RATE_MB_PER_S, latency=True)
-        cpu = _cluster_cpu(processes)
-        produced = client.produce(bootstrap, "latency", steady, record_bytes, "all",
-                                  rate_mb_s=LATENCY_RATE_MB_PER_S, latency=True)
-        cpu = _cluster_cpu(processes) - cpu
-        steady_mb = steady * record_bytes / MB
-        p50, p99 = produced.latency_us["p50"] / 1000, produced.latency_us["p99"] / 1000
-        results["latency_rate_mb_per_s"] = round(steady_mb / produced.elapsed_s, 1)
-        results["latency_p50_ms"] = round(p50, 2)
-        results["latency_p99_ms"] = round(p99, 2)
-        results["latency_p999_ms"] = round(produced.latency_us["p999"] / 1000, 2)
-        results["latency_max_ms"] = round(produced.latency_us["max"] / 1000, 2)
-        results["latency_mb_per_broker_cpu_s"] = round(steady_mb / max(cpu.total_s, 1e-9), 1)
-        cpu_text = _record_cpu(results, "latency", cpu)
-        results["latency_p99_ms_x_target"] = round(p99 / TARGET["latency_p99_ms"], 2)
-        results["latency_linger_ms"] = LATENCY_LINGER_MS
-        print(f"acks=all latency at {steady_mb / produced.elapsed_s:.1f} MB/s (linger.ms "
-              f"{LATENCY_LINGER_MS}, included): p50 {p50:.2f} ms, "
-              f"p99 {p99:.2f} ms ({p99 / TARGET['latency_p99_ms']:.2f} x the 10 ms target), "
-              f"p99.9 {results['latency_p999_ms']:.2f} ms, max {results['latency_max_ms']:.2f} "
-              f"ms; broker CPU {cpu_text} = {steady_mb / max(cpu.total_s, 1e-9):.0f} MB per "
-              "broker CPU-second")
+        _latency_phase(client, bootstrap, processes, "latency", "latency", where="",
+                       record_bytes=record_bytes, latency_seconds=latency_seconds,
+                       results=results)
         # the same over the 12 partitions at a tenth of the rate: librdkafka's per-partition
         # linger then sends about one partition per Produce, so the requests (and the
         # followers' fetches) scale with the partitions; what the phase shows is the cost of a
