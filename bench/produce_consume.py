@@ -25,10 +25,11 @@ a steady 50 MB/s with acks=all on the same cluster (after one unmeasured second 
 new partition's followers join at their next fetch), measured twice: on the fresh cluster before
 the throughput phases, and after them, when the brokers' new page-cache pages are memory the VM
 must fault in from its host (docs/performance.md, "The VM's first touch of memory"); and again
-over the 12 partitions at 5 MB/s (about one partition per Produce: a request rate, no target). Every phase prints MB/s wall,
-MB per broker CPU-second (the brokers' user + system time from ``/proc``, summed over the
-cluster, and the two apart), its ratio to the figures measured before the work on the hot path
-and to the target, and the run ends with one JSON line naming the client.
+over the 12 partitions at 5 MB/s (about one partition per Produce: a request rate, no target).
+Every phase prints MB/s wall, MB per broker CPU-second (the brokers' user + system time from
+``/proc``, summed over the cluster, and the two apart), its ratio to the figures measured
+before the work on the hot path and to the target, and the run ends with one JSON line naming
+the client.
 
 The native run first measures what a page-cache write costs the machine (new memory and
 recycled memory, :func:`bench._page_cache.calibrate`), and before each throughput phase primes the
