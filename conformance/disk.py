@@ -56,7 +56,7 @@ from __future__ import annotations
 
 import errno
 import io
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 from conformance.rng import SimRng
@@ -560,6 +560,10 @@ class SimDisk:
         if fits < len(data):
             raise _error(errno.ENOSPC, path)
         return offset
+
+    def append_pieces(self, path: str, pieces: Sequence[bytes | bytearray | memoryview]) -> int:
+        """:meth:`append` of the pieces' concatenation (a crash keeps what an append's would)."""
+        return self.append(path, b"".join(pieces))
 
     def pwrite(self, path: str, offset: int, data: bytes) -> None:
         """Write ``data`` at ``offset`` (zero-filling a gap past the end, as a file system does)."""

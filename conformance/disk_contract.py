@@ -105,6 +105,25 @@ def check_large_appends(make: DiskFactory) -> None:
         piece.close()
 
 
+def check_append_pieces(make: DiskFactory) -> None:
+    """append_pieces writes its pieces (bytes, bytearrays, views, empty ones) one after the
+    other at the end, returning where the first went, as one append of their concatenation."""
+    disk, (log_dir, *_) = make()
+    path = f"{log_dir}/00000000000000000000.log"
+    disk.create(path)
+    assert disk.append(path, b"ab") == 0
+    body = bytes(range(256)) * 4096
+    pieces: list[bytes | bytearray | memoryview] = [
+        bytearray(b"H" * 61), b"", memoryview(body)[61:], memoryview(b"tail")[1:]]
+    assert disk.append_pieces(path, pieces) == 2
+    expected = b"ab" + b"H" * 61 + body[61:] + b"ail"
+    assert disk.size(path) == len(expected)
+    assert disk.read(path, 0, 1 << 21) == expected
+    assert disk.append_pieces(path, []) == len(expected)
+    assert disk.append_pieces(path, [b"z"]) == len(expected)
+    assert disk.read(path, 0, 1 << 21) == expected + b"z"
+
+
 def check_copy_range(make: DiskFactory) -> None:
     """copy_range appends to the destination and stops short only at the source's end."""
     disk, (source_dir, target_dir, *_) = make()
@@ -612,6 +631,7 @@ def check_crash_torn_in_the_middle(make: SimDiskFactory, seeds: int = 60) -> Non
 DISK_CONTRACT_CHECKS: tuple[Callable[[DiskFactory], None], ...] = (
     check_files,
     check_large_appends,
+    check_append_pieces,
     check_copy_range,
     check_slices,
     check_sync_handles,

@@ -45,6 +45,7 @@ This module is a sans-IO core: it declares the port and imports no I/O module.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Protocol
 
@@ -118,6 +119,14 @@ class Disk(Protocol):
 
     def append(self, path: str, data: bytes | bytearray) -> int:
         """Write ``data`` at the end of the file; return the offset it was written at.
+
+        Durable: after ``fsync(path)``.
+        """
+
+    def append_pieces(self, path: str, pieces: Sequence[bytes | bytearray | memoryview]) -> int:
+        """Write ``pieces`` one after the other at the end of the file, as one :meth:`append` of
+        their concatenation would (a crash may keep any prefix of it, as of an append); return
+        the offset the first was written at.
 
         Durable: after ``fsync(path)``.
         """

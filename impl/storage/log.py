@@ -60,6 +60,8 @@ _SCAN_BLOCK_BYTES = 1 << 20
 _HEADER_TAIL = struct.Struct(">i")  # lastOffsetDelta at byte 23
 _MAX_TS = struct.Struct(">q")  # maxTimestamp at byte 35
 _TIME_ENTRY = struct.Struct(">qi")  # timestamp, offset relative to the segment base
+#: a batch's bytes in pieces, written one after the other (:meth:`Log.append`)
+Pieces = tuple[bytes | bytearray | memoryview, ...]
 #: batch headers a read looks at, from the index entry below its byte limit, to end on a whole
 #: batch (past them it ends where the limit cuts, as Kafka always does)
 _BOUNDARY_PEEKS = 8
@@ -611,8 +613,10 @@ class Log:
         self.recovery_point = max(self.recovery_point, old.next_offset)
         return segment
 
-    def append(self, records: bytes | bytearray, headers: list[rb.BatchHeader]) -> None:
-        """Append whole, validated batches whose offsets are already assigned.
+    def append(self, records: bytes | bytearray | Pieces, headers: list[rb.BatchHeader]) -> None:
+        """Append whole, validated batches whose offsets are already assigned (``records``: their
+        bytes, or pieces of them written one after the other, as the leader's stamped header
+        and the rest of its batch).
 
         Everything that can be refused is decided before a byte is written; if writing the index
         fails after the batches were written, the segment file is cut back to its previous size,
@@ -626,17 +630,20 @@ class Log:
         split = next((index for index, header in enumerate(headers)
                       if header.last_offset - headers[0].base_offset > MAX_RELATIVE), None)
         if split:
+            assert not isinstance(records, tuple), "pieces hold one batch"
             cut = headers[split].position
             self.append(records[:cut], headers[:split])
             rest = [dataclasses.replace(header, position=header.position - cut)
                     for header in headers[split:]]
             self.append(records[cut:], rest)
             return
-        self.maybe_roll(len(records), headers[-1].last_offset, headers[0].base_offset)
+        size = (sum(len(piece) for piece in records) if isinstance(records, tuple)
+                else len(records))
+        self.maybe_roll(size, headers[-1].last_offset, headers[0].base_offset)
         segment = self.active
         start = segment.size
         assert headers[-1].last_offset - segment.base_offset <= MAX_RELATIVE, (headers[-1], segment)
-        assert start + len(records) <= MAX_RELATIVE or start == 0, (start, len(records))
+        assert start + size <= MAX_RELATIVE or start == 0, (start, size)
         new_entries: list[tuple[int, int]] = []
         time_entries: list[tuple[int, int]] = []
         since_entry = segment.bytes_since_index_entry
@@ -660,7 +667,8 @@ class Log:
         time_bytes = b"".join(
             _TIME_ENTRY.pack(t, o - segment.base_offset) for t, o in time_entries
         )
-        position = self.disk.append(segment.log_path, records)
+        position = (self.disk.append_pieces(segment.log_path, records)
+                    if isinstance(records, tuple) else self.disk.append(segment.log_path, records))
         try:
             if position != start:
                 raise AssertionError(
@@ -683,7 +691,7 @@ class Log:
         segment.time_index.extend(time_entries)
         segment.bytes_since_index_entry = since_entry
         segment.max_timestamp = max_timestamp
-        segment.size += len(records)
+        segment.size += size
         segment.next_offset = headers[-1].next_offset
 
     # --- reads ------------------------------------------------------------------------------

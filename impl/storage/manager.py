@@ -390,30 +390,28 @@ class PartitionLog:
                         f"{batch.newest_timestamp_ms}] outside [{oldest_ms}, {newest_ms}]"
                     )
         log = self._log
-        buffer = bytearray(records)
+        # produce v3+: exactly one batch (validated); its header is stamped in a copy of its
+        # own and the rest written as it arrived
+        (batch,) = batches
+        assert batch.header.position == 0, batch.header
+        head, rest = rb.split_batch(records)
         base = log.log_end_offset
         append_time_ms = -1
         if log_config.log_append_time:
             append_time_ms = self._manager.clock.wall_ms()
-            headers = rb.stamp_log_append_time(buffer, [b.header for b in batches], append_time_ms)
+            header = rb.set_max_timestamp(head, batch.header, append_time_ms,
+                                          log_append_time=True, rest=rest)
         else:
             # Kafka's LogValidator: maxTimestamp is what the records say (and the type
             # CreateTime); only a header that says otherwise is rewritten
-            headers = [
-                rb.set_max_timestamp(buffer, batch.header, batch.newest_timestamp_ms,
-                                     log_append_time=False)
-                for batch in batches
-            ]
-        last = rb.assign_offsets(buffer, headers, base, leader_epoch)
-        assigned: list[rb.BatchHeader] = []
-        offset = base
-        for header in headers:
-            assigned.append(rb.with_offset_and_epoch(header, offset, leader_epoch))
-            offset += header.last_offset_delta + 1
+            header = rb.set_max_timestamp(head, batch.header, batch.newest_timestamp_ms,
+                                          log_append_time=False, rest=rest)
+        last = rb.assign_offsets(head, [header], base, leader_epoch)
+        assigned = [rb.with_offset_and_epoch(header, base, leader_epoch)]
         with self._manager.io(log.log_dir):
             if log.epochs.assign(leader_epoch, base):
                 log.write_epoch_checkpoint()
-            log.append(buffer, assigned)
+            log.append((head, rest), assigned)
         return AppendInfo(base, last, append_time_ms)
 
     async def append_as_follower(self, records: bytes, *,

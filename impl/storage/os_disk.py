@@ -23,7 +23,7 @@ import os
 import shutil
 import stat
 from collections import OrderedDict
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from impl.storage.disk import DiskUsage
 
@@ -218,12 +218,18 @@ class OsDisk:
 
     def append(self, path: str, data: bytes | bytearray) -> int:
         """Write at the end; return the offset written at."""
+        return self.append_pieces(path, (data,))
+
+    def append_pieces(self, path: str, pieces: Sequence[bytes | bytearray | memoryview]) -> int:
+        """Write the pieces one after the other at the end (``pwritev``); return the offset
+        written at."""
         fd = self._fd(path)
+        size = sum(len(piece) for piece in pieces)
         try:
             offset = os.fstat(fd).st_size
-            if len(data) >= PREALLOCATE_MIN_BYTES and self._fallocate is not None:
-                self._allocate(fd, offset, len(data))
-            self._pwrite_all(fd, offset, data)
+            if size >= PREALLOCATE_MIN_BYTES and self._fallocate is not None:
+                self._allocate(fd, offset, size)
+            self._pwritev_all(fd, offset, pieces)
         except OSError as error:
             raise _with_path(error, path) from None
         return offset
@@ -235,6 +241,21 @@ class OsDisk:
         failed = self._fallocate(fd, FALLOC_FL_KEEP_SIZE, offset, length) != 0
         if failed and ctypes.get_errno() in _UNSUPPORTED:
             self._fallocate = None
+
+    @staticmethod
+    def _pwritev_all(fd: int, offset: int,
+                     pieces: Sequence[bytes | bytearray | memoryview]) -> None:
+        """Every byte of ``pieces`` from ``offset`` on, however many calls a short write takes
+        (one, normally)."""
+        views = [memoryview(piece) for piece in pieces if len(piece)]
+        while views:
+            written = os.pwritev(fd, views, offset)
+            offset += written
+            while views and written >= views[0].nbytes:
+                written -= views[0].nbytes
+                del views[0]
+            if written:
+                views[0] = views[0][written:]
 
     @staticmethod
     def _pwrite_all(fd: int, offset: int, data: bytes | bytearray) -> None:

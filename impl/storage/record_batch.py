@@ -214,16 +214,41 @@ def parse_header(buffer: bytes | bytearray | memoryview, position: int = 0) -> B
     return BatchHeader(position, *_HEADER.unpack_from(buffer, position))
 
 
-def check_crc(buffer: bytes | bytearray | memoryview, header: BatchHeader) -> None:
-    """Raise :class:`CorruptBatch` unless the stored CRC covers bytes 21..end of the batch."""
-    start = header.position + ATTRIBUTES_OFFSET
-    end = header.position + header.size_in_bytes
-    actual = crc32c(memoryview(buffer)[start:end])
+def check_crc(buffer: bytes | bytearray | memoryview, header: BatchHeader,
+              rest: bytes | memoryview | None = None) -> None:
+    """Raise :class:`CorruptBatch` unless the stored CRC covers bytes 21..end of the batch
+    (``rest``: the batch's bytes after its header, when ``buffer`` holds the header alone, as
+    :func:`split_batch` leaves it)."""
+    actual = _batch_crc(buffer, header, rest)
     if actual != header.crc:
         raise CorruptBatch(
             f"batch at byte {header.position} (base offset {header.base_offset}): "
             f"CRC-32C {actual:#010x} != stored {header.crc:#010x}"
         )
+
+
+def _batch_crc(buffer: bytes | bytearray | memoryview, header: BatchHeader,
+               rest: bytes | memoryview | None) -> int:
+    start = header.position + ATTRIBUTES_OFFSET
+    if rest is None:
+        return crc32c(memoryview(buffer)[start:header.position + header.size_in_bytes])
+    assert len(rest) == header.size_in_bytes - HEADER_SIZE, (len(rest), header)
+    return int(_crc32c.crc32c(rest, _crc32c.crc32c(
+        memoryview(buffer)[start:header.position + HEADER_SIZE])))
+
+
+def _read_header(buffer: bytes | bytearray | memoryview, position: int) -> BatchHeader:
+    """The header fields at ``position``, unchecked: what a stamp left there, to compare."""
+    return BatchHeader(position, *_HEADER.unpack_from(buffer, position))
+
+
+def split_batch(records: bytes) -> tuple[bytearray, memoryview]:
+    """``records``, one whole batch, as the two pieces the leader writes: a copy of its header,
+    which :func:`set_max_timestamp` and :func:`assign_offsets` stamp in place, and a view of the
+    rest, written as it arrived (copying the whole batch to stamp 61 bytes of it cost the leader
+    a copy of every byte produced)."""
+    assert len(records) >= HEADER_SIZE, len(records)
+    return bytearray(records[:HEADER_SIZE]), memoryview(records)[HEADER_SIZE:]
 
 
 def iter_batches(buffer: bytes | bytearray | memoryview) -> Iterator[BatchHeader]:
@@ -459,7 +484,8 @@ def validate_replica_records(
 def assign_offsets(
     records: bytearray, headers: Sequence[BatchHeader], base_offset: int, leader_epoch: int
 ) -> int:
-    """Write base offsets (from ``base_offset``) and the leader epoch into ``records`` in place.
+    """Write base offsets (from ``base_offset``) and the leader epoch into ``records`` in place
+    (whole batches, or a header :func:`split_batch` copied).
 
     Both fields are outside the CRC, so the stored CRC remains valid. An assertion re-reads each
     header and compares it, field by field (the CRC field included), with what was meant
@@ -475,7 +501,7 @@ def assign_offsets(
     for header in headers:
         _OFFSET_AND_EPOCH.pack_into(records, header.position, offset)
         _EPOCH.pack_into(records, header.position + PARTITION_LEADER_EPOCH_OFFSET, leader_epoch)
-        stamped = parse_header(records, header.position)
+        stamped = _read_header(records, header.position)
         assert stamped == with_offset_and_epoch(header, offset, leader_epoch), (stamped, header)
         offset += header.last_offset_delta + 1
     return offset - 1
@@ -486,11 +512,14 @@ _CRC = struct.Struct(">I")
 
 
 def set_max_timestamp(
-    records: bytearray, header: BatchHeader, max_timestamp_ms: int, *, log_append_time: bool
+    records: bytearray, header: BatchHeader, max_timestamp_ms: int, *, log_append_time: bool,
+    rest: bytes | memoryview | None = None,
 ) -> BatchHeader:
     """Kafka's ``DefaultRecordBatch.setMaxTimestamp``: make ``header``'s batch (in place in
     ``records``) say ``max_timestamp_ms`` and the given timestamp type, rewriting the CRC; a
     header that already says both is left untouched (no CRC pass: the zero-copy case).
+    ``rest``: the batch's bytes after its header, when ``records`` holds the header alone
+    (:func:`split_batch`); the CRC then covers both.
 
     Returns:
         The header as it now is.
@@ -502,24 +531,11 @@ def set_max_timestamp(
         return header
     _ATTRIBUTES.pack_into(records, header.position + ATTRIBUTES_OFFSET, attributes)
     _MAX_TIMESTAMP_CRC.pack_into(records, header.position + MAX_TIMESTAMP_OFFSET, max_timestamp_ms)
-    end = header.position + header.size_in_bytes
-    crc = crc32c(memoryview(records)[header.position + ATTRIBUTES_OFFSET:end])
-    _CRC.pack_into(records, header.position + CRC_OFFSET, crc)
-    updated = parse_header(records, header.position)
-    check_crc(records, updated)
+    _CRC.pack_into(records, header.position + CRC_OFFSET, _batch_crc(records, header, rest))
+    updated = _read_header(records, header.position)
+    assert updated.batch_length == header.batch_length, (updated, header)
+    check_crc(records, updated, rest)
     return updated
-
-
-def stamp_log_append_time(
-    records: bytearray, headers: Sequence[BatchHeader], now_ms: int
-) -> list[BatchHeader]:
-    """``message.timestamp.type=LogAppendTime``: the broker's clock becomes each batch's
-    timestamp (attribute bit 3 set, ``maxTimestamp`` := ``now_ms``), in place, CRC rewritten.
-
-    Returns:
-        The headers as they now are.
-    """
-    return [set_max_timestamp(records, header, now_ms, log_append_time=True) for header in headers]
 
 
 # --- building batches (tests, benchmarks, clients in-process) ----------------------------------
