@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import enum
+import gc
 import json
+from typing import Any
 
 import pytest
 
@@ -13,11 +15,21 @@ from spark import (
     RunnerUnavailableError,
     RunRecord,
     TaskSpec,
+    _runner,
     load_runner,
     run_one,
 )
 from spark._plan import SeedRange
-from spark._runner import RUN_COLUMNS, config_to_json, run_seed_ranges, shrink_seed, verdict_name
+from spark._runner import (
+    FREEZE_EVERY_SEEDS,
+    RUN_COLUMNS,
+    YOUNG_GENERATION_OBJECTS,
+    config_to_json,
+    run_seed_ranges,
+    settle_garbage,
+    shrink_seed,
+    verdict_name,
+)
 from tests.integration.spark import seeded_runner
 
 RUNNER = "tests.integration.spark.seeded_runner"
@@ -66,6 +78,46 @@ def test_row_round_trip() -> None:
     row = record.to_row()
     assert len(row) == len(RUN_COLUMNS)
     assert RunRecord.from_row(row) == record
+
+
+@pytest.fixture(autouse=True)
+def _no_real_freeze(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The task body settles the collector of the process it runs in: not pytest's."""
+    monkeypatch.setattr(_runner, "settle_garbage", lambda: None)
+
+
+def test_a_task_settles_the_collector_after_its_first_seed_and_every_hundred(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    events: list[str] = []
+    real_run_one = _runner.run_one
+    monkeypatch.setattr(_runner, "settle_garbage", lambda: events.append("settle"))
+    def run_one(*args: Any) -> RunRecord:
+        events.append("seed")
+        return real_run_one(*args)
+
+    monkeypatch.setattr(_runner, "run_one", run_one)
+    rows = list(run_seed_ranges(SPEC, [SeedRange(0, 150), SeedRange(500, 551)]))
+    assert len(rows) == 201
+    settled_after = [events[:index].count("seed") for index, event in enumerate(events)
+                     if event == "settle"]
+    assert settled_after == [1, FREEZE_EVERY_SEEDS, 2 * FREEZE_EVERY_SEEDS]
+
+
+def test_settling_collects_then_freezes_and_spaces_young_collections(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    calls: list[object] = []
+    def collect(*_: object) -> int:
+        calls.append("collect")
+        return 0
+
+    monkeypatch.setattr(gc, "collect", collect)
+    monkeypatch.setattr(gc, "freeze", lambda: calls.append("freeze"))
+    monkeypatch.setattr(gc, "get_threshold", lambda: (700, 11, 12))
+    monkeypatch.setattr(gc, "set_threshold", lambda *args: calls.append(args))
+    settle_garbage()
+    assert calls == ["collect", "freeze", (YOUNG_GENERATION_OBJECTS, 11, 12)]
 
 
 def test_task_body_yields_every_seed_in_order() -> None:
