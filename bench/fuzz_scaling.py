@@ -13,7 +13,8 @@ are pure functions, per process; a fresh worker answers from scratch until it ha
 common abstract states, about 20 % slower over its first few dozen seeds). Neither the JVM
 start, the first imports nor that warming is counted, and every case gets the same warm-up per
 process; the warm-up's own rate is printed as the cold-start figure. The baseline is the same
-seeds run in a plain loop in this process after the same warm-up, without Spark (one core): the
+seeds run in a plain loop in this process after the same warm-up, without Spark (one core; the
+loop is a task's own, ``spark._runner.run_seed_ranges``, garbage-collector settling included): the
 ratio ``local[1]`` / baseline is what Spark costs per core, the ratio ``local[2]`` / ``local[1]``
 is the speed-up. As a control, the plain loop also runs in one fresh process and then split
 over two fresh processes at once, each warmed up the same way: the speed-up the machine itself
@@ -48,7 +49,7 @@ import os
 import sys
 import tempfile
 import time
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
 from concurrent.futures import ProcessPoolExecutor
 from pathlib import Path
 from typing import Any
@@ -56,14 +57,16 @@ from typing import Any
 from spark import (
     BaseConfig,
     CampaignPlan,
+    RunRecord,
     SparkOptions,
     TaskSpec,
     code_version,
     load_runner,
     open_context,
     run_campaign,
-    run_one,
 )
+from spark._plan import SeedRange
+from spark._runner import run_seed_ranges
 
 TARGET_SPEEDUP = 1.7
 TARGET_EVENTS_PER_HOUR = 10_000_000
@@ -116,17 +119,23 @@ def _warm_up_plan(plan: CampaignPlan, seeds: int) -> CampaignPlan:
     )
 
 
+def _records(spec: TaskSpec, seeds: range) -> Iterator[RunRecord]:
+    """``seeds`` run as a Spark task runs them (its garbage-collector settling included), in
+    this process."""
+    for row in run_seed_ranges(spec, [SeedRange(seeds.start, seeds.stop)]):
+        yield RunRecord.from_row(row)
+
+
 def _baseline(plan: CampaignPlan, version: str, warm_up_seeds: int) -> dict[str, Any]:
-    runner = load_runner(plan.runner)
+    load_runner(plan.runner)  # (imported before the clock starts)
     spec = TaskSpec(version, plan.runner, plan.base)
     warm_up = _warm_up_plan(plan, warm_up_seeds)
-    for seed in range(warm_up.first_seed, warm_up.stop_seed):
-        run_one(runner, spec, seed, executor="baseline")
+    for _ in _records(spec, range(warm_up.first_seed, warm_up.stop_seed)):
+        pass
     started = time.perf_counter()
     checked = 0
     cpu_seconds = 0.0
-    for seed in range(plan.first_seed, plan.stop_seed):
-        record = run_one(runner, spec, seed, executor="baseline")
+    for record in _records(spec, range(plan.first_seed, plan.stop_seed)):
         checked += record.events_checked
         cpu_seconds += record.cpu_seconds
     seconds = time.perf_counter() - started
@@ -153,13 +162,13 @@ def _join_barrier(barrier: Any) -> None:
 def _loop_span(plan: CampaignPlan, version: str, seeds: range) -> tuple[float, float]:
     """Run ``seeds`` in this process; the system-wide monotonic start and end times (after
     waiting for the other process of the pool, when there is a barrier)."""
-    runner = load_runner(plan.runner)
+    load_runner(plan.runner)
     spec = TaskSpec(version, plan.runner, plan.base)
     if _BARRIER is not None:
         _BARRIER.wait()
     started = time.monotonic()
-    for seed in seeds:
-        run_one(runner, spec, seed, executor="control")
+    for _ in _records(spec, seeds):
+        pass
     return started, time.monotonic()
 
 
