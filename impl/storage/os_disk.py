@@ -257,19 +257,11 @@ class OsDisk:
             if written:
                 views[0] = views[0][written:]
 
-    @staticmethod
-    def _pwrite_all(fd: int, offset: int, data: bytes | bytearray) -> None:
-        view = memoryview(data)
-        while view:
-            written = os.pwrite(fd, view, offset)
-            offset += written
-            view = view[written:]
-
     def pwrite(self, path: str, offset: int, data: bytes) -> None:
         """Write ``data`` at ``offset``."""
         fd = self._fd(path)
         try:
-            self._pwrite_all(fd, offset, data)
+            self._pwritev_all(fd, offset, (data,))
         except OSError as error:
             raise _with_path(error, path) from None
 

@@ -15,6 +15,20 @@ from impl.broker.server import MemoryPool
 ANNOUNCED = 100 * 1024 * 1024
 
 
+def _receive_directly(decoder: FrameDecoder, stream: bytes, index: int,
+                      most: int) -> list[memoryview]:
+    """Feed ``stream[index:]`` into the decoder's direct buffers, at most ``most`` bytes a
+    receive, as a socket's ``recv_into`` would; the buffers it was given, in order."""
+    given: list[memoryview] = []
+    while (direct := decoder.direct_buffer()) is not None:
+        given.append(direct)
+        count = min(len(direct), most, len(stream) - index)
+        direct[:count] = stream[index : index + count]
+        decoder.direct_filled(count)
+        index += count
+    return given
+
+
 def test_a_partial_frame_costs_what_was_received_not_what_was_announced() -> None:
     """Issue 15, defect 5: 20 connections announcing 100 MB and sending 1 MiB took 2 GB."""
     decoder = FrameDecoder(ANNOUNCED)
@@ -45,12 +59,7 @@ def test_a_large_frame_still_arrives_whole() -> None:
     stream = struct.pack(">i", len(payload)) + payload
     decoder.feed(stream[:100])
     assert decoder.next_frame() is None
-    index = 100
-    while (direct := decoder.direct_buffer()) is not None:
-        count = min(len(direct), 70_000, len(stream) - index)
-        direct[:count] = stream[index : index + count]
-        decoder.direct_filled(count)
-        index += count
+    _receive_directly(decoder, stream, 100, 70_000)
     frame = decoder.next_frame()
     assert isinstance(frame, memoryview)
     assert bytes(frame) == payload
@@ -91,17 +100,12 @@ def test_a_large_frame_is_received_in_place_in_few_buffers() -> None:
     stream = struct.pack(">i", len(payload)) + payload
     decoder.feed(stream[:4096])
     assert decoder.next_frame() is None
-    index = 4096
+    given = _receive_directly(decoder, stream, 4096, 65536)
     buffers: list[int] = []
-    last: memoryview | None = None
-    while (direct := decoder.direct_buffer()) is not None:
+    for direct in given:
         if not buffers or buffers[-1] != id(direct.obj):
             buffers.append(id(direct.obj))
-        count = min(len(direct), 65536, len(stream) - index)
-        direct[:count] = stream[index : index + count]
-        decoder.direct_filled(count)
-        index += count
-        last = direct
+    last = given[-1] if given else None
     frame = decoder.next_frame()
     assert isinstance(frame, memoryview)
     assert last is not None
@@ -119,16 +123,9 @@ def test_an_answer_up_to_what_was_asked_for_is_received_into_one_buffer() -> Non
     stream = struct.pack(">i", len(payload)) + payload
     decoder.feed(stream[:4])
     assert decoder.next_frame() is None
-    index = 4
-    buffers: set[int] = set()
-    sizes: list[int] = []
-    while (direct := decoder.direct_buffer()) is not None:
-        buffers.add(id(direct.obj))
-        sizes.append(len(direct))
-        count = min(len(direct), 3 << 20, len(stream) - index)
-        direct[:count] = stream[index : index + count]
-        decoder.direct_filled(count)
-        index += count
+    given = _receive_directly(decoder, stream, 4, 3 << 20)
+    buffers = {id(direct.obj) for direct in given}
+    sizes = [len(direct) for direct in given]
     frame = decoder.next_frame()
     assert isinstance(frame, memoryview)
     assert bytes(frame) == payload
