@@ -12,6 +12,7 @@ from spark._campaign import run_campaign as run_campaign
 from spark._campaign import summary_lines as summary_lines
 from spark._compiled import FALLBACK_LINE as FALLBACK_LINE
 from spark._compiled import CompiledChoice as CompiledChoice
+from spark._compiled import check_compiled as check_compiled
 from spark._compiled import choose_compiled as choose_compiled
 from spark._compiled import default_compiled_tree as default_compiled_tree
 from spark._compiled import running_digests as running_digests
@@ -77,6 +78,7 @@ __all__ = [
     "TaskSpec",
     "build_report",
     "build_zip",
+    "check_compiled",
     "check_output",
     "choose_compiled",
     "code_version",

@@ -15,14 +15,16 @@ on stderr and changes nothing, and the interpreted code runs. In a Spark worker 
 members of the zip the driver shipped (:mod:`spark._ship`), so a tree built from other sources
 than the campaign's is refused there too.
 
-Who activates it: only ``logproof fuzz --compiled``'s seed tasks (:func:`spark._runner.
-run_seed_ranges`) and ``bench.mypyc_sim``'s measuring processes. Never the cores, never
+Who activates it: only ``logproof fuzz``'s seed tasks (``--code auto``, the default, or
+``--code compiled``; :func:`spark._runner.run_seed_ranges`) and ``bench.mypyc_sim``'s measuring
+processes. Never the cores, never
 ``conformance run``, ``fuzz replay``, shrinking or a planted bug's process
 (:mod:`conformance.plants`): they import the sources.
 
-Build: ``make compiled`` (:func:`main`: ``--tree DIR``, ``--opt``, ``--force``; nothing is done
-when the tree is fresh); without mypyc or a C compiler it exits 1 with one line, and everything
-else keeps running from source.
+Build: ``make setup`` (so ``make run`` and ``make test``) and ``make compiled`` (:func:`main`:
+``--tree DIR``, ``--opt``, ``--force``, ``--optional``; nothing is done when the tree is fresh).
+Without mypyc or a C compiler, or when mypyc fails, ``make compiled`` exits 1 with one line;
+``make setup`` (``--optional``) says the same line and goes on, and campaigns run from source.
 """
 
 from __future__ import annotations
@@ -158,14 +160,25 @@ class CompiledChoice:
     label: str
 
 
-def choose_compiled(tree: Path, sources: Mapping[str, str]) -> CompiledChoice | None:
-    """The driver's check of ``tree`` against the sources it ships: the choice when fresh, else
-    ``None`` after :data:`FALLBACK_LINE` and the reason on stderr."""
+def check_compiled(tree: Path, sources: Mapping[str, str]) -> tuple[CompiledChoice | None, str]:
+    """The driver's check of ``tree`` against the sources it ships.
+
+    Returns:
+        ``(choice, "")`` when the tree is fresh, else ``(None, reason)``.
+    """
     manifest, reason = staleness(tree, sources)
     if manifest is None:
+        return None, reason
+    return CompiledChoice(str(tree.resolve()), manifest.sha256, manifest.label), ""
+
+
+def choose_compiled(tree: Path, sources: Mapping[str, str]) -> CompiledChoice | None:
+    """:func:`check_compiled`, saying :data:`FALLBACK_LINE` and the reason on stderr when the
+    tree is not fresh (``None``)."""
+    choice, reason = check_compiled(tree, sources)
+    if choice is None:
         print(f"{FALLBACK_LINE} ({reason})", file=sys.stderr, flush=True)
-        return None
-    return CompiledChoice(str(tree.resolve()), manifest.sha256, manifest.label)
+    return choice
 
 
 def default_compiled_tree() -> Path:
@@ -368,14 +381,28 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--opt", default="3", help="mypyc's opt_level (3)")
     parser.add_argument("--jobs", type=int, default=2, help="parallel C compilations (2)")
     parser.add_argument("--force", action="store_true", help="rebuild even when it is fresh")
+    parser.add_argument(
+        "--optional",
+        action="store_true",
+        help="a tree that cannot be built here is not an error (make setup): campaigns then run "
+        "from source",
+    )
     arguments = parser.parse_args(argv)
-    manifest, _ = staleness(arguments.tree, directory_digests(ROOT))
+    manifest, reason = staleness(arguments.tree, directory_digests(ROOT))
     if manifest is not None and not arguments.force:
         print(f"{arguments.tree} is fresh ({manifest.label})")
         return 0
+    print(
+        f"building the compiled simulator in {arguments.tree} ({reason or 'forced'}; about "
+        "2 minutes, again only when a source changes)",
+        flush=True,
+    )
     try:
         seconds = build(arguments.tree, opt=arguments.opt, jobs=arguments.jobs)
     except CompiledBuildError as error:
+        if arguments.optional:
+            print(f"{error}; campaigns will run from source", file=sys.stderr)
+            return 0
         print(error, file=sys.stderr)
         return 1
     manifest = read_manifest(arguments.tree)

@@ -35,8 +35,8 @@ from spark import (
     TaskSpec,
     build_report,
     build_zip,
+    check_compiled,
     check_output,
-    choose_compiled,
     code_version,
     default_compiled_tree,
     load_runner,
@@ -57,6 +57,14 @@ EXIT_FAILURES_FOUND = 3
 
 #: failing seeds printed as they arrive; later ones are counted and listed in the summary.
 FAILURES_PRINTED_MAX = 50
+
+#: ``--code``: the compiled tree when it can run, else the sources (the default)
+AUTO = "auto"
+#: ``--code``: the compiled tree or a one-line error
+COMPILED = "compiled"
+#: ``--code``: the interpreted sources
+SOURCE_CODE = "source"
+CODES = (AUTO, COMPILED, SOURCE_CODE)
 
 _LAUNCHER = '''"""Run ``logproof fuzz`` under spark-submit; ship logproof.zip with --py-files."""
 
@@ -129,17 +137,27 @@ def register(subparsers: Any) -> None:
         "--no-progress", action="store_true", help="no Spark progress bar, no per-job lines"
     )
     parser.add_argument(
+        "--code",
+        choices=CODES,
+        default=AUTO,
+        help="what runs the seeds: auto (the default) the mypyc-compiled simulator that make "
+        "setup builds, when it was built from exactly the shipped sources, else the sources "
+        "(one line says why); compiled: that tree or an error; source: the interpreted code. "
+        "Shrinking and replay always run from source",
+    )
+    parser.add_argument(
         "--compiled",
-        action="store_true",
-        help="run the seeds on the mypyc-compiled tree (make compiled) when it was built from "
-        "exactly the shipped sources, else from source; shrinking and replay stay interpreted",
+        dest="code",
+        action="store_const",
+        const=COMPILED,
+        help="the same as --code compiled",
     )
     parser.add_argument(
         "--compiled-tree",
         type=Path,
         default=None,
         metavar="DIR",
-        help="the compiled tree --compiled uses (default: logproof-compiled in the venv)",
+        help="the compiled tree (default: logproof-compiled in the venv)",
     )
     parser.set_defaults(handler=run)
     commands = parser.add_subparsers(title="commands", metavar="COMMAND", required=False)
@@ -275,14 +293,30 @@ def _plan(arguments: argparse.Namespace) -> CampaignPlan:
         raise CliError(str(error)) from error
 
 
-def _compiled_choice(tree: Path, context: Any, shipped: ShippedZip | None) -> CompiledChoice | None:
-    """The compiled tree checked against the zip the workers get (or the sources they import)."""
+def _compiled_choice(
+    tree: Path, context: Any, shipped: ShippedZip | None, *, required: bool
+) -> CompiledChoice | None:
+    """The compiled tree checked against the zip the workers get (or the sources they import)
+    and the Spark context: the choice, or ``None`` after the fallback line.
+
+    Raises:
+        CliError: ``required`` (``--code compiled``) and the tree cannot run the seeds.
+    """
     sources = zip_digests(shipped.path) if shipped is not None else running_digests()
-    choice = choose_compiled(tree, sources)
+    choice, reason = check_compiled(tree, sources)
     if choice is not None and context.getConf().get("spark.python.worker.reuse", "true") != "false":
-        print(f"{FALLBACK_LINE} (this Spark context reuses Python workers)", file=sys.stderr)
-        return None
+        choice, reason = None, "this Spark context reuses Python workers"
+    if choice is None:
+        _without_tree(reason, required=required)
     return choice
+
+
+def _without_tree(reason: str, *, required: bool) -> None:
+    """The compiled tree cannot run the seeds: the fallback line, or for ``--code compiled`` the
+    error."""
+    if required:
+        raise CliError(f"--code compiled: the compiled tree cannot run the seeds: {reason}")
+    print(f"{FALLBACK_LINE} ({reason})", file=sys.stderr, flush=True)
 
 
 def run(arguments: argparse.Namespace) -> int:
@@ -292,7 +326,13 @@ def run(arguments: argparse.Namespace) -> int:
     tree = arguments.compiled_tree or default_compiled_tree()
     # checked here against the driver's sources (to start Spark without reusing Python workers,
     # so that shrinking runs from source), then against the zip shipped
-    compiled = arguments.compiled and choose_compiled(tree, running_digests()) is not None
+    required = arguments.code == COMPILED
+    compiled = False
+    if arguments.code != SOURCE_CODE:
+        choice, reason = check_compiled(tree, running_digests())
+        if choice is None:
+            _without_tree(reason, required=required)
+        compiled = choice is not None
     if compiled:
         extra_conf.setdefault("spark.python.worker.reuse", "false")
     options = SparkOptions(
@@ -313,7 +353,9 @@ def run(arguments: argparse.Namespace) -> int:
             if web_url:
                 print(f"Spark UI: {web_url}", flush=True)
             choice = (
-                _compiled_choice(tree, campaign_context.context, campaign_context.shipped)
+                _compiled_choice(
+                    tree, campaign_context.context, campaign_context.shipped, required=required
+                )
                 if compiled
                 else None
             )

@@ -260,25 +260,56 @@ def test_python_workers_run_the_driver_interpreter(campaign_context: CampaignCon
 
 
 @pytest.mark.parametrize("tree", ["missing", "fresh"])
-def test_compiled_campaign_falls_back_to_source_in_one_line(
+@pytest.mark.parametrize("code", [[], ["--code", "auto"], ["--code", "source"]])
+def test_a_campaign_without_a_usable_compiled_tree_runs_from_source(
     campaign_context: CampaignContext,
     tmp_path: Path,
     capsys: pytest.CaptureFixture[str],
     tree: str,
+    code: list[str],
 ) -> None:
     # missing: nothing was built; fresh (a stand-in tree built from these sources): this test
-    # module's context reuses its Python workers, where shrinking would then run compiled code
+    # module's context reuses its Python workers, where shrinking would then run compiled code.
+    # auto (the default) says so in one line; source never looks at the tree
     directory = tmp_path / "tree"
     if tree == "fresh":
         stand_in_tree(directory, directory_digests(ROOT))
     out = tmp_path / "campaign"
     argv = ["fuzz", "--seeds", "12", "--master", "local[2]", "--steps", "20", "--runner", RUNNER]
-    argv += ["--compiled", "--compiled-tree", str(directory), "--out", str(out)]
+    argv += [*code, "--compiled-tree", str(directory), "--out", str(out)]
     assert main(argv) == 3
     captured = capsys.readouterr()
     fallbacks = [line for line in captured.err.splitlines() if line.startswith(FALLBACK_LINE)]
-    assert len(fallbacks) == 1, captured.err
-    assert ("reuses Python workers" in fallbacks[0]) == (tree == "fresh")
+    if code[1:] == ["source"]:
+        assert fallbacks == [], captured.err
+    else:
+        assert len(fallbacks) == 1, captured.err
+        assert ("reuses Python workers" in fallbacks[0]) == (tree == "fresh")
     assert "code: source: 12 runs" in captured.out.splitlines()
     assert json.loads((out / "campaign.json").read_text())["code"] == "source"
     assert {row["code"] for row in _runs(out).values()} == {"source"}
+
+
+@pytest.mark.parametrize("tree", ["missing", "fresh"])
+@pytest.mark.parametrize("flag", [["--code", "compiled"], ["--compiled"]])
+def test_code_compiled_without_a_usable_tree_is_a_one_line_error(
+    campaign_context: CampaignContext,
+    tmp_path: Path,
+    capsys: pytest.CaptureFixture[str],
+    tree: str,
+    flag: list[str],
+) -> None:
+    directory = tmp_path / "tree"
+    if tree == "fresh":
+        stand_in_tree(directory, directory_digests(ROOT))
+    out = tmp_path / "campaign"
+    argv = ["fuzz", "--seeds", "12", "--master", "local[2]", "--steps", "20", "--runner", RUNNER]
+    argv += [*flag, "--compiled-tree", str(directory), "--out", str(out)]
+    assert main(argv) == 1
+    captured = capsys.readouterr()
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1
+    assert "--code compiled: the compiled tree cannot run the seeds" in lines[0]
+    assert ("reuses Python workers" in lines[0]) == (tree == "fresh")
+    assert "Traceback" not in captured.err
+    assert not (out / "runs").exists()

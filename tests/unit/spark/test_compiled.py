@@ -2,7 +2,7 @@
 
 These tests use a stand-in tree (the sources' manifest and empty extension files, no mypyc build):
 what is checked is the decision, not the compiled code (``tests/integration/spark/
-test_compiled_campaign.py`` runs the real tree, marked slow).
+test_compiled_campaign.py`` runs the real tree).
 """
 
 from __future__ import annotations
@@ -19,6 +19,7 @@ from pathlib import Path
 
 import pytest
 
+import spark._compiled as compiled_module
 from spark import DEFAULT_RUNNER, PROJECT_PACKAGES, BaseConfig, TaskSpec, build_zip
 from spark._compiled import (
     COMPILED,
@@ -223,3 +224,36 @@ def test_no_compiled_function_reuses_a_variable_for_an_exception() -> None:
         if (names := _reused_exception_names((ROOT / module).read_text()))
     }
     assert reused == {}
+
+
+def test_set_up_leaves_a_fresh_tree_alone(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
+) -> None:
+    tree = stand_in_tree(tmp_path / "tree", directory_digests(ROOT))
+
+    def no_build(*args: object, **kwargs: object) -> float:
+        raise AssertionError("a fresh tree was built again")
+
+    monkeypatch.setattr(compiled_module, "build", no_build)
+    assert compiled_module.main(["--tree", str(tree), "--optional"]) == 0
+    assert "is fresh (compiled (manifest sha256" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("optional", [False, True])
+def test_a_tree_that_cannot_be_built_fails_make_compiled_not_make_setup(
+    tmp_path: Path,
+    monkeypatch: pytest.MonkeyPatch,
+    capsys: pytest.CaptureFixture[str],
+    optional: bool,
+) -> None:
+    # no C compiler: the build stops before it copies anything
+    monkeypatch.setattr(compiled_module, "_c_compiler", lambda: None)
+    tree = tmp_path / "tree"
+    argv = ["--tree", str(tree), *(["--optional"] if optional else [])]
+    assert compiled_module.main(argv) == (0 if optional else 1)
+    captured = capsys.readouterr()
+    assert "building the compiled simulator" in captured.out
+    (line,) = captured.err.splitlines()
+    assert line.startswith("cannot build the compiled tree: no C compiler found")
+    assert line.endswith("; campaigns will run from source") == optional
+    assert not (tree / MANIFEST).exists()
