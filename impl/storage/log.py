@@ -591,23 +591,45 @@ class Log:
             else:
                 self.roll(base)
             return
+        if self._full_or_old(incoming_bytes):
+            self.roll()
+
+    def _full_or_old(self, incoming_bytes: int) -> bool:
+        """Whether the active segment, non-empty, is too full for ``incoming_bytes`` more or
+        older than ``segment.ms``."""
+        active = self.active
         if active.size == 0:
-            return
+            return False
         log_config = self.log_config
         too_big = active.size + incoming_bytes > min(log_config.segment_bytes, MAX_RELATIVE)
         too_old = self.clock.wall_ms() - active.created_ms >= log_config.segment_ms
-        if too_big or too_old:
-            self.roll()
+        return too_big or too_old
+
+    def roll_syncs(self, incoming_bytes: int, last_offset: int | None = None) -> bool:
+        """Whether an append of ``incoming_bytes`` ending at ``last_offset`` would roll a segment
+        that has unsynced bytes (:meth:`roll` fsyncs them first), so that a runtime with worker
+        threads can fsync it off its event loop beforehand (:meth:`start_flush`). Only a hint:
+        a roll it did not foresee still fsyncs inline."""
+        active = self.active
+        if active.durable_size == active.size:
+            return False
+        if last_offset is not None and last_offset - active.base_offset > MAX_RELATIVE:
+            return True
+        return self._full_or_old(incoming_bytes)
 
     def roll(self, base_offset: int | None = None) -> Segment:
         """Start a new segment at the LEO (or at ``base_offset``, at or past it); the old one is
-        fsynced (it will never change)."""
+        fsynced first (it will never change), unless it is durable already (a runtime with
+        worker threads fsyncs it there before the append that rolls, :meth:`roll_syncs`).
+        Before the new segment takes a byte: a crash must not keep later bytes and lose the
+        old segment's tail without a torn batch to show it, a gap recovery could not see."""
         base = self.log_end_offset if base_offset is None else base_offset
         assert base >= self.log_end_offset, (base, self.log_end_offset)
         old = self.active
-        self.disk.fsync(old.log_path)
-        self.disk.fsync(old.index_path)
-        old.durable_size = old.size
+        if old.durable_size != old.size:
+            self.disk.fsync(old.log_path)
+            self.disk.fsync(old.index_path)
+            old.durable_size = old.size
         segment = self._new_segment(base)
         self.disk.fsync_dir(self.path)
         self.recovery_point = max(self.recovery_point, old.next_offset)

@@ -351,8 +351,38 @@ class PartitionLog:
             batches = rb.validate_client_batches(records, log_config.max_message_bytes)
         async with self.lock:
             _check_guard(guard)
+            if await self._sync_before_roll(len(records), None):
+                _check_guard(guard)  # (the event loop ran meanwhile)
             return self._append_as_leader_locked(records, batches, leader_epoch,
                                                  timestamp_window_ms)
+
+    async def _sync_before_roll(self, incoming_bytes: int, last_offset: int | None) -> bool:
+        """Fsync the active segment through the runtime's worker threads when the append about
+        to be made will roll it (:meth:`Log.roll_syncs`; the partition lock held): the roll
+        then finds it durable and the event loop never waits for the device, as Kafka's roll
+        leaves the old segment's flush to its scheduler thread. Without worker threads (the
+        simulators) the roll fsyncs inline, as it always may.
+
+        Returns:
+            Whether it awaited (the caller re-checks what may have changed meanwhile).
+        """
+        log = self._log
+        if not self._manager.has_offload or not log.roll_syncs(incoming_bytes, last_offset):
+            return False
+        self._check_online()
+        with self._manager.io(log.log_dir):
+            sync = log.start_flush()
+        try:
+            await self._manager.run_cpu_work(sync.run)
+        finally:
+            sync.close()
+        self._check_online()
+        with self._manager.io(log.log_dir):
+            if sync.error is not None:
+                raise sync.error
+            if self._log is log:
+                log.finish_flush(sync)
+        return True
 
     def append_as_leader_nowait(
         self, records: bytes, leader_epoch: int,
@@ -434,6 +464,8 @@ class PartitionLog:
             headers = rb.validate_replica_records(records, 0)
         async with self.lock:
             _check_guard(guard)
+            if headers and await self._sync_before_roll(len(records), headers[-1].last_offset):
+                _check_guard(guard)  # (the event loop ran meanwhile)
             return self._append_as_follower_locked(records, headers)
 
     def append_as_follower_nowait(self, records: bytes, *,
@@ -1763,6 +1795,11 @@ class LogManager:
         """How CPU-heavy work (validating big or compressed batches) leaves the event loop: the
         trio runtime lends ``trio.to_thread.run_sync``; without one it runs inline."""
         self._cpu_offload = offload
+
+    @property
+    def has_offload(self) -> bool:
+        """Whether a runtime lent worker threads (:meth:`set_cpu_offload`)."""
+        return self._cpu_offload is not None
 
     async def run_cpu_work(self, function: Callable[..., _T], *args: Any) -> _T:
         """Run ``function(*args)`` through the runtime's offload (inline without one)."""

@@ -17,12 +17,13 @@ import trio
 
 from conformance.disk import SimDisk
 from impl.storage import LogManager, PartitionLog, StorageConfig, TopicPartition
+from impl.storage import record_batch as rb
 from impl.storage.checkpoint import RECOVERY_POINT_CHECKPOINT
 from impl.storage.log import FlushSync
 from impl.storage.os_disk import OsDisk, OsSyncHandle
 from impl.storage.runtime import run_log_manager
 
-from ._support import DIR_A, TP, ExtremeRng, ManualClock, batch, config, run
+from ._support import DIR_A, TP, ExtremeRng, ManualClock, batch, config, log_bytes, run
 
 
 def _single_dir_manager(disk: SimDisk) -> LogManager:
@@ -129,3 +130,98 @@ def test_the_runtime_fsyncs_in_a_worker_thread(
         disk.close()
     assert sync_threads, "the flush ran no sync handle"
     assert loop_thread not in sync_threads
+
+
+def test_a_crash_right_after_a_roll_leaves_no_gap() -> None:
+    # the segment a roll closes is durable before the new one takes a byte: were it left to
+    # the next flush pass, a crash could lose its tail whole (no torn batch to show it) and
+    # keep the new segment, a gap below the LEO that recovery cannot tell from a cleaner's
+    disk = SimDisk([DIR_A])
+    manager = _single_dir_manager(disk)
+    partition = manager.create(TP, is_new=True)
+    run(lambda: _append(partition, 0, 2))  # offsets 0-3
+    list(manager.checkpoint_steps())
+    run(lambda: _append(partition, 2, 2))  # offsets 4-7, unsynced
+    partition.log.roll()  # segment 8
+    run(lambda: _append(partition, 4, 1))  # offsets 8-9, unsynced
+
+    disk.crash(ExtremeRng(keep=False))  # type: ignore[arg-type]
+    reopened = _single_dir_manager(disk).get(TP)
+    assert reopened is not None
+    assert reopened.log_end_offset == 8
+    recovered = log_bytes(disk, DIR_A)
+    assert [header.base_offset for header in rb.iter_batches(recovered)] == [0, 2, 4, 6]
+
+
+@pytest.mark.parametrize("role", ["leader", "follower"])
+def test_an_append_that_rolls_fsyncs_the_old_segment_in_a_worker_thread(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch, role: str
+) -> None:
+    # the roll fsynced the segment it closed on the event loop: every request waited for the
+    # device to write back up to a flush interval's appends (Kafka's roll leaves that flush to
+    # its scheduler thread). Now the append that will roll hands the fsync to a worker thread
+    # first, the partition lock held, and the roll finds the segment durable.
+    loop_fsyncs: list[str] = []
+    sync_threads: list[int] = []
+    real_fsync, real_sync = OsDisk.fsync, OsSyncHandle.sync
+
+    def recording_fsync(disk: OsDisk, path: str) -> None:
+        if path.endswith((".log", ".index")):
+            loop_fsyncs.append(path)
+        real_fsync(disk, path)
+
+    def recording_sync(handle: OsSyncHandle) -> None:
+        if handle._path.endswith((".log", ".index")):  # a segment's (not a checkpoint's)
+            sync_threads.append(threading.get_ident())
+        real_sync(handle)
+
+    monkeypatch.setattr(OsDisk, "fsync", recording_fsync)
+    monkeypatch.setattr(OsSyncHandle, "sync", recording_sync)
+    disk = OsDisk()
+    # no periodic flush during the test: the roll's is the only segment fsync
+    manager = LogManager.open(
+        StorageConfig(log_dirs=(str(tmp_path),), segment_bytes=3 * len(batch(0)),
+                      flush_interval_ms=3_600_000),
+        disk=disk,
+    )
+    loop_thread = threading.get_ident()
+    segments: list[tuple[int, int, int]] = []
+    during: list[int] = []
+
+    async def main() -> None:
+        partition = manager.create(TopicPartition("t", 0), is_new=True)
+        leader = LogManager.open(config(str(tmp_path / "leader")), disk=OsDisk())
+        source = leader.create(TopicPartition("t", 0), is_new=True)
+        async with trio.open_nursery() as nursery:
+            run_log_manager(manager, nursery)
+            with trio.fail_after(10):
+                while not manager.has_offload:  # the runtime's task has started
+                    await trio.sleep(0)
+            for index in range(4):  # the fourth rolls
+                if role == "leader":
+                    await partition.append_as_leader(batch(index), 1)
+                else:
+                    info = await source.append_as_leader(batch(index), 1)
+                    fetched = source.read(info.base_offset, 1 << 20)
+                    records = b"".join(piece.read_all() for piece in fetched)
+                    for piece in fetched:
+                        piece.close()
+                    await partition.append_as_follower(records)
+            segments.extend((segment.base_offset, segment.size, segment.durable_size)
+                            for segment in partition.log.segments)
+            during.extend(sync_threads)  # (closing the manager fsyncs the rest)
+            nursery.cancel_scope.cancel()
+        leader.close()
+
+    try:
+        trio.run(main)
+    finally:
+        manager.close()
+        disk.close()
+    assert [base for base, _, _ in segments] == [0, 6]
+    (_, closed_size, closed_durable), (_, active_size, active_durable) = segments
+    assert closed_durable == closed_size  # synced before the roll
+    assert active_durable < active_size  # the new segment's bytes wait for a flush
+    assert loop_fsyncs == []
+    assert len(during) == 2  # the closed segment's log and index
+    assert loop_thread not in during
