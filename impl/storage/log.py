@@ -619,8 +619,9 @@ class Log:
 
     def roll(self, base_offset: int | None = None) -> Segment:
         """Start a new segment at the LEO (or at ``base_offset``, at or past it); the old one is
-        fsynced first (it will never change), unless it is durable already (a runtime with
-        worker threads fsyncs it there before the append that rolls, :meth:`roll_syncs`).
+        fsynced first (it will never change), its log file unless it is durable already (a
+        runtime with worker threads fsyncs it there before the append that rolls,
+        :meth:`roll_syncs`), its index always (small, and clean after such a sync).
         Before the new segment takes a byte: a crash must not keep later bytes and lose the
         old segment's tail without a torn batch to show it, a gap recovery could not see."""
         base = self.log_end_offset if base_offset is None else base_offset
@@ -628,8 +629,10 @@ class Log:
         old = self.active
         if old.durable_size != old.size:
             self.disk.fsync(old.log_path)
-            self.disk.fsync(old.index_path)
             old.durable_size = old.size
+        # always: a truncation rewrites the index without a sync (the active segment's index is
+        # rebuilt at recovery, a closed one below the recovery point is trusted)
+        self.disk.fsync(old.index_path)
         segment = self._new_segment(base)
         self.disk.fsync_dir(self.path)
         self.recovery_point = max(self.recovery_point, old.next_offset)

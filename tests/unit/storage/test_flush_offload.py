@@ -166,7 +166,7 @@ def test_an_append_that_rolls_fsyncs_the_old_segment_in_a_worker_thread(
     real_fsync, real_sync = OsDisk.fsync, OsSyncHandle.sync
 
     def recording_fsync(disk: OsDisk, path: str) -> None:
-        if path.endswith((".log", ".index")):
+        if path.endswith(".log"):  # (the roll fsyncs the closed index again: clean, small)
             loop_fsyncs.append(path)
         real_fsync(disk, path)
 
@@ -225,3 +225,23 @@ def test_an_append_that_rolls_fsyncs_the_old_segment_in_a_worker_thread(
     assert loop_fsyncs == []
     assert len(during) == 2  # the closed segment's log and index
     assert loop_thread not in during
+
+
+def test_a_roll_syncs_the_index_a_truncation_rewrote() -> None:
+    # the closed segment's log is durable already (the truncation fsynced it), so the roll
+    # skips its fsync; its index, rewritten by the truncation without one, must still be
+    # synced: once the recovery point passes the segment, recovery trusts it
+    disk = SimDisk([DIR_A])
+    manager = LogManager.open(config(DIR_A, segment_bytes=1 << 20, index_interval_bytes=1),
+                              disk=disk, clock=ManualClock())
+    partition = manager.create(TP, is_new=True)
+    run(lambda: _append(partition, 0, 6))  # offsets 0-11, an index entry per batch
+    list(manager.checkpoint_steps())
+    partition.truncate_to(6)  # index rewritten: 3 entries
+    closed = partition.log.active
+    assert closed.durable_size == closed.size
+    partition.log.roll()
+    disk.crash(ExtremeRng(keep=False))  # type: ignore[arg-type]
+    index = disk.read(closed.index_path, 0, disk.size(closed.index_path))
+    assert len(index) == 8 * (len(closed.index))  # not the 6 entries of the last flush
+    assert len(closed.index) < 6
