@@ -256,8 +256,8 @@ def staleness(tree: Path, sources: Mapping[str, str]) -> tuple[Manifest | None, 
         if manifest.sources.get(name) != sources.get(name)
     )  # fmt: skip
     if changed:
-        more = f" and {len(changed) - 1} more" if len(changed) > 1 else ""
-        return None, f"{changed[0]}{more} differ from the build"
+        more = f" and {len(changed) - 1} more differ" if len(changed) > 1 else " differs"
+        return None, f"{changed[0]}{more} from the build"
     missing = [name for name in manifest.compiled if not _extension_exists(tree, name)]
     if missing:
         return None, f"no extension module for {missing[0]}"
