@@ -25,7 +25,9 @@ a steady 50 MB/s with acks=all on the same cluster (after one unmeasured second 
 new partition's followers join at their next fetch), measured twice: on the fresh cluster before
 the throughput phases, and after them, when the brokers' new page-cache pages are memory the VM
 must fault in from its host (docs/performance.md, "The VM's first touch of memory"); and again
-over the 12 partitions at 5 MB/s (about one partition per Produce: a request rate, no target).
+over the 12 partitions at 5 MB/s (about one partition per Produce: a request rate, no target);
+and once more at 5 MB/s beside a topic of 16 MiB segments taking 40 MB/s (a roll on every
+broker about every 0.4 s: what a neighbour's rolls cost a partition, no target).
 Every phase prints MB/s wall, MB per broker CPU-second (the brokers' user + system time from
 ``/proc``, summed over the cluster, and the two apart), its ratio to the figures measured
 before the work on the hot path and to the target, and the run ends with one JSON line naming
@@ -54,6 +56,7 @@ import socket
 import struct
 import subprocess
 import tempfile
+import threading
 import time
 from pathlib import Path
 from typing import Any
@@ -366,6 +369,10 @@ WIDE_PARTITIONS = 12
 WIDE_LATENCY_RATE_MB_PER_S = 5.0
 #: bytes of the page-cache calibration's write (and again of its rewrite): about 3 s
 CALIBRATION_BYTES = 1 << 30
+#: the rolls phase: a topic of small segments taking a steady rate, beside the measured one
+ROLLING_SEGMENT_BYTES = 16 << 20
+ROLLING_RATE_MB_PER_S = 40.0
+BESIDE_ROLLS_RATE_MB_PER_S = 5.0
 
 
 def _broker_properties(root: Path, broker_id: int, port: int, zookeeper: str) -> str:
@@ -647,8 +654,67 @@ def _native_cluster(root: Path, zookeeper: str, client: NativeClient, *, records
               f"{steady_mb / produced.elapsed_s:.1f} MB/s: p50 {latency['p50']:.2f} ms, "
               f"p99 {latency['p99']:.2f} ms, max {latency['max']:.2f} ms; broker CPU "
               f"{cpu_text} in {produced.elapsed_s:.1f} s")
+        _beside_rolls_phase(client, bootstrap, processes, record_bytes=record_bytes,
+                            latency_seconds=latency_seconds, results=results)
     finally:
         _stop(processes)
+
+
+def _beside_rolls_phase(client: NativeClient, bootstrap: str,
+                        processes: list[subprocess.Popen[bytes]], *, record_bytes: int,
+                        latency_seconds: float, results: dict[str, Any]) -> None:
+    """acks=all latency of a partition at 5 MB/s while another topic, its segments 16 MiB,
+    takes 40 MB/s: every broker rolls one of its segments about every 0.4 s. A roll fsyncs the
+    segment it closes (before the new one takes a byte); where the broker waits for that fsync
+    is what the phase shows: the partition beside it should not. ``beside_rolls_*``."""
+    from impl.broker.admin import AdminClient
+
+    _create_replicated_topic(bootstrap, "rolling", CLUSTER_SIZE)
+    with AdminClient(bootstrap) as admin:
+        code, message = admin.incremental_alter_configs(
+            2, "rolling", [("segment.bytes", 0, str(ROLLING_SEGMENT_BYTES))])
+    if code != 0:
+        raise SystemExit(f"cannot set segment.bytes of rolling: {code} {message}")
+    _create_replicated_topic(bootstrap, "beside", CLUSTER_SIZE)
+    warm_up = max(int(BESIDE_ROLLS_RATE_MB_PER_S * MB * LATENCY_WARM_UP_S / record_bytes), 1)
+    steady = max(int(BESIDE_ROLLS_RATE_MB_PER_S * MB * latency_seconds / record_bytes), 1)
+    client.produce(bootstrap, "beside", warm_up, record_bytes, "all",
+                   rate_mb_s=BESIDE_ROLLS_RATE_MB_PER_S, latency=True)
+    # the rolling producer runs a second longer on either side of the measured one
+    rolling = int(ROLLING_RATE_MB_PER_S * MB * (latency_seconds + 2) / record_bytes)
+    failure: list[BaseException] = []
+
+    def produce_rolling() -> None:
+        try:
+            client.produce(bootstrap, "rolling", rolling, record_bytes, "all",
+                           rate_mb_s=ROLLING_RATE_MB_PER_S)
+        except BaseException as error:  # reported on the phase's thread
+            failure.append(error)
+
+    producer = threading.Thread(target=produce_rolling, name="rolling producer")
+    producer.start()
+    try:
+        deadline = time.monotonic() + 1.0  # a second of rolling traffic before measuring
+        while time.monotonic() < deadline and producer.is_alive():
+            producer.join(timeout=deadline - time.monotonic())
+        produced = client.produce(bootstrap, "beside", steady, record_bytes, "all",
+                                  rate_mb_s=BESIDE_ROLLS_RATE_MB_PER_S, latency=True)
+    finally:
+        producer.join()
+    if failure:
+        raise failure[0]
+    latency = {key: value / 1000 for key, value in produced.latency_us.items()}
+    for key in ("p50", "p99", "p999", "max"):
+        results[f"beside_rolls_{key}_ms"] = round(latency[key], 2)
+    steady_mb = steady * record_bytes / MB
+    results["beside_rolls_rate_mb_per_s"] = round(steady_mb / produced.elapsed_s, 1)
+    rolls = rolling * record_bytes // ROLLING_SEGMENT_BYTES
+    results["beside_rolls_segments_rolled_per_broker"] = rolls
+    print(f"acks=all latency at {steady_mb / produced.elapsed_s:.1f} MB/s beside a topic of "
+          f"{ROLLING_SEGMENT_BYTES >> 20} MiB segments at {ROLLING_RATE_MB_PER_S:.0f} MB/s "
+          f"(about {rolls} rolls per broker): p50 {latency['p50']:.2f} ms, "
+          f"p99 {latency['p99']:.2f} ms, p99.9 {latency['p999']:.2f} ms, "
+          f"max {latency['max']:.2f} ms")
 
 
 def native_main(records: int, record_bytes: int, latency_seconds: float, prefer: str, *,
