@@ -349,26 +349,24 @@ class PartitionLog:
             )
         else:
             batches = rb.validate_client_batches(records, log_config.max_message_bytes)
+        await self._sync_before_roll(len(records), None)
         async with self.lock:
             _check_guard(guard)
-            if await self._sync_before_roll(len(records), None):
-                _check_guard(guard)  # (the event loop ran meanwhile)
             return self._append_as_leader_locked(records, batches, leader_epoch,
                                                  timestamp_window_ms)
 
-    async def _sync_before_roll(self, incoming_bytes: int, last_offset: int | None) -> bool:
+    async def _sync_before_roll(self, incoming_bytes: int, last_offset: int | None) -> None:
         """Fsync the active segment through the runtime's worker threads when the append about
-        to be made will roll it (:meth:`Log.roll_syncs`; the partition lock held): the roll
-        then finds it durable and the event loop never waits for the device, as Kafka's roll
-        leaves the old segment's flush to its scheduler thread. Without worker threads (the
-        simulators) the roll fsyncs inline, as it always may.
-
-        Returns:
-            Whether it awaited (the caller re-checks what may have changed meanwhile).
+        to be made will roll it (:meth:`Log.roll_syncs`), before the append takes the partition
+        lock (which never waits: nothing holds it across an await), as the flush pass does:
+        the roll then finds the segment durable, or fsyncs inline only what other appends added
+        meanwhile, and the event loop does not wait for the device; Kafka's roll leaves the old
+        segment's flush to its scheduler thread. Without worker threads (the simulators) the
+        roll fsyncs inline, as it always may.
         """
         log = self._log
         if not self._manager.has_offload or not log.roll_syncs(incoming_bytes, last_offset):
-            return False
+            return
         self._check_online()
         with self._manager.io(log.log_dir):
             sync = log.start_flush()
@@ -382,7 +380,6 @@ class PartitionLog:
                 raise sync.error
             if self._log is log:
                 log.finish_flush(sync)
-        return True
 
     def append_as_leader_nowait(
         self, records: bytes, leader_epoch: int,
@@ -462,10 +459,10 @@ class PartitionLog:
             headers = await self._manager.run_cpu_work(rb.validate_replica_records, records, 0)
         else:
             headers = rb.validate_replica_records(records, 0)
+        if headers:
+            await self._sync_before_roll(len(records), headers[-1].last_offset)
         async with self.lock:
             _check_guard(guard)
-            if headers and await self._sync_before_roll(len(records), headers[-1].last_offset):
-                _check_guard(guard)  # (the event loop ran meanwhile)
             return self._append_as_follower_locked(records, headers)
 
     def append_as_follower_nowait(self, records: bytes, *,
