@@ -245,3 +245,58 @@ def test_a_roll_syncs_the_index_a_truncation_rewrote() -> None:
     index = disk.read(closed.index_path, 0, disk.size(closed.index_path))
     assert len(index) == 8 * (len(closed.index))  # not the 6 entries of the last flush
     assert len(closed.index) < 6
+
+
+def test_the_partition_lock_is_free_while_the_roll_s_fsync_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # the partition lock never waits (MoveLock): the mover's swap and the cleaner take it
+    # without suspending, so no one may hold it across an await (the first version of the
+    # roll's offload did, and the swap found it held)
+    entered, release = threading.Event(), threading.Event()
+    real_sync = OsSyncHandle.sync
+
+    def slow_sync(handle: OsSyncHandle) -> None:
+        if handle._path.endswith(".log"):
+            entered.set()
+            assert release.wait(10)
+        real_sync(handle)
+
+    monkeypatch.setattr(OsSyncHandle, "sync", slow_sync)
+    disk = OsDisk()
+    manager = LogManager.open(
+        StorageConfig(log_dirs=(str(tmp_path),), segment_bytes=3 * len(batch(0)),
+                      flush_interval_ms=3_600_000),
+        disk=disk,
+    )
+    held: list[bool] = []
+
+    async def main() -> None:
+        partition = manager.create(TopicPartition("t", 0), is_new=True)
+        async with trio.open_nursery() as nursery:
+            run_log_manager(manager, nursery)
+            with trio.fail_after(10):
+                while not manager.has_offload:
+                    await trio.sleep(0)
+            for index in range(3):
+                await partition.append_as_leader(batch(index), 1)
+            nursery.start_soon(partition.append_as_leader, batch(3), 1)  # rolls
+            with trio.fail_after(10):
+                while not entered.is_set():
+                    await trio.sleep(0.001)
+            held.append(partition.lock.locked())
+            await partition.lock.acquire()  # as the mover's swap does
+            partition.lock.release()
+            release.set()
+            with trio.fail_after(10):
+                while len(partition.log.segments) < 2:
+                    await trio.sleep(0.001)
+            nursery.cancel_scope.cancel()
+
+    try:
+        trio.run(main)
+    finally:
+        release.set()
+        manager.close()
+        disk.close()
+    assert held == [False]
