@@ -323,6 +323,13 @@ def run(arguments: argparse.Namespace) -> int:
     """Run a campaign: validate everything cheap first, then start Spark."""
     plan = _plan(arguments)
     extra_conf = _extra_conf(arguments.conf)
+    try:  # (a usage error is the one line it prints: before the compiled tree is looked at)
+        if arguments.master is not None:
+            validate_master(arguments.master)
+        out_dir = check_output(arguments.out, overwrite=arguments.overwrite)
+        load_runner(plan.runner)
+    except CampaignError as error:
+        raise CliError(str(error)) from error
     tree = arguments.compiled_tree or default_compiled_tree()
     # checked here against the driver's sources (to start Spark without reusing Python workers,
     # so that shrinking runs from source), then against the zip shipped
@@ -343,10 +350,6 @@ def run(arguments: argparse.Namespace) -> int:
         extra_conf=extra_conf,
     )
     try:
-        if options.master is not None:
-            validate_master(options.master)
-        out_dir = check_output(arguments.out, overwrite=arguments.overwrite)
-        load_runner(plan.runner)
         version = code_version()
         with open_context(options, plan.runner) as campaign_context:
             web_url = campaign_context.context.uiWebUrl

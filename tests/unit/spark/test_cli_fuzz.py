@@ -9,9 +9,16 @@ from pathlib import Path
 
 import pytest
 
-from impl.cli import main
+from impl.cli import cmd_fuzz, main
 
 RUNNER = "tests.integration.spark.seeded_runner"
+
+
+@pytest.fixture(autouse=True)
+def _no_compiled_tree(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    """Every campaign here finds no compiled tree (as after an edit of the sources): its
+    fallback line must not come before a usage error, which is the one line printed."""
+    monkeypatch.setattr(cmd_fuzz, "default_compiled_tree", lambda: tmp_path / "no-tree")
 
 
 def _one_line_error(capsys: pytest.CaptureFixture[str], argv: list[str], fragment: str) -> None:
