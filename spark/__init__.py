@@ -13,7 +13,6 @@ from spark._campaign import summary_lines as summary_lines
 from spark._compiled import FALLBACK_LINE as FALLBACK_LINE
 from spark._compiled import CompiledChoice as CompiledChoice
 from spark._compiled import check_compiled as check_compiled
-from spark._compiled import choose_compiled as choose_compiled
 from spark._compiled import default_compiled_tree as default_compiled_tree
 from spark._compiled import running_digests as running_digests
 from spark._compiled import zip_digests as zip_digests
@@ -80,7 +79,6 @@ __all__ = [
     "build_zip",
     "check_compiled",
     "check_output",
-    "choose_compiled",
     "code_version",
     "default_compiled_tree",
     "fallback_replay_command",

@@ -172,15 +172,6 @@ def check_compiled(tree: Path, sources: Mapping[str, str]) -> tuple[CompiledChoi
     return CompiledChoice(str(tree.resolve()), manifest.sha256, manifest.label), ""
 
 
-def choose_compiled(tree: Path, sources: Mapping[str, str]) -> CompiledChoice | None:
-    """:func:`check_compiled`, saying :data:`FALLBACK_LINE` and the reason on stderr when the
-    tree is not fresh (``None``)."""
-    choice, reason = check_compiled(tree, sources)
-    if choice is None:
-        print(f"{FALLBACK_LINE} ({reason})", file=sys.stderr, flush=True)
-    return choice
-
-
 def default_compiled_tree() -> Path:
     """Where ``make compiled`` builds: ``logproof-compiled`` in this interpreter's venv."""
     return Path(sys.prefix) / "logproof-compiled"

@@ -259,6 +259,17 @@ def test_python_workers_run_the_driver_interpreter(campaign_context: CampaignCon
     assert found == [sys.executable, sys.executable]
 
 
+def _campaign_with_tree(tmp_path: Path, tree: str, options: list[str]) -> tuple[list[str], Path]:
+    """A 12-seed campaign's argv with ``options`` and a compiled tree that is ``missing`` or a
+    ``fresh`` stand-in built from these sources; and its output dir."""
+    directory = tmp_path / "tree"
+    if tree == "fresh":
+        stand_in_tree(directory, directory_digests(ROOT))
+    out = tmp_path / "campaign"
+    argv = ["fuzz", "--seeds", "12", "--master", "local[2]", "--steps", "20", "--runner", RUNNER]
+    return [*argv, *options, "--compiled-tree", str(directory), "--out", str(out)], out
+
+
 @pytest.mark.parametrize("tree", ["missing", "fresh"])
 @pytest.mark.parametrize("code", [[], ["--code", "auto"], ["--code", "source"]])
 def test_a_campaign_without_a_usable_compiled_tree_runs_from_source(
@@ -271,12 +282,7 @@ def test_a_campaign_without_a_usable_compiled_tree_runs_from_source(
     # missing: nothing was built; fresh (a stand-in tree built from these sources): this test
     # module's context reuses its Python workers, where shrinking would then run compiled code.
     # auto (the default) says so in one line; source never looks at the tree
-    directory = tmp_path / "tree"
-    if tree == "fresh":
-        stand_in_tree(directory, directory_digests(ROOT))
-    out = tmp_path / "campaign"
-    argv = ["fuzz", "--seeds", "12", "--master", "local[2]", "--steps", "20", "--runner", RUNNER]
-    argv += [*code, "--compiled-tree", str(directory), "--out", str(out)]
+    argv, out = _campaign_with_tree(tmp_path, tree, code)
     assert main(argv) == 3
     captured = capsys.readouterr()
     fallbacks = [line for line in captured.err.splitlines() if line.startswith(FALLBACK_LINE)]
@@ -299,12 +305,7 @@ def test_code_compiled_without_a_usable_tree_is_a_one_line_error(
     tree: str,
     flag: list[str],
 ) -> None:
-    directory = tmp_path / "tree"
-    if tree == "fresh":
-        stand_in_tree(directory, directory_digests(ROOT))
-    out = tmp_path / "campaign"
-    argv = ["fuzz", "--seeds", "12", "--master", "local[2]", "--steps", "20", "--runner", RUNNER]
-    argv += [*flag, "--compiled-tree", str(directory), "--out", str(out)]
+    argv, out = _campaign_with_tree(tmp_path, tree, flag)
     assert main(argv) == 1
     captured = capsys.readouterr()
     lines = captured.err.strip().splitlines()

@@ -35,6 +35,24 @@ async def _append(partition: PartitionLog, first: int, count: int) -> None:
         await partition.append_as_leader(batch(index), 1)
 
 
+def _rolling_manager(root: Path, disk: OsDisk) -> LogManager:
+    """A manager on ``disk`` whose segments roll at the fourth batch, with no periodic flush
+    during a test (a roll's is then the only segment fsync)."""
+    return LogManager.open(
+        StorageConfig(log_dirs=(str(root),), segment_bytes=3 * len(batch(0)),
+                      flush_interval_ms=3_600_000),
+        disk=disk,
+    )
+
+
+async def _run_offloading(manager: LogManager, nursery: trio.Nursery) -> None:
+    """Start the trio runtime of ``manager`` and wait until it lends its worker threads."""
+    run_log_manager(manager, nursery)
+    with trio.fail_after(10):
+        while not manager.has_offload:  # the runtime's task has started
+            await trio.sleep(0)
+
+
 def test_appends_during_the_fsyncs_stay_unsynced() -> None:
     disk = SimDisk([DIR_A])
     manager = _single_dir_manager(disk)
@@ -160,7 +178,7 @@ def test_an_append_that_rolls_fsyncs_the_old_segment_in_a_worker_thread(
     # the roll fsynced the segment it closed on the event loop: every request waited for the
     # device to write back up to a flush interval's appends (Kafka's roll leaves that flush to
     # its scheduler thread). Now the append that will roll hands the fsync to a worker thread
-    # first, the partition lock held, and the roll finds the segment durable.
+    # first, before it takes the partition lock, and the roll finds the segment durable.
     loop_fsyncs: list[str] = []
     sync_threads: list[int] = []
     real_fsync, real_sync = OsDisk.fsync, OsSyncHandle.sync
@@ -178,12 +196,7 @@ def test_an_append_that_rolls_fsyncs_the_old_segment_in_a_worker_thread(
     monkeypatch.setattr(OsDisk, "fsync", recording_fsync)
     monkeypatch.setattr(OsSyncHandle, "sync", recording_sync)
     disk = OsDisk()
-    # no periodic flush during the test: the roll's is the only segment fsync
-    manager = LogManager.open(
-        StorageConfig(log_dirs=(str(tmp_path),), segment_bytes=3 * len(batch(0)),
-                      flush_interval_ms=3_600_000),
-        disk=disk,
-    )
+    manager = _rolling_manager(tmp_path, disk)
     loop_thread = threading.get_ident()
     segments: list[tuple[int, int, int]] = []
     during: list[int] = []
@@ -193,10 +206,7 @@ def test_an_append_that_rolls_fsyncs_the_old_segment_in_a_worker_thread(
         leader = LogManager.open(config(str(tmp_path / "leader")), disk=OsDisk())
         source = leader.create(TopicPartition("t", 0), is_new=True)
         async with trio.open_nursery() as nursery:
-            run_log_manager(manager, nursery)
-            with trio.fail_after(10):
-                while not manager.has_offload:  # the runtime's task has started
-                    await trio.sleep(0)
+            await _run_offloading(manager, nursery)
             for index in range(4):  # the fourth rolls
                 if role == "leader":
                     await partition.append_as_leader(batch(index), 1)
@@ -264,20 +274,13 @@ def test_the_partition_lock_is_free_while_the_roll_s_fsync_runs(
 
     monkeypatch.setattr(OsSyncHandle, "sync", slow_sync)
     disk = OsDisk()
-    manager = LogManager.open(
-        StorageConfig(log_dirs=(str(tmp_path),), segment_bytes=3 * len(batch(0)),
-                      flush_interval_ms=3_600_000),
-        disk=disk,
-    )
+    manager = _rolling_manager(tmp_path, disk)
     held: list[bool] = []
 
     async def main() -> None:
         partition = manager.create(TopicPartition("t", 0), is_new=True)
         async with trio.open_nursery() as nursery:
-            run_log_manager(manager, nursery)
-            with trio.fail_after(10):
-                while not manager.has_offload:
-                    await trio.sleep(0)
+            await _run_offloading(manager, nursery)
             for index in range(3):
                 await partition.append_as_leader(batch(index), 1)
             nursery.start_soon(partition.append_as_leader, batch(3), 1)  # rolls
