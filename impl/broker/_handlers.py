@@ -34,6 +34,7 @@ from .config_store import ReplicationQuotas
 from .fetch_response import FetchPartitionReply, encode_fetch_response
 from .metadata_cache import BrokerEndpoint, MetadataCache
 from .produce_response import PartitionResult, encode_produce_response
+from .purgatory import fetch_answered
 from .replica_manager import AppendedProduce, ReplicaManager
 from .replication import fetcher_broker_epoch
 from .server import (
@@ -617,8 +618,9 @@ class RequestHandlers:
             # (asked again after a wake: a follower's position was recorded on arrival)
             topics, total, errors = self._fetch_once(body, connection_id, request.client_id,
                                                      asked_again=partitions is not None)
-            if (total >= min_bytes or errors or trio.current_time() >= deadline
-                    or self.context.replicas.stopping):
+            if fetch_answered(total_bytes=total, min_bytes=min_bytes, errors=errors,
+                              now=trio.current_time(), deadline=deadline,
+                              stopping=self.context.replicas.stopping):
                 break
             for _, replies in topics:
                 for reply in replies:

@@ -14,7 +14,7 @@ out the node's effects:
 * ``WriteIsr``: handed to the broker's ZooKeeper writer, whose result comes back through
   :meth:`ReplicaManager.isr_written`;
 * ``RoleChanged``, ``HighWatermarkMoved``, ``LogChanged``: start or stop fetch loops, wake
-  delayed fetches and produces.
+  the delayed fetches :mod:`impl.broker.purgatory` says they wake.
 
 Storage is reached only through the storage engine's facade (``LogManager`` / ``PartitionLog``):
 this module never touches files.
@@ -58,12 +58,10 @@ from .node import (
     FetchReply,
     GroupCall,
     GroupTick,
-    HighWatermarkMoved,
     IsrWritten,
     LeaderAndIsr,
     ListOffsetsCall,
     ListOffsetsReply,
-    LogChanged,
     NodeConfig,
     OtherControllerRequest,
     Produce,
@@ -79,6 +77,7 @@ from .node import (
 )
 from .node_store import LogManagerStore
 from .producer_state import PartitionProducerState
+from .purgatory import Change, Purgatory, appended, changes_of
 from .replication import ReplicaState, TruncationPolicy
 
 log = logging.getLogger(__name__)
@@ -157,14 +156,13 @@ class AppendedProduce:
 
 
 class _Watch:
-    """A delayed fetch waiting for a change to its partitions (:meth:`ReplicaManager.wait_changed`
-    with ``partitions``); ``records_only``: not woken by a lone HW move."""
+    """A task waiting in :meth:`ReplicaManager.wait_changed` (a delayed fetch, or a request
+    waiting for metadata); the purgatory decides when it wakes."""
 
-    __slots__ = ("event", "records_only")
+    __slots__ = ("event",)
 
-    def __init__(self, records_only: bool) -> None:
+    def __init__(self) -> None:
         self.event = trio.Event()
-        self.records_only = records_only
 
 
 class _GroupWaiter:
@@ -228,11 +226,8 @@ class ReplicaManager:
             clock_ms=lambda: int(trio.current_time() * 1000),
             wall_ms=lambda: int(time.time() * 1000),
         )
-        self._changed = trio.Event()
-        self._records_changed = trio.Event()
-        #: the delayed fetches waiting, by partition (each also in ``_all_watches``)
-        self._watches: dict[TopicPartition, set[_Watch]] = {}
-        self._all_watches: set[_Watch] = set()
+        #: the tasks waiting for a change (delayed fetches, by their partitions)
+        self.purgatory: Purgatory[_Watch] = Purgatory()
         #: while set (in synchronous code only, never across an await), :meth:`notify` only
         #: collects what it was told (``_held``, ``_held_all``): the code that set it releases
         #: them at once when it is done (:meth:`_release`)
@@ -333,30 +328,23 @@ class ReplicaManager:
         watermark moved, which wakes only the waiters that asked for HW moves too;
         ``partitions``: what changed is those partitions' logs (or HWs) alone, which wakes the
         delayed fetches of those partitions and every waiter that named none (default: anything
-        may have changed, every waiter wakes)."""
+        may have changed, every waiter wakes). :meth:`wake` with the same
+        :class:`~impl.broker.purgatory.Change`."""
+        self.wake(Change(None if partitions is None else tuple(partitions), records))
+
+    def wake(self, change: Change) -> None:
+        """Wake the waiters ``change`` wakes (:meth:`Purgatory.woken
+        <impl.broker.purgatory.Purgatory.woken>`), or hold it while ``_quiet`` is set."""
         if self._quiet:
-            if partitions is None:
-                self._held_all = records or bool(self._held_all)
+            if change.partitions is None:
+                self._held_all = change.records or bool(self._held_all)
             else:
                 held = self._held
-                for tp in partitions:
-                    held[tp] = records or held.get(tp, False)
+                for tp in change.partitions:
+                    held[tp] = change.records or held.get(tp, False)
             return
-        self._changed.set()
-        self._changed = trio.Event()
-        if records:
-            self._records_changed.set()
-            self._records_changed = trio.Event()
-        if partitions is None:
-            for watch in self._all_watches:
-                if records or not watch.records_only:
-                    watch.event.set()
-            return
-        watches = self._watches
-        for tp in partitions:
-            for watch in watches.get(tp, ()):
-                if records or not watch.records_only:
-                    watch.event.set()
+        for watch in self.purgatory.woken(change):
+            watch.event.set()
 
     def _release(self) -> None:
         """The notifications held while ``_quiet`` was set, now (``_quiet`` is clear)."""
@@ -375,35 +363,17 @@ class ReplicaManager:
         records, not on the HW the other followers move); ``partitions``: woken only by a
         notify of one of them or of everything (Kafka's purgatory watches a delayed fetch by
         its partitions: an append to another partition does not re-evaluate it)."""
-        if partitions is None:
-            event = self._records_changed if records_only else self._changed
-            with trio.move_on_at(deadline):
-                await event.wait()
-            return
-        watch = _Watch(records_only)
-        watches = self._watches
-        keys = list(partitions)
-        for tp in keys:
-            watchers = watches.get(tp)
-            if watchers is None:
-                watchers = watches[tp] = set()
-            watchers.add(watch)
-        self._all_watches.add(watch)
+        watch = _Watch()
+        self.purgatory.watch(watch, partitions, records_only=records_only)
         try:
             with trio.move_on_at(deadline):
                 await watch.event.wait()
         finally:
-            self._all_watches.discard(watch)
-            for tp in keys:
-                watchers = watches.get(tp)
-                if watchers is not None:
-                    watchers.discard(watch)
-                    if not watchers:
-                        del watches[tp]
+            self.purgatory.forget(watch)
 
     def waiting_fetches(self) -> int:
         """Delayed fetches waiting on named partitions now (each is forgotten when it wakes)."""
-        return len(self._all_watches)
+        return self.purgatory.watching_partitions()
 
     # --- the pump --------------------------------------------------------------------------
 
@@ -428,10 +398,7 @@ class ReplicaManager:
             pending.extend(self.step(self._deferred.pop(0)))
         return pending
 
-    def _carry_out_now(self, effects: Iterable[Effect], pending: list[Effect]) -> None:
-        changed = False
-        logs_changed: list[TopicPartition] = []
-        high_watermarks_moved: list[TopicPartition] = []
+    def _carry_out_now(self, effects: list[Effect], pending: list[Effect]) -> None:
         for effect in effects:
             kind = type(effect)
             e: Any = effect
@@ -465,27 +432,17 @@ class ReplicaManager:
                 else:
                     self._carry_out_now(self.node.step(IsrWritten(e.tp, e.isr, None)), pending)
             elif kind is RoleChanged:
-                changed = True
                 if self.fetcher is not None:
                     state = e.state
                     if state is not None and state.role is replication.ReplicaRole.FOLLOWER:
                         self.fetcher.follow(e.tp, state.leader, state.leader_epoch)
                     else:
                         self.fetcher.unfollow(e.tp)
-            elif kind is ReportDirFailure:
-                if self.dir_failure_reporter is not None:
-                    self.dir_failure_reporter()
-            elif kind is LogChanged:
-                logs_changed.append(e.tp)
-            elif kind is HighWatermarkMoved:
-                high_watermarks_moved.append(e.tp)
-        if changed:
-            self.notify()
-            return
-        if logs_changed:
-            self.notify(partitions=logs_changed)
-        if high_watermarks_moved:
-            self.notify(records=False, partitions=high_watermarks_moved)
+            elif kind is ReportDirFailure and self.dir_failure_reporter is not None:
+                self.dir_failure_reporter()
+        # (LogChanged, HighWatermarkMoved and RoleChanged wake the waiters the purgatory says)
+        for change in changes_of(effects):
+            self.wake(change)
 
     async def carry_out(self, effects: list[Effect], *, wake: bool = True) -> list[Effect]:
         """Carry out appends (each completion stepped at once); returns the other replies.
@@ -502,12 +459,12 @@ class ReplicaManager:
             done = await self._append(effect)
             if wake:
                 more = self.step(done)
-                self.notify(partitions=(effect.tp,))
+                self.wake(appended(effect.tp))
             else:
                 self._quiet = True
                 try:
                     more = self.step(done)
-                    self.notify(partitions=(effect.tp,))  # held until the caller's release
+                    self.wake(appended(effect.tp))  # held until the caller's release
                 finally:
                     self._quiet = False
             queue[:0] = more
