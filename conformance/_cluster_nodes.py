@@ -58,6 +58,7 @@ from impl.broker.node import (
     append_error,
 )
 from impl.broker.node_store import LogManagerStore, read_whole_batches
+from impl.broker.purgatory import Purgatory, appended, changes_of, fetch_answered
 from impl.broker.replication import ReplicaRole, ReplicaState, TruncationPolicy
 from impl.controller.coordinator import (
     ConnectionLossError,
@@ -114,6 +115,11 @@ RETRY_MS: Final = 4
 #: this long. Kafka's 1000 ms is 1/30 of its ``replica.lag.time.max.ms``; the simulated lag
 #: bound is 40 ms.
 FETCH_BACKOFF_MS: Final = 1
+#: ``replica.fetch.wait.max.ms`` and ``replica.fetch.min.bytes`` (simulated): a follower's fetch
+#: that finds nothing waits at the leader this long for new records (a delayed fetch; below
+#: RETRY_MS, as Kafka's 500 ms are below its request timeout), and one byte answers it.
+FETCH_MAX_WAIT_MS: Final = 3
+FETCH_MIN_BYTES: Final = 1
 #: A produce unanswered for this long is retried by the client and dropped by the leader.
 PRODUCE_TIMEOUT_MS: Final = 30
 #: The chance that an append waits for its partition lock until the broker's next tick (a
@@ -204,10 +210,20 @@ class _SimStore(LogManagerStore):
         self._broker.world.truncated(self._broker, tp, start_offset)
 
 
+#: a parked fetch: (the follower, its request id, the partition)
+ParkedKey = tuple[int, int, TopicPartition]
+
+
 class SimBroker:
     """One simulated broker: a LogManager on its own disk and the broker node
     (:class:`impl.broker.node.BrokerNode`) that ships, driven by messages, ticks and the
-    simulated ZooKeeper. It carries inputs and effects and decides nothing."""
+    simulated ZooKeeper. It carries inputs and effects and decides nothing.
+
+    A follower's fetch that finds nothing is parked, as the trio broker's Fetch handler parks
+    it: :mod:`impl.broker.purgatory` says when it is answered and which changes (the node's
+    effects, a completed append) wake it; a woken or expired one is asked again
+    (``FetchCall.asked_again``) once the input that woke it is carried out, as the trio
+    broker's handler runs after the task that woke it."""
 
     def __init__(self, world: ClusterWorld, broker_id: int) -> None:
         self.world = world
@@ -259,6 +275,13 @@ class SimBroker:
         self._member_ids = 0
         #: a log-dir event notification that the ZooKeeper connection's loss held back
         self._dir_failure_unreported = False
+        #: the delayed fetches: each parked call and its deadline (simulated ms), the changes
+        #: that wake them, and those woken or expired, to be asked again
+        self._parked: dict[ParkedKey, tuple[FetchCall, int]] = {}
+        self._purgatory: Purgatory[ParkedKey] = Purgatory()
+        self._to_ask: list[ParkedKey] = []
+        self._asking = False
+        self._delays_fetches = config.delayed_fetches
 
     # --- the node's state, for the checkers --------------------------------------------------
 
@@ -281,6 +304,7 @@ class SimBroker:
         self._dir_failure_unreported = False
         self.channels = {}
         self._waiting_appends = []
+        self._forget_parked()
         self.manager = LogManager.open(self.storage_config, disk=self.disk, clock=world.clock,
                                        trace=self.storage_sink,
                                        on_dir_failure=self.failed_dirs_seen.append,
@@ -362,6 +386,7 @@ class SimBroker:
             self.controller.stop()
         self.controller = None
         world.network.drop_to(self.id)
+        self._forget_parked()
         self.manager = None
         self.store = None
         self.node = None
@@ -378,10 +403,12 @@ class SimBroker:
     # --- the pump ------------------------------------------------------------------------------
 
     def step(self, event: object) -> None:
-        """Step the node and carry out its effects (completions stepped at once, in order)."""
+        """Step the node and carry out its effects (completions stepped at once, in order),
+        then ask again the delayed fetches they woke."""
         node = self.node
         assert node is not None
         self._carry_out(node, node.step(event))
+        self._ask_again()
 
     def _carry_out(self, node: BrokerNode, effects: list[Effect]) -> None:
         network = self._network
@@ -416,6 +443,9 @@ class SimBroker:
             elif kind is ReportDirFailure:
                 self._dir_failure_unreported = True
                 self._report_dir_failure()
+        if self._parked:
+            for change in changes_of(effects):
+                self._to_ask.extend(self._purgatory.woken(change))
 
     def _append(self, node: BrokerNode, effect: Append) -> None:
         tp = effect.tp
@@ -439,6 +469,64 @@ class SimBroker:
             code, message = append_error(error)
             done = Appended(tp, effect.token, code, error_message=message)
         self._carry_out(node, node.step(done))
+        if self._parked:
+            self._to_ask.extend(self._purgatory.woken(appended(tp)))
+
+    # --- delayed fetches ----------------------------------------------------------------------
+
+    def _fetch(self, call: FetchCall, deadline_ms: int) -> None:
+        """Step a follower's fetch; park it when the purgatory says it is not answered yet
+        (its answer withheld, every other effect carried out)."""
+        node = self.node
+        assert node is not None
+        effects = node.step(call)
+        key = (call.replica, call.request_id, call.tp)
+        for index, effect in enumerate(effects):
+            if type(effect) is not Reply:
+                continue
+            reply: Any = effect.message
+            if type(reply) is not FetchReply or reply.request_id != call.request_id or (
+                    reply.tp != call.tp):
+                continue
+            if key not in self._parked and not fetch_answered(
+                    total_bytes=len(reply.records), min_bytes=FETCH_MIN_BYTES,
+                    errors=reply.error != NONE, now=self.now_ms(), deadline=deadline_ms,
+                    stopping=False):
+                del effects[index]
+                self._parked[key] = (call, deadline_ms)
+                self._purgatory.watch(key, (call.tp,), records_only=True)
+            break
+        self._carry_out(node, effects)
+
+    def _ask_again(self) -> None:
+        """Ask the woken and expired delayed fetches again, in the order they woke (each
+        answered, or parked again until its deadline)."""
+        if self._asking or not self._to_ask:
+            return
+        self._asking = True
+        try:
+            to_ask = self._to_ask
+            while to_ask:
+                parked = self._parked.pop(to_ask.pop(0), None)
+                if parked is not None and self.node is not None:
+                    call, deadline_ms = parked
+                    self._fetch(call._replace(asked_again=True), deadline_ms)
+        finally:
+            self._asking = False
+
+    def _expire_parked(self) -> None:
+        """The delayed fetches whose deadline passed are asked again (and so answered)."""
+        now_ms = self.now_ms()
+        for key, (_, deadline_ms) in list(self._parked.items()):
+            if deadline_ms <= now_ms:
+                self._purgatory.forget(key)
+                self._to_ask.append(key)
+
+    def _forget_parked(self) -> None:
+        """The process died or starts afresh: its delayed fetches are gone."""
+        self._parked.clear()
+        self._purgatory = Purgatory()
+        self._to_ask.clear()
 
     def _report_dir_failure(self) -> None:
         """Write the log-dir event notification; while the ZooKeeper connection is down, again
@@ -500,6 +588,9 @@ class SimBroker:
         node = self.node
         assert node is not None
         self._ticks += 1
+        if self._parked:
+            self._expire_parked()
+            self._ask_again()
         waiting = self._waiting_appends
         while waiting and waiting[0][0] <= self._ticks:
             self._append(node, waiting.pop(0)[1])
@@ -543,6 +634,10 @@ class SimBroker:
         elif kind is ControllerReply:
             if self.controller is not None:
                 self.controller.on_reply(payload)  # type: ignore[arg-type]
+        elif kind is FetchCall and payload.replica >= 0 and (  # type: ignore[attr-defined]
+                self._delays_fetches):
+            self._fetch(payload, self.now_ms() + FETCH_MAX_WAIT_MS)  # type: ignore[arg-type]
+            self._ask_again()
         elif kind is GroupCall:
             request_id = payload.request.request_id  # type: ignore[attr-defined]
             if request_id in self._group_requests:

@@ -279,6 +279,10 @@ class ClusterConfig:
         delete_records: an admin client sends DeleteRecords (:mod:`conformance._cluster_records`).
         admin: run the admin workload (:mod:`conformance._cluster_admin`): topics created,
             grown and deleted, preferred replica elections.
+        delayed_fetches: a leader parks a follower's fetch that found nothing and asks it
+            again when woken or expired (:class:`conformance._cluster_nodes.SimBroker`); off,
+            every fetch is answered at once (as the simulator did before: the regression tests
+            recorded then replay their seeds that way).
     """
 
     brokers: int = 3
@@ -300,6 +304,7 @@ class ClusterConfig:
     groups: bool = True
     delete_records: bool = True
     admin: bool = True
+    delayed_fetches: bool = True
 
     def __post_init__(self) -> None:
         assert self.brokers >= 1
@@ -515,6 +520,8 @@ def replay_command(seed: int, config: ClusterConfig,
         parts.append("--no-delete-records")
     if not config.admin:
         parts.append("--no-admin")
+    if not config.delayed_fetches:
+        parts.append("--no-delayed-fetches")
     if faults is not None:
         parts.append(f"--faults '{format_faults(faults)}'")
     return " ".join(parts)

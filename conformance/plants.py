@@ -72,7 +72,7 @@ PLANTS: tuple[Plant, ...] = (
         "            high_watermark, leader_epoch_start_offset\n        ):",
         "elif follower_log_end_offsets.get(replica, -1) >= high_watermark:",
         "ISR expansion once the follower reaches the HW, before the start of the leader's epoch "
-        "(KIP-320 rule 4)", 34, (3, "NOT_ENABLED"),
+        "(KIP-320 rule 4)", 34, (6, "NOT_ENABLED"),
     ),
     Plant(
         "hw_from_the_leader_alone", "replication", "impl.broker.replication",
@@ -86,7 +86,7 @@ PLANTS: tuple[Plant, ...] = (
         "        if epoch is not None and epoch >= 0 and epoch != state.leader_epoch:",
         "        if epoch is not None and epoch >= 0 and epoch < state.leader_epoch:",
         "a leader of an older epoch answers a follower that already follows a newer one (the "
-        "fetch epoch fence only rejects older requests, KIP-320)", 40, (22, "COMMITTED_DURABLE"),
+        "fetch epoch fence only rejects older requests, KIP-320)", 48, (39, "COMMITTED_DURABLE"),
     ),
     Plant(
         "isr_expansion_on_first_fetch", "replication", "impl.broker.replication",
@@ -164,7 +164,19 @@ PLANTS: tuple[Plant, ...] = (
         "                and state.leader_epoch == leader_epoch)",
         "        return state is not None",
         "a leader deposed by a newer LeaderAndIsr while its append waited for the partition lock "
-        "still writes and acknowledges it", 36, (5, "NOT_ENABLED"),
+        "still writes and acknowledges it", 36, (14, "NOT_ENABLED"),
+    ),
+    Plant(
+        "delayed_fetch_counts_what_it_sends", "replication", "impl.broker.node",
+        "        if not consumer and not call.asked_again:\n"
+        "            self._record_follower_fetch(tp, call, partition, out)",
+        "        if not consumer:\n"
+        "            self._record_follower_fetch(tp, call._replace(offset=partition.log_end_offset)"
+        " if call.asked_again else call, partition, out)",
+        "a delayed fetch woken by new records records its follower at the leader's LEO, counting "
+        "what it is about to send as replicated (the HW passes records only the leader holds; "
+        "Kafka records a follower's position from its fetch request, never from a response)",
+        4, (0, "LOG_MATCHING"),
     ),
     Plant(
         "commit_any_generation", "groups", "impl.broker.group_coordinator",
@@ -191,7 +203,7 @@ PLANTS: tuple[Plant, ...] = (
         "    records: tuple[tuple[bytes, bytes | None], ...]\n    acks: int = -1",
         "    records: tuple[tuple[bytes, bytes | None], ...]\n    acks: int = 1",
         "group and offset records are written with acks=1: a commit is acknowledged before the "
-        "followers hold it, and a leader change loses it", 24, (0, "OFFSETS_DURABLE"),
+        "followers hold it, and a leader change loses it", 24, (1, "OFFSETS_DURABLE"),
     ),
     Plant(
         "zombie_coordinator", "groups", "impl.broker.group_coordinator",
@@ -257,7 +269,7 @@ PLANTS: tuple[Plant, ...] = (
         "self.segments[0].next_offset <= offset",
         "self.segments[0].base_offset < offset",
         "DeleteRecords (or retention) also deletes the segment that holds the new log start "
-        "offset: the records at and above it in that segment are lost", 15, (14, "READ_CONSISTENT"),
+        "offset: the records at and above it in that segment are lost", 15, (7, "READ_CONSISTENT"),
     ),
     Plant(
         "preferred_election_ignores_the_isr", "controller", "impl.controller.controller",

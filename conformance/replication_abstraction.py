@@ -76,6 +76,9 @@ Events and the fields they must carry (subject ``"<topic>-<partition>@<broker>"`
   incarnation overtaken by a later one (the network duplicates and reorders) is a stutter: the
   leader keeps the highest fetch offset of an incarnation. (A ``leader_epoch`` field,
   the request's ``current_leader_epoch``, would let this be checked rather than assumed.)
+  A delayed fetch asked again (``asked_again``: its read, from the offset already recorded) is
+  the same ``follower_fetch``: it records nothing new and delivers what the leader holds at the
+  read, which the fetch's first event could not (the leader had nothing to send then).
 * ``HW_ADVANCE`` (shell): ``high_watermark``, ``isr``. Model: ``hw_advance(r)``, which must
   reach exactly the reported HW (an HW that goes back is not enabled).
 * ``ISR_SHRINK`` / ``ISR_EXPAND`` (shell): ``isr``. Model: ``isr_shrink(f)`` / ``isr_expand(f)``

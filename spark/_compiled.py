@@ -72,6 +72,7 @@ COMPILED = (
     "impl/broker/node_store.py",
     "impl/broker/node_groups.py",
     "impl/broker/replication.py",
+    "impl/broker/purgatory.py",
     "impl/broker/producer_state.py",
     "impl/broker/group_coordinator.py",
     "impl/broker/group_records.py",

@@ -1111,6 +1111,14 @@ class BrokerNode:
         except OSError:
             out.append(Reply(client, FetchReply(call.request_id, tp, KAFKA_STORAGE_ERROR)))
             return
+        if call.asked_again and not consumer:
+            # a delayed fetch's read: its response, which the trace's FOLLOWER_FETCH at arrival
+            # did not carry (the model's follower_fetch again, from the offset it recorded)
+            fields: dict[str, Any] = {"replica": call.replica, "fetch_offset": call.offset,
+                                      "asked_again": True}
+            if call.leader_epoch >= 0:
+                fields["leader_epoch"] = call.leader_epoch
+            self._emit(tp, ReplicationEvent.FOLLOWER_FETCH, fields)
         out.append(Reply(client, FetchReply(
             call.request_id, tp, NONE, records, partition.high_watermark,
             partition.log_end_offset, partition.log_start_offset, throttled)))

@@ -146,6 +146,11 @@ def _config_options(parser: argparse.ArgumentParser) -> None:
         "preferred replica elections)",
     )
     parser.add_argument(
+        "--no-delayed-fetches", action="store_true",
+        help="a cluster's leaders answer every follower fetch at once instead of parking one "
+        "that found nothing (how the regression tests' older seeds were recorded)",
+    )
+    parser.add_argument(
         "--model-machines", default=",".join(cluster.model_machines),
         help="a cluster's machines replayed in their models besides replica_move "
         "(comma-separated: replication,controller; default both; none: end-to-end checks only)",
@@ -218,6 +223,7 @@ def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
             groups=not arguments.no_groups,
             delete_records=not arguments.no_delete_records,
             admin=not arguments.no_admin,
+            delayed_fetches=not arguments.no_delayed_fetches,
         )
     return SimConfig(
         brokers=arguments.brokers,

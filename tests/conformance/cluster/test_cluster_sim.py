@@ -111,3 +111,32 @@ def test_replication_and_controller_events_replay_in_their_models_by_default() -
     assert any(name.startswith("controller.") for name in outcome.trace_verdict.actions)
     assert simulate(0, ClusterConfig(steps=120, model_machines=())).trace_verdict.events_checked < (
         0.5 * outcome.events)
+
+
+def test_a_follower_fetch_that_finds_nothing_waits_and_is_asked_again() -> None:
+    """The leaders park a follower's fetch that found nothing (impl/broker/purgatory.py) and ask
+    it again when an append wakes it or its deadline passes: the read of an asked-again fetch
+    (a second FOLLOWER_FETCH, ``asked_again``) follows its arrival's, from the same offset, and
+    some of them bring records (the next fetch of that follower starts higher)."""
+    outcome = simulate(5, ClusterConfig(steps=200, fault_probability=0.0), keep_trace=True)
+    assert outcome.violation is None, outcome.violation
+    arrived: dict[tuple[str, object], object] = {}
+    answered_late: dict[tuple[str, object], object] = {}
+    asked_again = delivered = 0
+    for event in outcome.trace:
+        if event.machine != "replication" or event.event != "FOLLOWER_FETCH":
+            continue
+        fields = dict(event.fields)
+        key, offset = (event.subject, fields["replica"]), fields["fetch_offset"]
+        assert isinstance(offset, int)
+        if fields.get("asked_again"):
+            asked_again += 1
+            assert arrived.get(key) == offset, (event, arrived.get(key))
+            answered_late[key] = offset
+            continue
+        late = answered_late.pop(key, None)
+        if isinstance(late, int) and offset > late:
+            delivered += 1  # the follower's next fetch starts past what the late read found
+        arrived[key] = offset
+    assert asked_again > 100
+    assert delivered > 10

@@ -79,7 +79,8 @@ def test_seed_112_a_restarted_leader_truncates_its_unreplicated_epoch() -> None:
     # interleaving)
     drawn = swarm_config(112, brokers=3, log_dirs=2, steps=200)
     assert isinstance(drawn, ClusterConfig)
-    config = dataclasses.replace(drawn, groups=False, delete_records=False)
+    # (recorded before the simulator parked delayed fetches: they move the interleaving)
+    config = dataclasses.replace(drawn, delayed_fetches=False, groups=False, delete_records=False)
     result, outcome = replay(112, config, as_found(112, config))
     assert result.replay_command.startswith(
         "logproof conformance replay --seed 112 --brokers 3 --log-dirs 2 --partitions 2 "
@@ -271,7 +272,8 @@ def test_seed_5093_a_lossy_crash_spares_the_last_intact_member_of_a_stale_isr(
     joined the ISR: the schedule's last fault, that crash, is skipped (the run is the one
     without it)."""
     steps, faults = SEED_5093_SCHEDULES[schedule]
-    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=steps,
+    # (recorded before the simulator parked delayed fetches: they move the interleaving)
+    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=3, steps=steps,
                            fault_probability=0.1, chunk_bytes=150, storage_broker=False)
     planned = parse_faults(faults)
     assert planned[-1] == ClusterFault(146, "crash", 2, 17)
@@ -413,7 +415,9 @@ def test_a_late_election_precedes_what_later_epochs_committed(seed: int, steps: 
     assert isinstance(drawn, ClusterConfig)
     # (recorded before the simulator ran its admin workload and DeleteRecords client: their
     # traffic moves the interleaving)
-    config = dataclasses.replace(drawn, steps=steps, admin=False, delete_records=False)
+    # (recorded before the simulator parked delayed fetches: they move the interleaving)
+    config = dataclasses.replace(drawn, delayed_fetches=False, steps=steps, admin=False,
+                                 delete_records=False)
     result, outcome = replay(seed, config, parse_faults(faults))
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
@@ -556,7 +560,8 @@ def test_seed_2081_an_epoch_entry_dropped_by_recovery_stays_dropped() -> None:
     ended, 18: records both held, committed. Kafka's ``truncateFromEnd`` flushes the
     checkpoint, at load too; the load now persists the entries it drops, and broker 2 keeps
     18-19."""
-    config = ClusterConfig(brokers=3, log_dirs=2, partitions=2, steps=147,
+    # (recorded before the simulator parked delayed fetches: they move the interleaving)
+    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=2, steps=147,
                            fault_probability=0.1, segment_bytes=1048576, chunk_bytes=65536)
     result, outcome = replay(2081, config, parse_faults(SEED_2081_FAULTS))
     assert outcome.violation is None, outcome.violation
@@ -597,7 +602,8 @@ def test_seed_4498_a_leader_that_wrote_nothing_drops_its_empty_epoch_above_its_o
     abstraction, learning the leader's log from the answer, saw the leader without them). The
     cache now drops every entry at or after an appended batch, as Kafka's
     ``LeaderEpochFileCache.assign``, and answers epoch 2 ending at 43."""
-    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=127,
+    # (recorded before the simulator parked delayed fetches: they move the interleaving)
+    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=1, steps=127,
                            fault_probability=0.05, segment_bytes=600)
     result, outcome = replay(4498, config, parse_faults(SEED_4498_FAULTS))
     assert outcome.violation is None, outcome.violation
@@ -682,7 +688,8 @@ def test_seed_130_a_coordinator_deposed_by_a_later_epoch_answers_from_its_cache(
     without that commit, as Kafka's coordinator does until a LeaderAndIsr changes its
     ``ownedPartitions``. The checks excuse a stale answer of a leader deposed by a later epoch
     (ZooKeeper's, or a later coordinator's election in the trace) and no other."""
-    config = ClusterConfig(steps=48)
+    # (recorded before the simulator parked delayed fetches: they move the interleaving)
+    config = ClusterConfig(delayed_fetches=False, steps=48)
     result, outcome = replay(130, config, parse_faults("27:session_expiry:1:18"))
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
@@ -836,7 +843,8 @@ def test_seed_11892_a_replica_back_with_a_stale_log_truncates_it_all() -> None:
     merged the oldest two: broker 0's record looked like the leader's and the model kept it.
     Such a truncation is now built at the cuts that need the fewest epochs; a follower keeping
     its stale records is still refused."""
-    config = ClusterConfig(brokers=3, log_dirs=2, partitions=1, steps=140,
+    # (recorded before the simulator parked delayed fetches: they move the interleaving)
+    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=1, steps=140,
                            fault_probability=0.1, segment_bytes=600, chunk_bytes=65536)
     result, outcome = replay(11892, config, parse_faults(SEED_11892_FAULTS))
     assert outcome.violation is None, outcome.violation
@@ -875,7 +883,8 @@ def test_seed_4492_a_deposed_leader_truncates_what_it_wrote_after_its_epoch() ->
     two merged, broker 1's epoch-0 record looked like the leader's epoch-1 one and the model
     kept it. A deposed leader the event is not about is now shown OFFLINE there, its epoch
     taking no rank; a follower keeping its record is still refused."""
-    config = ClusterConfig(brokers=3, log_dirs=2, partitions=2, steps=66,
+    # (recorded before the simulator parked delayed fetches: they move the interleaving)
+    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=2, steps=66,
                            fault_probability=0.1, chunk_bytes=150)
     result, outcome = replay(4492, config, parse_faults(SEED_4492_FAULTS))
     assert outcome.violation is None, outcome.violation
@@ -1016,7 +1025,8 @@ def test_seed_13451_a_state_whose_leader_is_gone_vouches_only_for_what_its_write
     than the state's mzxid, as vouched for by it and elected 1 keeping 2 in the ISR, short of
     the high watermark. A state the failover elects from (its leader gone) now vouches for no
     member whose registration follows an unclean shutdown: 2 leaves the ISR."""
-    config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=197,
+    # (recorded before the simulator parked delayed fetches: they move the interleaving)
+    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=3, steps=197,
                            fault_probability=0.1, segment_bytes=600, chunk_bytes=65536,
                            storage_broker=False)
     result, outcome = replay(13451, config, parse_faults(SEED_13451_FAULTS))

@@ -280,8 +280,9 @@ def test_fetch_epoch_fence() -> None:
 def test_a_delayed_fetch_asked_again_reads_without_recording_the_follower_again() -> None:
     """Kafka's DelayedFetch completes with a read alone: the follower's position was recorded
     when the request arrived (``updateFollowerFetchState``), so a fetch woken by new records
-    reads them and neither traces a FOLLOWER_FETCH nor moves the HW, the ISR or the follower's
-    last caught-up time again."""
+    reads them and moves neither the HW, the ISR nor the follower's last caught-up time again;
+    its trace is the read alone (a FOLLOWER_FETCH from the same offset marked ``asked_again``,
+    the response the trace checker replays)."""
     h = Harness(min_insync_replicas=1, replica_lag_time_max_ms=100)
     h.leader_and_isr(0, 1, (0, 1))
     h.step(Produce(50, 1, TP, batch(0, 2), 1, 1_000))
@@ -295,11 +296,16 @@ def test_a_delayed_fetch_asked_again_reads_without_recording_the_follower_again(
     (reply,) = fetch_replies(effects)
     assert (reply.error, reply.high_watermark) == (0, 2)
     assert [header.base_offset for header in rb.iter_batches(reply.records)] == [2]
-    assert h.trace.events[before:] == []
+    (read,) = h.trace.events[before:]
+    assert (read.event, dict(read.fields)) == ("FOLLOWER_FETCH", {
+        "replica": 1, "fetch_offset": 2, "asked_again": True, "leader_epoch": 1})
     assert h.node.last_caught_up_ms[TP][1] == fetched_at
     # the same fetch arriving (not asked again) records: traced, caught up now
+    before = len(h.trace.events)
     h.step(FetchCall(6, 1, 1, TP, 2, 1))
-    assert [e.event for e in h.trace.events[before:]] == ["FOLLOWER_FETCH"]
+    (arrival,) = h.trace.events[before:]
+    assert (arrival.event, dict(arrival.fields)) == ("FOLLOWER_FETCH", {
+        "replica": 1, "fetch_offset": 2, "leader_epoch": 1})
     assert h.node.last_caught_up_ms[TP][1] == h.now
 
 
