@@ -282,6 +282,8 @@ class SimBroker:
         self._to_ask: list[ParkedKey] = []
         self._asking = False
         self._delays_fetches = config.delayed_fetches
+        #: parked fetches answered later (woken or expired)
+        self.delayed_fetches = 0
 
     # --- the node's state, for the checkers --------------------------------------------------
 
@@ -495,6 +497,8 @@ class SimBroker:
                 del effects[index]
                 self._parked[key] = (call, deadline_ms)
                 self._purgatory.watch(key, (call.tp,), records_only=True)
+            elif call.asked_again:
+                self.delayed_fetches += 1
             break
         self._carry_out(node, effects)
 

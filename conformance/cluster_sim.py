@@ -490,6 +490,8 @@ class ClusterOutcome:
     #: controllers logged about malformed znodes (``malformed_znode``)
     connection_losses: int = 0
     zookeeper_warnings: int = 0
+    #: follower fetches the leaders parked and answered later (woken or expired)
+    delayed_fetches: int = 0
 
 
 def replay_command(seed: int, config: ClusterConfig,
@@ -2036,4 +2038,5 @@ def simulate(
         admin_operations=0 if world is None else sum(world.admin_ops.done.values()),
         connection_losses=0 if world is None else world.connection_losses,
         zookeeper_warnings=0 if world is None else world.zookeeper_warnings,
+        delayed_fetches=0 if world is None else sum(b.delayed_fetches for b in world.brokers),
     )

@@ -140,3 +140,5 @@ def test_a_follower_fetch_that_finds_nothing_waits_and_is_asked_again() -> None:
         arrived[key] = offset
     assert asked_again > 100
     assert delivered > 10
+    # (each answered after waiting: every read of one is traced, answered or parked again)
+    assert 100 < outcome.delayed_fetches <= asked_again
