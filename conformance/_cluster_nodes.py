@@ -478,11 +478,13 @@ class SimBroker:
 
     def _fetch(self, call: FetchCall, deadline_ms: int) -> None:
         """Step a follower's fetch; park it when the purgatory says it is not answered yet
-        (its answer withheld, every other effect carried out)."""
+        (its answer withheld, every other effect carried out first: as in the trio broker, it
+        starts waiting after its own step, whose changes do not wake it)."""
         node = self.node
         assert node is not None
         effects = node.step(call)
         key = (call.replica, call.request_id, call.tp)
+        park = False
         for index, effect in enumerate(effects):
             if type(effect) is not Reply:
                 continue
@@ -495,12 +497,14 @@ class SimBroker:
                     errors=reply.error != NONE, now=self.now_ms(), deadline=deadline_ms,
                     stopping=False):
                 del effects[index]
-                self._parked[key] = (call, deadline_ms)
-                self._purgatory.watch(key, (call.tp,), records_only=True)
+                park = True
             elif call.asked_again:
                 self.delayed_fetches += 1
             break
         self._carry_out(node, effects)
+        if park and self.node is node:
+            self._parked[key] = (call, deadline_ms)
+            self._purgatory.watch(key, (call.tp,), records_only=True)
 
     def _ask_again(self) -> None:
         """Ask the woken and expired delayed fetches again, in the order they woke (each
