@@ -375,3 +375,15 @@ def test_the_machine_catches_a_core_that_renames_before_durable() -> None:
     assert machine.move.state.name == "SWAPPING"
     with pytest.raises(AssertionError, match="destination durable first"):
         machine.source_renamed()
+
+
+def test_a_repeated_dest_durable_is_refused_without_an_alarm() -> None:
+    """Hypothesis's case from CI: the mover's swap made tp.move durable, then the rule stepped
+    DEST_DURABLE again; the core refuses it as the model does, and that is no error."""
+    machine = MoveMachine()
+    machine.add_dirs()
+    machine.requested(d=2)
+    machine.mover_runs(count=3)
+    assert machine.move.dest_durable
+    machine.dest_durable()
+    machine.core_and_model_agree()
