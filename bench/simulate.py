@@ -21,8 +21,15 @@ of model answers (the models are pure functions; a fresh process evaluates them 
 until it has met the common abstract states) is warm, as it is after the first seconds of any
 campaign. The warm-up's own rate is printed as the cold-start figure.
 
+Each part runs the code a campaign runs: ``--code`` as ``logproof fuzz`` (by default the
+compiled tree ``make compiled`` builds, when it matches the sources, else the sources with one
+line saying why; the line ``code: ...`` and the JSON's ``code`` say which ran), with the garbage
+collector settled as a campaign's task settles it (``spark._runner.settle_garbage``: before the
+measured seeds and every hundredth).
+
 Run: ``python -m bench.simulate [--seconds 20] [--steps 200] [--log-dirs 3]
-[--cluster-seconds 20] [--cluster-steps 300] [--cluster-warm-up-seeds 10]``.
+[--cluster-seconds 20] [--cluster-steps 300] [--cluster-warm-up-seeds 10]
+[--code auto|compiled|source] [--compiled-tree DIR]``.
 """
 
 from __future__ import annotations
@@ -30,13 +37,19 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import sys
 import time
 from dataclasses import replace
+from pathlib import Path
+from typing import TYPE_CHECKING
 
-from conformance import SimConfig, cluster_sim, run_seed
-from conformance.cluster_sim import ClusterConfig
-from conformance.move_sim import simulate
-from conformance.runner import AnyConfig
+from spark._compiled import SOURCE, activate, default_compiled_tree, running_digests, staleness
+from spark._runner import FREEZE_EVERY_SEEDS, settle_garbage
+
+if TYPE_CHECKING:  # (imported at run time after the code to run is chosen: ``--code``)
+    from conformance import SimConfig
+    from conformance.cluster_sim import ClusterConfig
+    from conformance.runner import AnyConfig
 
 TARGET_EVENTS_PER_SECOND = 5_000
 #: The campaign-scale target of the cluster part (a 1,000,000-seed campaign in a night on a small
@@ -44,14 +57,45 @@ TARGET_EVENTS_PER_SECOND = 5_000
 CAMPAIGN_TARGET_EVENTS_PER_SECOND = 20_000
 
 
+#: ``--code``: the compiled tree when it can run, else the sources (the default, as ``logproof
+#: fuzz``'s); the compiled tree or an error; the interpreted sources
+AUTO, COMPILED, SOURCE_CODE = "auto", "compiled", "source"
+
+
+def _choose_code(code: str, tree: Path) -> str:
+    """Put the compiled tree first on ``sys.path`` as ``logproof fuzz`` runs its seeds (before
+    anything of ``impl``, ``model`` or ``conformance`` is imported), or not.
+
+    Returns:
+        The tree's label, or :data:`spark._compiled.SOURCE`.
+    """
+    if code == SOURCE_CODE:
+        return SOURCE
+    sources = running_digests()
+    manifest, reason = staleness(tree, sources)
+    if manifest is None:
+        if code == COMPILED:
+            raise SystemExit(f"bench.simulate: --code compiled: the compiled tree cannot run the "
+                             f"seeds: {reason}")
+        print(f"running from source: the compiled tree cannot run the seeds ({reason}; "
+              "make compiled builds it)", file=sys.stderr)
+        return SOURCE
+    return activate(tree, sources)
+
+
 def _measure(config: AnyConfig, first_seed: int, seconds: float) -> dict[str, float]:
+    from conformance import run_seed  # (after --code chose the code)
+
     runs = events = checked = steps = failures = 0
+    settle_garbage()  # (what a campaign's task does after its first seed and every hundredth)
     started = time.perf_counter()
     cpu_started = time.process_time()
     seed = first_seed
     while time.perf_counter() - started < seconds:
         result = run_seed(seed, config)
         runs += 1
+        if runs % FREEZE_EVERY_SEEDS == 0:
+            settle_garbage()
         events += result.events
         checked += result.events_checked
         steps += result.steps
@@ -72,6 +116,9 @@ def _measure(config: AnyConfig, first_seed: int, seconds: float) -> dict[str, fl
 
 
 def _baseline(config: SimConfig, first_seed: int, seeds_to: int) -> tuple[int, int, float]:
+    from conformance.move_sim import simulate  # (after --code chose the code)
+
+    settle_garbage()
     started = time.perf_counter()
     events = operations = 0
     for seed in range(first_seed, seeds_to):
@@ -82,6 +129,9 @@ def _baseline(config: SimConfig, first_seed: int, seeds_to: int) -> tuple[int, i
 
 
 def _cluster_baseline(config: ClusterConfig, first_seed: int, seeds_to: int) -> tuple[int, float]:
+    from conformance import cluster_sim  # (after --code chose the code)
+
+    settle_garbage()
     started = time.perf_counter()
     events = 0
     for seed in range(first_seed, seeds_to):
@@ -90,6 +140,9 @@ def _cluster_baseline(config: ClusterConfig, first_seed: int, seeds_to: int) -> 
 
 
 def _cluster(arguments: argparse.Namespace) -> dict[str, float]:
+    from conformance import run_seed  # (after --code chose the code)
+    from conformance.cluster_sim import ClusterConfig
+
     config = ClusterConfig(
         brokers=arguments.cluster_brokers, log_dirs=arguments.cluster_log_dirs,
         steps=arguments.cluster_steps, fault_probability=arguments.cluster_fault_probability,
@@ -160,7 +213,17 @@ def main() -> None:
     parser.add_argument("--cluster-log-dirs", type=int, default=2)
     parser.add_argument("--cluster-fault-probability", type=float, default=0.05)
     parser.add_argument("--cluster-warm-up-seeds", type=int, default=10)
+    parser.add_argument("--code", choices=(AUTO, COMPILED, SOURCE_CODE), default=AUTO,
+                        help="auto (the default, as logproof fuzz): the compiled tree when it "
+                             "can run, else the sources; compiled: that tree or an error; "
+                             "source: the interpreted code")
+    parser.add_argument("--compiled-tree", type=Path, default=None,
+                        help="the compiled tree (default: logproof-compiled in the venv)")
     arguments = parser.parse_args()
+    code = _choose_code(arguments.code, arguments.compiled_tree or default_compiled_tree())
+    print(f"code: {code}")
+    from conformance import SimConfig  # (after the code is chosen)
+
     config = SimConfig(
         steps=arguments.steps, log_dirs=arguments.log_dirs, partitions=arguments.partitions
     )
@@ -187,6 +250,7 @@ def main() -> None:
     print(json.dumps({
         **cluster,
         "bench": "simulate",
+        "code": code,
         "runs": int(checked["runs"]),
         "failures": int(checked["failures"]),
         "seconds": round(seconds, 3),
