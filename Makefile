@@ -45,7 +45,7 @@ run: setup
 	$(BIN)/logproof demo
 
 test: setup
-	$(BIN)/python -m pytest
+	$(BIN)/python -m pytest --durations=25
 
 test-all: setup
 	$(BIN)/python -m pytest -m "slow or not slow"
