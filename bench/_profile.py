@@ -15,7 +15,7 @@ import shutil
 import signal
 import subprocess
 import sys
-import time
+import threading
 from pathlib import Path
 from types import TracebackType
 
@@ -24,6 +24,10 @@ IDLE_FRAMES = ("Condition.wait", "EpollSelector.select", "EpollIOManager.get_eve
                "_thread_cache.py:211", "Event.wait (threading", "Thread.join")
 #: samples per second
 RATE = 200
+#: what py-spy prints once it has attached and samples
+SAMPLING_LINE = "py-spy> Sampling process"
+#: the longest wait for that line
+ATTACH_TIMEOUT_SECONDS = 30.0
 
 
 def py_spy() -> str | None:
@@ -44,16 +48,31 @@ class Profile:
         executable = py_spy()
         if executable is None:
             raise SystemExit("--profile needs py-spy (pip install py-spy)")
-        self._process = subprocess.Popen(
+        process = self._process = subprocess.Popen(
             [executable, "record", "-p", str(self.pid), "-o", str(self.path), "--format", "raw",
              "-r", str(RATE), "--nonblocking"],
-            stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
-        time.sleep(1.0)  # py-spy attaches before the phase starts
-        if self._process.poll() is not None:
-            error = (self._process.stderr.read().decode(errors="replace").strip()
-                     if self._process.stderr else "")
-            raise SystemExit(f"py-spy could not attach to {self.pid}: {error}")
+            stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        # the phase starts once py-spy says it samples (it has attached), within a bound; what
+        # it prints is read to its end (so that its warnings never fill the pipe)
+        said: list[str] = []
+        first = threading.Event()
+        threading.Thread(target=self._read_output, args=(said, first), daemon=True).start()
+        first.wait(ATTACH_TIMEOUT_SECONDS)
+        if not (said and said[0].startswith(SAMPLING_LINE)):
+            process.kill()
+            process.wait()
+            why = said[0] if said else f"no word within {ATTACH_TIMEOUT_SECONDS:.0f} s"
+            raise SystemExit(f"py-spy could not attach to {self.pid}: {why}")
         return self
+
+    def _read_output(self, said: list[str], first: threading.Event) -> None:
+        """Collect py-spy's lines until it exits, setting ``first`` at the first (or at EOF)."""
+        assert self._process is not None
+        assert self._process.stdout is not None
+        for line in self._process.stdout:
+            said.append(line.decode(errors="replace").strip())
+            first.set()
+        first.set()
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:
