@@ -48,10 +48,11 @@ def _hypothesis_cache_outside_the_working_directory() -> None:
     the conformance suite uses it), and registering makes hypothesis build a table of every
     Unicode character, cached in ``.hypothesis/`` under the working directory: every command,
     a broker included, left that directory wherever it ran and spent about 0.8 s of CPU on the
-    table the first time there. A command's process keeps the cache in the user's cache
-    directory instead (``$XDG_CACHE_HOME/logproof/hypothesis``, else ``~/.cache/...``); an
-    explicit ``HYPOTHESIS_STORAGE_DIRECTORY`` wins, and a process that imported hypothesis
-    already (a test run) keeps its own."""
+    table the first time there. Since :func:`_kio_without_hypothesis` a command loads
+    hypothesis only if something it runs imports it; then its process keeps the cache in the
+    user's cache directory instead (``$XDG_CACHE_HOME/logproof/hypothesis``, else
+    ``~/.cache/...``); an explicit ``HYPOTHESIS_STORAGE_DIRECTORY`` wins, and a process that
+    imported hypothesis already (a test run) keeps its own."""
     if "hypothesis" in sys.modules or "HYPOTHESIS_STORAGE_DIRECTORY" in os.environ:
         return
     cache = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
