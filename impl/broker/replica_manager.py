@@ -238,8 +238,9 @@ class ReplicaManager:
         self._deferred: list[object] = []
         self._waiters: dict[int, _Waiter] = {}
         self._group_waiters: dict[int, _GroupWaiter] = {}
-        #: starts a task (set by the group pump): appends to ``__consumer_offsets`` are carried
-        #: out in their own task, whichever step emitted them
+        #: starts a task (set by the group pump): the group coordinator's appends to
+        #: ``__consumer_offsets`` (a leader's) are carried out in their own task, whichever step
+        #: emitted them; a follower's are its fetcher's, like any partition's
         self.spawn: Callable[[Callable[[], Awaitable[None]]], None] | None = None
         self._request_ids = itertools.count(1)
         self.on_state_change: Callable[[], None] | None = None
@@ -419,7 +420,13 @@ class ReplicaManager:
                 else:
                     pending.append(effect)
             elif kind is Append:
-                if self.spawn is not None and e.tp.topic == gc.OFFSETS_TOPIC:
+                # The group coordinator's own writes (a leader's appends to __consumer_offsets)
+                # may come out of any step, whose caller may not carry appends: each runs in a
+                # task of its own. A follower's append is its fetcher's, carried before it
+                # fetches again (spawned, the next fetch reported the old end offset and the
+                # leader's HW, so every acks=all commit, waited for the delayed fetch's 500 ms).
+                if (self.spawn is not None and e.tp.topic == gc.OFFSETS_TOPIC
+                        and e.leader_epoch is not None):
                     self.spawn(functools.partial(self._carry_out_alone, e))
                 else:
                     pending.append(effect)
