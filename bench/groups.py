@@ -11,12 +11,17 @@ codec) measures, with no client library in the way:
 * **commit**: ``--commits`` OffsetCommit requests of one partition, one at a time (each waits for
   its acks=all append to ``__consumer_offsets``), latency p50/p99 and commits per second;
 * **baseline**: the same number of Produce requests (acks=all, one 100-byte record, replication
-  factor 1, one at a time) on the same broker: the produce path's per-request cost.
+  factor 1, one at a time) on the same broker: the produce path's per-request cost;
+* **replicated**: on three brokers, ``__consumer_offsets`` and the topic replicated three times
+  and led by the group's coordinator, ``--replicated-commits`` OffsetCommits and as many
+  acks=all Produces, one at a time: a commit waits for the followers as a produce does, so the
+  two should cost the same (a follower's append of the offsets partition left to a task of its
+  own once made each commit wait for a delayed fetch's 500 ms).
 
 Prints the figures, the ratio of a commit's cost to a produce's, the broker's CPU seconds per
 1,000 commits, and ends with one JSON line.
 
-Run: ``python -m bench.groups [--rounds N] [--commits N]``.
+Run: ``python -m bench.groups [--rounds N] [--commits N] [--replicated-commits N]``.
 """
 
 from __future__ import annotations
@@ -39,6 +44,8 @@ from impl.cli.cmd_cluster import Cluster
 from impl.storage import record_batch as rb
 
 GROUP = "bench-group"
+#: brokers, and replicas of ``__consumer_offsets`` and the topic, of the replicated phase
+REPLICAS = 3
 TOPIC = "bench-topic"
 VERSIONS = {api_versions.FIND_COORDINATOR: 2, api_versions.JOIN_GROUP: 5,
             api_versions.SYNC_GROUP: 3, api_versions.HEARTBEAT: 3,
@@ -184,6 +191,70 @@ def produce_latencies(wire: Wire, count: int) -> list[float]:
     return latencies
 
 
+def _find_coordinator(wire: Wire, key: str) -> tuple[int, tuple[str, int]]:
+    """The broker coordinating group ``key`` (once ``__consumer_offsets`` exists): its id and
+    address."""
+    deadline = time.monotonic() + 60
+    while True:
+        answer = wire.call(api_versions.FIND_COORDINATOR, {"key": key, "key_type": 0})
+        if int(answer.error_code) == 0:
+            return int(answer.node_id), (str(answer.host), int(answer.port))
+        assert time.monotonic() < deadline, "no coordinator within 60 s"
+        time.sleep(0.2)
+
+
+def replicated(commits: int) -> dict[str, float]:
+    """OffsetCommit and acks=all Produce latency on three brokers with ``__consumer_offsets``
+    and the topic replicated three times (both led by the group's coordinator): a commit waits
+    for the followers' fetches as a produce does."""
+    with tempfile.TemporaryDirectory(prefix="logproof-bench-groups-rf3-") as root:
+        cluster = Cluster(Path(root), REPLICAS, 1, zookeeper=None, base_port=None,
+                          overrides=["group.initial.rebalance.delay.ms=0",
+                                     "offsets.topic.num.partitions=1",
+                                     f"offsets.topic.replication.factor={REPLICAS}"])
+        bootstrap = cluster.start()
+        try:
+            host, port = bootstrap.split(",")[0].split(":")
+            first = Wire((host, int(port)))
+            coordinator, address = _find_coordinator(first, f"{GROUP}-commits")
+            first.close()
+            wire = Wire(address)
+            others = [broker for broker in range(1, REPLICAS + 1) if broker != coordinator]
+            created = wire.call(api_versions.CREATE_TOPICS, {
+                "topics": [{"name": TOPIC, "num_partitions": -1, "replication_factor": -1,
+                            "assignments": [{"partition_index": 0,
+                                             "broker_ids": [coordinator, *others]}],
+                            "configs": []}],
+                "timeout": 30_000, "validate_only": False})
+            assert int(created.topics[0].error_code) in (0, 36)
+            _until_answered(wire)
+            commit_latencies(wire, 50)  # warm-up: the followers fetching, the partition loaded
+            produce_latencies(wire, 50)
+            commit = commit_latencies(wire, commits)
+            produce = produce_latencies(wire, commits)
+            wire.close()
+        finally:
+            cluster.stop()
+    return {"replicated_commit_p50_ms": round(statistics.median(commit) * 1000, 3),
+            "replicated_commit_p99_ms": round(_quantile(commit, 0.99) * 1000, 3),
+            "replicated_produce_p50_ms": round(statistics.median(produce) * 1000, 3),
+            "replicated_commit_to_produce_ratio": round(
+                statistics.median(commit) / statistics.median(produce), 2)}
+
+
+def _until_answered(wire: Wire) -> None:
+    """Wait until an OffsetCommit of the new topic is accepted (its metadata reached the
+    coordinator), within a bound."""
+    deadline = time.monotonic() + 60
+    while True:
+        try:
+            commit_latencies(wire, 1)
+            return
+        except AssertionError:
+            assert time.monotonic() < deadline, "the topic never became known within 60 s"
+            time.sleep(0.1)
+
+
 def _quantile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(q * len(ordered)))]
@@ -193,6 +264,8 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=10)
     parser.add_argument("--commits", type=int, default=2000)
+    parser.add_argument("--replicated-commits", type=int, default=300,
+                        help="commits (and produces) of the three-broker phase; 0 skips it")
     arguments = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="logproof-bench-groups-") as root:
         cluster = Cluster(Path(root), 1, 1, zookeeper=None, base_port=None,
@@ -243,6 +316,13 @@ def main(argv: list[str] | None = None) -> int:
           f"{result['broker_cpu_seconds_per_1000_commits']} broker CPU s per 1000")
     print(f"Produce baseline (acks=all, 1 record): p50 {result['produce_p50_ms']} ms; "
           f"commit/produce ratio {result['commit_to_produce_ratio']}")
+    if arguments.replicated_commits > 0:
+        result.update(replicated(arguments.replicated_commits))
+        print(f"{REPLICAS} brokers, __consumer_offsets and the topic replicated {REPLICAS} "
+              f"times: OffsetCommit p50 {result['replicated_commit_p50_ms']} ms, p99 "
+              f"{result['replicated_commit_p99_ms']} ms; Produce (acks=all) p50 "
+              f"{result['replicated_produce_p50_ms']} ms; commit/produce ratio "
+              f"{result['replicated_commit_to_produce_ratio']}")
     print(json.dumps(result))
     return 0
 
