@@ -423,8 +423,9 @@ class ReplicaManager:
                 # The group coordinator's own writes (a leader's appends to __consumer_offsets)
                 # may come out of any step, whose caller may not carry appends: each runs in a
                 # task of its own. A follower's append is its fetcher's, carried before it
-                # fetches again (spawned, the next fetch reported the old end offset and the
-                # leader's HW, so every acks=all commit, waited for the delayed fetch's 500 ms).
+                # fetches again (spawned, it ran after the fetcher's next fetch, which reported
+                # the old end offset: each acks=all commit then waited for that parked fetch's
+                # 500 ms).
                 if (self.spawn is not None and e.tp.topic == gc.OFFSETS_TOPIC
                         and e.leader_epoch is not None):
                     self.spawn(functools.partial(self._carry_out_alone, e))
