@@ -130,16 +130,6 @@ class Member:
         self.wire.close()
 
 
-def _coordinator(wire: Wire) -> None:
-    deadline = time.monotonic() + 60
-    while True:
-        answer = wire.call(api_versions.FIND_COORDINATOR, {"key": GROUP, "key_type": 0})
-        if int(answer.error_code) == 0:
-            return
-        assert time.monotonic() < deadline, "no coordinator within 60 s"
-        time.sleep(0.2)
-
-
 def rebalance_seconds(address: tuple[str, int], rounds: int) -> list[float]:
     """Per round: a second member joins a STABLE one-member group until both are synced."""
     times = []
@@ -282,7 +272,7 @@ def main(argv: list[str] | None = None) -> int:
                             "assignments": [], "configs": []}],
                 "timeout": 30_000, "validate_only": False})
             assert int(created.topics[0].error_code) in (0, 36)
-            _coordinator(wire)
+            _find_coordinator(wire, GROUP)
             commit_latencies(wire, 50)  # warm-up: the offsets partition loaded
             produce_latencies(wire, 50)
             rebalances = rebalance_seconds(address, arguments.rounds)

@@ -37,13 +37,12 @@ from __future__ import annotations
 import argparse
 import json
 import logging
-import sys
 import time
 from dataclasses import replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from spark._compiled import SOURCE, activate, default_compiled_tree, running_digests, staleness
+from spark._compiled import SOURCE, activate, default_compiled_tree, running_digests
 from spark._runner import FREEZE_EVERY_SEEDS, settle_garbage
 
 if TYPE_CHECKING:  # (imported at run time after the code to run is chosen: ``--code``)
@@ -64,23 +63,20 @@ AUTO, COMPILED, SOURCE_CODE = "auto", "compiled", "source"
 
 def _choose_code(code: str, tree: Path) -> str:
     """Put the compiled tree first on ``sys.path`` as ``logproof fuzz`` runs its seeds (before
-    anything of ``impl``, ``model`` or ``conformance`` is imported), or not.
+    anything of ``impl``, ``model`` or ``conformance`` is imported), or not; a stale or missing
+    tree runs the sources with :func:`spark._compiled.activate`'s one line (``--code compiled``:
+    an error instead).
 
     Returns:
         The tree's label, or :data:`spark._compiled.SOURCE`.
     """
     if code == SOURCE_CODE:
         return SOURCE
-    sources = running_digests()
-    manifest, reason = staleness(tree, sources)
-    if manifest is None:
-        if code == COMPILED:
-            raise SystemExit(f"bench.simulate: --code compiled: the compiled tree cannot run the "
-                             f"seeds: {reason}")
-        print(f"running from source: the compiled tree cannot run the seeds ({reason}; "
-              "make compiled builds it)", file=sys.stderr)
-        return SOURCE
-    return activate(tree, sources)
+    label = activate(tree, running_digests())
+    if label == SOURCE and code == COMPILED:
+        raise SystemExit("bench.simulate: --code compiled: the compiled tree cannot run the seeds "
+                         "(make compiled builds it)")
+    return label
 
 
 def _measure(config: AnyConfig, first_seed: int, seconds: float) -> dict[str, float]:

@@ -23,9 +23,14 @@ runpy.run_module("impl.cli", run_name="__main__")
 """
 
 
+def _python(code: str) -> subprocess.CompletedProcess[str]:
+    """``code`` run by a fresh interpreter in the repository."""
+    return subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, check=False)
+
+
 def test_a_command_imports_kio_without_hypothesis() -> None:
-    done = subprocess.run([sys.executable, "-c", _PROBE], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=False)
+    done = _python(_PROBE)
     assert done.returncode != 0  # (nothing listens there: one line, a non-zero exit)
     assert "cannot connect" in done.stderr
     assert done.stdout.split() == ["False", "True"], done.stdout + done.stderr
@@ -39,8 +44,7 @@ def test_hypothesis_stays_importable_after_kio() -> None:
              "assert 'hypothesis' not in sys.modules\n"
              "import hypothesis.strategies\n"
              "print('importable')\n")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=False)
+    done = _python(probe)
     assert done.stdout.strip() == "importable", done.stderr
 
 
@@ -50,6 +54,5 @@ def test_a_process_that_loaded_hypothesis_keeps_it() -> None:
              "_kio_without_hypothesis()\n"
              "import kio.static._phantom as phantom\n"
              "print(phantom.hypothesis is not None)\n")
-    done = subprocess.run([sys.executable, "-c", probe], cwd=ROOT, capture_output=True,
-                          text=True, timeout=120, check=False)
+    done = _python(probe)
     assert done.stdout.strip() == "True", done.stderr
