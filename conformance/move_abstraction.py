@@ -76,6 +76,22 @@ class _Reported:
     #: a ``tp.delete`` queued on this dir (after a swap, until DELETE_COMPLETED or a crash)
     delete_dir: str | None
 
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, state: str, source_dir: str | None, dest_dir: str | None, source_leo: int,
+        dest_leo: int, dest_durable: bool, source_renamed: bool, dest_renamed: bool,
+        delete_dir: str | None
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "state", state)
+        object.__setattr__(self, "source_dir", source_dir)
+        object.__setattr__(self, "dest_dir", dest_dir)
+        object.__setattr__(self, "source_leo", source_leo)
+        object.__setattr__(self, "dest_leo", dest_leo)
+        object.__setattr__(self, "dest_durable", dest_durable)
+        object.__setattr__(self, "source_renamed", source_renamed)
+        object.__setattr__(self, "dest_renamed", dest_renamed)
+        object.__setattr__(self, "delete_dir", delete_dir)
+
 
 def _text(value: TraceValue) -> str | None:
     return value if isinstance(value, str) else None

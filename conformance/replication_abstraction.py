@@ -388,6 +388,42 @@ class _Plan:
     #: the reported offset the ``expect`` entries without a value compare with (abstracted)
     reported_offset: int = 0
 
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, actions: tuple[ModelAction, ...] = (), cuts: tuple[int, int] = (1, 2),
+        fallback_cuts: tuple[int, int] | None = None, epoch_limit: int = _MAX_EPOCH,
+        roles: dict[int, str] | None = None, leos: dict[int, int] | None = None,
+        hws: dict[int, int] | None = None,
+        isrs: dict[int, tuple[int, ...]] | None = None,
+        epochs: dict[int, int] | None = None, leaders: dict[int, int] | None = None,
+        zk: tuple[int, float, tuple[int, ...]] | None = None,
+        committed: tuple[Runs, int] | None = None, down: tuple[int, ...] = (),
+        up: tuple[int, ...] = (), involved: tuple[int, ...] = (),
+        expect: list[tuple[str, str, Any, Any]] | None = None, commit: Any = None,
+        cacheable: bool = False, unchanged: bool = False,
+        reported_offset: int = 0
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        self.actions = actions
+        self.cuts = cuts
+        self.fallback_cuts = fallback_cuts
+        self.epoch_limit = epoch_limit
+        self.roles = {} if roles is None else roles
+        self.leos = {} if leos is None else leos
+        self.hws = {} if hws is None else hws
+        self.isrs = {} if isrs is None else isrs
+        self.epochs = {} if epochs is None else epochs
+        self.leaders = {} if leaders is None else leaders
+        self.zk = zk
+        self.committed = committed
+        self.down = down
+        self.up = up
+        self.involved = involved
+        self.expect = [] if expect is None else expect
+        self.commit = commit
+        self.cacheable = cacheable
+        self.unchanged = unchanged
+        self.reported_offset = reported_offset
+
 
 #: (name, parameters) -> the action: actions are values, and one object per action lets the
 #: memoized model compute its key once

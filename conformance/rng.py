@@ -44,16 +44,25 @@ class SimRng:
         seed: the seed; the same seed gives the same draws, always.
     """
 
-    __slots__ = ("_below", "_draw", "_random", "seed")
+    __slots__ = ("_bits", "_draw", "_random", "seed")
 
     def __init__(self, seed: int) -> None:
         self.seed = seed
         self._random = random.Random(seed)
         # Bound once: the simulators draw hundreds of thousands of times per run.
         self._draw = self._random.random
-        # ``Random.randrange(stop)`` for an int ``stop > 0`` is exactly ``_randbelow(stop)``
-        # (same draws); calling it directly skips the argument checks.
-        self._below: Callable[[int], int] = self._random._randbelow  # type: ignore[attr-defined]
+        self._bits: Callable[[int], int] = self._random.getrandbits
+
+    def _below(self, stop: int) -> int:
+        """A uniform integer in ``[0, stop)`` for an int ``stop > 0``: the draws of
+        ``random.Random``'s own ``_randbelow`` (behind its ``randrange``, ``randint``, ``choice``
+        and ``shuffle``), written here so that the compiled simulator draws without entering the
+        interpreter (tests/conformance/ports/test_clock_rng_network.py compares the two)."""
+        bits = stop.bit_length()
+        drawn = self._bits(bits)
+        while drawn >= stop:
+            drawn = self._bits(bits)
+        return drawn
 
     def stream(self, name: str) -> SimRng:
         """A generator independent of this one and of every other name.
@@ -75,6 +84,8 @@ class SimRng:
 
     def randint(self, low: int, high: int) -> int:
         """A uniform integer in ``[low, high]``."""
+        if type(low) is int and type(high) is int and high >= low:
+            return low + self._below(high - low + 1)
         return self._random.randint(low, high)
 
     def random(self) -> float:
@@ -91,8 +102,12 @@ class SimRng:
 
     def choice(self, items: Sequence[T]) -> T:
         """One element of a non-empty sequence."""
-        return self._random.choice(items)
+        if not len(items):
+            return self._random.choice(items)  # (its IndexError)
+        return items[self._below(len(items))]
 
     def shuffle(self, items: list[T]) -> None:
         """Shuffle ``items`` in place."""
-        self._random.shuffle(items)
+        for index in range(len(items) - 1, 0, -1):
+            other = self._below(index + 1)
+            items[index], items[other] = items[other], items[index]

@@ -60,17 +60,26 @@ class ExecutableModel(Protocol):
         """The names of the invariants that ``state`` violates."""
 
 
+#: an action without parameters (read-only, so every such action shares it)
+NO_PARAMS: Mapping[str, Any] = MappingProxyType({})
+
+
 @dataclass(frozen=True, slots=True)
 class ModelAction:
     """A model action with concrete parameters: what one trace event means in the model."""
 
     name: str
-    params: Mapping[str, Any] = field(default_factory=lambda: MappingProxyType({}))
+    params: Mapping[str, Any] = field(default_factory=lambda: NO_PARAMS)
     #: the parameters as a hashable key, filled in by :class:`MemoizedModel` on first use (an
     #: abstraction that reuses its actions pays for it once)
     memo_key: tuple[tuple[str, Any], ...] | None = field(
         default=None, init=False, repr=False, compare=False
     )
+
+    def __init__(self, name: str, params: Mapping[str, Any] = NO_PARAMS) -> None:
+        object.__setattr__(self, "name", name)
+        object.__setattr__(self, "params", params)
+        object.__setattr__(self, "memo_key", None)
 
     def label(self) -> str:
         """``name(key=value, …)`` for reports."""

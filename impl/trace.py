@@ -22,6 +22,9 @@ __sans_io__ = True
 
 TraceValue = str | int | bool | None | tuple["TraceValue", ...]
 
+#: an event without fields (read-only, so every such event shares it)
+NO_FIELDS: Mapping[str, TraceValue] = MappingProxyType({})
+
 
 def freeze_fields(fields: Mapping[str, object]) -> Mapping[str, TraceValue]:
     """``fields`` as :meth:`TraceEvent.of` stores them (immutable values, a read-only view)."""
@@ -63,7 +66,19 @@ class TraceEvent:
     subject: str
     state_before: str
     state_after: str
-    fields: Mapping[str, TraceValue] = field(default_factory=lambda: MappingProxyType({}))
+    fields: Mapping[str, TraceValue] = field(default_factory=lambda: NO_FIELDS)
+
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, machine: str, event: str, subject: str, state_before: str,
+        state_after: str, fields: Mapping[str, TraceValue] = NO_FIELDS
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "machine", machine)
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "subject", subject)
+        object.__setattr__(self, "state_before", state_before)
+        object.__setattr__(self, "state_after", state_after)
+        object.__setattr__(self, "fields", fields)
 
     @staticmethod
     def of(

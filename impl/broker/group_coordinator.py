@@ -247,6 +247,17 @@ class Heartbeat:
     member_id: str
     group_instance_id: str | None
 
+    def __init__(
+        self, request_id: int, group_id: str, generation_id: int, member_id: str,
+        group_instance_id: str | None
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "group_id", group_id)
+        object.__setattr__(self, "generation_id", generation_id)
+        object.__setattr__(self, "member_id", member_id)
+        object.__setattr__(self, "group_instance_id", group_instance_id)
+
 
 @dataclass(frozen=True, slots=True)
 class LeaveGroup:
@@ -337,6 +348,11 @@ class Respond:
 
     request_id: int
     body: Mapping[str, Any]
+
+    def __init__(self, request_id: int, body: Mapping[str, Any]) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "body", body)
 
 
 @dataclass(frozen=True, slots=True)

@@ -79,6 +79,21 @@ class MemberValue:
     subscription: bytes
     assignment: bytes
 
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, member_id: str, group_instance_id: str | None, client_id: str, client_host: str,
+        rebalance_timeout_ms: int, session_timeout_ms: int, subscription: bytes,
+        assignment: bytes
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "member_id", member_id)
+        object.__setattr__(self, "group_instance_id", group_instance_id)
+        object.__setattr__(self, "client_id", client_id)
+        object.__setattr__(self, "client_host", client_host)
+        object.__setattr__(self, "rebalance_timeout_ms", rebalance_timeout_ms)
+        object.__setattr__(self, "session_timeout_ms", session_timeout_ms)
+        object.__setattr__(self, "subscription", subscription)
+        object.__setattr__(self, "assignment", assignment)
+
 
 @dataclass(frozen=True, slots=True)
 class GroupValue:

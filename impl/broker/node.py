@@ -551,6 +551,25 @@ class Followed:
     first_end: int | None = None
     rounds: int = 0
 
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, leader: int, leader_epoch: int, truncated: bool = False,
+        in_flight: int | None = None, sent_ms: int = 0, retry_ms: int = 0, failed: bool = False,
+        truncate_at: int | None = None, ask_epoch: int | None = None,
+        first_end: int | None = None, rounds: int = 0
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        self.leader = leader
+        self.leader_epoch = leader_epoch
+        self.truncated = truncated
+        self.in_flight = in_flight
+        self.sent_ms = sent_ms
+        self.retry_ms = retry_ms
+        self.failed = failed
+        self.truncate_at = truncate_at
+        self.ask_epoch = ask_epoch
+        self.first_end = first_end
+        self.rounds = rounds
+
 
 @dataclass
 class PendingProduce:

@@ -226,6 +226,21 @@ class PartitionAssignment:
     replicas: tuple[int, ...]
     is_new: bool
 
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, topic: str, partition: int, controller_epoch: int, leader: int, leader_epoch: int,
+        isr: tuple[int, ...], partition_epoch: int, replicas: tuple[int, ...], is_new: bool
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "topic", topic)
+        object.__setattr__(self, "partition", partition)
+        object.__setattr__(self, "controller_epoch", controller_epoch)
+        object.__setattr__(self, "leader", leader)
+        object.__setattr__(self, "leader_epoch", leader_epoch)
+        object.__setattr__(self, "isr", isr)
+        object.__setattr__(self, "partition_epoch", partition_epoch)
+        object.__setattr__(self, "replicas", replicas)
+        object.__setattr__(self, "is_new", is_new)
+
 
 @dataclass(frozen=True, slots=True)
 class ReplicaState:
@@ -240,6 +255,22 @@ class ReplicaState:
     isr: tuple[int, ...]
     replicas: tuple[int, ...]
     controller_epoch: int = 0
+
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, topic: str, partition: int, role: ReplicaRole, leader: int, leader_epoch: int,
+        partition_epoch: int, isr: tuple[int, ...], replicas: tuple[int, ...],
+        controller_epoch: int = 0
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "topic", topic)
+        object.__setattr__(self, "partition", partition)
+        object.__setattr__(self, "role", role)
+        object.__setattr__(self, "leader", leader)
+        object.__setattr__(self, "leader_epoch", leader_epoch)
+        object.__setattr__(self, "partition_epoch", partition_epoch)
+        object.__setattr__(self, "isr", isr)
+        object.__setattr__(self, "replicas", replicas)
+        object.__setattr__(self, "controller_epoch", controller_epoch)
 
     @property
     def subject(self) -> str:

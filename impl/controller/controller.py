@@ -417,6 +417,14 @@ class ResponseReceived:
     request: ControllerRequest
     response: ControllerResponse | None
 
+    def __init__(
+        self, broker_id: int, request: ControllerRequest, response: ControllerResponse | None
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "broker_id", broker_id)
+        object.__setattr__(self, "request", request)
+        object.__setattr__(self, "response", response)
+
 
 @dataclass(frozen=True, slots=True)
 class SessionExpired:
@@ -461,6 +469,14 @@ class ZkWrite:
     ops: tuple[Op, ...]
     ensure_paths: tuple[str, ...] = ()
 
+    def __init__(
+        self, write_id: int, ops: tuple[Op, ...], ensure_paths: tuple[str, ...] = ()
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "write_id", write_id)
+        object.__setattr__(self, "ops", ops)
+        object.__setattr__(self, "ensure_paths", ensure_paths)
+
 
 @dataclass(frozen=True, slots=True)
 class ReadPartitionStates:
@@ -482,6 +498,10 @@ class EmitTrace:
     """Record a trace event."""
 
     event: TraceEvent
+
+    def __init__(self, event: TraceEvent) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "event", event)
 
 
 @dataclass(frozen=True, slots=True)

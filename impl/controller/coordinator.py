@@ -113,6 +113,20 @@ class NodeStat:
     data_length: int
     num_children: int
 
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, czxid: int, mzxid: int, pzxid: int, version: int, cversion: int,
+        ephemeral_owner: int, data_length: int, num_children: int
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "czxid", czxid)
+        object.__setattr__(self, "mzxid", mzxid)
+        object.__setattr__(self, "pzxid", pzxid)
+        object.__setattr__(self, "version", version)
+        object.__setattr__(self, "cversion", cversion)
+        object.__setattr__(self, "ephemeral_owner", ephemeral_owner)
+        object.__setattr__(self, "data_length", data_length)
+        object.__setattr__(self, "num_children", num_children)
+
 
 @dataclass(frozen=True, slots=True)
 class CheckOp:

@@ -235,6 +235,15 @@ class SendToBroker:
     request: ControllerRequest
     backoff_ms: int = 0
 
+    def __init__(
+        self, request_id: int, broker_id: int, request: ControllerRequest, backoff_ms: int = 0
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "request_id", request_id)
+        object.__setattr__(self, "broker_id", broker_id)
+        object.__setattr__(self, "request", request)
+        object.__setattr__(self, "backoff_ms", backoff_ms)
+
 
 @dataclass(frozen=True, slots=True)
 class LogWarning:

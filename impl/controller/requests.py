@@ -133,6 +133,22 @@ class UpdateMetadataPartitionState:
     replicas: tuple[int, ...]
     offline_replicas: tuple[int, ...]
 
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, topic: str, partition: int, controller_epoch: int, leader: int, leader_epoch: int,
+        isr: tuple[int, ...], zk_version: int, replicas: tuple[int, ...],
+        offline_replicas: tuple[int, ...]
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "topic", topic)
+        object.__setattr__(self, "partition", partition)
+        object.__setattr__(self, "controller_epoch", controller_epoch)
+        object.__setattr__(self, "leader", leader)
+        object.__setattr__(self, "leader_epoch", leader_epoch)
+        object.__setattr__(self, "isr", isr)
+        object.__setattr__(self, "zk_version", zk_version)
+        object.__setattr__(self, "replicas", replicas)
+        object.__setattr__(self, "offline_replicas", offline_replicas)
+
 
 @dataclass(frozen=True, slots=True)
 class UpdateMetadataRequest:

@@ -410,6 +410,19 @@ class LeaderIsr:
     mzxid: int = field(default=-1, compare=False)
     isr_broker_epochs: tuple[int, ...] | None = field(default=None, compare=False)
 
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, leader: int, leader_epoch: int, isr: tuple[int, ...], controller_epoch: int,
+        zk_version: int, mzxid: int = -1, isr_broker_epochs: tuple[int, ...] | None = None
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "leader", leader)
+        object.__setattr__(self, "leader_epoch", leader_epoch)
+        object.__setattr__(self, "isr", isr)
+        object.__setattr__(self, "controller_epoch", controller_epoch)
+        object.__setattr__(self, "zk_version", zk_version)
+        object.__setattr__(self, "mzxid", mzxid)
+        object.__setattr__(self, "isr_broker_epochs", isr_broker_epochs)
+
     def vouched_epoch(self, broker_id: int) -> int | None:
         """The incarnation of ISR member ``broker_id`` this state vouches for (None: the state
         records none for it)."""

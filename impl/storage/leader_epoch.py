@@ -26,6 +26,11 @@ class EpochEntry:
     epoch: int
     start_offset: int
 
+    def __init__(self, epoch: int, start_offset: int) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "epoch", epoch)
+        object.__setattr__(self, "start_offset", start_offset)
+
 
 class LeaderEpochCache:
     """Ordered ``(epoch, start offset)`` entries, both strictly increasing."""

@@ -136,6 +136,14 @@ class BatchPosition:
     size: int
     max_timestamp: int
 
+    def __init__(self, position: int, base_offset: int, next_offset: int, size: int,
+                 max_timestamp: int) -> None:
+        object.__setattr__(self, "position", position)
+        object.__setattr__(self, "base_offset", base_offset)
+        object.__setattr__(self, "next_offset", next_offset)
+        object.__setattr__(self, "size", size)
+        object.__setattr__(self, "max_timestamp", max_timestamp)
+
 
 @dataclass(frozen=True, slots=True)
 class StorageEnv:

@@ -140,6 +140,29 @@ class BatchHeader:
     base_sequence: int
     record_count: int
 
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, position: int, base_offset: int, batch_length: int,
+        partition_leader_epoch: int, magic: int, crc: int, attributes: int,
+        last_offset_delta: int, base_timestamp: int, max_timestamp: int,
+        producer_id: int, producer_epoch: int, base_sequence: int,
+        record_count: int
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "position", position)
+        object.__setattr__(self, "base_offset", base_offset)
+        object.__setattr__(self, "batch_length", batch_length)
+        object.__setattr__(self, "partition_leader_epoch", partition_leader_epoch)
+        object.__setattr__(self, "magic", magic)
+        object.__setattr__(self, "crc", crc)
+        object.__setattr__(self, "attributes", attributes)
+        object.__setattr__(self, "last_offset_delta", last_offset_delta)
+        object.__setattr__(self, "base_timestamp", base_timestamp)
+        object.__setattr__(self, "max_timestamp", max_timestamp)
+        object.__setattr__(self, "producer_id", producer_id)
+        object.__setattr__(self, "producer_epoch", producer_epoch)
+        object.__setattr__(self, "base_sequence", base_sequence)
+        object.__setattr__(self, "record_count", record_count)
+
     @property
     def size_in_bytes(self) -> int:
         """Whole batch size: ``batchLength + 12``."""
@@ -331,6 +354,14 @@ class ClientBatch:
     #: the oldest and newest record timestamps (CREATE_TIME: base timestamp + delta)
     oldest_timestamp_ms: int
     newest_timestamp_ms: int
+
+    def __init__(
+        self, header: BatchHeader, oldest_timestamp_ms: int, newest_timestamp_ms: int
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "header", header)
+        object.__setattr__(self, "oldest_timestamp_ms", oldest_timestamp_ms)
+        object.__setattr__(self, "newest_timestamp_ms", newest_timestamp_ms)
 
 
 def validate_client_records(

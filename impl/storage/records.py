@@ -44,6 +44,18 @@ class Record:
     headers: tuple[tuple[bytes, bytes | None], ...]
     attributes: int = 0
 
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, offset: int, timestamp: int, key: bytes | None, value: bytes | None,
+        headers: tuple[tuple[bytes, bytes | None], ...], attributes: int = 0
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "offset", offset)
+        object.__setattr__(self, "timestamp", timestamp)
+        object.__setattr__(self, "key", key)
+        object.__setattr__(self, "value", value)
+        object.__setattr__(self, "headers", headers)
+        object.__setattr__(self, "attributes", attributes)
+
 
 def _read_bytes(buffer: bytes, position: int, end: int) -> tuple[bytes | None, int]:
     length, position = read_varint(buffer, position, end)

@@ -269,6 +269,25 @@ class Move:
     source_renamed: bool = False
     dest_renamed: bool = False
 
+    def __init__(  # noqa: PLR0917 (the generated constructor's signature)
+        self, tp: TopicPartition, state: MoveState = MoveState.NONE,
+        source_dir: str | None = None, dest_dir: str | None = None,
+        source_leo: int = 0, dest_leo: int = 0, lock_held: bool = False,
+        dest_durable: bool = False, source_renamed: bool = False,
+        dest_renamed: bool = False
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "tp", tp)
+        object.__setattr__(self, "state", state)
+        object.__setattr__(self, "source_dir", source_dir)
+        object.__setattr__(self, "dest_dir", dest_dir)
+        object.__setattr__(self, "source_leo", source_leo)
+        object.__setattr__(self, "dest_leo", dest_leo)
+        object.__setattr__(self, "lock_held", lock_held)
+        object.__setattr__(self, "dest_durable", dest_durable)
+        object.__setattr__(self, "source_renamed", source_renamed)
+        object.__setattr__(self, "dest_renamed", dest_renamed)
+
 
 @dataclass(frozen=True, slots=True)
 class MoveInput:
@@ -279,6 +298,16 @@ class MoveInput:
     source_leo: int | None = None
     dest_leo: int | None = None
 
+    def __init__(
+        self, event: MoveEvent, log_dir: str | None = None, source_leo: int | None = None,
+        dest_leo: int | None = None
+    ) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "event", event)
+        object.__setattr__(self, "log_dir", log_dir)
+        object.__setattr__(self, "source_leo", source_leo)
+        object.__setattr__(self, "dest_leo", dest_leo)
+
 
 @dataclass(frozen=True, slots=True)
 class Transition:
@@ -287,6 +316,12 @@ class Transition:
     move: Move
     effects: tuple[MoveEffect, ...]
     trace: TraceEvent
+
+    def __init__(self, move: Move, effects: tuple[MoveEffect, ...], trace: TraceEvent) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
+        object.__setattr__(self, "move", move)
+        object.__setattr__(self, "effects", effects)
+        object.__setattr__(self, "trace", trace)
 
 
 def _require(condition: bool, move: Move, event: MoveInput, why: str) -> None:

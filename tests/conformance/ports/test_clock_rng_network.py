@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
+import random
+
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from conformance import NetworkFaults, SimClock, SimNetwork, SimRng
 from impl.ports import Clock, Rng
@@ -36,6 +40,43 @@ def test_same_seed_same_draws_and_streams_independent() -> None:
     assert [disk.randrange(1 << 30) for _ in range(20)] == alone
     assert SimRng(43).stream("disk").randrange(1 << 30) != alone[0]
     assert parent.stream("a").stream("b").seed != parent.stream("b").stream("a").seed
+
+
+@settings(max_examples=300, deadline=None)
+@given(seed=st.integers(min_value=-(2**70), max_value=2**70),
+       draws=st.lists(st.tuples(st.sampled_from(["randrange", "randint", "choice", "shuffle",
+                                                  "random"]),
+                                st.integers(min_value=1, max_value=2**70)),
+                      max_size=40))
+def test_integer_draws_are_random_randoms(seed: int, draws: list[tuple[str, int]]) -> None:
+    """SimRng draws its integers itself (no interpreted call in the compiled simulator): the
+    same numbers, in the same order, as ``random.Random`` seeded alike, interleaved with floats."""
+    ours, theirs = SimRng(seed), random.Random(seed)
+    for kind, size in draws:
+        if kind == "randrange":
+            assert ours.randrange(size) == theirs.randrange(size)
+        elif kind == "randint":
+            assert ours.randint(-size // 2, size) == theirs.randint(-size // 2, size)
+        elif kind == "choice":
+            items = list(range(size % 50 + 1))
+            assert ours.choice(items) == theirs.choice(items)
+        elif kind == "shuffle":
+            mine, yours = list(range(size % 30)), list(range(size % 30))
+            ours.shuffle(mine)
+            theirs.shuffle(yours)
+            assert mine == yours
+        else:
+            assert ours.random() == theirs.random()
+
+
+def test_bad_draws_are_refused_as_random_refuses_them() -> None:
+    rng = SimRng(3)
+    with pytest.raises(IndexError):
+        rng.choice([])
+    with pytest.raises(ValueError, match="empty range"):
+        rng.randrange(0)
+    with pytest.raises(ValueError, match="empty range"):
+        rng.randint(5, 4)
 
 
 def test_chance_bounds() -> None:
