@@ -71,7 +71,7 @@ def mismatches(cls: type) -> list[str]:
         problems.append("defines __post_init__, which a written-out __init__ does not call")
     fields = dataclasses.fields(cls)
     init_fields = [field for field in fields if field.init]
-    parameters = list(inspect.signature(cls.__init__).parameters.values())[1:]
+    parameters = list(inspect.signature(vars(cls)["__init__"]).parameters.values())[1:]
     if [parameter.name for parameter in parameters] != [field.name for field in init_fields]:
         return [*problems, f"parameters {[p.name for p in parameters]} are not the fields "
                            f"{[f.name for f in init_fields]}"]
