@@ -440,6 +440,10 @@ class Append(NamedTuple):
     #: around the broker's clock; ``None``: unbounded), checked on every record by the storage
     #: engine (the header's own timestamps may lie)
     timestamp_window_ms: tuple[int, int] | None = None
+    #: the group coordinator's own write (:mod:`impl.broker.node_groups`): it may come out of
+    #: any step (a tick, another group's request, a load), not only a client's produce, so a
+    #: shell whose callers do not all carry appends carries it on its own
+    coordinator: bool = False
 
 
 class WriteIsr(NamedTuple):

@@ -15,7 +15,8 @@ same objects:
   back-off. Requests in between are answered COORDINATOR_LOAD_IN_PROGRESS.
 * **Writes.** The coordinator's ``Append`` (acks=all) becomes the node's own ``Produce`` from
   the client :data:`GROUP_CLIENT`: the same checks, the same append effect, the same wait for
-  the high watermark as a client's produce; its answer becomes ``AppendCompleted``.
+  the high watermark as a client's produce; its answer becomes ``AppendCompleted``. The append
+  is marked ``Append.coordinator``: it may come out of any step, not only a client's request.
 * **Requests.** :class:`GroupCall` carries a group API request from ``client``; its answer is
   the node's ``Reply(client, Respond)``.
 * **Time.** The node's ``Tick`` (the simulator's) and :class:`GroupTick` (the trio broker's
@@ -34,7 +35,7 @@ from impl.storage.names import TopicPartition
 
 from . import group_coordinator as gc
 from . import group_records
-from .node import BrokerNode, Effect, GroupCall, Produce, Reply, RoleChanged
+from .node import Append, BrokerNode, Effect, GroupCall, Produce, Reply, RoleChanged
 from .replication import ReplicaRole
 
 __sans_io__ = True
@@ -164,6 +165,8 @@ class GroupHost:
                 token = self.produces.pop(reply.request_id, None)
                 if token is not None:
                     completions.append(gc.AppendCompleted(token, reply.error))
+            elif type(item) is Append:
+                out.append(item._replace(coordinator=True))
             else:
                 out.append(item)
         return completions

@@ -420,14 +420,13 @@ class ReplicaManager:
                 else:
                     pending.append(effect)
             elif kind is Append:
-                # The group coordinator's own writes (a leader's appends to __consumer_offsets)
-                # may come out of any step, whose caller may not carry appends: each runs in a
-                # task of its own. A follower's append is its fetcher's, carried before it
-                # fetches again (spawned, it ran after the fetcher's next fetch, which reported
-                # the old end offset: each acks=all commit then waited for that parked fetch's
-                # 500 ms).
-                if (self.spawn is not None and e.tp.topic == gc.OFFSETS_TOPIC
-                        and e.leader_epoch is not None):
+                # The group coordinator's own writes (the node marks them) may come out of any
+                # step, whose caller may not carry appends: each runs in a task of its own.
+                # Every other append is its step's caller's: a follower's is its fetcher's,
+                # carried before it fetches again (spawned, it ran after the fetcher's next
+                # fetch, which reported the old end offset: each acks=all commit on a replicated
+                # __consumer_offsets then waited for that parked fetch's 500 ms).
+                if self.spawn is not None and e.coordinator:
                     self.spawn(functools.partial(self._carry_out_alone, e))
                 else:
                     pending.append(effect)

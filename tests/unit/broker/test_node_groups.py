@@ -10,11 +10,20 @@ from __future__ import annotations
 from typing import Any
 
 from impl.broker import group_coordinator as gc
-from impl.broker.node import FetchCall, GroupCall, LeaderAndIsr, Reply, Tick
+from impl.broker.node import (
+    Append,
+    Appended,
+    FetchCall,
+    GroupCall,
+    LeaderAndIsr,
+    Produce,
+    Reply,
+    Tick,
+)
 from impl.controller.requests import LeaderAndIsrPartitionState, LeaderAndIsrRequest
 from impl.storage.names import TopicPartition
 
-from .test_node import Harness
+from .test_node import Harness, batch
 
 OFFSETS = TopicPartition(gc.OFFSETS_TOPIC, 0)
 CLIENT = 77
@@ -104,3 +113,18 @@ def test_requests_meet_the_load_under_way_then_the_loaded_partition() -> None:
     h.step(Tick(periodic=False))
     assert events(h)[-1] == "LOAD_COMPLETED"
     assert answers(h.step(fetch(2)))[2]["error_code"] == gc.NONE
+
+
+def test_the_coordinators_writes_are_marked_and_a_clients_are_not() -> None:
+    """The node marks the coordinator's own appends (``Append.coordinator``): any step may emit
+    them, so the trio shell runs each in a task of its own; a client's append (here the same
+    partition's, by a produce) is its request's and is carried with it."""
+    h = hosting()
+    offsets_leader_and_isr(h, 0, 1)
+    marked = [e for e in h.node.step(commit(1, 42)) if isinstance(e, Append)]
+    assert [(e.tp, e.coordinator) for e in marked] == [(OFFSETS, True)]
+    h.step(Appended(OFFSETS, marked[0].token, 0, *h.store.logs[OFFSETS].append(
+        marked[0].records, marked[0].leader_epoch)))
+    produced = [e for e in h.node.step(Produce(CLIENT, 2, OFFSETS, batch(0), 1, 1_000))
+                if isinstance(e, Append)]
+    assert [(e.tp, e.coordinator) for e in produced] == [(OFFSETS, False)]
