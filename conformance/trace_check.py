@@ -77,6 +77,7 @@ class ModelAction:
     )
 
     def __init__(self, name: str, params: Mapping[str, Any] = NO_PARAMS) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
         object.__setattr__(self, "name", name)
         object.__setattr__(self, "params", params)
         object.__setattr__(self, "memo_key", None)

@@ -138,6 +138,7 @@ class BatchPosition:
 
     def __init__(self, position: int, base_offset: int, next_offset: int, size: int,
                  max_timestamp: int) -> None:
+        # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
         object.__setattr__(self, "position", position)
         object.__setattr__(self, "base_offset", base_offset)
         object.__setattr__(self, "next_offset", next_offset)
