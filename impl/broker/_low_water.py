@@ -6,20 +6,38 @@ A receive still returns whatever is there, and the kernel also wakes the reader 
 receive window is full, so the setting never stalls a sender; it must be back at 1 before the
 next frame's size prefix is awaited (a frame of a few bytes would otherwise never wake the
 reader). Measured: a follower's 4 MB fetch answer took 26-34 receives, about 9 with 1 MiB
-(docs/performance.md, "Cut batches"). The broker's own connections do not use it: a 1 MB
-Produce request arrived in 2.4 receives, 2.1 with it, and the two extra system calls per request
-cost what the receives saved.
+(docs/performance.md, "Cut batches"). The broker's own connections use it for one thing only: a
+large request's body received whole as one ``bytes`` (``server._Connection._receive_body``), and
+only when the socket does not already hold all of it (:func:`queued_bytes`; a busy producer's
+next body usually is there). Set for every request, to cut receives alone, it did not pay: a
+1 MB Produce request arrived in 2.4 receives, 2.1 with it, and the two extra system calls per
+request cost what the receives saved.
 """
 
 from __future__ import annotations
 
+import fcntl
 import socket
+import sys
+import termios
 from typing import Final
 
 import trio
 
 #: the most a receive waits for (4 MiB gave fewer receives and no less CPU)
 RECEIVE_LOW_WATER_BYTES: Final = 1 << 20
+#: whether this system has the option (Linux; elsewhere large frames arrive in pieces)
+AVAILABLE: Final = hasattr(socket, "SO_RCVLOWAT")
+_INT_BUFFER: Final = bytes(4)
+
+
+def queued_bytes(sock: trio.socket.SocketType) -> int:
+    """Bytes waiting in the socket's receive queue (``FIONREAD``); 0 when it cannot say."""
+    try:
+        return int.from_bytes(fcntl.ioctl(sock.fileno(), termios.FIONREAD, _INT_BUFFER),
+                              sys.byteorder)
+    except OSError:
+        return 0
 
 
 class ReceiveLowWater:

@@ -37,6 +37,7 @@ next receive does not fit waits (Kafka mutes its channel) until other requests f
 
 from __future__ import annotations
 
+import contextlib
 import errno
 import logging
 import math
@@ -67,6 +68,8 @@ from ._codec import (
     peek_head,
 )
 from ._framing import FrameDecoder, FrameError
+from ._low_water import AVAILABLE as LOW_WATER_AVAILABLE
+from ._low_water import ReceiveLowWater, queued_bytes
 from ._produce_shape import few_partitions
 
 log = logging.getLogger(__name__)
@@ -74,6 +77,8 @@ log = logging.getLogger(__name__)
 _T = TypeVar("_T")
 
 RECEIVE_BYTES: Final = 256 * 1024
+#: a frame's size prefix (int32), received alone after a large frame (:mod:`._framing`)
+SIZE_PREFIX_BYTES: Final = 4
 #: Frames at least this large are decoded in slices (:func:`._codec.decode_request_steps`), other
 #: clients served between them: kio's native reader holds the GIL for a whole request, so a
 #: worker thread did not help (a 12 MB ListOffsets held it 370 ms).
@@ -295,6 +300,8 @@ class _Connection:
         #: queue and the one it waits on)
         self.deferred: list[_Deferred] = []
         self.nursery: trio.Nursery | None = None
+        #: the socket's ``SO_RCVLOWAT`` while a large body arrives (:meth:`_receive_body`)
+        self.low_water: ReceiveLowWater | None = None
 
     async def run(self) -> None:
         if self.guard is not None and self.guard.uses_tls:
@@ -357,11 +364,23 @@ class _Connection:
                         )
                     deadline = frame_deadline
                     why = "socket.request.read.timeout.ms"
-                direct = decoder.direct_buffer() if self.socket_stream is not None else None
-                want = len(direct) if direct is not None else RECEIVE_BYTES
+                plain = self.socket_stream is not None
+                # a large frame's body in one piece when only its size prefix has arrived, else
+                # into the frame's own buffer, else whatever comes (after a large frame: the
+                # next size prefix alone, so that a large frame's body starts a receive)
+                whole = decoder.whole_body_size() if plain and LOW_WATER_AVAILABLE else None
+                direct = decoder.direct_buffer() if plain and whole is None else None
                 missing = decoder.missing_bytes
-                if direct is None and missing is not None and missing > 0:
-                    want = min(want, missing)
+                if whole is not None:
+                    want = whole
+                elif direct is not None:
+                    want = len(direct)
+                elif plain and decoder.prefix_first:
+                    want = SIZE_PREFIX_BYTES
+                else:
+                    want = RECEIVE_BYTES
+                    if missing is not None and missing > 0:
+                        want = min(want, missing)
                 received = 0
                 data: bytes | bytearray = b""
                 with trio.CancelScope(deadline=deadline) as scope:
@@ -369,7 +388,9 @@ class _Connection:
                     await self.server.pool.acquire(want)
                     self.reserved += want
                     try:
-                        if direct is not None:
+                        if whole is not None:
+                            data = await self._receive_body(whole)
+                        elif direct is not None:
                             assert self.socket_stream is not None
                             received = await self.socket_stream.socket.recv_into(direct)
                         else:
@@ -390,6 +411,9 @@ class _Connection:
                 self.reserved -= want - got
                 if direct is not None:
                     decoder.direct_filled(received)
+                elif whole is not None:
+                    assert isinstance(data, bytes)
+                    decoder.feed_body(data)
                 else:
                     decoder.feed(data if isinstance(data, bytes) else bytes(data))
                 continue
@@ -421,6 +445,28 @@ class _Connection:
             if response is not None:
                 assert isinstance(response, bytes | PiecesResponse)
                 await _queue(send_channel, response)
+
+    async def _receive_body(self, size: int) -> bytes:
+        """A large frame's body of ``size`` bytes, received in one piece once the kernel holds
+        it all (``SO_RCVLOWAT``: the connection is woken once, and the body becomes one
+        ``bytes`` nobody copies again), or what had arrived when the kernel woke it earlier (a
+        full receive window, the peer closing: the frame is then assembled as any other).
+
+        The low-water mark is back to one byte before anything else waits on the socket: a
+        small request must wake the connection as soon as it arrives.
+        """
+        assert self.socket_stream is not None
+        sock = self.socket_stream.socket
+        if queued_bytes(sock) < size:  # (a busy producer's next body is usually there)
+            if self.low_water is None:
+                self.low_water = ReceiveLowWater(sock)
+            self.low_water.before_receive(size)
+            try:
+                await trio.lowlevel.wait_readable(sock)
+            finally:
+                with contextlib.suppress(OSError):  # (closed meanwhile: the receive says so)
+                    self.low_water.frame_done()
+        return await sock.recv(size)
 
     async def _settle(self) -> None:
         """Wait until every deferred answer of this connection is finished (the next request
