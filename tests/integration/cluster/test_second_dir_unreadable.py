@@ -105,6 +105,16 @@ def place_replicas(cluster: Cluster, servers: str, load: Load | None = None) -> 
         TopicPartitionReplica(TOPIC, partition, broker): str(cluster.log_dirs(broker)[index])
         for broker, dirs in PLACEMENT.items() for partition, index in dirs.items()
     }
+    # a broker answers REPLICA_NOT_AVAILABLE for a replica it does not host yet (as Kafka's
+    # does): the ISR the metadata shows is the controller's, before a follower has acted on it
+    def hosted() -> bool:
+        return all(
+            set(dirs) <= {p for _, (_, sizes) in dir_contents(servers, broker).items()
+                          for p in sizes}
+            for broker, dirs in PLACEMENT.items()
+        )
+
+    wait_until(hosted, "every broker to host its replicas", pause if load is None else load.step)
     with AdminClient(servers) as admin:
         codes = admin.alter_replica_log_dirs(wanted)
     assert set(codes.values()) == {0}, codes
