@@ -370,7 +370,6 @@ class _Connection:
                 # next size prefix alone, so that a large frame's body starts a receive)
                 whole = decoder.whole_body_size() if plain and LOW_WATER_AVAILABLE else None
                 direct = decoder.direct_buffer() if plain and whole is None else None
-                missing = decoder.missing_bytes
                 if whole is not None:
                     want = whole
                 elif direct is not None:
@@ -379,6 +378,7 @@ class _Connection:
                     want = SIZE_PREFIX_BYTES
                 else:
                     want = RECEIVE_BYTES
+                    missing = decoder.missing_bytes
                     if missing is not None and missing > 0:
                         want = min(want, missing)
                 received = 0
