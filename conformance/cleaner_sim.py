@@ -155,7 +155,12 @@ def read_records(
     partition: PartitionLog,
 ) -> dict[int, tuple[bytes | None, bytes | None]] | None:
     """Every readable record of the partition (offset -> key, value), or ``None`` when a read
-    failed (its dir failed). Raises what reading raises otherwise."""
+    failed (its dir failed). Raises what reading raises otherwise.
+
+    Raises:
+        CorruptBatch: a read returned a whole batch whose CRC-32C does not cover its bytes, or
+            whose records do not parse (what a consumer checking CRCs refuses).
+    """
     found: dict[int, tuple[bytes | None, bytes | None]] = {}
     offset = partition.log_start_offset
     for _ in range(100_000):
@@ -169,6 +174,7 @@ def read_records(
         if not batches:
             return found  # the rest is a gap the cleaner left at the end of a segment
         for data, header in batches:
+            rb.check_crc(data, header)
             for record in rec.iter_records(data, header):
                 found[record.offset] = (record.key, record.value)
         offset = batches[-1][1].next_offset

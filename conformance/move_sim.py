@@ -61,7 +61,7 @@ from impl.storage import record_batch as rb
 from impl.storage import replica_move as rm
 from impl.storage.checkpoint import CheckpointSync
 from impl.storage.config import UNLIMITED_RATE, StorageConfig
-from impl.storage.errors import StorageError
+from impl.storage.errors import CorruptBatch, StorageError
 from impl.storage.log import FlushSync
 from impl.storage.log_config import LogConfig
 from impl.storage.manager import LogManager, MoverSwap, MoverWait, PartitionLog
@@ -1067,6 +1067,8 @@ class BrokerWorld:
         assert self.cleaner is not None
         try:
             found = read_records(partition)
+        except CorruptBatch as error:
+            raise _served_corrupt(self.broker, tp, error) from error
         except StorageError:
             if partition.offline:
                 return
@@ -1088,6 +1090,8 @@ class BrokerWorld:
         book = self.books[tp]
         try:
             found = read_records(partition)
+        except CorruptBatch as error:  # recovery must have cut a torn batch off
+            raise _served_corrupt(self.broker, tp, error) from error
         except StorageError:
             found = None
         if found is None:
@@ -1474,6 +1478,12 @@ def _batches_of(slices: Sequence[Any]) -> list[tuple[int, int, int]]:
             found.append((header.base_offset, header.next_offset, header.crc))
             position += header.size_in_bytes
     return found
+
+
+def _served_corrupt(broker: int, tp: TopicPartition, error: CorruptBatch) -> ViolationFound:
+    """READ_CONSISTENT: a read of a compacted partition returned a corrupt batch (as
+    :func:`_batches_of` finds for the others)."""
+    return ViolationFound("READ_CONSISTENT", f"broker {broker}: {tp}: a read returned {error}")
 
 
 def _describe(batches: Sequence[tuple[int, int, int]]) -> str:

@@ -127,7 +127,7 @@ PLANTS: tuple[Plant, ...] = (
         "self._scan(segment, 0, size, check_crc=not trusted, build_index=True)",
         "self._scan(segment, 0, size, check_crc=False, build_index=True)",
         "log recovery does not check the CRC of unflushed batches (a torn write in the middle of "
-        "a segment is served)", 8, (2, "IMPLEMENTATION_ERROR"),
+        "a segment is served)", 8, (2, "READ_CONSISTENT"),
     ),
     Plant(
         "lost_replica_recreated_while_a_dir_is_offline", "storage", "impl.storage.manager",

@@ -63,6 +63,15 @@ def test_the_shipped_code_passes_the_seeds_that_catch_the_cheap_plants() -> None
             assert not run_seed(seed, ClusterConfig()).failed
 
 
+def test_a_served_torn_batch_is_reported_as_a_read_violation() -> None:
+    """Recovery without its CRC check serves a torn batch: the storage broker's read of its
+    compacted partition refuses it (READ_CONSISTENT), where the record walk used to raise
+    CorruptBatch out of the checker (IMPLEMENTATION_ERROR, as if the broker had failed)."""
+    plant = next(p for p in PLANTS if p.name == "recovery_without_crc")
+    result = run_plant(plant, seeds=plant.caught_at[0] + 1)
+    assert (result.caught_seed, result.invariant) == plant.caught_at == (2, "READ_CONSISTENT")
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("plant", PLANTS, ids=lambda plant: plant.name)
 def test_every_plant_is_caught_within_its_budget(plant: Plant) -> None:

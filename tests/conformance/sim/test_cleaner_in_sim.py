@@ -8,12 +8,15 @@ Replay a seed: ``logproof conformance replay --seed N --brokers 1 --compacted 2 
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 
 import pytest
 
-from conformance.cleaner_sim import check_compacted
+from conformance.cleaner_sim import check_compacted, read_records
 from conformance.move_abstraction import move_abstractions
 from conformance.move_sim import SimConfig, simulate
+from impl.storage import record_batch as rb
+from impl.storage.errors import CorruptBatch
 
 CONFIG = SimConfig(partitions=3, compacted=2, steps=300, segment_bytes=600)
 
@@ -71,3 +74,39 @@ def test_the_end_to_end_check_refuses_a_lost_latest_and_a_rewritten_record() -> 
     verdict = check_compacted(rewritten, acknowledged, point=4)
     assert verdict is not None
     assert verdict[0] == "COMPACTION_OFFSETS_STABLE"
+
+
+@dataclass
+class _Slice:
+    data: bytes
+
+    def read_all(self) -> bytes:
+        return self.data
+
+    def close(self) -> None:
+        pass
+
+
+@dataclass
+class _Stored:
+    """What a partition's read returns: stored bytes, as they are."""
+
+    data: bytes
+    log_start_offset: int = 0
+    log_end_offset: int = 2
+
+    def read(self, offset: int, max_bytes: int) -> list[_Slice]:
+        assert offset == 0
+        return [_Slice(self.data[:max_bytes])]
+
+
+def test_a_read_back_refuses_a_batch_its_crc_does_not_cover() -> None:
+    """A compacted partition's records are read back through each batch's CRC, as a consumer
+    checking CRCs reads them: a changed value byte parses as a record but is refused (the
+    storage broker reports READ_CONSISTENT; the record walk alone returned the wrong value)."""
+    batch = rb.build_batch([b"v0", b"v1"], keys=[b"k", b"k"])
+    assert read_records(_Stored(batch)) == {0: (b"k", b"v0"), 1: (b"k", b"v1")}  # type: ignore[arg-type]
+    assert batch[-3:] == b"v1\x00"  # the last record: its value, then no headers
+    flipped = batch[:-2] + b"2" + batch[-1:]  # b"v2": the same length, a record that parses
+    with pytest.raises(CorruptBatch, match="CRC-32C"):
+        read_records(_Stored(flipped))  # type: ignore[arg-type]
