@@ -42,10 +42,10 @@ def zk_chroot(zookeeper: EmbeddedZooKeeper, request: pytest.FixtureRequest) -> s
     return f"{zookeeper.connect_string}{chroot}"
 
 
-
 def pytest_xdist_make_scheduler(config: pytest.Config, log: Any) -> Any:
-    """With ``-n`` and the default ``--dist load`` (as ``make test`` runs): every module that uses the ``integration`` marker on
-    one worker, one after the other; the other modules spread over all workers.
+    """With ``-n`` and the default ``--dist load`` (as ``make test`` runs): every module that
+    uses the ``integration`` marker on one worker, one after the other; the other modules spread
+    over all workers.
 
     Integration tests start real ZooKeeper servers, brokers and clients whose timeouts assume the
     machine is not already running another test's cluster; the unit, model and conformance tests
