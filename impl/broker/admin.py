@@ -53,6 +53,7 @@ _CLIENT_RANGES: Final[Mapping[int, tuple[int, int]]] = {
     api_versions.METADATA: (1, 8),
     api_versions.CREATE_TOPICS: (2, 4),
     api_versions.DELETE_TOPICS: (1, 3),
+    api_versions.CREATE_PARTITIONS: (0, 3),
     api_versions.DESCRIBE_LOG_DIRS: (1, 4),
     api_versions.ALTER_REPLICA_LOG_DIRS: (1, 2),
     api_versions.DESCRIBE_CONFIGS: (1, 4),
@@ -423,26 +424,31 @@ class AdminClient:
         *,
         timeout_ms: int = 30_000,
         validate_only: bool = False,
+        configs: Mapping[str, Mapping[str, str]] | None = None,
     ) -> dict[str, tuple[int, str | None]]:
-        """Create topics: ``(name, partitions, replication factor)`` or ``(name, assignment)``.
+        """Create topics: ``(name, partitions, replication factor)`` or ``(name, assignment)``;
+        ``configs``: name → the topic's configs (``retention.ms`` → ``"60000"``).
 
         Returns:
             name → (error code, message).
         """
         entries = []
         for spec in topics:
+            name = spec[0]
+            given = (configs or {}).get(name, {})
+            settings = [{"name": key, "value": value} for key, value in given.items()]
             if len(spec) == 3:
-                name, partitions, factor = spec
+                _, partitions, factor = spec
                 entries.append({"name": name, "num_partitions": partitions,
                                 "replication_factor": factor, "assignments": [],
-                                "configs": []})
+                                "configs": settings})
             else:
-                name, assignment = spec
+                _, assignment = spec
                 entries.append({
                     "name": name, "num_partitions": -1, "replication_factor": -1,
                     "assignments": [{"partition_index": p, "broker_ids": list(replicas)}
                                     for p, replicas in sorted(assignment.items())],
-                    "configs": [],
+                    "configs": settings,
                 })
         response = self._call(
             self._any(), api_versions.CREATE_TOPICS,
@@ -452,6 +458,23 @@ class AdminClient:
             topic.name: (int(topic.error_code), getattr(topic, "error_message", None))
             for topic in response.topics
         }
+
+    def create_partitions(
+        self, counts: Mapping[str, int], *, timeout_ms: int = 30_000, validate_only: bool = False,
+    ) -> dict[str, tuple[int, str | None]]:
+        """CreatePartitions: grow each topic to ``counts[name]`` partitions, placed by the
+        cluster.
+
+        Returns:
+            name → (error code, message).
+        """
+        response = self._call(self._any(), api_versions.CREATE_PARTITIONS, {
+            "topics": [{"name": name, "count": count, "assignments": None}
+                       for name, count in counts.items()],
+            "timeout": timeout_ms, "validate_only": validate_only,
+        })
+        return {result.name: (int(result.error_code), result.error_message)
+                for result in response.results}
 
     def delete_topics(self, names: Iterable[str], *, timeout_ms: int = 30_000) -> dict[str, int]:
         """Delete topics; name → error code."""

@@ -1,11 +1,12 @@
-"""``logproof topics create|describe|delete``: topic administration over the wire protocol."""
+"""``logproof topics create|list|describe|alter|delete``: topic administration over the wire
+protocol (the shape of ``kafka-topics.sh``)."""
 
 from __future__ import annotations
 
 import argparse
 from typing import Any
 
-from impl.broker.admin import AdminClient, AdminClientError, error_name
+from impl.broker.admin import TOPIC_RESOURCE, AdminClient, AdminClientError, error_name
 from impl.controller.placement import PARTITION_COUNT_MAX, REPLICATION_FACTOR_MAX
 
 from ._errors import CliError
@@ -14,8 +15,9 @@ from ._errors import CliError
 def register(subparsers: Any) -> None:
     """Add the ``topics`` subcommand."""
     parser: argparse.ArgumentParser = subparsers.add_parser(
-        "topics", help="create, describe or delete topics",
-        description="Create, describe or delete topics through any broker of the cluster.",
+        "topics", help="create, list, describe, alter or delete topics",
+        description="Create, list, describe, alter or delete topics through any broker of the "
+                    "cluster.",
     )
     actions = parser.add_subparsers(title="actions", metavar="ACTION", required=True)
     create = actions.add_parser("create", help="create a topic")
@@ -26,11 +28,21 @@ def register(subparsers: Any) -> None:
         "--replica-assignment", default=None,
         help="explicit replicas: '1:2,2:3' is partition 0 on brokers 1,2 and partition 1 on 2,3",
     )
+    create.add_argument(
+        "--config", action="append", default=[], metavar="KEY=VALUE",
+        help="a topic config (repeatable): --config cleanup.policy=compact",
+    )
+    listing = actions.add_parser("list", help="the topics' names, one per line")
     describe = actions.add_parser("describe", help="describe topics")
     describe.add_argument("--topic", default=None, help="one topic (default: all)")
+    alter = actions.add_parser("alter", help="add partitions to a topic")
+    alter.add_argument("--topic", required=True)
+    alter.add_argument("--partitions", type=int, required=True,
+                       help="the new partition count (larger than the current one)")
     delete = actions.add_parser("delete", help="delete a topic")
     delete.add_argument("--topic", required=True)
-    for sub, handler in ((create, _create), (describe, _describe), (delete, _delete)):
+    for sub, handler in ((create, _create), (listing, _list), (describe, _describe),
+                         (alter, _alter), (delete, _delete)):
         sub.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT]")
         sub.add_argument("--timeout", type=float, default=30.0, help="seconds (default 30)")
         sub.set_defaults(handler=handler)
@@ -46,7 +58,20 @@ def _assignment(text: str) -> dict[int, list[int]]:
     return assignment
 
 
+def _configs(pairs: list[str]) -> dict[str, str]:
+    configs: dict[str, str] = {}
+    for pair in pairs:
+        key, equals, value = pair.partition("=")
+        if not equals or not key.strip():
+            raise CliError(f"--config: expected KEY=VALUE, got {pair!r}")
+        if key.strip() in configs:
+            raise CliError(f"--config: {key.strip()} given twice")
+        configs[key.strip()] = value
+    return configs
+
+
 def _create(arguments: argparse.Namespace) -> int:
+    configs = _configs(arguments.config)
     if arguments.replica_assignment is None and (
         arguments.partitions <= 0 or arguments.replication_factor <= 0
     ):
@@ -62,7 +87,8 @@ def _create(arguments: argparse.Namespace) -> int:
                 spec = (arguments.topic, _assignment(arguments.replica_assignment))
             else:
                 spec = (arguments.topic, arguments.partitions, arguments.replication_factor)
-            result = admin.create_topics([spec], timeout_ms=int(arguments.timeout * 1000))
+            result = admin.create_topics([spec], timeout_ms=int(arguments.timeout * 1000),
+                                         configs={arguments.topic: configs})
     except AdminClientError as error:
         raise CliError(str(error)) from None
     code, message = result.get(arguments.topic, (-1, "no answer for the topic"))
@@ -73,10 +99,35 @@ def _create(arguments: argparse.Namespace) -> int:
     return 0
 
 
+def _list(arguments: argparse.Namespace) -> int:
+    try:
+        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+            metadata = admin.metadata(None)
+    except AdminClientError as error:
+        raise CliError(str(error)) from None
+    for name in sorted(metadata.topics):
+        print(name)
+    return 0
+
+
 def _describe(arguments: argparse.Namespace) -> int:
+    """Kafka's layout: a line per topic (its configs set on the topic itself), one per
+    partition."""
+    overrides: dict[str, str] = {}
     try:
         with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
             metadata = admin.metadata(None if arguments.topic is None else [arguments.topic])
+            for name in sorted(metadata.topics):
+                if metadata.topics[name][0] != 0:
+                    continue
+                code, message, entries = admin.describe_configs(TOPIC_RESOURCE, name,
+                                                                synonyms=False)
+                if code != 0:
+                    raise CliError(f"topic {name!r}: configs: {error_name(code)}"
+                                   + (f" ({message})" if message else ""))
+                overrides[name] = ",".join(sorted(
+                    f"{entry.name}={entry.value}" for entry in entries
+                    if entry.source == "DYNAMIC_TOPIC_CONFIG"))
     except AdminClientError as error:
         raise CliError(str(error)) from None
     for name in sorted(metadata.topics):
@@ -84,7 +135,8 @@ def _describe(arguments: argparse.Namespace) -> int:
         if code != 0:
             raise CliError(f"topic {name!r}: {error_name(code)}")
         factor = len(partitions[0].replicas) if partitions else 0
-        print(f"Topic: {name}\tPartitionCount: {len(partitions)}\tReplicationFactor: {factor}")
+        print(f"Topic: {name}\tPartitionCount: {len(partitions)}\tReplicationFactor: {factor}"
+              f"\tConfigs: {overrides[name]}")
         for info in partitions:
             print(
                 f"\tTopic: {name}\tPartition: {info.partition}\tLeader: {info.leader}\t"
@@ -93,6 +145,23 @@ def _describe(arguments: argparse.Namespace) -> int:
                 f"Isr: {','.join(map(str, info.isr))}\t"
                 f"Offline: {','.join(map(str, info.offline_replicas))}"
             )
+    return 0
+
+
+def _alter(arguments: argparse.Namespace) -> int:
+    if not 0 < arguments.partitions <= PARTITION_COUNT_MAX:
+        raise CliError(f"--partitions must be between 1 and {PARTITION_COUNT_MAX}")
+    try:
+        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+            result = admin.create_partitions({arguments.topic: arguments.partitions},
+                                             timeout_ms=int(arguments.timeout * 1000))
+    except AdminClientError as error:
+        raise CliError(str(error)) from None
+    code, message = result.get(arguments.topic, (-1, "no answer for the topic"))
+    if code != 0:
+        raise CliError(f"cannot add partitions to {arguments.topic!r}: {error_name(code)}"
+                       + (f" ({message})" if message else ""))
+    print(f"Topic {arguments.topic} now has {arguments.partitions} partitions.")
     return 0
 
 

@@ -30,6 +30,17 @@ def test_topic_counts_out_of_range(capsys: pytest.CaptureFixture[str]) -> None:
     err = _one_line_error(capsys, "topics", "create", "--topic", "t", "--replication-factor",
                           "40000", "--bootstrap-server", UNREACHABLE)
     assert "--replication-factor must be at most 32767" in err
+    err = _one_line_error(capsys, "topics", "alter", "--topic", "t", "--partitions", "0",
+                          "--bootstrap-server", UNREACHABLE)
+    assert "--partitions must be between 1 and" in err
+
+
+@pytest.mark.parametrize("pair", ["retention.ms", "=1", "a=1 --config a=2"])
+def test_topic_configs_not_key_value(capsys: pytest.CaptureFixture[str], pair: str) -> None:
+    configs = [part for item in pair.split(" --config ") for part in ("--config", item)]
+    err = _one_line_error(capsys, "topics", "create", "--topic", "t", *configs,
+                          "--bootstrap-server", UNREACHABLE)
+    assert err.startswith("logproof: error: --config: "), err
 
 
 def test_a_deeply_nested_reassignment_file(

@@ -79,7 +79,27 @@ def test_topics_command(cluster: RunningBroker) -> None:
     assert out.count("Leader: 1") == 3
     assert run("topics", "create", "--topic", "cli", *bootstrap)[0] == 1  # already exists
     assert run("topics", "create", "--topic", "../x", *bootstrap)[0] == 1
+    assert "Configs: \n" in out  # none set on the topic
+
+    # kafka-topics.sh's --config, --list and --alter --partitions
+    assert run("topics", "create", "--topic", "kept", "--config", "cleanup.policy=compact",
+               "--config", "retention.ms=60000", *bootstrap)[0] == 0
+    assert run("topics", "list", *bootstrap) == (0, "cli\nkept\n")
+    status, out = run("topics", "describe", "--topic", "kept", *bootstrap)
+    assert "Configs: cleanup.policy=compact,retention.ms=60000\n" in out, out
+    for bad in ("cleanup.policy=nonsense", "retention.ms", "no.such.config=1"):
+        assert run("topics", "create", "--topic", "bad", "--config", bad, *bootstrap)[0] == 1
+    assert run("topics", "alter", "--topic", "cli", "--partitions", "5", *bootstrap) == (
+        0, "Topic cli now has 5 partitions.\n")
+    status, out = run("topics", "describe", "--topic", "cli", *bootstrap)
+    assert "PartitionCount: 5" in out, out
+    assert out.count("Leader: 1") == 5, out
+    assert run("topics", "alter", "--topic", "cli", "--partitions", "4", *bootstrap)[0] == 1
+    assert run("topics", "alter", "--topic", "none", "--partitions", "4", *bootstrap)[0] == 1
+    assert run("topics", "list", *bootstrap) == (0, "cli\nkept\n")  # "bad" never created
+
     assert run("topics", "delete", "--topic", "cli", *bootstrap)[0] == 0
+    assert run("topics", "delete", "--topic", "kept", *bootstrap)[0] == 0
     assert run("topics", "describe", *bootstrap) == (0, "")
 
 
