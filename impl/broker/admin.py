@@ -707,24 +707,51 @@ class AdminClient:
         Returns:
             (error code, error message, entries).
         """
-        response = self._call(
-            self._config_connection(resource_type, name), api_versions.DESCRIBE_CONFIGS,
-            {"resources": [{"resource_type": resource_type, "resource_name": name,
-                            "configuration_keys": None if keys is None else list(keys)}],
-             "include_synonyms": synonyms, "include_documentation": False},
-        )
-        (result,) = response.results
-        entries = [
-            ConfigEntryInfo(
-                entry.name, entry.value,
-                CONFIG_SOURCES.get(int(getattr(entry, "config_source", 0)), "UNKNOWN_CONFIG"),
-                bool(entry.read_only), bool(entry.is_sensitive),
-                tuple((s.name, s.value, CONFIG_SOURCES.get(int(s.source), "UNKNOWN_CONFIG"))
-                      for s in getattr(entry, "synonyms", ())),
-            )
-            for entry in result.configs
-        ]
-        return int(result.error_code), result.error_message, entries
+        return self._describe_configs(self._config_connection(resource_type, name),
+                                      resource_type, [name], keys, synonyms)[name]
+
+    def describe_topic_configs(
+        self, names: Sequence[str], *, synonyms: bool = True,
+    ) -> dict[str, tuple[int, str | None, list[ConfigEntryInfo]]]:
+        """Several topics' configs in one DescribeConfigs (each topic answered, or refused,
+        alone).
+
+        Returns:
+            name → (error code, error message, entries).
+        """
+        if not names:
+            return {}
+        return self._describe_configs(self._any(), TOPIC_RESOURCE, names, None, synonyms)
+
+    def _describe_configs(
+        self, connection: _Connection, resource_type: int, names: Sequence[str],
+        keys: Sequence[str] | None, synonyms: bool,
+    ) -> dict[str, tuple[int, str | None, list[ConfigEntryInfo]]]:
+        response = self._call(connection, api_versions.DESCRIBE_CONFIGS, {
+            "resources": [{"resource_type": resource_type, "resource_name": name,
+                           "configuration_keys": None if keys is None else list(keys)}
+                          for name in names],
+            "include_synonyms": synonyms, "include_documentation": False,
+        })
+        described: dict[str, tuple[int, str | None, list[ConfigEntryInfo]]] = {}
+        for result in response.results:
+            entries = [
+                ConfigEntryInfo(
+                    entry.name, entry.value,
+                    CONFIG_SOURCES.get(int(getattr(entry, "config_source", 0)),
+                                       "UNKNOWN_CONFIG"),
+                    bool(entry.read_only), bool(entry.is_sensitive),
+                    tuple((s.name, s.value, CONFIG_SOURCES.get(int(s.source), "UNKNOWN_CONFIG"))
+                          for s in getattr(entry, "synonyms", ())),
+                )
+                for entry in result.configs
+            ]
+            described[result.resource_name] = (int(result.error_code), result.error_message,
+                                               entries)
+        missing = [name for name in names if name not in described]
+        if missing:
+            raise AdminClientError(f"DescribeConfigs answered no entry for {missing[0]!r}")
+        return described
 
     def incremental_alter_configs(
         self, resource_type: int, name: str,

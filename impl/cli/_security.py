@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import argparse
 from pathlib import Path
-from typing import Any
 
 from impl.broker.admin import AdminClient
 from impl.broker.config import ConfigError, parse_properties
@@ -44,7 +43,11 @@ def client_security(arguments: argparse.Namespace) -> ClientSecurity | None:
         raise CliError(f"--command-config {path}: {error}") from None
 
 
-def admin_client(arguments: argparse.Namespace) -> Any:
-    """An :class:`AdminClient` for ``--bootstrap-server`` with ``--command-config``."""
-    return AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout,
+def admin_client(arguments: argparse.Namespace, *,
+                 timeout_seconds: float | None = None) -> AdminClient:
+    """An :class:`AdminClient` for ``--bootstrap-server`` with ``--command-config``; its
+    request timeout is ``--timeout`` unless ``timeout_seconds`` is given."""
+    return AdminClient(arguments.bootstrap_server,
+                       timeout_seconds=arguments.timeout if timeout_seconds is None
+                       else timeout_seconds,
                        security=client_security(arguments))

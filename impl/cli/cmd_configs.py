@@ -24,6 +24,7 @@ from impl.broker.admin import (
 )
 
 from ._errors import CliError
+from ._security import add_security_arguments, admin_client
 
 SET = 0
 DELETE = 1
@@ -58,6 +59,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--all", action="store_true",
                         help="with --describe: every config, not only the dynamic ones")
     parser.add_argument("--timeout", type=float, default=30.0, help="seconds (default 30)")
+    add_security_arguments(parser)
     parser.set_defaults(handler=run)
 
 
@@ -168,7 +170,7 @@ def run(arguments: argparse.Namespace) -> int:
     if arguments.describe and (arguments.add_config or arguments.delete_config):
         raise CliError("--add-config and --delete-config go with --alter")
     try:
-        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+        with admin_client(arguments) as admin:
             if arguments.describe:
                 return _describe(admin, arguments)
             return _alter(admin, arguments)

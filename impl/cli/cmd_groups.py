@@ -16,6 +16,7 @@ from typing import Any
 from impl.broker.admin import AdminClient, AdminClientError, GroupDescription, error_name
 
 from ._errors import CliError
+from ._security import add_security_arguments, admin_client
 
 
 def register(subparsers: Any) -> None:
@@ -30,6 +31,7 @@ def register(subparsers: Any) -> None:
         sub = actions.add_parser(name, help=text, description=text)
         sub.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT]")
         sub.add_argument("--timeout", type=float, default=30.0, help="seconds (default 30)")
+        add_security_arguments(sub)
         return sub
 
     listing = action("list", "list every group with its state")
@@ -55,7 +57,7 @@ def register(subparsers: Any) -> None:
 
 
 def _admin(arguments: argparse.Namespace) -> AdminClient:
-    return AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout)
+    return admin_client(arguments)
 
 
 def _table(header: list[str], rows: list[list[str]]) -> str:

@@ -6,9 +6,10 @@ import argparse
 import json
 from typing import Any
 
-from impl.broker.admin import AdminClient, AdminClientError, LogDirInfo, error_name
+from impl.broker.admin import AdminClientError, LogDirInfo, error_name
 
 from ._errors import CliError
+from ._security import add_security_arguments, admin_client
 
 
 def register(subparsers: Any) -> None:
@@ -24,6 +25,7 @@ def register(subparsers: Any) -> None:
     describe.add_argument("--log-dirs", default=None, help="only these dirs, e.g. /d1,/d2")
     describe.add_argument("--topics", default=None, help="only these topics, e.g. t1,t2")
     describe.add_argument("--timeout", type=float, default=30.0, help="seconds (default 30)")
+    add_security_arguments(describe)
     describe.set_defaults(handler=run)
 
 
@@ -71,7 +73,7 @@ def run(arguments: argparse.Namespace) -> int:
     log_dirs = _csv(arguments.log_dirs)
     topics = _csv(arguments.topics)
     try:
-        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+        with admin_client(arguments) as admin:
             described = admin.describe_log_dirs(broker_ids, topics=topics)
     except AdminClientError as error:
         raise CliError(str(error)) from None

@@ -6,10 +6,11 @@ from __future__ import annotations
 import argparse
 from typing import Any
 
-from impl.broker.admin import TOPIC_RESOURCE, AdminClient, AdminClientError, error_name
+from impl.broker.admin import AdminClientError, error_name
 from impl.controller.placement import PARTITION_COUNT_MAX, REPLICATION_FACTOR_MAX
 
 from ._errors import CliError
+from ._security import add_security_arguments, admin_client
 
 
 def register(subparsers: Any) -> None:
@@ -45,6 +46,7 @@ def register(subparsers: Any) -> None:
                          (alter, _alter), (delete, _delete)):
         sub.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT]")
         sub.add_argument("--timeout", type=float, default=30.0, help="seconds (default 30)")
+        add_security_arguments(sub)
         sub.set_defaults(handler=handler)
 
 
@@ -81,7 +83,7 @@ def _create(arguments: argparse.Namespace) -> int:
     if arguments.replication_factor > REPLICATION_FACTOR_MAX:
         raise CliError(f"--replication-factor must be at most {REPLICATION_FACTOR_MAX} (int16)")
     try:
-        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+        with admin_client(arguments) as admin:
             spec: Any
             if arguments.replica_assignment is not None:
                 spec = (arguments.topic, _assignment(arguments.replica_assignment))
@@ -101,7 +103,7 @@ def _create(arguments: argparse.Namespace) -> int:
 
 def _list(arguments: argparse.Namespace) -> int:
     try:
-        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+        with admin_client(arguments) as admin:
             metadata = admin.metadata(None)
     except AdminClientError as error:
         raise CliError(str(error)) from None
@@ -111,25 +113,22 @@ def _list(arguments: argparse.Namespace) -> int:
 
 
 def _describe(arguments: argparse.Namespace) -> int:
-    """Kafka's layout: a line per topic (its configs set on the topic itself), one per
-    partition."""
-    overrides: dict[str, str] = {}
+    """Kafka's layout: a line per topic (the configs set on the topic itself), one per
+    partition. A topic whose configs the broker refuses (no DescribeConfigs ACL) is still
+    described, its configs shown as the error."""
     try:
-        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+        with admin_client(arguments) as admin:
             metadata = admin.metadata(None if arguments.topic is None else [arguments.topic])
-            for name in sorted(metadata.topics):
-                if metadata.topics[name][0] != 0:
-                    continue
-                code, message, entries = admin.describe_configs(TOPIC_RESOURCE, name,
-                                                                synonyms=False)
-                if code != 0:
-                    raise CliError(f"topic {name!r}: configs: {error_name(code)}"
-                                   + (f" ({message})" if message else ""))
-                overrides[name] = ",".join(sorted(
-                    f"{entry.name}={entry.value}" for entry in entries
-                    if entry.source == "DYNAMIC_TOPIC_CONFIG"))
+            configs = admin.describe_topic_configs(
+                [name for name, (code, _) in sorted(metadata.topics.items()) if code == 0],
+                synonyms=False)
     except AdminClientError as error:
         raise CliError(str(error)) from None
+    overrides: dict[str, str] = {}
+    for name, (code, _, entries) in configs.items():
+        overrides[name] = f"({error_name(code)})" if code != 0 else ",".join(sorted(
+            f"{entry.name}={entry.value}" for entry in entries
+            if entry.source == "DYNAMIC_TOPIC_CONFIG"))
     for name in sorted(metadata.topics):
         code, partitions = metadata.topics[name]
         if code != 0:
@@ -152,7 +151,7 @@ def _alter(arguments: argparse.Namespace) -> int:
     if not 0 < arguments.partitions <= PARTITION_COUNT_MAX:
         raise CliError(f"--partitions must be between 1 and {PARTITION_COUNT_MAX}")
     try:
-        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+        with admin_client(arguments) as admin:
             result = admin.create_partitions({arguments.topic: arguments.partitions},
                                              timeout_ms=int(arguments.timeout * 1000))
     except AdminClientError as error:
@@ -167,7 +166,7 @@ def _alter(arguments: argparse.Namespace) -> int:
 
 def _delete(arguments: argparse.Namespace) -> int:
     try:
-        with AdminClient(arguments.bootstrap_server, timeout_seconds=arguments.timeout) as admin:
+        with admin_client(arguments) as admin:
             result = admin.delete_topics([arguments.topic],
                                          timeout_ms=int(arguments.timeout * 1000))
     except AdminClientError as error:

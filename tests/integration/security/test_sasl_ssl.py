@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import gc
+import json
 import shutil
 import socket
 import ssl
@@ -287,6 +288,45 @@ def test_acls_command_line(secure_broker: SecureBroker, tmp_path: Path,
              "--command-config", str(secure.command_config(tmp_path, "alice"))]
     assert cli_main(["acls", *alice, "--list"]) == 1
     assert "CLUSTER_AUTHORIZATION_FAILED" in capsys.readouterr().err
+
+
+def test_admin_commands_with_command_config(secure_controller_broker: SecureBroker,
+                                            tmp_path: Path,
+                                            capsys: pytest.CaptureFixture[str]) -> None:
+    """topics, configs, groups and log-dirs take --command-config as kafka-topics.sh and its
+    siblings do: the super user administers the SASL_SSL listener, a user without ACLs sees
+    nothing, and no settings is one line."""
+    secure = secure_controller_broker
+    admin = ["--bootstrap-server", secure.sasl_bootstrap,
+             "--command-config", str(secure.command_config(tmp_path, "admin"))]
+    assert cli_main(["topics", "create", *admin, "--topic", "cc", "--partitions", "2",
+                     "--config", "retention.ms=60000"]) == 0
+    assert cli_main(["topics", "alter", *admin, "--topic", "cc", "--partitions", "3"]) == 0
+    capsys.readouterr()
+    assert cli_main(["topics", "describe", *admin, "--topic", "cc"]) == 0
+    described = capsys.readouterr().out
+    assert "PartitionCount: 3" in described
+    assert "Configs: retention.ms=60000" in described
+    assert cli_main(["configs", *admin, "--describe", "--entity-type", "topics",
+                     "--entity-name", "cc"]) == 0
+    assert "retention.ms=60000" in capsys.readouterr().out
+    assert cli_main(["groups", "list", *admin]) == 0
+    assert capsys.readouterr().out.startswith("GROUP")
+    assert cli_main(["log-dirs", "describe", *admin, "--topics", "cc"]) == 0
+    (broker,) = json.loads(capsys.readouterr().out)["brokers"]
+    hosted = {(p["topic"], p["partition"]) for d in broker["log_dirs"] for p in d["partitions"]}
+    assert hosted == {("cc", 0), ("cc", 1), ("cc", 2)}
+    alice = ["--bootstrap-server", secure.sasl_bootstrap,
+             "--command-config", str(secure.command_config(tmp_path, "alice"))]
+    assert cli_main(["topics", "list", *alice]) == 0
+    assert "cc" not in capsys.readouterr().out.split()
+    assert cli_main(["topics", "alter", *alice, "--topic", "cc", "--partitions", "4"]) == 1
+    assert "TOPIC_AUTHORIZATION_FAILED" in capsys.readouterr().err
+    assert cli_main(["topics", "list", "--bootstrap-server", secure.sasl_bootstrap,
+                     "--timeout", "5"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+    assert err.startswith("logproof: error: "), err
 
 
 def _controller_requests(secure: SecureBroker) -> list[tuple[int, int, object]]:
