@@ -322,6 +322,14 @@ def test_admin_commands_with_command_config(secure_controller_broker: SecureBrok
     assert "cc" not in capsys.readouterr().out.split()
     assert cli_main(["topics", "alter", *alice, "--topic", "cc", "--partitions", "4"]) == 1
     assert "TOPIC_AUTHORIZATION_FAILED" in capsys.readouterr().err
+    # DESCRIBE without DESCRIBE_CONFIGS: the partitions are shown, the configs are the refusal
+    assert cli_main(["acls", *admin, "--add", "--allow-principal", "User:alice",
+                     "--operation", "Describe", "--topic", "cc"]) == 0
+    capsys.readouterr()
+    assert cli_main(["topics", "describe", *alice, "--topic", "cc"]) == 0
+    described = capsys.readouterr().out
+    assert "PartitionCount: 3\tReplicationFactor: 1\tConfigs: (TOPIC_AUTHORIZATION_FAILED)\n" in (
+        described), described
     assert cli_main(["topics", "list", "--bootstrap-server", secure.sasl_bootstrap,
                      "--timeout", "5"]) == 1
     err = capsys.readouterr().err
