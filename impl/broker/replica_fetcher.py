@@ -74,6 +74,20 @@ IO_TIMEOUT_SECONDS: Final = 30.0
 _SIZE_PREFIX_BYTES: Final = 4
 
 
+def latest_per_partition(calls: list[Any]) -> list[Any]:
+    """The newest of the node's calls for each partition, in the order they were made. A
+    LeaderAndIsr can replace a partition's fetch state while a call of the old state
+    still waits here; the node answers only its newest call (``Followed.in_flight``), and a
+    request naming a partition twice had its first answer, meant for the stale call, applied to
+    the new one: a FENCED_LEADER_EPOCH for the old epoch left the partition failed for good (a
+    reassignment that never completed)."""
+    latest: dict[TopicPartition, Any] = {}
+    for call in calls:
+        latest.pop(call.tp, None)
+        latest[call.tp] = call
+    return list(latest.values())
+
+
 @dataclass
 class _LeaderLoop:
     """One leader's fetch task: its cancel scope and the address its connection goes to."""
@@ -323,7 +337,7 @@ class ReplicaFetcher:
                                                  self.connect)
                     loop.endpoint = endpoint
                     self._replicas.step(Tick(periodic=False))
-                    calls = self._outbox.pop(leader_id, [])
+                    calls = latest_per_partition(self._outbox.pop(leader_id, []))
                     if not calls:
                         await self._idle(leader_id)
                         continue
@@ -340,6 +354,7 @@ class ReplicaFetcher:
                                     fetches.append(call)
                                 else:  # (another KIP-279 round: the next iteration asks)
                                     self._outbox.setdefault(leader_id, []).append(call)
+                            fetches = latest_per_partition(fetches)
                         if fetches:
                             await self._fetch_once(connection, fetches)
                     except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
