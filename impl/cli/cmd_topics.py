@@ -72,6 +72,14 @@ def _configs(pairs: list[str]) -> dict[str, str]:
     return configs
 
 
+def _refused(result: dict[str, tuple[int, str | None]], topic: str, verb: str) -> None:
+    """One line for a topic the broker refused (or did not answer)."""
+    code, message = result.get(topic, (-1, "no answer for the topic"))
+    if code != 0:
+        raise CliError(f"cannot {verb} {topic!r}: {error_name(code)}"
+                       + (f" ({message})" if message else ""))
+
+
 def _create(arguments: argparse.Namespace) -> int:
     configs = _configs(arguments.config)
     if arguments.replica_assignment is None and (
@@ -93,10 +101,7 @@ def _create(arguments: argparse.Namespace) -> int:
                                          configs={arguments.topic: configs})
     except AdminClientError as error:
         raise CliError(str(error)) from None
-    code, message = result.get(arguments.topic, (-1, "no answer for the topic"))
-    if code != 0:
-        raise CliError(f"cannot create {arguments.topic!r}: {error_name(code)}"
-                       + (f" ({message})" if message else ""))
+    _refused(result, arguments.topic, "create")
     print(f"Created topic {arguments.topic}.")
     return 0
 
@@ -156,10 +161,7 @@ def _alter(arguments: argparse.Namespace) -> int:
                                              timeout_ms=int(arguments.timeout * 1000))
     except AdminClientError as error:
         raise CliError(str(error)) from None
-    code, message = result.get(arguments.topic, (-1, "no answer for the topic"))
-    if code != 0:
-        raise CliError(f"cannot add partitions to {arguments.topic!r}: {error_name(code)}"
-                       + (f" ({message})" if message else ""))
+    _refused(result, arguments.topic, "add partitions to")
     print(f"Topic {arguments.topic} now has {arguments.partitions} partitions.")
     return 0
 
