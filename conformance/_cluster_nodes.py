@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from conformance.disk import SimDisk
 from conformance.move_sim import SimLock
 from impl.broker import group_coordinator as gc
+from impl.broker.fetch_rounds import FollowerRounds, partition_limit
 from impl.broker.node import (
     Append,
     Appended,
@@ -109,8 +110,12 @@ CONSUMER_NODE: Final = 1001
 
 #: A fetch returns at most this many bytes (small: a lagging follower needs several rounds).
 FETCH_MAX_BYTES: Final = 1200
-#: Milliseconds after which an unanswered request is sent again.
+#: Milliseconds after which an unanswered request is sent again (and a follower's round to a
+#: leader is given up, as the trio fetcher's I/O timeout is the node's retry interval).
 RETRY_MS: Final = 4
+#: A follower Fetch's byte budget over its partitions (``fetch.max.bytes``): two partitions'
+#: worth, so that a round of more lagging partitions reaches it, as a follower of many does.
+ROUND_MAX_BYTES: Final = 2 * FETCH_MAX_BYTES
 #: ``replica.fetch.backoff.ms`` (simulated): a follower refused by its leader asks again after
 #: this long. Kafka's 1000 ms is 1/30 of its ``replica.lag.time.max.ms``; the simulated lag
 #: bound is 40 ms.
@@ -133,6 +138,23 @@ APPEND_WAIT_TICKS_MAX: Final = 4
 #
 # Named tuples: immutable (the network may deliver one message twice) and cheap to build (a
 # frozen dataclass sets each field through ``object.__setattr__``; a run builds ~100k messages).
+
+
+class RoundCall(NamedTuple):
+    """A follower's round (:class:`impl.broker.fetch_rounds.Round`): one OffsetForLeaderEpoch
+    or one Fetch naming its partitions, with the request's byte budget."""
+
+    round_id: int
+    calls: tuple[Any, ...]
+    max_bytes: int
+
+
+class RoundReply(NamedTuple):
+    """The leader's answer to a round: one answer per partition it names, in its order (their
+    request ids are not read: the wire carries none)."""
+
+    round_id: int
+    answers: tuple[Any, ...]
 
 
 class ProduceCall(NamedTuple):
@@ -210,8 +232,9 @@ class _SimStore(LogManagerStore):
         self._broker.world.truncated(self._broker, tp, start_offset)
 
 
-#: a parked fetch: (the follower, its request id, the partition)
-ParkedKey = tuple[int, int, TopicPartition]
+#: a parked fetch: (the follower, its request id, the partition), or a parked round: (the
+#: follower, its round id, None)
+ParkedKey = tuple[int, int, TopicPartition | None]
 
 
 class SimBroker:
@@ -282,6 +305,12 @@ class SimBroker:
         self._to_ask: list[ParkedKey] = []
         self._asking = False
         self._delays_fetches = config.delayed_fetches
+        #: a follower sends each leader one round at a time (:mod:`impl.broker.fetch_rounds`,
+        #: as the trio fetcher); off, each of the node's calls is a message of its own
+        self._fetch_rounds = config.fetch_rounds
+        self._rounds: FollowerRounds | None = None
+        #: the parked rounds: the follower, the round and its deadline (simulated ms)
+        self._parked_rounds: dict[ParkedKey, tuple[int, RoundCall, int]] = {}
         #: parked fetches answered later (woken or expired)
         self.delayed_fetches = 0
 
@@ -318,6 +347,7 @@ class SimBroker:
                                clock_ms=self.now_ms, wall_ms=world.clock.wall_ms,
                                incarnation=self.incarnation)
         self._group_requests = set()
+        self._rounds = FollowerRounds(RETRY_MS) if self._fetch_rounds else None
         if world.config.groups:
             from ._cluster_groups import COMMIT_TIMEOUT_MS, coordinator_config  # noqa: PLC0415
             self.node.host_groups(gc.GroupCoordinator(
@@ -389,6 +419,7 @@ class SimBroker:
         self.controller = None
         world.network.drop_to(self.id)
         self._forget_parked()
+        self._rounds = None
         self.manager = None
         self.store = None
         self.node = None
@@ -425,7 +456,12 @@ class SimBroker:
                     message = ControllerReply(channel, seq, response)
                 network.send(self.id, e.client, message)
             elif kind is Send:
-                network.send(self.id, e.target, e.message)
+                rounds = self._rounds
+                message = e.message
+                if rounds is not None and type(message) in (EpochCall, FetchCall):
+                    rounds.add(e.target, message)
+                else:
+                    network.send(self.id, e.target, message)
             elif kind is Append:
                 if self._append_rng.chance(APPEND_WAITS_PROBABILITY):
                     # it waits for the partition lock (a mover's swap, validation off the
@@ -445,7 +481,7 @@ class SimBroker:
             elif kind is ReportDirFailure:
                 self._dir_failure_unreported = True
                 self._report_dir_failure()
-        if self._parked:
+        if self._parked or self._parked_rounds:
             for change in changes_of(effects):
                 self._to_ask.extend(self._purgatory.woken(change))
 
@@ -471,7 +507,7 @@ class SimBroker:
             code, message = append_error(error)
             done = Appended(tp, effect.token, code, error_message=message)
         self._carry_out(node, node.step(done))
-        if self._parked:
+        if self._parked or self._parked_rounds:
             self._to_ask.extend(self._purgatory.woken(appended(tp)))
 
     # --- delayed fetches ----------------------------------------------------------------------
@@ -515,7 +551,14 @@ class SimBroker:
         try:
             to_ask = self._to_ask
             while to_ask:
-                parked = self._parked.pop(to_ask.pop(0), None)
+                key = to_ask.pop(0)
+                if key[2] is None:
+                    parked_round = self._parked_rounds.pop(key, None)
+                    if parked_round is not None and self.node is not None:
+                        source, round_call, deadline_ms = parked_round
+                        self._answer_round(source, round_call, deadline_ms, asked_again=True)
+                    continue
+                parked = self._parked.pop(key, None)
                 if parked is not None and self.node is not None:
                     call, deadline_ms = parked
                     self._fetch(call._replace(asked_again=True), deadline_ms)
@@ -529,10 +572,104 @@ class SimBroker:
             if deadline_ms <= now_ms:
                 self._purgatory.forget(key)
                 self._to_ask.append(key)
+        for key, (_, _, deadline_ms) in list(self._parked_rounds.items()):
+            if deadline_ms <= now_ms:
+                self._purgatory.forget(key)
+                self._to_ask.append(key)
+
+    # --- rounds -------------------------------------------------------------------------------
+
+    def _answer_round(self, source: int, round_call: RoundCall, deadline_ms: int, *,
+                      asked_again: bool = False) -> None:
+        """A follower's round, as the trio broker's OffsetForLeaderEpoch and Fetch handlers
+        answer it: each partition stepped in turn (a fetch's within what is left of the
+        request's byte budget), every other effect carried out; a Fetch that found nothing is
+        parked whole and asked again, every partition, when woken or expired."""
+        node = self.node
+        assert node is not None
+        key: ParkedKey = (source, round_call.round_id, None)
+        if not asked_again and key in self._parked_rounds:
+            return  # (a copy of a round that waits here: the network duplicated it)
+        answers: list[Any] = []
+        total = 0
+        errors = False
+        fetch = False
+        for asked in round_call.calls:
+            call: Any = asked
+            if type(asked) is FetchCall:
+                fetch = True
+                call = asked._replace(max_bytes=partition_limit(
+                    asked.max_bytes, round_call.max_bytes - total, total > 0),
+                    asked_again=asked_again)
+            effects = node.step(call)
+            for index, effect in enumerate(effects):
+                if type(effect) is Reply:
+                    reply: Any = effect.message
+                    if type(reply) in (FetchReply, EpochReply) and (
+                            reply.request_id == call.request_id) and reply.tp == call.tp:
+                        del effects[index]
+                        break
+            else:
+                raise AssertionError(f"no answer for {call.tp} in a round")
+            self._carry_out(node, effects)
+            if self.node is not node:  # (a dir failure took the process's node: it is gone)
+                return
+            answers.append(reply._replace(request_id=-1))  # (the wire has no request ids)
+            if type(reply) is FetchReply:
+                total += len(reply.records)
+                errors = errors or reply.error != NONE
+        if fetch and self._delays_fetches and not fetch_answered(
+                total_bytes=total, min_bytes=FETCH_MIN_BYTES, errors=errors,
+                now=self.now_ms(), deadline=deadline_ms, stopping=False):
+            self._parked_rounds[key] = (source, round_call, deadline_ms)
+            self._purgatory.watch(key, tuple(call.tp for call in round_call.calls),
+                                  records_only=True)
+            return
+        if asked_again and fetch:
+            self.delayed_fetches += 1
+        self._network.send(self.id, source, RoundReply(round_call.round_id, tuple(answers)))
+
+    def _on_round_reply(self, source: int, reply: RoundReply) -> None:
+        """A leader answered a round: the answers matched to the node's calls are stepped in
+        its order (each fetch's append carried out before the next, as the trio fetcher); a
+        reply to a round no longer in flight is dropped."""
+        rounds = self._rounds
+        if rounds is None:
+            return
+        sent = rounds.in_flight(source)
+        if sent is None or sent.round_id != reply.round_id:
+            return
+        for answer in rounds.answered(sent, list(reply.answers)):
+            if self.node is None:
+                return
+            self.step(answer)
+        if sent.asks and self.node is not None:
+            # (the trio fetcher steps a tick after an ask: the partitions whose truncation
+            # ended fetch in the next round, not at the next periodic tick)
+            self.step(Tick(periodic=False))
+
+    def _send_rounds(self) -> None:
+        """Give up the rounds overdue (their calls refused), then send each leader its next
+        round where none is in flight."""
+        rounds = self._rounds
+        if rounds is None or self.node is None:
+            return
+        now_ms = self.now_ms()
+        for leader in rounds.overdue(now_ms):
+            for answer in rounds.lost(leader):
+                self.step(answer)
+        if self._rounds is not rounds:
+            return
+        for leader in rounds.leaders():
+            sent = rounds.next_round(leader, now_ms)
+            if sent is not None:
+                self._network.send(self.id, leader,
+                                   RoundCall(sent.round_id, sent.calls, ROUND_MAX_BYTES))
 
     def _forget_parked(self) -> None:
         """The process died or starts afresh: its delayed fetches are gone."""
         self._parked.clear()
+        self._parked_rounds.clear()
         self._purgatory = Purgatory()
         self._to_ask.clear()
 
@@ -607,6 +744,7 @@ class SimBroker:
             self.after_io()
         if self._dir_failure_unreported:
             self._report_dir_failure()
+        self._send_rounds()
 
     def on_controller_call(self, source: int, call: ControllerCall) -> None:
         """Exactly-once, in-order delivery per channel (TCP), then the request itself."""
@@ -642,6 +780,12 @@ class SimBroker:
         elif kind is ControllerReply:
             if self.controller is not None:
                 self.controller.on_reply(payload)  # type: ignore[arg-type]
+        elif kind is RoundCall:
+            self._answer_round(source, payload,  # type: ignore[arg-type]
+                               self.now_ms() + FETCH_MAX_WAIT_MS)
+            self._ask_again()
+        elif kind is RoundReply:
+            self._on_round_reply(source, payload)  # type: ignore[arg-type]
         elif kind is FetchCall and payload.replica >= 0 and (  # type: ignore[attr-defined]
                 self._delays_fetches):
             self._fetch(payload, self.now_ms() + FETCH_MAX_WAIT_MS)  # type: ignore[arg-type]
@@ -659,6 +803,7 @@ class SimBroker:
             self.step(payload)
         if self.failed_dirs_seen:
             self.after_io()
+        self._send_rounds()
 
 
 #: the node's messages, carried by the simulated network (re-exported for the clients)

@@ -283,6 +283,12 @@ class ClusterConfig:
             again when woken or expired (:class:`conformance._cluster_nodes.SimBroker`); off,
             every fetch is answered at once (as the simulator did before: the regression tests
             recorded then replay their seeds that way).
+        fetch_rounds: a follower sends each leader one request at a time naming many
+            partitions, and matches the answers to the node's calls, through the trio
+            fetcher's own :class:`impl.broker.fetch_rounds.FollowerRounds`; the leader answers
+            a round as the trio handlers do (a byte budget over its partitions, parked whole).
+            Off, each of the node's calls travels alone (as the simulator did before: the
+            regression tests recorded then replay their seeds that way).
     """
 
     brokers: int = 3
@@ -305,6 +311,7 @@ class ClusterConfig:
     delete_records: bool = True
     admin: bool = True
     delayed_fetches: bool = True
+    fetch_rounds: bool = True
 
     def __post_init__(self) -> None:
         assert self.brokers >= 1
@@ -524,6 +531,8 @@ def replay_command(seed: int, config: ClusterConfig,
         parts.append("--no-admin")
     if not config.delayed_fetches:
         parts.append("--no-delayed-fetches")
+    if not config.fetch_rounds:
+        parts.append("--no-fetch-rounds")
     if faults is not None:
         parts.append(f"--faults '{format_faults(faults)}'")
     return " ".join(parts)

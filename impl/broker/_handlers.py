@@ -32,6 +32,7 @@ from ._kio_build import build
 from .config import BrokerConfig
 from .config_store import ReplicationQuotas
 from .fetch_response import FetchPartitionReply, encode_fetch_response
+from .fetch_rounds import partition_limit
 from .metadata_cache import BrokerEndpoint, MetadataCache
 from .produce_response import PartitionResult, encode_produce_response
 from .purgatory import fetch_answered
@@ -541,13 +542,12 @@ class RequestHandlers:
     ) -> FetchPartitionReply:
         if topic_name_error(tp.topic) is not None:
             return FetchPartitionReply(tp.partition, UNKNOWN_TOPIC_OR_PARTITION, -1, -1, -1)
-        limit = min(int(item.partition_max_bytes), budget_bytes)
         # (the broker node decides: the epoch fence, the range, the follower's progress,
         # KIP-73's leader throttle)
         reply = self.context.replicas.fetch_partition(
             tp, replica_id, int(item.fetch_offset),
             int(getattr(item, "current_leader_epoch", -1)),
-            max(limit, 0) if limit > 0 or not have_data else -1,
+            partition_limit(int(item.partition_max_bytes), budget_bytes, have_data),
             log_start_offset=int(getattr(item, "log_start_offset", -1)) if replica_id >= 0
             else -1, incarnation=connection_id, broker_epoch=broker_epoch,
             asked_again=asked_again,

@@ -5,14 +5,16 @@ What to ask, when, and what to do with the answer is the node's
 the KIP-101/279 truncation exchange (``replica.truncation.policy``), the back-off after a
 refusal (``replica.fetch.backoff.ms``), failed partitions (FENCED_LEADER_EPOCH, a storage
 error: they wait for the next LeaderAndIsr, as Kafka's ``markPartitionFailed``), the
-OFFSET_OUT_OF_RANGE reset and the follower HW ``min(leader HW, own LEO)``. This module only
-carries its requests: one task per leader broker steps the node's ``Tick``, batches the
-``EpochCall`` and ``FetchCall`` effects addressed to that leader into one OffsetForLeaderEpoch
-and one Fetch request (v11, this broker's id as ``replica_id``), and steps each partition's
-answer back as an ``EpochReply`` / ``FetchReply``; a follower append the node asks for is
-awaited by :class:`~impl.broker.replica_manager.ReplicaManager`.
+OFFSET_OUT_OF_RANGE reset and the follower HW ``min(leader HW, own LEO)``. Which of the
+node's ``EpochCall`` and ``FetchCall`` effects one request names, and which call each answered
+partition is stepped back to, is :class:`~impl.broker.fetch_rounds.FollowerRounds`' (the
+simulator carries the same rounds). This module only carries them: one task per leader broker
+steps the node's ``Tick``, sends the leader's next round as one OffsetForLeaderEpoch or one
+Fetch request (v11, this broker's id as ``replica_id``), and steps the matched answers back as
+``EpochReply`` / ``FetchReply``; a follower append the node asks for is awaited by
+:class:`~impl.broker.replica_manager.ReplicaManager`.
 
-A request lost with its connection is answered to the node as NETWORK_EXCEPTION (13) for each
+A round lost with its connection is answered to the node as NETWORK_EXCEPTION (13) for each
 of its partitions (the node backs them off); the connection is closed and opened again after
 ``BACKOFF_SECONDS``.
 
@@ -48,6 +50,7 @@ from ._codec import (
 from ._framing import FrameDecoder, FrameError
 from ._kio_build import build
 from ._low_water import ReceiveLowWater
+from .fetch_rounds import FollowerRounds, Round
 from .node import EpochCall, EpochReply, FetchCall, FetchReply, Tick
 from .replication import fetcher_client_id
 
@@ -67,25 +70,9 @@ RESPONSE_PREALLOCATE_BYTES: Final = FETCH_MAX_BYTES + 1024 * 1024
 BACKOFF_SECONDS: Final = 0.2
 #: Kafka's ``replica.fetch.backoff.ms`` default.
 FETCH_BACKOFF_MS_DEFAULT: Final = 1000
-#: What a request lost with its connection is answered with, to the node.
-NETWORK_EXCEPTION: Final = 13
 IO_TIMEOUT_SECONDS: Final = 30.0
 #: The int32 that starts every frame with its size.
 _SIZE_PREFIX_BYTES: Final = 4
-
-
-def latest_per_partition(calls: list[Any]) -> list[Any]:
-    """The newest of the node's calls for each partition, in the order they were made. A
-    LeaderAndIsr can replace a partition's fetch state while a call of the old state
-    still waits here; the node answers only its newest call (``Followed.in_flight``), and a
-    request naming a partition twice had its first answer, meant for the stale call, applied to
-    the new one: a FENCED_LEADER_EPOCH for the old epoch left the partition failed for good (a
-    reassignment that never completed)."""
-    latest: dict[TopicPartition, Any] = {}
-    for call in calls:
-        latest.pop(call.tp, None)
-        latest[call.tp] = call
-    return list(latest.values())
 
 
 @dataclass
@@ -215,8 +202,9 @@ class ReplicaFetcher:
         #: their state)
         self._by_leader: dict[int, set[TopicPartition]] = {}
         self._leader_of: dict[TopicPartition, int] = {}
-        #: leader → the node's requests waiting to be sent there
-        self._outbox: dict[int, list[Any]] = {}
+        #: the node's calls waiting per leader and the round in flight to each (what a
+        #: request names and how its answers are matched: :mod:`.fetch_rounds`)
+        self._rounds = FollowerRounds(int(IO_TIMEOUT_SECONDS * 1000))
         self._loops: dict[int, _LeaderLoop] = {}
         self._nursery: trio.Nursery | None = None
         self._changed = trio.Event()
@@ -256,7 +244,7 @@ class ReplicaFetcher:
 
     def send(self, leader_id: int, message: Any) -> None:
         """Queue one of the node's requests for ``leader_id``'s loop."""
-        self._outbox.setdefault(leader_id, []).append(message)
+        self._rounds.add(leader_id, message)
         self._wake()
 
     def followed(self) -> dict[TopicPartition, int]:
@@ -277,7 +265,7 @@ class ReplicaFetcher:
             partitions.discard(tp)
             if not partitions:
                 del self._by_leader[leader_id]
-                self._outbox.pop(leader_id, None)
+                self._rounds.forget(leader_id)
                 self._stop(leader_id)
 
     def _start(self, leader_id: int) -> None:
@@ -308,13 +296,10 @@ class ReplicaFetcher:
         with trio.move_on_at(deadline_ms / 1000 + 0.001):
             await self._changed.wait()
 
-    def _lost(self, leader_id: int, calls: list[Any], what: str, error: BaseException) -> None:
-        """The connection failed with ``calls`` in flight: tell the node each was refused."""
+    def _lost(self, leader_id: int, what: str, error: BaseException) -> None:
+        """The connection failed with a round in flight: the node hears each call refused."""
         log.info("%s to broker %d failed: %s", what, leader_id, error)
-        for call in calls:
-            reply: Any = (EpochReply(call.request_id, call.tp, NETWORK_EXCEPTION)
-                          if isinstance(call, EpochCall)
-                          else FetchReply(call.request_id, call.tp, NETWORK_EXCEPTION))
+        for reply in self._rounds.lost(leader_id):
             self._replicas.step(reply)
 
     async def _fetch_loop(self, leader_id: int, loop: _LeaderLoop) -> None:
@@ -337,29 +322,19 @@ class ReplicaFetcher:
                                                  self.connect)
                     loop.endpoint = endpoint
                     self._replicas.step(Tick(periodic=False))
-                    calls = latest_per_partition(self._outbox.pop(leader_id, []))
-                    if not calls:
+                    now_ms = int(trio.current_time() * 1000)
+                    sent = self._rounds.next_round(leader_id, now_ms)
+                    if sent is None:
                         await self._idle(leader_id)
                         continue
-                    asks = [call for call in calls if isinstance(call, EpochCall)]
-                    fetches = [call for call in calls if isinstance(call, FetchCall)]
                     try:
-                        if asks:
-                            await self._ask(connection, leader_id, asks)
-                            asks = []
-                            # the partitions whose truncation just ended fetch at once
-                            self._replicas.step(Tick(periodic=False))
-                            for call in self._outbox.pop(leader_id, []):
-                                if isinstance(call, FetchCall):
-                                    fetches.append(call)
-                                else:  # (another KIP-279 round: the next iteration asks)
-                                    self._outbox.setdefault(leader_id, []).append(call)
-                            fetches = latest_per_partition(fetches)
-                        if fetches:
-                            await self._fetch_once(connection, fetches)
+                        if sent.asks:
+                            await self._ask(connection, leader_id, sent)
+                        else:
+                            await self._fetch_once(connection, sent)
                     except (OSError, trio.BrokenResourceError, trio.ClosedResourceError,
                             trio.TooSlowError, FrameError, MalformedRequestError) as error:
-                        self._lost(leader_id, asks + fetches, "fetch", error)
+                        self._lost(leader_id, "fetch", error)
                         await connection.close()
                         await trio.sleep(BACKOFF_SECONDS)
             if loop.scope.cancelled_caught:
@@ -368,6 +343,9 @@ class ReplicaFetcher:
         finally:
             if self._loops.get(leader_id) is loop:
                 del self._loops[leader_id]
+                # (a round cancelled with its request gets no answer: the node asks again
+                # after its retry interval; a new loop for this leader sends what waits)
+                self._rounds.abandon(leader_id)
             if connection is not None:
                 await connection.close()
 
@@ -375,11 +353,11 @@ class ReplicaFetcher:
         if code != 0:
             log.info("%s of %s from broker %d: error %d", what, tp, leader_id, code)
 
-    async def _ask(self, connection: _Connection, leader_id: int, asks: list[EpochCall]) -> None:
-        """One OffsetForLeaderEpoch for the node's ``EpochCall``s (KIP-279)."""
+    async def _ask(self, connection: _Connection, leader_id: int, sent: Round) -> None:
+        """One OffsetForLeaderEpoch for a round of the node's ``EpochCall``s (KIP-279)."""
         requests: dict[str, list[dict[str, Any]]] = {}
-        by_tp: dict[TopicPartition, EpochCall | None] = {call.tp: call for call in asks}
-        for call in asks:
+        for call in sent.calls:
+            assert isinstance(call, EpochCall)
             requests.setdefault(call.tp.topic, []).append({
                 "partition": call.tp.partition,
                 "current_leader_epoch": call.current_leader_epoch,
@@ -391,49 +369,42 @@ class ReplicaFetcher:
             {"replica_id": self.broker_id,
              "topics": [{"topic": t, "partitions": p} for t, p in requests.items()]},
         )
+        answers: list[Any] = []
         for topic in response.topics:
             for result in topic.partitions:
                 tp = TopicPartition(topic.topic, int(result.partition))
-                asked = by_tp.pop(tp, None)
-                if asked is None:
-                    continue
                 code = int(result.error_code)
                 self._refusal(leader_id, "OffsetForLeaderEpoch", tp, code)
-                self._replicas.step(EpochReply(asked.request_id, tp, code,
-                                               int(result.end_offset), int(result.leader_epoch)))
-        for left in by_tp.values():  # not answered: asked again after the back-off
-            if left is not None:
-                self._replicas.step(EpochReply(left.request_id, left.tp, NETWORK_EXCEPTION))
+                answers.append(EpochReply(-1, tp, code, int(result.end_offset),
+                                          int(result.leader_epoch)))
+        for reply in self._rounds.answered(sent, answers):
+            self._replicas.step(reply)
 
-    async def _fetch_once(self, connection: _Connection, fetches: list[FetchCall]) -> None:
-        """One Fetch for the node's ``FetchCall``s; each partition's answer is stepped."""
-        if not fetches:
-            return
+    async def _fetch_once(self, connection: _Connection, sent: Round) -> None:
+        """One Fetch for a round of the node's ``FetchCall``s; each partition's answer is
+        stepped (and its append carried out) in the order the leader gave them."""
         topics: dict[str, list[follower_fetch.FetchPosition]] = {}
-        by_tp: dict[TopicPartition, FetchCall | None] = {call.tp: call for call in fetches}
-        for call in fetches:
+        broker_epoch = -1
+        for call in sent.calls:
+            assert isinstance(call, FetchCall)
+            broker_epoch = call.broker_epoch
             topics.setdefault(call.tp.topic, []).append(follower_fetch.FetchPosition(
                 call.tp.partition, call.leader_epoch, call.offset, call.log_start_offset,
                 call.max_bytes))
         response = await connection.fetch(
             list(topics.items()), replica_id=self.broker_id,
-            client_id=fetcher_client_id(self.broker_id, fetches[0].broker_epoch))
+            client_id=fetcher_client_id(self.broker_id, broker_epoch))
         # A cancelled loop stops here only after the answer is applied: appends are not
         # abandoned half way.
         with trio.CancelScope(shield=True):
+            answers: list[Any] = []
             for topic, partitions in response.topics:
                 for result in partitions:
                     tp = TopicPartition(topic, result.partition)
-                    fetched = by_tp.pop(tp, None)
-                    if fetched is None:
-                        continue
                     code = result.error_code
                     self._refusal(self._leader_of.get(tp, -1), "Fetch", tp, code)
-                    reply = FetchReply(fetched.request_id, tp, code,
-                                       rb.whole_batches(result.records),
-                                       result.high_watermark, -1, result.log_start_offset)
-                    await self._replicas.carry_out(self._replicas.step(reply))
-            for left in by_tp.values():  # not answered: fetched again after the back-off
-                if left is not None:
-                    self._replicas.step(FetchReply(left.request_id, left.tp,
-                                                   NETWORK_EXCEPTION))
+                    answers.append(FetchReply(-1, tp, code, rb.whole_batches(result.records),
+                                              result.high_watermark, -1,
+                                              result.log_start_offset))
+            for reply in self._rounds.answered(sent, answers):
+                await self._replicas.carry_out(self._replicas.step(reply))

@@ -151,6 +151,12 @@ def _config_options(parser: argparse.ArgumentParser) -> None:
         "that found nothing (how the regression tests' older seeds were recorded)",
     )
     parser.add_argument(
+        "--no-fetch-rounds", action="store_true",
+        help="a cluster's followers send each of the node's fetch and epoch calls alone instead "
+        "of one request per leader at a time (how the regression tests' older seeds were "
+        "recorded)",
+    )
+    parser.add_argument(
         "--model-machines", default=",".join(cluster.model_machines),
         help="a cluster's machines replayed in their models besides replica_move "
         "(comma-separated: replication,controller; default both; none: end-to-end checks only)",
@@ -224,6 +230,7 @@ def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
             delete_records=not arguments.no_delete_records,
             admin=not arguments.no_admin,
             delayed_fetches=not arguments.no_delayed_fetches,
+            fetch_rounds=not arguments.no_fetch_rounds,
         )
     return SimConfig(
         brokers=arguments.brokers,

@@ -80,7 +80,8 @@ def test_seed_112_a_restarted_leader_truncates_its_unreplicated_epoch() -> None:
     drawn = swarm_config(112, brokers=3, log_dirs=2, steps=200)
     assert isinstance(drawn, ClusterConfig)
     # (recorded before the simulator parked delayed fetches: they move the interleaving)
-    config = dataclasses.replace(drawn, delayed_fetches=False, groups=False, delete_records=False)
+    config = dataclasses.replace(drawn, delayed_fetches=False, fetch_rounds=False,
+                                 groups=False, delete_records=False)
     result, outcome = replay(112, config, as_found(112, config))
     assert result.replay_command.startswith(
         "logproof conformance replay --seed 112 --brokers 3 --log-dirs 2 --partitions 2 "
@@ -273,7 +274,8 @@ def test_seed_5093_a_lossy_crash_spares_the_last_intact_member_of_a_stale_isr(
     without it)."""
     steps, faults = SEED_5093_SCHEDULES[schedule]
     # (recorded before the simulator parked delayed fetches: they move the interleaving)
-    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=3, steps=steps,
+    config = ClusterConfig(delayed_fetches=False, fetch_rounds=False,
+                           brokers=3, log_dirs=2, partitions=3, steps=steps,
                            fault_probability=0.1, chunk_bytes=150, storage_broker=False)
     planned = parse_faults(faults)
     assert planned[-1] == ClusterFault(146, "crash", 2, 17)
@@ -416,7 +418,8 @@ def test_a_late_election_precedes_what_later_epochs_committed(seed: int, steps: 
     # (recorded before the simulator ran its admin workload and DeleteRecords client: their
     # traffic moves the interleaving)
     # (recorded before the simulator parked delayed fetches: they move the interleaving)
-    config = dataclasses.replace(drawn, delayed_fetches=False, steps=steps, admin=False,
+    config = dataclasses.replace(drawn, delayed_fetches=False, fetch_rounds=False,
+                                 steps=steps, admin=False,
                                  delete_records=False)
     result, outcome = replay(seed, config, parse_faults(faults))
     assert outcome.violation is None, outcome.violation
@@ -561,7 +564,8 @@ def test_seed_2081_an_epoch_entry_dropped_by_recovery_stays_dropped() -> None:
     checkpoint, at load too; the load now persists the entries it drops, and broker 2 keeps
     18-19."""
     # (recorded before the simulator parked delayed fetches: they move the interleaving)
-    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=2, steps=147,
+    config = ClusterConfig(delayed_fetches=False, fetch_rounds=False,
+                           brokers=3, log_dirs=2, partitions=2, steps=147,
                            fault_probability=0.1, segment_bytes=1048576, chunk_bytes=65536)
     result, outcome = replay(2081, config, parse_faults(SEED_2081_FAULTS))
     assert outcome.violation is None, outcome.violation
@@ -603,7 +607,8 @@ def test_seed_4498_a_leader_that_wrote_nothing_drops_its_empty_epoch_above_its_o
     cache now drops every entry at or after an appended batch, as Kafka's
     ``LeaderEpochFileCache.assign``, and answers epoch 2 ending at 43."""
     # (recorded before the simulator parked delayed fetches: they move the interleaving)
-    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=1, steps=127,
+    config = ClusterConfig(delayed_fetches=False, fetch_rounds=False,
+                           brokers=3, log_dirs=2, partitions=1, steps=127,
                            fault_probability=0.05, segment_bytes=600)
     result, outcome = replay(4498, config, parse_faults(SEED_4498_FAULTS))
     assert outcome.violation is None, outcome.violation
@@ -644,9 +649,11 @@ def test_seed_2187_a_leader_that_wrote_nothing_drops_its_epoch_for_the_one_it_co
     member without a committed record.
     Kafka's ``LeaderEpochFileCache.assign`` drops epoch 2 there; the cache does so now, and
     keeps epoch 1's entry as it was."""
+    # (recorded before followers sent rounds: one request per leader at a time moves the
+    # interleaving)
     config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=149,
                            fault_probability=0.1, segment_bytes=600, chunk_bytes=150,
-                           storage_broker=False)
+                           storage_broker=False, fetch_rounds=False)
     result, outcome = replay(2187, config, parse_faults(SEED_2187_FAULTS))
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
@@ -689,7 +696,7 @@ def test_seed_130_a_coordinator_deposed_by_a_later_epoch_answers_from_its_cache(
     ``ownedPartitions``. The checks excuse a stale answer of a leader deposed by a later epoch
     (ZooKeeper's, or a later coordinator's election in the trace) and no other."""
     # (recorded before the simulator parked delayed fetches: they move the interleaving)
-    config = ClusterConfig(delayed_fetches=False, steps=48)
+    config = ClusterConfig(delayed_fetches=False, fetch_rounds=False, steps=48)
     result, outcome = replay(130, config, parse_faults("27:session_expiry:1:18"))
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
@@ -761,8 +768,10 @@ def test_seed_7829_a_follower_joins_the_isr_only_on_its_own_fetch() -> None:
     left it in the ISR with 12 records of 19 (were broker 2 to fail, it could be elected).
     Kafka calls ``maybeExpandIsr`` only from the follower's own fetch; the leader now does the
     same, the periodic check only shrinks."""
+    # (recorded before followers sent rounds: one request per leader at a time moves the
+    # interleaving)
     config = ClusterConfig(brokers=3, log_dirs=2, partitions=3, steps=161,
-                           fault_probability=0.05, chunk_bytes=150)
+                           fault_probability=0.05, chunk_bytes=150, fetch_rounds=False)
     result, outcome = replay(7829, config, parse_faults(SEED_7829_FAULTS))
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
@@ -844,7 +853,8 @@ def test_seed_11892_a_replica_back_with_a_stale_log_truncates_it_all() -> None:
     Such a truncation is now built at the cuts that need the fewest epochs; a follower keeping
     its stale records is still refused."""
     # (recorded before the simulator parked delayed fetches: they move the interleaving)
-    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=1, steps=140,
+    config = ClusterConfig(delayed_fetches=False, fetch_rounds=False,
+                           brokers=3, log_dirs=2, partitions=1, steps=140,
                            fault_probability=0.1, segment_bytes=600, chunk_bytes=65536)
     result, outcome = replay(11892, config, parse_faults(SEED_11892_FAULTS))
     assert outcome.violation is None, outcome.violation
@@ -884,7 +894,8 @@ def test_seed_4492_a_deposed_leader_truncates_what_it_wrote_after_its_epoch() ->
     kept it. A deposed leader the event is not about is now shown OFFLINE there, its epoch
     taking no rank; a follower keeping its record is still refused."""
     # (recorded before the simulator parked delayed fetches: they move the interleaving)
-    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=2, steps=66,
+    config = ClusterConfig(delayed_fetches=False, fetch_rounds=False,
+                           brokers=3, log_dirs=2, partitions=2, steps=66,
                            fault_probability=0.1, chunk_bytes=150)
     result, outcome = replay(4492, config, parse_faults(SEED_4492_FAULTS))
     assert outcome.violation is None, outcome.violation
@@ -1026,7 +1037,8 @@ def test_seed_13451_a_state_whose_leader_is_gone_vouches_only_for_what_its_write
     the high watermark. A state the failover elects from (its leader gone) now vouches for no
     member whose registration follows an unclean shutdown: 2 leaves the ISR."""
     # (recorded before the simulator parked delayed fetches: they move the interleaving)
-    config = ClusterConfig(delayed_fetches=False, brokers=3, log_dirs=2, partitions=3, steps=197,
+    config = ClusterConfig(delayed_fetches=False, fetch_rounds=False,
+                           brokers=3, log_dirs=2, partitions=3, steps=197,
                            fault_probability=0.1, segment_bytes=600, chunk_bytes=65536,
                            storage_broker=False)
     result, outcome = replay(13451, config, parse_faults(SEED_13451_FAULTS))
