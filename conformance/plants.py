@@ -72,7 +72,7 @@ PLANTS: tuple[Plant, ...] = (
         "            high_watermark, leader_epoch_start_offset\n        ):",
         "elif follower_log_end_offsets.get(replica, -1) >= high_watermark:",
         "ISR expansion once the follower reaches the HW, before the start of the leader's epoch "
-        "(KIP-320 rule 4)", 34, (6, "NOT_ENABLED"),
+        "(KIP-320 rule 4)", 34, (3, "NOT_ENABLED"),
     ),
     Plant(
         "hw_from_the_leader_alone", "replication", "impl.broker.replication",
@@ -86,7 +86,7 @@ PLANTS: tuple[Plant, ...] = (
         "        if epoch is not None and epoch >= 0 and epoch != state.leader_epoch:",
         "        if epoch is not None and epoch >= 0 and epoch < state.leader_epoch:",
         "a leader of an older epoch answers a follower that already follows a newer one (the "
-        "fetch epoch fence only rejects older requests, KIP-320)", 48, (39, "COMMITTED_DURABLE"),
+        "fetch epoch fence only rejects older requests, KIP-320)", 96, (87, "COMMITTED_DURABLE"),
     ),
     Plant(
         "isr_expansion_on_first_fetch", "replication", "impl.broker.replication",
@@ -102,7 +102,7 @@ PLANTS: tuple[Plant, ...] = (
         "        return TruncationStep(clamp(high_watermark))",
         "    if True:\n        return TruncationStep(clamp(high_watermark))",
         "a new follower truncates to its own HW instead of asking the leader (KIP-101 scenario 1: "
-        "it drops acknowledged records a later leader needs)", 4, (0, "STATE_MISMATCH"),
+        "it drops acknowledged records a later leader needs)", 4, (0, "LOG_MATCHING"),
     ),
     Plant(
         "election_keeps_the_epoch", "controller", "impl.controller.controller",
@@ -164,7 +164,7 @@ PLANTS: tuple[Plant, ...] = (
         "                and state.leader_epoch == leader_epoch)",
         "        return state is not None",
         "a leader deposed by a newer LeaderAndIsr while its append waited for the partition lock "
-        "still writes and acknowledges it", 36, (14, "NOT_ENABLED"),
+        "still writes and acknowledges it", 36, (5, "NOT_ENABLED"),
     ),
     Plant(
         "delayed_fetch_counts_what_it_sends", "replication", "impl.broker.node",
@@ -269,7 +269,7 @@ PLANTS: tuple[Plant, ...] = (
         "self.segments[0].next_offset <= offset",
         "self.segments[0].base_offset < offset",
         "DeleteRecords (or retention) also deletes the segment that holds the new log start "
-        "offset: the records at and above it in that segment are lost", 15, (7, "READ_CONSISTENT"),
+        "offset: the records at and above it in that segment are lost", 15, (14, "READ_CONSISTENT"),
     ),
     Plant(
         "preferred_election_ignores_the_isr", "controller", "impl.controller.controller",
@@ -295,7 +295,7 @@ PLANTS: tuple[Plant, ...] = (
         "parked followers' delayed fetches (a follower's HW then comes with records or at the "
         "deadline, so a new leader's inherited HW lags longer): 3 lagging answers in 30 seeds "
         "before, none past the consumer's position; none of seeds 0-149 failed",
-        110, (102, "READ_CONSISTENT"),
+        110, (12, "READ_CONSISTENT"),
     ),
 )
 
