@@ -1792,6 +1792,36 @@ class ClusterWorld:
                 self.violation("READ_CONSISTENT", f"{tp}: a producer batch is in the log twice")
         self._final_deletion_check()
         self._final_group_check()
+        self._final_follower_check()
+
+    def _final_follower_check(self) -> None:
+        """FOLLOWER_PROGRESS after the run: no running broker is left with a follower marked
+        failed (Kafka's ``markPartitionFailed``: it waits for a newer LeaderAndIsr) while it
+        follows the partition's live leader in the partition's current leader epoch, on a
+        replica assigned to it and online. No newer LeaderAndIsr comes then (the controller has
+        nothing to change), so the replica never fetches again: a partition that could be
+        replicated is not, and its ISR waits for it forever (the stall of a fenced answer
+        applied to the wrong call). A stray (a replica no longer assigned whose StopReplica was
+        lost) and a follower of an older epoch are not judged: the first is Kafka's, the second
+        waits for the LeaderAndIsr on its way."""
+        for broker in self.brokers:
+            node = broker.node
+            if not broker.alive or node is None:
+                continue
+            for tp, followed in sorted(node.followed.items()):
+                if not followed.failed or broker.id not in self.online_replicas(tp):
+                    continue
+                state = self._state(tp)
+                if state is None:
+                    continue
+                leader, leader_epoch, _ = state
+                if followed.leader != leader or followed.leader_epoch != leader_epoch or (
+                        not 0 <= leader < len(self.brokers)) or not self.brokers[leader].alive:
+                    continue
+                self.violation("FOLLOWER_PROGRESS", (
+                    f"{tp}: broker {broker.id} follows leader {leader} in its current epoch "
+                    f"{leader_epoch} but has marked the partition failed: it will not fetch "
+                    f"again (no newer LeaderAndIsr is coming)"))
 
     def _final_deletion_check(self) -> None:
         """TOPIC_DELETED after the run: a topic asked to be deleted is gone from ZooKeeper

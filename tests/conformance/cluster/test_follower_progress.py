@@ -1,0 +1,59 @@
+"""FOLLOWER_PROGRESS: after the run, no follower of a live leader's current epoch, on an assigned
+and online replica, is left marked failed (it would never fetch again: no newer LeaderAndIsr
+comes once the cluster has settled). The trio fetcher's stalled reassignment was such a
+follower; the plant ``round_names_a_partition_twice`` puts its cause back and the default run
+catches it through this check (``tests/conformance/test_plants.py``)."""
+
+from __future__ import annotations
+
+import pytest
+
+from conformance.cluster_sim import ClusterConfig, ClusterWorld
+from conformance.move_sim import ViolationFound
+from impl.broker.node import Followed
+from impl.storage.names import TopicPartition
+
+TP = TopicPartition("t", 0)
+
+
+def _settled_world() -> ClusterWorld:
+    world = ClusterWorld(0, ClusterConfig(partitions=1, storage_broker=False, groups=False,
+                                          admin=False, delete_records=False), lambda _: None)
+    for _ in range(20):
+        world.clock.advance_ns(1_000_000)
+        world.pump()
+    world.settle(200, 0)
+    assert world.healthy()
+    return world
+
+
+def _a_follower(world: ClusterWorld) -> tuple[int, Followed]:
+    leader = world.current_leader(TP)
+    assert leader is not None
+    for broker in world.brokers:
+        node = broker.node
+        if broker is not leader and node is not None and TP in node.followed:
+            return broker.id, node.followed[TP]
+    raise AssertionError("no follower of t-0")
+
+
+def test_a_settled_cluster_passes() -> None:
+    world = _settled_world()
+    world.final_check()
+
+
+def test_a_failed_follower_of_the_current_epoch_is_reported() -> None:
+    world = _settled_world()
+    broker_id, followed = _a_follower(world)
+    followed.failed = True
+    with pytest.raises(ViolationFound, match=f"broker {broker_id} follows leader") as found:
+        world.final_check()
+    assert found.value.invariant == "FOLLOWER_PROGRESS"
+
+
+def test_a_failed_follower_of_an_older_epoch_waits_for_its_leader_and_isr() -> None:
+    world = _settled_world()
+    _, followed = _a_follower(world)
+    followed.failed = True
+    followed.leader_epoch -= 1
+    world.final_check()
