@@ -45,10 +45,10 @@ run: setup
 	$(BIN)/logproof demo
 
 test: setup
-	$(BIN)/python -m pytest --durations=25
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 --durations=25
 
 test-all: setup
-	$(BIN)/python -m pytest -m "slow or not slow"
+	$(BIN)/python -m pytest -n auto --maxprocesses 4 -m "slow or not slow"
 
 lint: setup
 	$(BIN)/ruff check .
