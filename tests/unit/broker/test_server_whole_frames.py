@@ -22,7 +22,7 @@ from impl.broker import api_versions
 from impl.broker._codec import DecodedRequest, encode_request, load_request_schema
 from impl.broker._framing import WHOLE_BODY_MAX_BYTES, FrameDecoder
 from impl.broker._kio_build import build
-from impl.broker._low_water import RECEIVE_LOW_WATER_BYTES
+from impl.broker._low_water import RECEIVE_LOW_WATER_BYTES, ReceiveLowWater
 from impl.broker.server import ConnectionInfo, Response, Server
 
 #: a request body this large is received whole (at least 64 KiB, at most 1 MiB)
@@ -127,6 +127,27 @@ def bodies(monkeypatch: pytest.MonkeyPatch) -> list[tuple[int, int]]:
     return seen
 
 
+@pytest.fixture
+def marks(monkeypatch: pytest.MonkeyPatch) -> list[tuple[str, int]]:
+    """Each change the server asks of a socket's low-water mark: ``("wait", missing bytes)``
+    before it waits for a body, ``("done", 1)`` when the body is there, each with the mark's
+    value after the call."""
+    seen: list[tuple[str, int]] = []
+    wait, done = ReceiveLowWater.before_receive, ReceiveLowWater.frame_done
+
+    def before_receive(low_water: ReceiveLowWater, missing: int) -> None:
+        wait(low_water, missing)
+        seen.append(("wait", low_water.value))
+
+    def frame_done(low_water: ReceiveLowWater) -> None:
+        done(low_water)
+        seen.append(("done", low_water.value))
+
+    monkeypatch.setattr(ReceiveLowWater, "before_receive", before_receive)
+    monkeypatch.setattr(ReceiveLowWater, "frame_done", frame_done)
+    return seen
+
+
 def test_a_body_received_whole_is_waited_for_whole() -> None:
     """The low-water mark asked for covers every body offered whole (a lower one would wake
     the connection before the body is all there, and the frame would be assembled in pieces)."""
@@ -134,7 +155,7 @@ def test_a_body_received_whole_is_waited_for_whole() -> None:
 
 
 def test_a_body_that_arrives_late_is_received_whole_and_a_small_request_follows_at_once(
-    bodies: list[tuple[int, int]],
+    bodies: list[tuple[int, int]], marks: list[tuple[str, int]],
 ) -> None:
     handler = _Handler()
     first = bytes(range(256)) * (LARGE_RECORDS // 256)
@@ -150,6 +171,8 @@ def test_a_body_that_arrives_late_is_received_whole_and_a_small_request_follows_
             await client.stream.send_all(late[: len(late) // 2])
             await _settled()
             assert handler.handled == [1]
+            # (the server waits with the mark at the body's size: woken once, not per piece)
+            assert marks[-1:] == [("wait", len(late) - 4)], marks
             await client.stream.send_all(late[len(late) // 2 :])
             await _settled()
             assert client.answers == [1, 2]
@@ -158,6 +181,7 @@ def test_a_body_that_arrives_late_is_received_whole_and_a_small_request_follows_
             # wakes a reader early, below SO_RCVLOWAT, when the receive window or memory runs
             # short (seen once under a loaded CI run: 99,985 of 199,974 bytes), and the frame is
             # then assembled as before
+            assert marks[-1:] == [("done", 1)], marks
             assert [size for _, size in bodies] == [len(late) - 4]
             assert len(late) // 2 - 4 <= bodies[0][0] <= bodies[0][1], bodies
             # a small request after a large one wakes the server at once (the low-water mark
