@@ -15,11 +15,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from impl.broker.admin import AdminClient, AdminClientError, error_name
+from impl.broker.admin import AdminClientError, error_name
 from impl.controller.placement import TopicPartition
 from impl.controller.placement.client import PlacementClientError, request_reassignment_proposal
 
 from ._errors import CliError
+from ._security import admin_client, placement_connector
 
 __all__ = ["generate", "parse_broker_list", "read_topics_to_move"]
 
@@ -93,7 +94,7 @@ def generate(arguments: argparse.Namespace) -> int:
     topics = read_topics_to_move(arguments.topics_to_move_json_file)
     broker_ids = parse_broker_list(arguments.broker_list)
     try:
-        with AdminClient(arguments.bootstrap_server) as admin:
+        with admin_client(arguments, timeout_seconds=30.0) as admin:
             metadata = admin.metadata(topics)
     except AdminClientError as error:
         raise CliError(str(error)) from None
@@ -113,6 +114,7 @@ def generate(arguments: argparse.Namespace) -> int:
             current,
             broker_ids=broker_ids,
             force_simple_placement=arguments.disable_rack_aware,
+            connect=placement_connector(arguments),
         )
     except PlacementClientError as error:
         raise CliError(str(error)) from None

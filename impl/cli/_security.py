@@ -8,10 +8,13 @@ as ``kafka-acls.sh --command-config`` and ``kafka-configs.sh --command-config`` 
 from __future__ import annotations
 
 import argparse
+import socket
 from pathlib import Path
 
 from impl.broker.admin import AdminClient
 from impl.broker.config import ConfigError, parse_properties
+from impl.controller.placement.client import Connector, PlacementClientError
+from impl.security.client import AuthenticationError, open_socket
 from impl.security.config import ClientSecurity, SecurityConfigError, parse_client_properties
 
 from ._errors import CliError
@@ -51,3 +54,21 @@ def admin_client(arguments: argparse.Namespace, *,
                        timeout_seconds=arguments.timeout if timeout_seconds is None
                        else timeout_seconds,
                        security=client_security(arguments))
+
+
+def placement_connector(arguments: argparse.Namespace) -> Connector:
+    """Opens the placement client's connection with ``--command-config``'s TLS and SASL.
+
+    Raises (when called):
+        OSError: the connection failed.
+        PlacementClientError: TLS or SASL refused.
+    """
+    security = client_security(arguments)
+
+    def connect(host: str, port: int, timeout_seconds: float) -> socket.socket:
+        try:
+            return open_socket(host, port, security, timeout_seconds)
+        except AuthenticationError as error:
+            raise PlacementClientError(f"{host}:{port}: {error}") from None
+
+    return connect

@@ -32,6 +32,7 @@ from impl.controller.placement.client import PlacementClientError, request_repli
 from impl.ports import SeededRng
 
 from ._errors import CliError
+from ._security import add_security_arguments, placement_connector
 
 #: The seed range drawn when ``--seed`` is not given (printed so the run can be replayed).
 SEED_MAX = 2**31
@@ -68,6 +69,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument(
         "--bootstrap-server", metavar="HOST:PORT", help="ask this running broker"
     )
+    add_security_arguments(parser)
     parser.add_argument(
         "--broker-racks",
         metavar="ID[:RACK],...",
@@ -161,6 +163,8 @@ def run(arguments: argparse.Namespace) -> int:
         rows = _ask_cluster(arguments, partition_count, replication_factor, start_partition_id)
         _print(arguments, rows, {}, {"bootstrap_server": arguments.bootstrap_server})
         return 0
+    if arguments.command_config is not None:
+        raise CliError("--command-config goes with --bootstrap-server (a dry run asks no broker)")
     if arguments.broker_racks and arguments.racks:
         raise CliError("give --broker-racks or --racks, not both")
     if arguments.broker_racks:
@@ -232,7 +236,8 @@ def _ask_cluster(
     )
     try:
         response = request_replica_placement(
-            arguments.bootstrap_server, request, timeout_seconds=timeout_ms / 1000
+            arguments.bootstrap_server, request, timeout_seconds=timeout_ms / 1000,
+            connect=placement_connector(arguments),
         )
     except PlacementClientError as error:
         raise CliError(str(error)) from error

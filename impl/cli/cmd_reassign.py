@@ -58,6 +58,7 @@ from impl.controller.znodes import ReassignmentTarget, ZnodeFormatError, decode_
 
 from ._errors import CliError
 from ._reassign_generate import generate
+from ._security import add_security_arguments, admin_client
 
 REPLICA_NOT_AVAILABLE = 9
 RETRY_INTERVAL_SECONDS = 0.1
@@ -91,6 +92,7 @@ def register(subparsers: Any) -> None:
     parser.add_argument("--disable-rack-aware", action="store_true",
                         help="with --generate: Kafka's rack-unaware assignment")
     parser.add_argument("--bootstrap-server", required=True, help="HOST:PORT[,HOST:PORT]")
+    add_security_arguments(parser)
     parser.add_argument("--timeout", type=float, default=10.0,
                         help="seconds to retry REPLICA_NOT_AVAILABLE (default 10)")
     parser.add_argument("--zookeeper", default=None, help=argparse.SUPPRESS)
@@ -144,7 +146,7 @@ def run(arguments: argparse.Namespace) -> int:
                 raise CliError(f"{name} must be at least 1")
     targets, moves = _load(arguments.reassignment_json_file)
     try:
-        with AdminClient(arguments.bootstrap_server) as admin:
+        with admin_client(arguments, timeout_seconds=30.0) as admin:
             if arguments.execute:
                 return _execute(admin, arguments, targets, moves)
             if arguments.cancel:

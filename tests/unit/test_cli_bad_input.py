@@ -82,3 +82,22 @@ def test_broker_with_unreachable_zookeeper(tmp_path: Path) -> None:
     assert "Traceback" not in result.stderr
     assert len(lines) <= 4, result.stderr
     assert lines[-1].startswith("logproof: error: broker 1: ZooKeeper: cannot connect")
+
+
+def test_command_config_of_reassign_and_placement(
+    capsys: pytest.CaptureFixture[str], tmp_path: Path
+) -> None:
+    plan = tmp_path / "plan.json"
+    plan.write_text('{"version":1,"partitions":[{"topic":"t","partition":0,"replicas":[1]}]}')
+    err = _one_line_error(capsys, "reassign", "--verify", "--reassignment-json-file", str(plan),
+                          "--bootstrap-server", UNREACHABLE, "--command-config",
+                          str(tmp_path / "absent.properties"))
+    assert "--command-config: cannot read" in err
+    bad = tmp_path / "bad.properties"
+    bad.write_text("security.protocol=CARRIER_PIGEON\n")
+    err = _one_line_error(capsys, "placement", "--partitions", "1", "--replication-factor", "1",
+                          "--bootstrap-server", UNREACHABLE, "--command-config", str(bad))
+    assert f"--command-config {bad}" in err
+    err = _one_line_error(capsys, "placement", "--partitions", "1", "--replication-factor", "1",
+                          "--command-config", str(bad))
+    assert "--command-config goes with --bootstrap-server" in err

@@ -12,7 +12,7 @@ from __future__ import annotations
 import io
 import socket
 import struct
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 
 from kio.schema.api_versions.v0.request import ApiVersionsRequest
 from kio.schema.api_versions.v0.response import ApiVersionsResponse
@@ -45,6 +45,17 @@ _SIZE = struct.Struct(">i")
 
 class PlacementClientError(Exception):
     """The broker cannot be reached, does not support the API, or answered malformed bytes."""
+
+
+#: Opens a connected socket to ``(host, port)`` with a timeout: plain TCP by default; the
+#: command line passes one that speaks TLS and SASL (``--command-config``), and raises
+#: :class:`PlacementClientError` when they are refused.
+Connector = Callable[[str, int, float], socket.socket]
+
+
+def plain_connection(host: str, port: int, timeout_seconds: float) -> socket.socket:
+    """A plain TCP connection (PLAINTEXT listeners)."""
+    return socket.create_connection((host, port), timeout=timeout_seconds)
 
 
 def parse_bootstrap_server(bootstrap_server: str) -> tuple[str, int]:
@@ -198,7 +209,8 @@ def exchange_many(
 
 
 def request_replica_placement(
-    bootstrap_server: str, request: CreateReplicaPlacementRequest, timeout_seconds: float = 30.0
+    bootstrap_server: str, request: CreateReplicaPlacementRequest, timeout_seconds: float = 30.0,
+    *, connect: Connector = plain_connection,
 ) -> CreateReplicaPlacementResponse:
     """Ask a running broker for a replica placement.
 
@@ -206,6 +218,7 @@ def request_replica_placement(
         bootstrap_server: ``host:port`` of a broker.
         request: the request.
         timeout_seconds: the connect and read timeout.
+        connect: opens the connection (TLS and SASL from ``--command-config``).
 
     Returns:
         The broker's response (which may carry an error code).
@@ -216,7 +229,7 @@ def request_replica_placement(
     """
     host, port = parse_bootstrap_server(bootstrap_server)
     try:
-        with socket.create_connection((host, port), timeout=timeout_seconds) as sock:
+        with connect(host, port, timeout_seconds) as sock:
             return exchange(sock, request)
     except OSError as error:
         raise PlacementClientError(f"cannot reach {host}:{port}: {error}") from error
@@ -229,6 +242,7 @@ def request_reassignment_proposal(
     broker_ids: Sequence[int] = (),
     force_simple_placement: bool = False,
     timeout_seconds: float = 30.0,
+    connect: Connector = plain_connection,
 ) -> dict[TopicPartition, list[int]]:
     """A new assignment for the given partitions, suggested by the cluster's placer.
 
@@ -243,6 +257,7 @@ def request_reassignment_proposal(
         broker_ids: the brokers to move to (``--broker-list``); empty for all.
         force_simple_placement: Kafka's rack-unaware assignment (``--disable-rack-aware``).
         timeout_seconds: the connect and read timeout.
+        connect: opens the connection (TLS and SASL from ``--command-config``).
 
     Returns:
         The proposed replicas of every given partition, leader first.
@@ -269,7 +284,7 @@ def request_reassignment_proposal(
         )
     host, port = parse_bootstrap_server(bootstrap_server)
     try:
-        with socket.create_connection((host, port), timeout=timeout_seconds) as sock:
+        with connect(host, port, timeout_seconds) as sock:
             responses = exchange_many(sock, requests)
     except OSError as error:
         raise PlacementClientError(f"cannot reach {host}:{port}: {error}") from error

@@ -11,6 +11,7 @@ import socket
 import ssl
 import struct
 import subprocess
+import time
 import warnings
 from pathlib import Path
 
@@ -335,6 +336,56 @@ def test_admin_commands_with_command_config(secure_controller_broker: SecureBrok
     err = capsys.readouterr().err
     assert err.count("\n") == 1, err
     assert err.startswith("logproof: error: "), err
+
+
+def test_reassign_and_placement_with_command_config(secure_controller_broker: SecureBroker,
+                                                    tmp_path: Path,
+                                                    capsys: pytest.CaptureFixture[str]) -> None:
+    """reassign (generate, execute, verify) and placement take --command-config too: a log-dir
+    move of a SASL_SSL cluster is proposed by its placer, started and seen complete."""
+    secure = secure_controller_broker
+    admin = ["--bootstrap-server", secure.sasl_bootstrap,
+             "--command-config", str(secure.command_config(tmp_path, "admin"))]
+    assert cli_main(["topics", "create", *admin, "--topic", "rc", "--partitions", "1"]) == 0
+    topics = tmp_path / "topics.json"
+    topics.write_text(json.dumps({"version": 1, "topics": [{"topic": "rc"}]}))
+    capsys.readouterr()
+    assert cli_main(["reassign", "--generate", *admin, "--topics-to-move-json-file",
+                     str(topics), "--broker-list", "1"]) == 0
+    assert "Proposed partition reassignment configuration" in capsys.readouterr().out
+    assert cli_main(["placement", *admin, "--partitions", "2",
+                     "--replication-factor", "1"]) == 0
+    assert capsys.readouterr().out.endswith("PARTITION  LEADER  REPLICAS\n0          1       1\n"
+                                            "1          1       1\n")
+    assert cli_main(["log-dirs", "describe", *admin, "--topics", "rc"]) == 0
+    (broker,) = json.loads(capsys.readouterr().out)["brokers"]
+    (current,) = [d["path"] for d in broker["log_dirs"] for p in broker_partitions(d)]
+    target = next(path for path in secure.running.log_dirs if path != current)
+    plan = tmp_path / "plan.json"
+    plan.write_text(json.dumps({"version": 1, "partitions": [
+        {"topic": "rc", "partition": 0, "replicas": [1], "log_dirs": [target]}]}))
+    common = [*admin, "--reassignment-json-file", str(plan)]
+    assert cli_main(["reassign", "--execute", *common]) == 0
+    deadline = time.monotonic() + 30
+    while True:
+        capsys.readouterr()
+        if cli_main(["reassign", "--verify", *common]) == 0 and (
+                "completed successfully" in capsys.readouterr().out):
+            break
+        assert time.monotonic() < deadline, "the move did not complete in 30 s"
+        time.sleep(0.1)
+    # without the settings, against the SASL_SSL listener: one line, exit 1
+    assert cli_main(["reassign", "--verify", "--bootstrap-server", secure.sasl_bootstrap,
+                     "--reassignment-json-file", str(plan)]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1, err
+
+
+def broker_partitions(log_dir: dict[str, object]) -> list[object]:
+    """The partitions of one dir of ``log-dirs describe``'s JSON (the temporary ones left out)."""
+    partitions = log_dir["partitions"]
+    assert isinstance(partitions, list)
+    return [p for p in partitions if not p["is_temporary"]]
 
 
 def _controller_requests(secure: SecureBroker) -> list[tuple[int, int, object]]:
