@@ -129,7 +129,7 @@ from __future__ import annotations
 from collections import Counter
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, cast
+from typing import Any, Final, cast
 
 from conformance.trace_check import Abstraction, ExecutableModel, MemoizedModel, ModelAction
 from impl.trace import TraceEvent, TraceValue
@@ -452,6 +452,10 @@ def _ints(fields: Mapping[str, TraceValue], name: str) -> tuple[int, ...] | None
             return None
     ints = cast("tuple[int, ...]", value)  # (every item checked above)
     return ints if type(ints) is tuple else tuple(ints)
+
+
+#: A cut past every log (its slot holds no record of anyone).
+_FAR: Final = 1 << 62
 
 
 def _cuts(*positions: int) -> tuple[int, int]:
@@ -804,9 +808,15 @@ class ReplicationAbstraction:
     @staticmethod
     def _truncation_fallback(point: int, leo: int) -> tuple[int, int]:
         """Cuts for a truncation that need the fewest epochs: the last record kept and the
-        first one dropped (the follower's last record when it keeps none). A committed length
-        past the point still maps past it."""
-        return _cuts(point, point + 1) if point > 0 else _cuts(leo, leo + 1)
+        first one dropped. A follower that keeps none needs only its first record, one that
+        drops none only its last: the second cut then goes past every log, since the leader's
+        records beyond would each add an epoch (seed 4036 of the campaign: a record of a
+        deposed leader's epoch 4 against the new leader's epochs 5 and 6 merged into one rank
+        with 5 when the second cut took the leader's record of epoch 6, and the model kept
+        it). A committed length past the point still maps past it."""
+        if 0 < point < leo:
+            return _cuts(point, point + 1)
+        return (max(point, 1), _FAR)
 
     def _truncate(self, part: _Partition, f: int, fields: Mapping[str, TraceValue]) -> _Plan:
         before, target = _int(fields, "log_end_offset"), _int(fields, "truncated_to")

@@ -25,6 +25,7 @@ from conformance.cluster_sim import (
     ClusterOutcome,
     ClusterWorld,
     parse_faults,
+    simulate,
 )
 from conformance.replication_abstraction import abstractions
 from conformance.runner import replay, swarm_config
@@ -1312,3 +1313,39 @@ def test_seed_3153_a_handed_over_flush_credits_nothing_after_a_truncation() -> N
     result, outcome = replay(3153, config)
     assert outcome.violation is None, outcome.violation
     assert not result.failed, result.message
+
+
+def test_seed_4036_a_follower_that_keeps_nothing_is_built_at_its_first_record() -> None:
+    """Seed 4036 of ``logproof fuzz`` (STATE_MISMATCH, a false alarm of the trace checker):
+    broker 0, deposed leader of ``__consumer_offsets-1`` in epoch 4, wrote offset 0 in epoch 4
+    after broker 2 took the lead of epoch 5 and wrote its own offset 0 (epoch 5), then 1 (epoch
+    6). Told at last to follow broker 1 (epoch 7, holding broker 2's log), broker 0 asked for
+    epoch 4, heard 0 (epoch 4 is older than anything in the leader's cache: Kafka's
+    ``endOffsetFor`` answers the start of the next epoch) and truncated to 0. The truncation's
+    fewest-epoch cuts took the leader's record at offset 1 as their second slot: four epochs
+    (4, 5, 6 and the current 7), the oldest two merged, broker 0's record looked like the
+    leader's and the model kept it. A follower that keeps nothing is now built at its first
+    record alone (the second cut past every log); a follower claiming to keep it is refused."""
+    config = ClusterConfig(brokers=3, log_dirs=2, partitions=2, steps=200,
+                           fault_probability=0.1, segment_bytes=600)
+    outcome = simulate(4036, config, keep_trace=True)
+    assert outcome.violation is None, outcome.violation
+    trace = list(outcome.trace)
+    subject = "__consumer_offsets-1@0"
+    index = next((i for i, e in enumerate(trace)
+                  if e.event == "TRUNCATE" and e.subject == subject
+                  and e.fields.get("log_end_offset") == 1
+                  and e.fields.get("leader_epoch_end") == 0), None)
+    assert index is not None, "broker 0 never truncated its deposed epoch's record: not reached"
+    assert trace[index].fields.get("truncated_to") == 0
+    replicated = [e for e in trace[: index + 1] if e.machine == "replication"]
+    checked = abstractions()
+    assert check_trace(replicated, checked).violation is None
+    inferred = checked[0].inferred  # type: ignore[attr-defined]
+    assert inferred["a truncation built at its fewest-epoch cuts"] > 0, inferred
+    kept = TraceEvent.of("replication", "TRUNCATE", subject, "FOLLOWER", "FOLLOWER",
+                         **{**dict(trace[index].fields), "truncated_to": 1})
+    violation = check_trace([*replicated[:-1], kept], abstractions()).violation
+    assert violation is not None
+    assert violation.index == len(replicated) - 1
+    assert violation.kind == "state_mismatch"
