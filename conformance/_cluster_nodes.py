@@ -242,11 +242,16 @@ class SimBroker:
     (:class:`impl.broker.node.BrokerNode`) that ships, driven by messages, ticks and the
     simulated ZooKeeper. It carries inputs and effects and decides nothing.
 
+    A follower sends each leader one round at a time (:mod:`impl.broker.fetch_rounds`, the
+    trio fetcher's own rules): the node's calls wait in its ``FollowerRounds``, a
+    ``RoundCall`` carries a round, a ``RoundReply`` its answers, matched back to the calls by
+    the same core.
+
     A follower's fetch that finds nothing is parked, as the trio broker's Fetch handler parks
-    it: :mod:`impl.broker.purgatory` says when it is answered and which changes (the node's
-    effects, a completed append) wake it; a woken or expired one is asked again
-    (``FetchCall.asked_again``) once the input that woke it is carried out, as the trio
-    broker's handler runs after the task that woke it."""
+    it (a round whole, a lone call with ``fetch_rounds`` off): :mod:`impl.broker.purgatory`
+    says when it is answered and which changes (the node's effects, a completed append) wake
+    it; a woken or expired one is asked again (``FetchCall.asked_again``) once the input that
+    woke it is carried out, as the trio broker's handler runs after the task that woke it."""
 
     def __init__(self, world: ClusterWorld, broker_id: int) -> None:
         self.world = world
