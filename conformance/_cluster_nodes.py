@@ -169,6 +169,19 @@ class ProduceCall(NamedTuple):
 # --- helpers -------------------------------------------------------------------------------
 
 
+def _answer_in(effects: list[Effect], call: Any) -> tuple[int, Any] | None:
+    """Where among a step's effects the node answered ``call`` (a fetch or an epoch call: the
+    reply of its kind, request id and partition), and that reply; None when it did not."""
+    kind = FetchReply if type(call) is FetchCall else EpochReply
+    for index, effect in enumerate(effects):
+        if type(effect) is Reply:
+            reply: Any = effect.message
+            if type(reply) is kind and reply.request_id == call.request_id and (
+                    reply.tp == call.tp):
+                return index, reply
+    return None
+
+
 #: (base offset, next offset, CRC-32C, producer id, producer epoch, base sequence)
 BatchKey = tuple[int, int, int, int, int, int]
 
@@ -526,13 +539,9 @@ class SimBroker:
         effects = node.step(call)
         key = (call.replica, call.request_id, call.tp)
         park = False
-        for index, effect in enumerate(effects):
-            if type(effect) is not Reply:
-                continue
-            reply: Any = effect.message
-            if type(reply) is not FetchReply or reply.request_id != call.request_id or (
-                    reply.tp != call.tp):
-                continue
+        found = _answer_in(effects, call)
+        if found is not None:
+            index, reply = found
             if key not in self._parked and not fetch_answered(
                     total_bytes=len(reply.records), min_bytes=FETCH_MIN_BYTES,
                     errors=reply.error != NONE, now=self.now_ms(), deadline=deadline_ms,
@@ -541,7 +550,6 @@ class SimBroker:
                 park = True
             elif call.asked_again:
                 self.delayed_fetches += 1
-            break
         self._carry_out(node, effects)
         if park and self.node is node:
             self._parked[key] = (call, deadline_ms)
@@ -607,15 +615,11 @@ class SimBroker:
                     asked.max_bytes, round_call.max_bytes - total, total > 0),
                     asked_again=asked_again)
             effects = node.step(call)
-            for index, effect in enumerate(effects):
-                if type(effect) is Reply:
-                    reply: Any = effect.message
-                    if type(reply) in (FetchReply, EpochReply) and (
-                            reply.request_id == call.request_id) and reply.tp == call.tp:
-                        del effects[index]
-                        break
-            else:
+            found = _answer_in(effects, call)
+            if found is None:
                 raise AssertionError(f"no answer for {call.tp} in a round")
+            index, reply = found
+            del effects[index]
             self._carry_out(node, effects)
             if self.node is not node:  # (a dir failure took the process's node: it is gone)
                 return
@@ -663,8 +667,6 @@ class SimBroker:
         for leader in rounds.overdue(now_ms):
             for answer in rounds.lost(leader):
                 self.step(answer)
-        if self._rounds is not rounds:
-            return
         for leader in rounds.leaders():
             sent = rounds.next_round(leader, now_ms)
             if sent is not None:

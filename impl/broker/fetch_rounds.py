@@ -72,11 +72,11 @@ def latest_per_partition(calls: list[Call]) -> list[Call]:
     return list(latest.values())
 
 
-def refused(call: Call, code: int = NETWORK_EXCEPTION) -> Answer:
-    """The node's answer to ``call`` when its request got none (``code``)."""
+def refused(call: Call) -> Answer:
+    """The node's answer to ``call`` when its request got none: NETWORK_EXCEPTION."""
     if type(call) is EpochCall:
-        return EpochReply(call.request_id, call.tp, code)
-    return FetchReply(call.request_id, call.tp, code)
+        return EpochReply(call.request_id, call.tp, NETWORK_EXCEPTION)
+    return FetchReply(call.request_id, call.tp, NETWORK_EXCEPTION)
 
 
 class FollowerRounds:

@@ -48,6 +48,25 @@ def _saved_trace(name: str, events: int) -> list[TraceEvent]:
     return trace
 
 
+def _checked_and_kept_refused(trace: list[TraceEvent], index: int, inferred_key: str, *,
+                              kept: int) -> None:
+    """The replication events up to the TRUNCATE at ``index`` pass the checker, which needed
+    the inference ``inferred_key``; the same TRUNCATE claiming ``truncated_to`` ``kept``
+    instead is refused there (state_mismatch)."""
+    replicated = [e for e in trace[: index + 1] if e.machine == "replication"]
+    checked = abstractions()
+    assert check_trace(replicated, checked).violation is None
+    inferred = checked[0].inferred  # type: ignore[attr-defined]
+    assert inferred[inferred_key] > 0, inferred
+    truncate = trace[index]
+    claim = TraceEvent.of("replication", "TRUNCATE", truncate.subject, "FOLLOWER", "FOLLOWER",
+                          **{**dict(truncate.fields), "truncated_to": kept})
+    violation = check_trace([*replicated[:-1], claim], abstractions()).violation
+    assert violation is not None
+    assert violation.index == len(replicated) - 1
+    assert violation.kind == "state_mismatch"
+
+
 def _late(trace: Iterable[TraceEvent], flagged: str, *, seen: tuple[str, ...]) -> list[str]:
     """The subjects of the replication ``flagged`` events (BECOME_LEADER or BECOME_FOLLOWER)
     whose leader epoch is below the highest a ``seen`` event of the partition carried before
@@ -915,17 +934,8 @@ def test_seed_4492_a_deposed_leader_truncates_what_it_wrote_after_its_epoch() ->
             and any(b.event == "BECOME_LEADER" and b.subject == "__consumer_offsets-0@2"
                     for b in trace[:trace.index(e)])]
     assert late == [4], f"broker 1 wrote nothing as a deposed leader: {late}"
-    replicated = [e for e in trace[: index + 1] if e.machine == "replication"]
-    checked = abstractions()
-    assert check_trace(replicated, checked).violation is None
-    inferred = checked[0].inferred  # type: ignore[attr-defined]
-    assert inferred["a stale leader shown OFFLINE where record epochs merged"] > 0, inferred
-    kept = TraceEvent.of("replication", "TRUNCATE", subject, "FOLLOWER", "FOLLOWER",
-                         **{**dict(trace[index].fields), "truncated_to": 5})
-    violation = check_trace([*replicated[:-1], kept], abstractions()).violation
-    assert violation is not None
-    assert violation.index == len(replicated) - 1
-    assert violation.kind == "state_mismatch"
+    _checked_and_kept_refused(
+        trace, index, "a stale leader shown OFFLINE where record epochs merged", kept=5)
 
 
 #: Seed 6056 of ``logproof fuzz`` shrunk to 6 faults (the storage broker's left out).
@@ -1338,14 +1348,5 @@ def test_seed_4036_a_follower_that_keeps_nothing_is_built_at_its_first_record() 
                   and e.fields.get("leader_epoch_end") == 0), None)
     assert index is not None, "broker 0 never truncated its deposed epoch's record: not reached"
     assert trace[index].fields.get("truncated_to") == 0
-    replicated = [e for e in trace[: index + 1] if e.machine == "replication"]
-    checked = abstractions()
-    assert check_trace(replicated, checked).violation is None
-    inferred = checked[0].inferred  # type: ignore[attr-defined]
-    assert inferred["a truncation built at its fewest-epoch cuts"] > 0, inferred
-    kept = TraceEvent.of("replication", "TRUNCATE", subject, "FOLLOWER", "FOLLOWER",
-                         **{**dict(trace[index].fields), "truncated_to": 1})
-    violation = check_trace([*replicated[:-1], kept], abstractions()).violation
-    assert violation is not None
-    assert violation.index == len(replicated) - 1
-    assert violation.kind == "state_mismatch"
+    _checked_and_kept_refused(
+        trace, index, "a truncation built at its fewest-epoch cuts", kept=1)
