@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, Final, NamedTuple
 from conformance.disk import SimDisk
 from conformance.move_sim import SimLock
 from impl.broker import group_coordinator as gc
-from impl.broker.fetch_rounds import FollowerRounds, partition_limit
+from impl.broker.fetch_rounds import FollowerRounds
 from impl.broker.node import (
     Append,
     Appended,
@@ -59,7 +59,7 @@ from impl.broker.node import (
     append_error,
 )
 from impl.broker.node_store import LogManagerStore, read_whole_batches
-from impl.broker.purgatory import Purgatory, appended, changes_of, fetch_answered
+from impl.broker.purgatory import FetchBudget, Purgatory, appended, changes_of, fetch_answered
 from impl.broker.replication import ReplicaRole, ReplicaState, TruncationPolicy
 from impl.controller.coordinator import (
     ConnectionLossError,
@@ -604,16 +604,14 @@ class SimBroker:
         if not asked_again and key in self._parked_rounds:
             return  # (a copy of a round that waits here: the network duplicated it)
         answers: list[Any] = []
-        total = 0
-        errors = False
+        budget = FetchBudget(round_call.max_bytes)
         fetch = False
         for asked in round_call.calls:
             call: Any = asked
             if type(asked) is FetchCall:
                 fetch = True
-                call = asked._replace(max_bytes=partition_limit(
-                    asked.max_bytes, round_call.max_bytes - total, total > 0),
-                    asked_again=asked_again)
+                call = asked._replace(max_bytes=budget.limit(asked.max_bytes),
+                                      asked_again=asked_again)
             effects = node.step(call)
             found = _answer_in(effects, call)
             if found is None:
@@ -625,11 +623,10 @@ class SimBroker:
                 return
             answers.append(reply._replace(request_id=-1))  # (the wire has no request ids)
             if type(reply) is FetchReply:
-                total += len(reply.records)
-                errors = errors or reply.error != NONE
-        if fetch and self._delays_fetches and not fetch_answered(
-                total_bytes=total, min_bytes=FETCH_MIN_BYTES, errors=errors,
-                now=self.now_ms(), deadline=deadline_ms, stopping=False):
+                budget.took(len(reply.records), error=reply.error != NONE)
+        if fetch and self._delays_fetches and not budget.answered(
+                min_bytes=FETCH_MIN_BYTES, now=self.now_ms(), deadline=deadline_ms,
+                stopping=False):
             self._parked_rounds[key] = (source, round_call, deadline_ms)
             self._purgatory.watch(key, tuple(call.tp for call in round_call.calls),
                                   records_only=True)

@@ -32,10 +32,9 @@ from ._kio_build import build
 from .config import BrokerConfig
 from .config_store import ReplicationQuotas
 from .fetch_response import FetchPartitionReply, encode_fetch_response
-from .fetch_rounds import partition_limit
 from .metadata_cache import BrokerEndpoint, MetadataCache
 from .produce_response import PartitionResult, encode_produce_response
-from .purgatory import fetch_answered
+from .purgatory import FetchBudget
 from .replica_manager import AppendedProduce, ReplicaManager
 from .replication import fetcher_broker_epoch
 from .server import (
@@ -533,8 +532,7 @@ class RequestHandlers:
         tp: TopicPartition,
         item: Any,
         replica_id: int,
-        budget_bytes: int,
-        have_data: bool,
+        limit: int,
         *,
         connection_id: int = -1,
         broker_epoch: int = -1,
@@ -547,7 +545,7 @@ class RequestHandlers:
         reply = self.context.replicas.fetch_partition(
             tp, replica_id, int(item.fetch_offset),
             int(getattr(item, "current_leader_epoch", -1)),
-            partition_limit(int(item.partition_max_bytes), budget_bytes, have_data),
+            limit,
             log_start_offset=int(getattr(item, "log_start_offset", -1)) if replica_id >= 0
             else -1, incarnation=connection_id, broker_epoch=broker_epoch,
             asked_again=asked_again,
@@ -568,12 +566,10 @@ class RequestHandlers:
 
     def _fetch_once(self, body: Any, connection_id: int = -1, client_id: str | None = None,
                     *, asked_again: bool = False,
-                    ) -> tuple[list[tuple[str, list[FetchPartitionReply]]], int, bool]:
+                    ) -> tuple[list[tuple[str, list[FetchPartitionReply]]], FetchBudget]:
         replica_id = int(body.replica_id)
         broker_epoch = fetcher_broker_epoch(client_id, replica_id) if replica_id >= 0 else -1
-        budget = int(body.max_bytes)
-        total = 0
-        errors = False
+        budget = FetchBudget(int(body.max_bytes))
         topics: list[tuple[str, list[FetchPartitionReply]]] = []
         readable: dict[str, bool] = {}
         for topic in body.topics:
@@ -585,18 +581,17 @@ class RequestHandlers:
                     code = TOPIC_AUTHORIZATION_FAILED if replica_id < 0 else (
                         request_acls.CLUSTER_AUTHORIZATION_FAILED)
                     replies.append(FetchPartitionReply(int(item.partition), code, -1, -1, -1))
-                    errors = True
+                    budget.took(0, error=True)
                     continue
                 reply = self._fetch_partition(
                     TopicPartition(topic.topic, int(item.partition)), item, replica_id,
-                    budget - total, total > 0, connection_id=connection_id,
+                    budget.limit(int(item.partition_max_bytes)), connection_id=connection_id,
                     broker_epoch=broker_epoch, asked_again=asked_again,
                 )
-                total += reply.records_size
-                errors = errors or reply.error_code != NONE
+                budget.took(reply.records_size, error=reply.error_code != NONE)
                 replies.append(reply)
             topics.append((topic.topic, replies))
-        return topics, total, errors
+        return topics, budget
 
     def _fetch_allowed(self, topic: str, replica_id: int) -> bool:
         """A consumer needs READ on the topic, a follower CLUSTER_ACTION on the cluster."""
@@ -616,11 +611,10 @@ class RequestHandlers:
         partitions: list[TopicPartition] | None = None
         while True:
             # (asked again after a wake: a follower's position was recorded on arrival)
-            topics, total, errors = self._fetch_once(body, connection_id, request.client_id,
-                                                     asked_again=partitions is not None)
-            if fetch_answered(total_bytes=total, min_bytes=min_bytes, errors=errors,
-                              now=trio.current_time(), deadline=deadline,
-                              stopping=self.context.replicas.stopping):
+            topics, budget = self._fetch_once(body, connection_id, request.client_id,
+                                              asked_again=partitions is not None)
+            if budget.answered(min_bytes=min_bytes, now=trio.current_time(), deadline=deadline,
+                               stopping=self.context.replicas.stopping):
                 break
             for _, replies in topics:
                 for reply in replies:

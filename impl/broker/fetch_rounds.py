@@ -26,8 +26,8 @@ the simulator (:mod:`conformance._cluster_nodes`) both carry out:
 - **a lost round**: every call of a round whose connection failed, or which is overdue, is
   answered NETWORK_EXCEPTION.
 
-On the leader's side, :func:`partition_limit` is what a Fetch's partition may return of the
-request's byte budget (Kafka's ``fetch.max.bytes`` over ``max.partition.fetch.bytes``).
+The leader answers a round as any Fetch, its partitions within the request's byte budget
+(:class:`~impl.broker.purgatory.FetchBudget`).
 """
 
 from __future__ import annotations
@@ -175,14 +175,3 @@ class FollowerRounds:
         """The leaders whose round has waited ``timeout_ms`` or longer."""
         return sorted(leader for leader, sent in self._in_flight.items()
                       if now_ms - sent.sent_ms >= self.timeout_ms)
-
-
-def partition_limit(partition_max_bytes: int, budget_bytes: int, have_data: bool) -> int:
-    """What one partition of a Fetch may return (the node's ``FetchCall.max_bytes``): its own
-    limit within what is left of the request's ``budget_bytes``; once the budget is spent, -1
-    (read nothing) if an earlier partition returned data, else 0 (the first batch whole,
-    however large: Kafka never answers a fetch with nothing for want of room)."""
-    limit = min(partition_max_bytes, budget_bytes)
-    if limit > 0:
-        return limit
-    return -1 if have_data else 0

@@ -22,6 +22,11 @@ below are decided once, for both (spec/replication.md, "Delayed fetches"):
   short of its bytes watches again.
 * **When a delayed fetch is answered** (:func:`fetch_answered`): it has ``min_bytes``, or one
   of its partitions answered an error, or its deadline passed, or the broker is stopping.
+* **What a Fetch's partitions take of its byte budget** (:class:`FetchBudget`): the partitions
+  are read in the order the request names them, each within its own limit and what is left of
+  the request's (:func:`partition_limit`); the tally of bytes and errors is what
+  :func:`fetch_answered` judges. The trio Fetch handler and the simulator's leader answering a
+  follower's round both build their answers with it.
 
 The watchers are whatever the shell waits with (a trio event holder, a simulator's parked
 request); they are kept in the order they started watching, and :meth:`Purgatory.woken` returns
@@ -91,6 +96,50 @@ def fetch_answered(*, total_bytes: int, min_bytes: int, errors: bool, now: float
     error, ``deadline`` passed (``now`` and ``deadline`` on one clock) or the broker is
     stopping."""
     return total_bytes >= min_bytes or errors or now >= deadline or stopping
+
+
+def partition_limit(partition_max_bytes: int, budget_bytes: int, have_data: bool) -> int:
+    """What one partition of a Fetch may return (the node's ``FetchCall.max_bytes``): its own
+    limit within what is left of the request's ``budget_bytes``; once the budget is spent, -1
+    (read nothing) if an earlier partition returned data, else 0 (the first batch whole,
+    however large: Kafka never answers a fetch with nothing for want of room)."""
+    limit = min(partition_max_bytes, budget_bytes)
+    if limit > 0:
+        return limit
+    return -1 if have_data else 0
+
+
+class FetchBudget:
+    """One Fetch request's answer as its partitions are read, in the order the request names
+    them (Kafka's ``fetch.max.bytes`` over each partition's ``max.partition.fetch.bytes``):
+    :meth:`limit` before a partition is read, :meth:`took` with what it returned, and
+    :meth:`answered` once all are read."""
+
+    __slots__ = ("errors", "max_bytes", "total_bytes")
+
+    def __init__(self, max_bytes: int) -> None:
+        #: the request's byte budget
+        self.max_bytes = max_bytes
+        #: the record bytes the partitions read so far returned
+        self.total_bytes = 0
+        #: whether one of them answered an error
+        self.errors = False
+
+    def limit(self, partition_max_bytes: int) -> int:
+        """What the next partition may return (:func:`partition_limit`)."""
+        total = self.total_bytes
+        return partition_limit(partition_max_bytes, self.max_bytes - total, total > 0)
+
+    def took(self, records_bytes: int, error: bool) -> None:
+        """A partition returned ``records_bytes`` of records, or answered an error."""
+        self.total_bytes += records_bytes
+        if error:
+            self.errors = True
+
+    def answered(self, *, min_bytes: int, now: float, deadline: float, stopping: bool) -> bool:
+        """Whether the request is answered now rather than delayed (:func:`fetch_answered`)."""
+        return fetch_answered(total_bytes=self.total_bytes, min_bytes=min_bytes,
+                              errors=self.errors, now=now, deadline=deadline, stopping=stopping)
 
 
 class Purgatory(Generic[W]):

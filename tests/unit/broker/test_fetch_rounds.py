@@ -16,7 +16,6 @@ from impl.broker.fetch_rounds import (
     NETWORK_EXCEPTION,
     FollowerRounds,
     Round,
-    partition_limit,
 )
 from impl.broker.node import EpochCall, EpochReply, FetchCall, FetchReply
 from impl.storage.names import TopicPartition
@@ -87,13 +86,6 @@ def test_a_lost_or_overdue_round_refuses_its_calls_and_frees_the_leader() -> Non
     rounds.forget(1)
     assert rounds.in_flight(1) is None
     assert rounds.leaders() == []
-
-
-def test_partition_limit() -> None:
-    assert partition_limit(100, 1000, have_data=True) == 100
-    assert partition_limit(100, 30, have_data=True) == 30
-    assert partition_limit(100, 0, have_data=True) == -1
-    assert partition_limit(100, -5, have_data=False) == 0
 
 
 _TPS = [TopicPartition("t", index) for index in range(3)]

@@ -1,6 +1,7 @@
 """The fetch purgatory's rules (impl/broker/purgatory.py): what a node step's effects change,
-whom a change wakes, and when a delayed fetch is answered. The trio broker's waiting
-(test_delayed_fetch_wake.py) and the cluster simulator's parked fetches both follow them."""
+whom a change wakes, when a delayed fetch is answered, and what a Fetch's partitions take of its
+byte budget. The trio broker's waiting (test_delayed_fetch_wake.py) and Fetch handler and the
+cluster simulator's parked fetches and answered rounds all follow them."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from impl.broker.node import HighWatermarkMoved, LogChanged, RoleChanged, WriteI
 from impl.broker.purgatory import (
     EVERYTHING,
     Change,
+    FetchBudget,
     Purgatory,
     appended,
     changes_of,
     fetch_answered,
+    partition_limit,
 )
 from impl.storage.names import TopicPartition
 
@@ -97,3 +100,41 @@ def test_a_delayed_fetch_is_answered_on_bytes_an_error_its_deadline_or_a_stop() 
     assert answered(stopping=True)
     assert fetch_answered(total_bytes=0, min_bytes=0, errors=False, now=0.0, deadline=5.0,
                           stopping=False)
+
+
+def test_partition_limit() -> None:
+    assert partition_limit(100, 1000, have_data=True) == 100
+    assert partition_limit(100, 30, have_data=True) == 30
+    assert partition_limit(100, 0, have_data=True) == -1
+    assert partition_limit(100, -5, have_data=False) == 0
+
+
+def test_a_budget_is_shared_by_the_partitions_in_the_order_they_are_read() -> None:
+    budget = FetchBudget(250)
+    assert budget.limit(100) == 100
+    budget.took(100, error=False)
+    assert budget.limit(200) == 150  # (what is left of the request's)
+    budget.took(150, error=False)
+    assert budget.limit(100) == -1  # spent, and data returned already: read nothing
+    budget.took(0, error=False)
+    assert (budget.total_bytes, budget.errors) == (250, False)
+    assert budget.answered(min_bytes=1, now=0, deadline=10, stopping=False)
+
+
+def test_a_budget_spent_before_any_data_still_reads_a_first_batch_whole() -> None:
+    budget = FetchBudget(0)
+    assert budget.limit(100) == 0  # (the node returns the first batch, however large)
+    budget.took(0, error=False)
+    assert budget.limit(100) == 0
+    assert not budget.answered(min_bytes=1, now=0, deadline=10, stopping=False)
+    assert budget.answered(min_bytes=1, now=10, deadline=10, stopping=False)
+
+
+def test_a_partition_s_error_answers_the_fetch_at_once_and_takes_no_budget() -> None:
+    budget = FetchBudget(100)
+    budget.took(0, error=True)
+    budget.took(0, error=False)  # (a later partition does not clear it)
+    assert budget.errors
+    assert budget.limit(100) == 100
+    assert budget.answered(min_bytes=1, now=0, deadline=10, stopping=False)
+    assert FetchBudget(100).answered(min_bytes=1, now=0, deadline=10, stopping=True)
