@@ -875,7 +875,11 @@ class BrokerNode:
                 out.append(Reply(call.client, ProduceReply(
                     call.request_id, tp, code, error_message="timestamp out of range")))
                 return
-            if header.producer_id >= 0 and header.base_sequence >= 0:
+            # (a batch whose header miscounts its records is not judged by its sequence: the
+            # append's validation refuses it, INVALID_RECORD, as Kafka validates a batch before
+            # it looks at its producer's state)
+            if header.producer_id >= 0 and header.base_sequence >= 0 and (
+                    rb.count_consistent(header)):
                 try:
                     producers = self.producer_state(tp)
                 except (StorageError, OSError):

@@ -377,6 +377,12 @@ def validate_client_records(
     ]
 
 
+def count_consistent(header: BatchHeader) -> bool:
+    """Whether a client batch's header counts its records as Kafka's LogValidator requires: a
+    positive ``recordCount``, one record per offset of the batch (``lastOffsetDelta + 1``)."""
+    return header.record_count > 0 and header.record_count == header.last_offset_delta + 1
+
+
 def validate_client_batches(
     records: bytes | bytearray | memoryview,
     message_max_bytes: int,
@@ -419,7 +425,7 @@ def validate_client_batches(
                 f"{message_max_bytes}"
             )
         check_crc(records, header)
-        if header.record_count <= 0 or header.record_count != header.last_offset_delta + 1:
+        if not count_consistent(header):
             raise InvalidRecord(
                 f"record count {header.record_count} inconsistent with last offset delta "
                 f"{header.last_offset_delta}"

@@ -7,7 +7,10 @@
 3. the broker's RSS stays under ``RSS_BOUND_BYTES`` (1 GiB);
 4. a partition no request targets (``quiet-0``) keeps byte-identical segment files;
 5. no unacknowledged batch is ever readable: every record stored in the targeted topic carries the
-   marker of a Produce whose response said NONE (or that the broker decoded with acks=0).
+   marker of a Produce whose response said NONE (or that the broker decoded with acks=0);
+6. no request fails a handler: the broker's log has no ERROR line (the server logs a handler's
+   failure, a bug of ours, with its traceback and closes the connection), checked as soon as the
+   broker closes a fuzzing connection, so the case is named.
 
 Requests come from kio's schemas for every advertised API and version (``_structured``), Produce
 records include lying batches and compressed garbage, and frames are mutated (lengths, counts,
@@ -97,6 +100,11 @@ class BrokerProcess:
                 return int(line.split()[1]) * 1024
         raise AssertionError("no VmRSS")
 
+    def errors(self) -> list[str]:
+        """The ERROR lines of the broker's log so far."""
+        return [line for line in self.log_path.read_text(errors="replace").splitlines()
+                if " ERROR " in line]
+
     def stop(self) -> None:
         if self.alive():
             self.process.terminate()
@@ -156,7 +164,8 @@ class _Prober:
                 if took > self.slowest:
                     self.slowest, self.slowest_during = took, during
             except (OSError, ConnectionError) as error:
-                self.failure = self.failure or f"ApiVersions probe {self.probes} failed: {error!r}"
+                self.failure = self.failure or (
+                    f"ApiVersions probe {self.probes} failed: {error!r} during {during}")
                 self.slowest = float("inf")
             self.probes += 1
 
@@ -358,7 +367,12 @@ def _fuzz(broker: BrokerProcess, cases: int) -> None:
             if _acks_zero_markers(frame):
                 acks_zero = True
                 acked.add(marker)
+            closed = session.closed_by_broker
             response = session.run(frame, correlation)
+            if session.closed_by_broker != closed or case % CHECK_EVERY == CHECK_EVERY - 1:
+                errors = broker.errors()
+                assert not errors, (f"case {case} (api key {api_key} v{version}, seed "
+                                    f"{FUZZ_SEED}) or one before it: {errors[0]}")
             if response is not None and api_key == api_versions.PRODUCE:
                 with contextlib.suppress(MalformedRequestError):
                     acked |= _acked_markers(api_key, version, response, marker, codes)

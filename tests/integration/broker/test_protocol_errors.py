@@ -24,7 +24,7 @@ from impl.controller.requests import (
     UpdateMetadataRequest,
 )
 from impl.storage import TopicPartition
-from impl.storage.record_batch import build_batch
+from impl.storage.record_batch import build_batch, crc32c
 
 from ._harness import RunningBroker
 
@@ -144,6 +144,15 @@ def test_idempotent_retry_is_not_appended_twice(broker: RunningBroker) -> None:
         assert produce(client, "id", batch(2)) == (0, 2)
         assert produce(client, "id", batch(7))[0] == 45  # gap: OUT_OF_ORDER_SEQUENCE_NUMBER
         assert produce(client, "id", batch(4)) == (0, 4)
+        # a header that miscounts its records (its CRC right): INVALID_RECORD before any
+        # sequence is judged, for a retry of the last batch and for the next one alike
+        for count in (0, -1, 5):
+            for sequence in (4, 6):
+                lying = bytearray(batch(sequence))
+                struct.pack_into(">i", lying, 57, count)
+                struct.pack_into(">I", lying, 17, crc32c(bytes(lying[21:])))
+                assert produce(client, "id", bytes(lying))[0] == 87
+        assert produce(client, "id", batch(6)) == (0, 6)
 
         def end_offset() -> int:
             logs = broker.broker.logs
@@ -152,7 +161,7 @@ def test_idempotent_retry_is_not_appended_twice(broker: RunningBroker) -> None:
             assert partition is not None
             return partition.log_end_offset
 
-        assert broker.call_sync(end_offset) == 6
+        assert broker.call_sync(end_offset) == 8
         other = client.call(22, 1, {"transactional_id": None, "transaction_timeout": 60000})
         assert int(other.producer_id) != producer_id
         transactional = client.call(22, 1, {"transactional_id": "tx", "transaction_timeout": 1})

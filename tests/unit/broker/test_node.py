@@ -7,6 +7,7 @@ decisions are pinned down.
 
 from __future__ import annotations
 
+import struct
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -540,6 +541,39 @@ def test_idempotent_producer_survives_a_leader_follower_leader_bounce() -> None:
     (dup,) = produce_replies(h.step(Produce(50, 3, TP, batch(2, 2), 1, 1_000)))
     assert (dup.error, dup.base_offset) == (0, 2)
     assert h.store.logs[TP].log_end_offset == 5
+
+
+def with_record_count(data: bytes, count: int) -> bytes:
+    """``data``'s batch with its header's record count replaced (its CRC made right again)."""
+    changed = bytearray(data)
+    struct.pack_into(">i", changed, 57, count)
+    struct.pack_into(">I", changed, 17, rb.crc32c(bytes(changed[21:])))
+    return bytes(changed)
+
+
+@pytest.mark.parametrize("count", [0, -1, 5, 2**31 - 1])
+def test_a_batch_that_miscounts_its_records_goes_to_validation_not_to_the_sequence_check(
+        count: int) -> None:
+    """A known producer's batch whose header miscounts its records (the structured wire fuzz
+    found a count of 0 raising in the sequence check, inside the node's step): the node leaves
+    it to the append's validation, which refuses it, as Kafka validates a batch before it looks
+    at its producer's state; nor is it taken for a duplicate of the batch it repeats."""
+    h = Harness(broker_id=0)
+    h.leader_and_isr(0, 1, (0,))
+    assert produce_replies(h.step(Produce(50, 1, TP, batch(0), 1, 1_000)))[0].error == 0
+    for sequence in (0, 1):  # (a retry of batch 0, the next batch)
+        lying = with_record_count(batch(sequence), count)
+        assert not rb.count_consistent(rb.parse_header(lying))
+        effects = h.node.step(Produce(50, 2 + sequence, TP, lying, 1, 1_000))
+        (append,) = [effect for effect in effects if isinstance(effect, Append)]
+        assert append.records == lying
+        assert produce_replies(effects) == []
+        (refused,) = produce_replies(h.node.step(
+            Appended(TP, append.token, 87, error_message="miscounted")))
+        assert refused.error == 87
+    assert h.store.logs[TP].log_end_offset == 1
+    (reply,) = produce_replies(h.step(Produce(50, 9, TP, batch(1), 1, 1_000)))
+    assert (reply.error, reply.base_offset) == (0, 1)
 
 
 def test_stop_replica_fails_waiting_produces_and_reports_the_role() -> None:
