@@ -6,6 +6,8 @@ UpdateMetadata v6 (:mod:`impl.broker.controller_wire`), and returns the broker's
 ``ControllerResponse``. Requests to one broker go one at a time, in order, as Kafka's
 ``ControllerChannelManager`` sends them. A broken connection is reopened once per request; a
 broker that cannot be reached raises :class:`BrokerUnreachableError` and the controller decides.
+A request naming more than :data:`ENCODE_OFF_LOOP_PARTITIONS` partitions is built and encoded in
+a worker thread, so that the event loop goes on serving clients meanwhile.
 """
 
 from __future__ import annotations
@@ -17,7 +19,7 @@ from typing import Final
 
 import trio
 
-from impl.controller.requests import ControllerRequest, ControllerResponse
+from impl.controller.requests import ControllerRequest, ControllerResponse, StopReplicaRequest
 
 from . import controller_wire
 from ._codec import MalformedRequestError, decode_response, encode_request
@@ -28,6 +30,25 @@ log = logging.getLogger(__name__)
 RESPONSE_MAX_BYTES: Final = 64 * 1024 * 1024
 REQUEST_TIMEOUT_SECONDS: Final = 30.0
 CONNECT_TIMEOUT_SECONDS: Final = 5.0
+#: A request naming more partitions is built and encoded off the event loop: a LeaderAndIsr or
+#: UpdateMetadata of 20,000 partitions took 0.7 s of it on a 2-core machine, and the structured
+#: wire fuzz's probe client, asking ApiVersions every 50 ms, waited that long after a
+#: CreatePartitions of 32,767.
+ENCODE_OFF_LOOP_PARTITIONS: Final = 2_000
+
+
+def partitions_named(request: ControllerRequest) -> int:
+    """How many partitions ``request`` names."""
+    if isinstance(request, StopReplicaRequest):
+        return len(request.partitions)
+    return len(request.partition_states)  # (LeaderAndIsr, UpdateMetadata)
+
+
+def encode(request: ControllerRequest, correlation_id: int, client_id: str) -> bytes:
+    """``request``'s frame on the wire (with its size prefix)."""
+    api_key, version = controller_wire.api_of(request)
+    body = controller_wire.request_to_wire(request)
+    return encode_request(api_key, version, correlation_id, client_id, body)
 
 
 #: Opens a connection to a broker (TLS and SASL on a secured inter-broker listener).
@@ -102,11 +123,15 @@ class InterBrokerClient:
                 malformed answer.
         """
         api_key, version = controller_wire.api_of(request)
-        body = controller_wire.request_to_wire(request)
+        large = partitions_named(request) > ENCODE_OFF_LOOP_PARTITIONS
         for attempt in range(2):
             connection = await self._connection(broker_id)
             correlation_id = next(self._correlation) & 0x7FFFFFFF
-            frame = encode_request(api_key, version, correlation_id, self._client_id, body)
+            if large:
+                frame = await trio.to_thread.run_sync(encode, request, correlation_id,
+                                                      self._client_id)
+            else:
+                frame = encode(request, correlation_id, self._client_id)
             async with connection.lock:
                 try:
                     payload = await connection.roundtrip(frame, correlation_id)
