@@ -26,6 +26,7 @@ import dataclasses
 import logging
 import struct
 from dataclasses import dataclass, field
+from typing import Final
 
 from impl.ports import Clock
 from impl.storage import log_cleaner as lc
@@ -51,6 +52,22 @@ from impl.storage.names import (
 )
 
 _LOG = logging.getLogger(__name__)
+#: How many times the bytes of any log of the process changed (an append, a truncation, a
+#: deletion of segments, a cleaner's swap, a mover's copy, a log loaded): while it stays the
+#: same, the storage manager's per-dir byte sums for placing new partitions stay true
+#: (:meth:`~impl.storage.manager.LogManager._least_loaded`). A new, empty segment changes no
+#: bytes.
+_BYTE_CHANGES: Final = [0]
+
+
+def byte_changes() -> int:
+    """The count of :data:`_BYTE_CHANGES`."""
+    return _BYTE_CHANGES[0]
+
+
+def bytes_changed() -> None:
+    """The bytes of some log changed (see :data:`_BYTE_CHANGES`)."""
+    _BYTE_CHANGES[0] += 1
 _INDEX_ENTRY = struct.Struct(">ii")
 #: Index entries hold int32 offsets relative to the segment base and int32 positions: a segment
 #: rolls before either would overflow (Kafka's ``LogSegment.canConvertToRelativeOffset``).
@@ -345,6 +362,7 @@ class Log:
                 for later in bases[position + 1 :]:
                     log._delete_segment_files(later)
                 break
+            bytes_changed()
             log.segments.append(segment)
             if not trusted:
                 recovering = True
@@ -420,6 +438,7 @@ class Log:
                 segment.index = index
                 start_offset, start = index[-1] if index else (base, 0)
                 segment.next_offset = start_offset
+                bytes_changed()
                 segment.size = start
                 self._scan(segment, start, size, check_crc=False, build_index=False)
                 if segment.size == size:
@@ -429,6 +448,7 @@ class Log:
         segment.index = []
         segment.time_index = []
         segment.max_timestamp = None
+        bytes_changed()
         segment.size = 0
         segment.next_offset = base
         self._scan(segment, 0, size, check_crc=not trusted, build_index=True)
@@ -526,6 +546,7 @@ class Log:
             due = segment.time_entry_due()
             if due is not None:
                 segment.time_index.append((due[0], header.base_offset))
+        bytes_changed()
         segment.size = file_position + header.size_in_bytes
         segment.next_offset = header.next_offset
         segment.bytes_since_index_entry += header.size_in_bytes
@@ -725,6 +746,7 @@ class Log:
         segment.time_index.extend(time_entries)
         segment.bytes_since_index_entry = since_entry
         segment.max_timestamp = max_timestamp
+        bytes_changed()
         segment.size += size
         segment.next_offset = headers[-1].next_offset
 
@@ -887,6 +909,7 @@ class Log:
         if offset <= self.log_start_offset:
             self.truncate_fully(self.log_start_offset if offset < self.log_start_offset else offset)
             return True
+        bytes_changed()
         while len(self.segments) > 1 and self.segments[-1].base_offset > offset:
             dropped = self.segments.pop()
             self._delete_segment_files(dropped.base_offset)
@@ -909,6 +932,7 @@ class Log:
 
     def truncate_fully(self, start_offset: int) -> None:
         """Drop every segment and start empty at ``start_offset``."""
+        bytes_changed()
         for segment in self.segments:
             self._delete_segment_files(segment.base_offset)
         self.segments = []
@@ -928,6 +952,7 @@ class Log:
         """Delete whole segments that end at or below ``offset`` (never the active one)."""
         deleted = 0
         while len(self.segments) > 1 and self.segments[0].next_offset <= offset:
+            bytes_changed()
             segment = self.segments.pop(0)
             self._delete_segment_files(segment.base_offset)
             deleted += 1
@@ -1113,6 +1138,7 @@ class Log:
         self._rewrite_index(segment)
         self.disk.fsync(segment.index_path)
         self.disk.fsync(segment.timeindex_path)
+        bytes_changed()
         self.segments[first : first + len(old)] = [segment]
         for path in deleted:
             self.disk.remove(path)

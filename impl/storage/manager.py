@@ -59,7 +59,7 @@ from impl.storage.errors import (
     LogDirOffline,
     OffsetOutOfRange,
 )
-from impl.storage.log import FlushSync, Log, StorageEnv, default_log_config
+from impl.storage.log import FlushSync, Log, StorageEnv, byte_changes, default_log_config
 from impl.storage.log_config import LogConfig, TopicLogConfigs
 from impl.storage.move_recovery import PartitionDirs, RecoveryDecision, classify_all
 from impl.storage.names import DirKind, TopicPartition, dir_name, parse_dir_name
@@ -663,6 +663,8 @@ class LogManager:
         #: :meth:`_least_loaded` summed them, kept up to date by the placements made since;
         #: ``None`` once anything else changed a log (recomputed when next needed)
         self._placement_load: dict[str, list[int]] | None = None
+        #: :func:`~impl.storage.log.byte_changes` when the sums were made
+        self._placement_bytes = -1
         self._preferred_dirs: dict[TopicPartition, str] = {}
         self._offline_partitions: set[TopicPartition] = set()
         self._lost: set[TopicPartition] = set()
@@ -1043,6 +1045,7 @@ class LogManager:
 
     def _carry_out(self, tp: TopicPartition, effect: rm.MoveEffect) -> rm.MoveInput | None:
         """Carry out one effect; return its completion (``None``: it has none, or failed)."""
+        self._placement_load = None  # (a move's effect may attach, swap or drop a log)
         partition = self._partitions.get(tp)
         move = self._moves[tp]
         match effect:
@@ -1307,14 +1310,17 @@ class LogManager:
         """The online dir with the fewest bytes (ties: fewest replicas, then config order).
 
         The load is summed over every hosted log: a lone online dir is the answer without the
-        scan (a broker with one log dir given 100,000 partitions spent hours here), and within
-        a :meth:`batched_checkpoints` block (one step of the broker node: a LeaderAndIsr) the
-        sums are made once and updated by each placement, so placing n new partitions in one
-        request costs O(n) instead of O(n²); outside one, each placement sums afresh."""
+        scan (a broker with one log dir given 100,000 partitions spent hours here); the sums
+        are kept, and updated by each placement, while no log's bytes changed
+        (:func:`~impl.storage.log.byte_changes`) and no replica came or went other than by a
+        placement (a deletion, a move's future log attached, swapped or dropped,
+        AlterReplicaLogDirs: each drops them), so placing n new partitions costs O(n) instead
+        of O(n²) however many steps of the broker node they come in (the broker applies a
+        LeaderAndIsr one partition per step)."""
         if len(online) == 1:
             return online[0]
         load = self._placement_load
-        if load is None or list(load) != online:
+        if load is None or list(load) != online or self._placement_bytes != byte_changes():
             load = {log_dir: [0, 0] for log_dir in online}
             for partition in self._partitions.values():
                 for log in (partition.log, partition.future):
@@ -1322,11 +1328,8 @@ class LogManager:
                         totals = load[log.log_dir]
                         totals[0] += log.size_in_bytes
                         totals[1] += 1
-            if self._checkpoint_batch is not None:
-                # a LeaderAndIsr of thousands of new partitions sums the dirs once, not once
-                # per partition: within the block only placements change the sums (anything
-                # else that changes a log drops them)
-                self._placement_load = load
+            self._placement_load = load
+            self._placement_bytes = byte_changes()
         return min(online, key=lambda d: (load[d][0], load[d][1], online.index(d)))
 
     def delete(self, tp: TopicPartition) -> None:
@@ -1375,7 +1378,6 @@ class LogManager:
 
     def _end_checkpoint_batch(self) -> None:
         """Leaving the outermost :meth:`batched_checkpoints`: each touched dir's checkpoints."""
-        self._placement_load = None
         dirs, self._checkpoint_batch = self._checkpoint_batch, None
         for log_dir in sorted(dirs or ()):
             if log_dir not in self.offline_dirs:
@@ -1998,7 +2000,6 @@ class _CheckpointBatch:
         if manager._checkpoint_batch is None:  # (the manager's own block state)
             self._outermost = True
             manager._checkpoint_batch = set()
-            manager._placement_load = None
 
     def __exit__(self, kind: type[BaseException] | None, error: BaseException | None,
                  trace: TracebackType | None) -> None:

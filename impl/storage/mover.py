@@ -15,7 +15,7 @@ from __future__ import annotations
 from collections.abc import Callable
 
 from impl.storage import record_batch as rb
-from impl.storage.log import Log
+from impl.storage.log import Log, bytes_changed
 
 
 def align(source: Log, dest: Log) -> None:
@@ -100,6 +100,7 @@ def copy_chunk(
     assert copied == end - start, (copied, start, end, mirror.log_path)
     entries = [entry for entry in mirror.index if start <= entry[1] < end and entry[1] > 0]
     dest.append_index_entries(target_segment, entries)
+    bytes_changed()
     target_segment.size = end
     target_segment.next_offset = next_offset
     target_segment.max_timestamp = None
