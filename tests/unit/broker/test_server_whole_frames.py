@@ -171,8 +171,10 @@ def test_a_body_that_arrives_late_is_received_whole_and_a_small_request_follows_
             await client.stream.send_all(late[: len(late) // 2])
             await _settled()
             assert handler.handled == [1]
-            # (the server waits with the mark at the body's size: woken once, not per piece)
-            assert marks[-1:] == [("wait", len(late) - 4)], marks
+            # (the server waits with the mark at the body's size: woken once, not per piece;
+            # a loaded kernel may wake it early all the same, and it then puts the mark back)
+            assert marks[-1:] in ([("wait", len(late) - 4)], [("done", 1)]), marks
+            assert ("wait", len(late) - 4) in marks, marks
             await client.stream.send_all(late[len(late) // 2 :])
             await _settled()
             assert client.answers == [1, 2]
