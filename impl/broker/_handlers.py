@@ -882,7 +882,10 @@ class RequestHandlers:
                 assert wanted is not None
                 wanted.update(int(p) for p in topic.partitions)
         results = self.context.log_dirs.describe_log_dirs(topics)
-        return self._answer(request, {**_throttle(), "error_code": NONE, "results": results})
+        entries = sum(len(topic["partitions"]) for result in results
+                      for topic in result["topics"])
+        return await self._answer_large(
+            request, {**_throttle(), "error_code": NONE, "results": results}, entries)
 
     async def alter_replica_log_dirs(self, request: DecodedRequest) -> Response:
         """AlterReplicaLogDirs v1-v2 (KIP-113): the dir must be one of ``log.dirs`` exactly.
