@@ -362,7 +362,6 @@ class Log:
                 for later in bases[position + 1 :]:
                     log._delete_segment_files(later)
                 break
-            bytes_changed()
             log.segments.append(segment)
             if not trusted:
                 recovering = True
@@ -397,6 +396,7 @@ class Log:
         log.high_watermark = max(log.log_start_offset, min(high_watermark, log.log_end_offset))
         for segment in log.segments:
             segment.durable_size = segment.size
+        bytes_changed()  # (a loaded log's bytes are new to the placement sums: once per load)
         return log
 
     def _recover_cleaner_files(self, names: list[str]) -> None:
@@ -438,7 +438,6 @@ class Log:
                 segment.index = index
                 start_offset, start = index[-1] if index else (base, 0)
                 segment.next_offset = start_offset
-                bytes_changed()
                 segment.size = start
                 self._scan(segment, start, size, check_crc=False, build_index=False)
                 if segment.size == size:
@@ -448,7 +447,6 @@ class Log:
         segment.index = []
         segment.time_index = []
         segment.max_timestamp = None
-        bytes_changed()
         segment.size = 0
         segment.next_offset = base
         self._scan(segment, 0, size, check_crc=not trusted, build_index=True)
@@ -546,7 +544,6 @@ class Log:
             due = segment.time_entry_due()
             if due is not None:
                 segment.time_index.append((due[0], header.base_offset))
-        bytes_changed()
         segment.size = file_position + header.size_in_bytes
         segment.next_offset = header.next_offset
         segment.bytes_since_index_entry += header.size_in_bytes

@@ -407,7 +407,6 @@ class PartitionLog:
                                  timestamp_window_ms: tuple[int, int] | None) -> AppendInfo:
         log_config = self._manager.log_config(self.tp.topic)
         self._check_online()
-        self._manager._placement_load = None
         if timestamp_window_ms is not None and not log_config.log_append_time:
             oldest_ms, newest_ms = timestamp_window_ms
             for batch in batches:
@@ -483,7 +482,6 @@ class PartitionLog:
     def _append_as_follower_locked(self, records: bytes,
                                    headers: list[rb.BatchHeader]) -> AppendInfo:
         self._check_online()
-        self._manager._placement_load = None
         log = self._log
         if not headers:
             return AppendInfo(log.log_end_offset, log.log_end_offset - 1, -1)
@@ -509,7 +507,6 @@ class PartitionLog:
         Runs synchronously, so it never interleaves with an append or a swap.
         """
         self._check_online()
-        self._manager._placement_load = None
         with self._manager.io(self._log.log_dir):
             truncated = self._log.truncate_to(offset)
         future = self.future
@@ -529,7 +526,6 @@ class PartitionLog:
 
         Runs synchronously, so it never interleaves with an append or a swap.
         """
-        self._manager._placement_load = None
         self._check_online()
         with self._manager.io(self._log.log_dir):
             self._log.truncate_fully(offset)
@@ -659,9 +655,10 @@ class LogManager:
         self._copying: set[TopicPartition] = set()
         #: dirs whose checkpoints a :meth:`batched_checkpoints` block writes on leaving
         self._checkpoint_batch: set[str] | None = None
-        #: within a :meth:`batched_checkpoints` block, each online dir's (bytes, replicas) as
-        #: :meth:`_least_loaded` summed them, kept up to date by the placements made since;
-        #: ``None`` once anything else changed a log (recomputed when next needed)
+        #: each online dir's (bytes, replicas) as :meth:`_least_loaded` summed them, kept up to
+        #: date by the placements made since; stale once a log's bytes changed
+        #: (:attr:`_placement_bytes`), ``None`` once a replica came or went otherwise
+        #: (recomputed when next needed)
         self._placement_load: dict[str, list[int]] | None = None
         #: :func:`~impl.storage.log.byte_changes` when the sums were made
         self._placement_bytes = -1
