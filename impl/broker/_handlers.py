@@ -981,12 +981,22 @@ class RequestHandlers:
 
     async def controller_request(self, request: DecodedRequest) -> Response:
         """LeaderAndIsr, StopReplica, UpdateMetadata from the controller."""
-        converted = controller_wire.request_from_wire(request.api_key, request.body)
+        # Converting a request of tens of thousands of partitions, and encoding its answer,
+        # are done in a worker thread (0.15 s each of the event loop for 20,000 partitions).
+        large = controller_wire.partitions_in(request.body) > ENCODE_OFF_LOOP_ENTRIES
+        if large:
+            converted = await trio.to_thread.run_sync(
+                controller_wire.request_from_wire, request.api_key, request.body)
+        else:
+            converted = controller_wire.request_from_wire(request.api_key, request.body)
         response = await self._apply_in_chunks(converted)
-        return encode_response(
-            request,
-            controller_wire.response_to_wire(request.api_key, request.api_version, response),
-        )
+
+        def answer() -> bytes:
+            return encode_response(
+                request,
+                controller_wire.response_to_wire(request.api_key, request.api_version, response),
+            )
+        return await trio.to_thread.run_sync(answer) if large else answer()
 
     async def _apply_in_chunks(self, converted: Any) -> Any:
         """:meth:`handle_controller_request`, a large LeaderAndIsr or StopReplica in chunks of

@@ -176,6 +176,12 @@ def request_to_wire(request: ControllerRequest) -> Any:
     )
 
 
+def partitions_in(body: Any) -> int:
+    """How many partitions a decoded LeaderAndIsr, StopReplica or UpdateMetadata names (each
+    groups them by topic in ``topic_states``)."""
+    return sum(len(topic.partition_states) for topic in body.topic_states)
+
+
 def request_from_wire(api_key: int, body: Any) -> ControllerRequest:
     """The controller request dataclass for a decoded kio request (the broker side)."""
     if api_key == api_versions.LEADER_AND_ISR:
