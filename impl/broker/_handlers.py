@@ -124,11 +124,12 @@ class ClusterRegistry(Protocol):
 class LogDirs(Protocol):
     """The KIP-113 operations of the storage engine, as the broker answers them."""
 
-    def describe_log_dirs(
-        self, topics: dict[str, set[int] | None] | None
+    async def describe_log_dirs(
+        self, topics: dict[str, set[int]] | None
     ) -> list[dict[str, Any]]:
         """Per log dir: ``{"log_dir", "error_code", "topics": [{"name", "partitions": [...]}],
-        "total_bytes", "usable_bytes"}`` in the DescribeLogDirs response shape."""
+        "total_bytes", "usable_bytes"}`` in the DescribeLogDirs response shape, of the
+        partitions in ``topics`` (``None``: all)."""
 
     def alter_replica_log_dir(self, tp: TopicPartition, log_dir: str) -> int:
         """Start (or cancel) a move of ``tp`` to ``log_dir``; an error code."""
@@ -873,15 +874,12 @@ class RequestHandlers:
     async def describe_log_dirs(self, request: DecodedRequest) -> Response:
         """DescribeLogDirs v1-v4 (KIP-113): per dir, its partitions, sizes and lags."""
         requested = request.body.topics
-        topics: dict[str, set[int] | None] | None = None
+        topics: dict[str, set[int]] | None = None
         if requested is not None:
             topics = {}
             for topic in requested:
-                topics.setdefault(topic.topic, set())
-                wanted = topics[topic.topic]
-                assert wanted is not None
-                wanted.update(int(p) for p in topic.partitions)
-        results = self.context.log_dirs.describe_log_dirs(topics)
+                topics.setdefault(topic.topic, set()).update(int(p) for p in topic.partitions)
+        results = await self.context.log_dirs.describe_log_dirs(topics)
         entries = sum(len(topic["partitions"]) for result in results
                       for topic in result["topics"])
         return await self._answer_large(

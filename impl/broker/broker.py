@@ -62,7 +62,7 @@ from impl.security.sasl import (
     user_config_path,
 )
 from impl.security.scram_apis import ScramApis
-from impl.storage import Disk, LogManager, StorageConfig, TopicPartition
+from impl.storage import Disk, LogDirDescription, LogManager, StorageConfig, TopicPartition
 from impl.storage.cleaner_runner import CleanerConfig, LogCleanerRunner
 from impl.storage.runtime import run_log_manager
 from impl.trace import NullTraceSink, TraceSink
@@ -286,23 +286,42 @@ class _ZooKeeperRegistry:
             return -1
 
 
+#: DescribeLogDirs entries built between two checkpoints of the event loop.
+DESCRIBE_ENTRIES_PER_YIELD: Final = 512
+
+
 class _StorageLogDirs:
     """The KIP-113 operations answered from the log manager."""
 
     def __init__(self, logs: LogManager) -> None:
         self._logs = logs
 
-    def describe_log_dirs(
-        self, topics: dict[str, set[int] | None] | None
+    async def describe_log_dirs(
+        self, topics: dict[str, set[int]] | None
     ) -> list[dict[str, Any]]:
+        """The storage's description (only of the partitions asked for), a checkpoint after
+        every step of its walk and every :data:`DESCRIBE_ENTRIES_PER_YIELD` entries built: a
+        DescribeLogDirs of 32,000 partitions held the event loop for 0.57 s, and one of three
+        partitions as long."""
+        wanted = None if topics is None else [
+            TopicPartition(name, partition)
+            for name, partitions in topics.items() for partition in partitions]
+        steps = self._logs.describe_steps(wanted)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                descriptions: list[LogDirDescription] = done.value
+                break
+            await trio.lowlevel.checkpoint()
         results: list[dict[str, Any]] = []
-        for description in self._logs.describe():
+        built = 0
+        for description in descriptions:
             by_topic: dict[str, list[dict[str, Any]]] = {}
             for replica in description.replicas:
-                if topics is not None:
-                    wanted = topics.get(replica.tp.topic, set())
-                    if wanted is not None and replica.tp.partition not in wanted:
-                        continue
+                built += 1
+                if not built % DESCRIBE_ENTRIES_PER_YIELD:
+                    await trio.lowlevel.checkpoint()
                 by_topic.setdefault(replica.tp.topic, []).append(
                     {
                         "partition_index": replica.tp.partition,

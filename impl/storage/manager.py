@@ -23,7 +23,7 @@ import dataclasses
 import errno
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Generator, Iterator, Mapping
+from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, TypeVar
@@ -75,6 +75,8 @@ _LOG = logging.getLogger(__name__)
 VALIDATE_OFF_LOOP_BYTES = 8 * 1024 * 1024 if record_walk.COMPILED else 64 * 1024
 #: Partitions with nothing to fsync flushed per step of :meth:`LogManager.checkpoint_steps`.
 CLEAN_FLUSHES_PER_STEP = 256
+#: Partitions walked between two yields of :meth:`LogManager.describe_steps` (DescribeLogDirs)
+DESCRIBE_PARTITIONS_PER_STEP = 512
 
 _T = TypeVar("_T")
 #: ``offload(function, *args)``: runs ``function(*args)`` away from the event loop.
@@ -1439,9 +1441,39 @@ class LogManager:
             move.state, partition.offline,
         )
 
-    def describe(self) -> list[LogDirDescription]:
-        """DescribeLogDirs for every configured dir (KIP-113 §3; sizes as KIP-827)."""
+    def describe(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> list[LogDirDescription]:
+        """DescribeLogDirs for every configured dir (KIP-113 §3; sizes as KIP-827), of the
+        hosted replicas among ``partitions`` (``None``: all): :meth:`describe_steps` in one go."""
+        steps = self.describe_steps(partitions)
+        while True:
+            try:
+                next(steps)
+            except StopIteration as done:
+                described: list[LogDirDescription] = done.value
+                return described
+
+    def describe_steps(
+        self, partitions: Iterable[TopicPartition] | None = None
+    ) -> Generator[None, None, list[LogDirDescription]]:
+        """:meth:`describe`, yielding after every :data:`DESCRIBE_PARTITIONS_PER_STEP`
+        partitions walked, so that a shell serves others between steps (describing 32,000
+        partitions on two dirs took 0.34 CPU-s in one go, each dir's walk sorting every hosted
+        partition again).
+
+        The partitions are sorted once, when the walk starts; each dir in turn walks them and
+        describes each as it is when the walk reaches it (a replica deleted meanwhile is
+        skipped), then reads its usage; a dir that went offline during its walk is described
+        offline. Asked for some partitions, the walk visits only those (a request for three of
+        32,000 walked all of them). Without a yield in between, the description is the one the
+        dirs' walks in turn have always made."""
+        if partitions is None:
+            chosen = sorted(self._partitions)
+        else:
+            chosen = sorted({tp for tp in partitions if tp in self._partitions})
         result: list[LogDirDescription] = []
+        walked = 0
         for log_dir in self.config.log_dirs:
             if log_dir in self.offline_dirs:
                 result.append(LogDirDescription(
@@ -1449,8 +1481,14 @@ class LogManager:
                 ))
                 continue
             replicas: list[ReplicaDescription] = []
-            for tp, partition in sorted(self._partitions.items()):
-                if partition.offline:
+            for tp in chosen:
+                walked += 1
+                if not walked % DESCRIBE_PARTITIONS_PER_STEP:
+                    yield
+                    if log_dir in self.offline_dirs:
+                        break
+                partition = self._partitions.get(tp)
+                if partition is None or partition.offline:
                     continue
                 log = partition.log
                 if log.log_dir == log_dir:
@@ -1465,9 +1503,12 @@ class LogManager:
                         log.log_end_offset - future.log_end_offset, True,
                     ))
             try:
+                if log_dir in self.offline_dirs:  # failed during the walk
+                    raise OSError(f"{log_dir} went offline")
                 usage = self.disk.disk_usage(log_dir)
             except OSError:
-                self._fail_dir(log_dir, ldf.LogDirEvent.IO_ERROR)
+                if log_dir not in self.offline_dirs:
+                    self._fail_dir(log_dir, ldf.LogDirEvent.IO_ERROR)
                 result.append(LogDirDescription(
                     log_dir, False, ErrorCode.KAFKA_STORAGE_ERROR, -1, -1, ()
                 ))

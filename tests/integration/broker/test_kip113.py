@@ -274,7 +274,7 @@ def test_a_large_describe_log_dirs_is_encoded_off_the_event_loop(
     count = _handlers.ENCODE_OFF_LOOP_ENTRIES + 1
     path = str(broker.config.log_dirs[0])
 
-    def many(self: object, topics: object) -> list[dict[str, object]]:
+    async def many(self: object, topics: object) -> list[dict[str, object]]:
         return [{"error_code": 0, "log_dir": path, "total_bytes": -1, "usable_bytes": -1,
                  "topics": [{"name": "wide", "partitions": [
                      {"partition_index": index, "partition_size": index, "offset_lag": 0,
