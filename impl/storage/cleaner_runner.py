@@ -213,16 +213,20 @@ class LogCleanerRunner:
         return partition.future is None and self.manager.move_state(tp).state in _MOVE_IDLE
 
     def candidates(self) -> list[lc.Candidate]:
-        """Every compacted, idle, online log with its cleanable range."""
-        found = []
-        for tp, partition in sorted(self.manager.partitions().items()):
-            if partition.offline or tp in self.uncleanable or not self._movable(tp, partition):
-                continue
-            if self.cleanings.get(tp, lc.Cleaning()).state is not lc.CleanerState.IDLE:
+        """Every compacted, idle, online log with its cleanable range, in partition order.
+
+        A log that is not compacted is passed over first, with one attribute read: every
+        cleaner pass (each ``log.cleaner.backoff.ms``) sorted every hosted partition and asked
+        each its move state, 0.3-0.5 s of the event loop on a broker with 32,000 partitions."""
+        found: list[tuple[TopicPartition, lc.Candidate]] = []
+        for tp, partition in self.manager.partitions().items():
+            if partition.offline or tp in self.uncleanable:
                 continue
             log = partition.log
             log_config = log.log_config
-            if not log_config.compact:
+            if not log_config.compact or not self._movable(tp, partition):
+                continue
+            if self.cleanings.get(tp, lc.Cleaning()).state is not lc.CleanerState.IDLE:
                 continue
             infos = [lc.SegmentInfo(s.base_offset, s.next_offset, s.size) for s in log.segments]
             cleanable = lc.cleanable_range(infos, self.points.get(tp, 0), log.high_watermark)
@@ -230,8 +234,8 @@ class LogCleanerRunner:
                 cleanable = lc.CleanableRange(
                     cleanable.first_dirty, log.log_end_offset, cleanable.clean_bytes,
                     cleanable.dirty_bytes + log.active.size)
-            found.append(lc.Candidate(tp, cleanable, log_config.min_cleanable_dirty_ratio))
-        return found
+            found.append((tp, lc.Candidate(tp, cleanable, log_config.min_cleanable_dirty_ratio)))
+        return [candidate for _, candidate in sorted(found, key=lambda pair: pair[0])]
 
     # --- cleaning ----------------------------------------------------------------------------
 

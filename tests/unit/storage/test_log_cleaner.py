@@ -19,7 +19,7 @@ from impl.storage import record_batch as rb
 from impl.storage import records as rec
 from impl.storage.checkpoint import parse_offsets, read_checkpoint
 from impl.storage.cleaner_runner import CLEANER_OFFSET_CHECKPOINT, CleanerConfig, LogCleanerRunner
-from impl.storage.names import DirKind, dir_name
+from impl.storage.names import DirKind, TopicPartition, dir_name
 from impl.storage.runtime import swap_when_caught_up
 from impl.trace import ListTraceSink, TraceEvent
 
@@ -491,3 +491,31 @@ def test_trace_check_refuses_a_cleaning_of_the_active_segment_and_a_wrong_point(
                                            "IDLE", cleaner_point=5, first_dirty=0,
                                            first_uncleanable=10))
     assert violation is not None  # a replace without a cleaning is not enabled
+
+
+def test_a_cleaner_pass_passes_over_logs_that_are_not_compacted_at_once(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    """Only compacted logs are asked their move state (a pass asked every hosted partition,
+    0.3-0.5 s of the event loop with 32,000), and the candidates stay in partition order."""
+    async def main() -> None:
+        manager = _open(SimDisk([DIR_A, DIR_B]), ManualClock())
+        for index in range(300):
+            manager.create(TopicPartition("plain", index), is_new=True)
+        manager.set_log_config("other", COMPACT)
+        compacted = [TopicPartition("other", 1), TP, TopicPartition("other", 0)]
+        for tp in compacted:
+            partition = manager.create(tp, is_new=True)
+            await _fill(partition, random.Random(tp.partition), 60, 10, {})
+        asked: list[TopicPartition] = []
+        move_state = manager.move_state
+
+        def counted(tp: TopicPartition) -> object:
+            asked.append(tp)
+            return move_state(tp)
+
+        monkeypatch.setattr(manager, "move_state", counted)
+        runner = LogCleanerRunner(manager)
+        assert [c.key for c in runner.candidates()] == sorted(compacted)
+        assert sorted(asked) == sorted(compacted)
+
+    run(main)
