@@ -15,7 +15,8 @@
 Requests come from kio's schemas for every advertised API and version (``_structured``), Produce
 records include lying batches and compressed garbage, and frames are mutated (lengths, counts,
 invalid UTF-8, truncation, trailing bytes, lying size prefixes). Seeded by ``FUZZ_SEED``; the
-default run has ``CASES_DEFAULT`` cases, the slow-marked run ``CASES_SLOW``.
+default run has ``CASES_DEFAULT`` cases, the slow-marked run ``CASES_SLOW``; a second slow-marked
+run takes seed ``SEED_MANY_PARTITIONS``, which grows a topic to 32,767 partitions early.
 """
 
 from __future__ import annotations
@@ -52,6 +53,8 @@ pytestmark = pytest.mark.integration
 FUZZ_SEED = 20261124
 CASES_DEFAULT = 2_000
 CASES_SLOW = 1_000_000
+SEED_MANY_PARTITIONS = 20261129
+SEED_MANY_PARTITIONS_CASES = 40_000
 CHECK_EVERY = 250
 PROBE_BOUND_SECONDS = 1.0
 PROBE_INTERVAL_SECONDS = 0.05
@@ -344,12 +347,12 @@ def _acked_markers(api_key: int, version: int, response: bytes, marker: bytes,
     return acked
 
 
-def _fuzz(broker: BrokerProcess, cases: int) -> None:
+def _fuzz(broker: BrokerProcess, cases: int, seed: int = FUZZ_SEED) -> None:
     _setup_topics(broker)
     _produce_quiet(broker)
     quiet_before = _segments(broker, "quiet-0")
     assert quiet_before
-    rng = random.Random(FUZZ_SEED)
+    rng = random.Random(seed)
     versions = _structured.advertised_versions()
     session = _Session(broker.bootstrap)
     acked: set[bytes] = set()
@@ -372,17 +375,17 @@ def _fuzz(broker: BrokerProcess, cases: int) -> None:
             if session.closed_by_broker != closed or case % CHECK_EVERY == CHECK_EVERY - 1:
                 errors = broker.errors()
                 assert not errors, (f"case {case} (api key {api_key} v{version}, seed "
-                                    f"{FUZZ_SEED}) or one before it: {errors[0]}")
+                                    f"{seed}) or one before it: {errors[0]}")
             if response is not None and api_key == api_versions.PRODUCE:
                 with contextlib.suppress(MalformedRequestError):
                     acked |= _acked_markers(api_key, version, response, marker, codes)
             if case % CHECK_EVERY == CHECK_EVERY - 1 or case == cases - 1:
-                assert broker.alive(), f"broker died at case {case} (seed {FUZZ_SEED})"
+                assert broker.alive(), f"broker died at case {case} (seed {seed})"
                 prober.check()
                 assert broker.rss_bytes() < RSS_BOUND_BYTES, broker.rss_bytes()
     prober.check()
     assert broker.alive()
-    print(f"fuzz: {cases} cases, seed {FUZZ_SEED}, {session.closed_by_broker} connections "
+    print(f"fuzz: {cases} cases, seed {seed}, {session.closed_by_broker} connections "
           f"closed by the broker, slowest of {prober.probes} ApiVersions probes "
           f"{prober.slowest:.3f} s ({prober.slowest_during}), "
           f"RSS {broker.rss_bytes() >> 20} MiB, {len(acked)} produces acknowledged"
@@ -401,3 +404,14 @@ def test_structured_fuzz(broker_process: BrokerProcess) -> None:
 @pytest.mark.slow
 def test_structured_fuzz_long(broker_process: BrokerProcess) -> None:
     _fuzz(broker_process, CASES_SLOW)
+
+
+@pytest.mark.slow
+def test_structured_fuzz_tens_of_thousands_of_partitions(broker_process: BrokerProcess) -> None:
+    """Seed 20261129 grows a topic to 32,767 partitions at case 10,438 and then asks for all of
+    them again and again (DescribeLogDirs, ElectLeaders, Metadata): it found a request raising
+    inside the broker node, and one after another what held the event loop for a second or
+    more (the controller's request encoding and its step, the placement's sums, the ZooKeeper
+    multis, DescribeLogDirs' walk, ElectLeaders' answer, the cleaner's pass). About 13 minutes
+    on a 2-core machine."""
+    _fuzz(broker_process, SEED_MANY_PARTITIONS_CASES, SEED_MANY_PARTITIONS)
