@@ -248,9 +248,9 @@ class ControllerService:
                     # Stepped in a worker thread: one input may decide tens of thousands of
                     # partitions (a topic grown to 32,767, a broker that led 100,000), a second
                     # of CPU on this machine, and the broker's clients are served meanwhile
-                    # (the GIL switches every 0.5 ms, ``impl.broker.garbage``). Only this task
-                    # steps the node, and it waits for the step, so inputs stay in order;
-                    # the input counts as pending until its effects are carried.
+                    # (the broker process switches the GIL every 0.5 ms, ``impl.cli.cmd_broker``).
+                    # Only this task steps the node, and it waits for the step, so inputs stay
+                    # in order; the input counts as pending until its effects are carried.
                     effects = await trio.to_thread.run_sync(self.node.step, item)
                     self._pending -= 1
                     self._carry(effects)
