@@ -19,6 +19,7 @@ from kazoo.client import TransactionRequest
 from impl.controller import KazooCoordinator, _kazoo, _service, create_topic
 from impl.controller.coordinator import CreateOp, NoNodeError
 from impl.controller.node import ControllerNode, NodeEffect, NodeInput
+from tests.loop_turns import LoopTurns
 
 from ._support import WAIT_S, cluster
 
@@ -96,36 +97,23 @@ def test_gather_raises_the_first_failure_and_cancels_the_rest() -> None:
 @pytest.mark.integration
 def test_a_large_multi_lets_other_tasks_run_while_it_is_built(
         zk_chroot: str, monkeypatch: pytest.MonkeyPatch) -> None:
-    ticks = 0
+    loop = LoopTurns()
     ticks_at_commit: list[int] = []
     commit = TransactionRequest.commit_async
 
     def spy(self: TransactionRequest) -> object:
-        ticks_at_commit.append(ticks)
+        ticks_at_commit.append(loop.turns)
         return commit(self)
 
     monkeypatch.setattr(TransactionRequest, "commit_async", spy)
     ops = 500
 
     async def scenario() -> None:
-        nonlocal ticks
         coordinator = await KazooCoordinator.connect(zk_chroot)
         try:
             await coordinator.create("/many")
-            done = False
-
-            async def ticker() -> None:
-                nonlocal ticks
-                while not done:
-                    await trio.lowlevel.checkpoint()
-                    ticks += 1
-
-            async with trio.open_nursery() as nursery:
-                nursery.start_soon(ticker)
-                await trio.lowlevel.checkpoint()
-                ticks = 0
+            async with loop.counting():
                 results = await coordinator.multi([CreateOp(f"/many/{i}") for i in range(ops)])
-                done = True
             assert len(results) == ops
             assert len(await coordinator.children("/many")) == ops
         finally:

@@ -12,6 +12,7 @@ from conformance.disk import SimDisk
 from impl.broker import broker as broker_module
 from impl.storage import LogManager, TopicPartition
 from impl.storage import manager as manager_module
+from tests.loop_turns import LoopTurns
 from tests.unit.storage._support import DIR_A, DIR_B, ManualClock, config
 
 PARTITIONS = 3_000
@@ -29,28 +30,14 @@ def _logs() -> LogManager:
 def _describe(logs: LogManager, topics: dict[str, set[int]] | None
               ) -> tuple[int, list[dict[str, Any]]]:
     """The answer, and how many times another task ran while it was made."""
-    ticks = 0
+    loop = LoopTurns()
 
     async def scenario() -> list[dict[str, Any]]:
-        nonlocal ticks
-        done = False
-
-        async def ticker() -> None:
-            nonlocal ticks
-            while not done:
-                await trio.lowlevel.checkpoint()
-                ticks += 1
-
-        async with trio.open_nursery() as nursery:
-            nursery.start_soon(ticker)
-            await trio.lowlevel.checkpoint()
-            ticks = 0
-            results = await broker_module._StorageLogDirs(logs).describe_log_dirs(topics)
-            done = True
-        return results
+        async with loop.counting():
+            return await broker_module._StorageLogDirs(logs).describe_log_dirs(topics)
 
     results = trio.run(scenario)
-    return ticks, results
+    return loop.turns, results
 
 
 def test_every_partition_is_described_with_the_loop_served_between_steps() -> None:
