@@ -540,8 +540,10 @@ class AdminHandlers:
         outcome: dict[tuple[str, int], tuple[int, str | None]] = {}
         to_elect: list[tuple[str, int]] = []
         unclean: list[tuple[str, int]] = []
+        from ._handlers import YIELD_EVERY_ENTRIES  # noqa: PLC0415 (it imports this module)
+
         for index, (topic, partition) in enumerate(dict.fromkeys(wanted)):
-            if index and not index % 512:  # (every partition of the cluster, when null)
+            if index and not index % YIELD_EVERY_ENTRIES:  # (every partition, when null)
                 await trio.lowlevel.checkpoint()
             state = cache.partition(topic, partition)
             if state is None:

@@ -68,7 +68,12 @@ from impl.storage.runtime import run_log_manager
 from impl.trace import NullTraceSink, TraceSink
 
 from . import api_versions, configs
-from ._handlers import HandlerContext, RequestHandlers, metadata_brokers
+from ._handlers import (
+    YIELD_EVERY_ENTRIES,
+    HandlerContext,
+    RequestHandlers,
+    metadata_brokers,
+)
 from ._handlers_admin import BackendError
 from .config import WILDCARD_HOSTS, BrokerConfig, Listener, advertise, static_layer
 from .config_store import ConfigStore, ReplicationQuotas, read_entity, write_entity
@@ -286,10 +291,6 @@ class _ZooKeeperRegistry:
             return -1
 
 
-#: DescribeLogDirs entries built between two checkpoints of the event loop.
-DESCRIBE_ENTRIES_PER_YIELD: Final = 512
-
-
 class _StorageLogDirs:
     """The KIP-113 operations answered from the log manager."""
 
@@ -300,7 +301,7 @@ class _StorageLogDirs:
         self, topics: dict[str, set[int]] | None
     ) -> list[dict[str, Any]]:
         """The storage's description (only of the partitions asked for), a checkpoint after
-        every step of its walk and every :data:`DESCRIBE_ENTRIES_PER_YIELD` entries built: a
+        every step of its walk and every ``YIELD_EVERY_ENTRIES`` entries built: a
         DescribeLogDirs of 32,000 partitions held the event loop for 0.57 s, and one of three
         partitions as long."""
         wanted = None if topics is None else [
@@ -320,7 +321,7 @@ class _StorageLogDirs:
             by_topic: dict[str, list[dict[str, Any]]] = {}
             for replica in description.replicas:
                 built += 1
-                if not built % DESCRIBE_ENTRIES_PER_YIELD:
+                if not built % YIELD_EVERY_ENTRIES:
                     await trio.lowlevel.checkpoint()
                 by_topic.setdefault(replica.tp.topic, []).append(
                     {

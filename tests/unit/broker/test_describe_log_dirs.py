@@ -10,6 +10,7 @@ import trio
 
 from conformance.disk import SimDisk
 from impl.broker import broker as broker_module
+from impl.broker._handlers import YIELD_EVERY_ENTRIES
 from impl.storage import LogManager, TopicPartition
 from impl.storage import manager as manager_module
 from tests.loop_turns import LoopTurns
@@ -48,7 +49,7 @@ def test_every_partition_is_described_with_the_loop_served_between_steps() -> No
     assert partitions == [("t", index) for index in range(PARTITIONS)]
     walked = 2 * PARTITIONS  # both dirs walk every partition
     least = (walked // manager_module.DESCRIBE_PARTITIONS_PER_STEP
-             + PARTITIONS // broker_module.DESCRIBE_ENTRIES_PER_YIELD)
+             + PARTITIONS // YIELD_EVERY_ENTRIES)
     assert ticks >= least - 2
 
 
