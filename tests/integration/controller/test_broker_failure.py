@@ -11,6 +11,7 @@ from impl.controller import (
     CheckOp,
     IsrUpdateFencedError,
     LeaderAndIsrRequest,
+    UpdateMetadataRequest,
     create_topic,
     read_partition_state,
     register_broker,
@@ -97,7 +98,18 @@ def test_broker_failure_reelects_many_partitions_in_batched_multis(
                 assert state.leader == expected_leader
                 assert 1 not in state.isr
                 assert state.leader_epoch == 1
-            metadata = c.transport.update_metadata(2)[-1]
+            # the update naming the partitions broker 1 followed (their offline replica): the
+            # controller's later updates may reach broker 2 in either order, so it is waited for
+            # rather than taken to be the last one delivered
+            def offline_update() -> UpdateMetadataRequest | None:
+                for update in reversed(c.transport.update_metadata(2)):
+                    if len(update.partition_states) == PARTITIONS - len(led_by_1):
+                        return update
+                return None
+
+            await c.transport.wait_for(lambda: offline_update() is not None)
+            metadata = offline_update()
+            assert metadata is not None
             assert [b.broker_id for b in metadata.live_brokers] == [0, 2]
             assert all(s.offline_replicas == (1,) for s in metadata.partition_states)
             assert len(metadata.partition_states) == PARTITIONS - len(led_by_1)
