@@ -41,6 +41,7 @@ from impl.broker.node import (
     FetchReply,
     GroupCall,
     HighWatermarkMoved,
+    IsrScan,
     IsrWritten,
     LeaderAndIsr,
     ListOffsetsCall,
@@ -291,6 +292,7 @@ class SimBroker:
                                if config.variant == "truncate_to_hw"
                                else TruncationPolicy.LEADER_EPOCH),
             isr_expanded_early=config.variant == "isr_expanded_early",
+            isr_scan_step_partitions=config.isr_scan_step_partitions,
         )
         self.alive = False
         self.incarnation = 0
@@ -733,7 +735,7 @@ class SimBroker:
 
     def tick(self, *, periodic: bool = True) -> None:
         """Time passed: the appends that waited are carried out; the node's follower
-        requests, produce timeouts and ISR scan."""
+        requests, produce timeouts and ISR scan (the next step of a scan in progress)."""
         node = self.node
         assert node is not None
         self._ticks += 1
@@ -744,6 +746,10 @@ class SimBroker:
         while waiting and waiting[0][0] <= self._ticks:
             self._append(node, waiting.pop(0)[1])
         self.step(Tick(periodic))
+        if not periodic and self.node is not None and self.node.isr_scan_pending:
+            # (the trio broker goes on with a long ISR scan in steps, its other tasks running
+            # between them: here one step a pump, messages delivered between them)
+            self.step(IsrScan())
         if self.failed_dirs_seen:
             self.after_io()
         if self._dir_failure_unreported:

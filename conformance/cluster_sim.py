@@ -149,6 +149,7 @@ from conformance.rng import SimRng
 from conformance.trace_check import Abstraction, TraceChecker, TraceVerdict
 from impl.broker import group_coordinator as gc
 from impl.broker import group_records
+from impl.broker.node import ISR_SCAN_STEP_PARTITIONS
 from impl.broker.replication import ReplicaRole, ReplicaState
 from impl.controller.coordinator import CreateOp, DeleteOp, NoNodeError, SetOp
 from impl.controller.requests import LeaderAndIsrRequest
@@ -289,6 +290,10 @@ class ClusterConfig:
             a round as the trio handlers do (a byte budget over its partitions, parked whole).
             Off, each of the node's calls travels alone (as the simulator did before: the
             regression tests recorded then replay their seeds that way).
+        isr_scan_step_partitions: the brokers' periodic ISR scan visits at most this many
+            partitions led per step (``NodeConfig.isr_scan_step_partitions``); a longer scan
+            goes on one step a pump, messages delivered between its steps. The default, the
+            shipped one, is more than a simulated broker leads: every scan in one step.
     """
 
     brokers: int = 3
@@ -312,6 +317,7 @@ class ClusterConfig:
     admin: bool = True
     delayed_fetches: bool = True
     fetch_rounds: bool = True
+    isr_scan_step_partitions: int = ISR_SCAN_STEP_PARTITIONS
 
     def __post_init__(self) -> None:
         assert self.brokers >= 1
@@ -320,6 +326,7 @@ class ClusterConfig:
         assert self.steps >= 0
         assert 0.0 <= self.fault_probability <= 1.0
         assert self.variant in VARIANTS, f"unknown variant {self.variant!r}"
+        assert self.isr_scan_step_partitions >= 1
         assert set(self.model_machines) <= {"replication", "controller"}, self.model_machines
 
     @property
@@ -533,6 +540,8 @@ def replay_command(seed: int, config: ClusterConfig,
         parts.append("--no-delayed-fetches")
     if not config.fetch_rounds:
         parts.append("--no-fetch-rounds")
+    if config.isr_scan_step_partitions != default.isr_scan_step_partitions:
+        parts.append(f"--isr-scan-step {config.isr_scan_step_partitions}")
     if faults is not None:
         parts.append(f"--faults '{format_faults(faults)}'")
     return " ".join(parts)

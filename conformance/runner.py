@@ -34,6 +34,7 @@ from conformance.move_sim import (
 )
 from conformance.rng import SimRng
 from conformance.shrink import ddmin
+from impl.broker.node import ISR_SCAN_STEP_PARTITIONS
 
 #: A run's configuration: the single-broker move simulator's or the cluster simulator's.
 AnyConfig = SimConfig | ClusterConfig
@@ -111,6 +112,12 @@ class ShrinkResult:
     replay_command: str
 
 
+#: A swarm cluster's ``isr_scan_step_partitions``: a scan in steps of one or two partitions
+#: (messages delivered between its steps), or the shipped step, more than a simulated broker
+#: leads (the whole scan in one step, as every seed ran before the scan was split).
+SWARM_ISR_SCAN_STEPS: tuple[int, ...] = (1, 2, ISR_SCAN_STEP_PARTITIONS)
+
+
 def swarm_config(
     seed: int, *, brokers: int = 1, log_dirs: int = 3, steps: int = 200, variant: str = "shipped"
 ) -> AnyConfig:
@@ -118,7 +125,8 @@ def swarm_config(
 
     Args:
         seed: the seed (its ``swarm`` stream decides partitions, fault rate, chunk and segment
-            sizes, and for a cluster whether the network misbehaves).
+            sizes, and for a cluster whether the network misbehaves; its ``swarm-isr-scan``
+            stream how many partitions a step of a broker's ISR scan visits).
         brokers: simulated brokers; more than one runs the cluster simulator.
         log_dirs: log dirs per broker.
         steps: workload steps.
@@ -129,6 +137,8 @@ def swarm_config(
     """
     rng = SimRng(seed).stream("swarm")
     if brokers > 1:
+        # (a stream of its own: the draws above decide what they did before it was added)
+        scan_step = SimRng(seed).stream("swarm-isr-scan").choice(SWARM_ISR_SCAN_STEPS)
         return ClusterConfig(
             brokers=brokers,
             log_dirs=log_dirs,
@@ -139,6 +149,7 @@ def swarm_config(
             network_faults=rng.chance(0.75),
             segment_bytes=rng.choice((600, 2048, 1 << 20)),
             chunk_bytes=rng.choice((150, 700, 1 << 16)),
+            isr_scan_step_partitions=scan_step,
         )
     return SimConfig(
         brokers=brokers,

@@ -918,7 +918,7 @@ class Broker:
         while True:
             await trio.sleep(interval)
             if self.replicas is not None:
-                self.replicas.check_isr_all()
+                await self.replicas.check_isr_all()
 
     async def _allocate_producer_id(self) -> int:
         return await self._producer_ids.allocate()

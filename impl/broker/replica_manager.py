@@ -58,6 +58,7 @@ from .node import (
     FetchReply,
     GroupCall,
     GroupTick,
+    IsrScan,
     IsrWritten,
     LeaderAndIsr,
     ListOffsetsCall,
@@ -574,7 +575,7 @@ class ReplicaManager:
                 with trio.move_on_at(deadline + 0.001):
                     await waiter.done.wait()
                 if waiter.reply is None:
-                    self.step(Tick(periodic=True))
+                    await self.check_isr_all()
                     deadline = trio.current_time()
 
     # --- DeleteRecords ---------------------------------------------------------------------
@@ -680,9 +681,14 @@ class ReplicaManager:
         """The leader's ISR write succeeded."""
         self.isr_written(tp, isr, partition_epoch)
 
-    def check_isr_all(self) -> None:
-        """The periodic scan: followers that stopped fetching, produce timeouts."""
+    async def check_isr_all(self) -> None:
+        """The periodic scan: followers that stopped fetching, produce and DeleteRecords
+        timeouts; a scan of more partitions than the node visits in one step goes on in
+        :class:`IsrScan` steps, other tasks running between them."""
         self.step(Tick(periodic=True))
+        while self.node.isr_scan_pending:
+            await trio.lowlevel.checkpoint()
+            self.step(IsrScan())
 
     # --- controller requests ---------------------------------------------------------------
 

@@ -157,6 +157,12 @@ def _config_options(parser: argparse.ArgumentParser) -> None:
         "recorded)",
     )
     parser.add_argument(
+        "--isr-scan-step", type=int, default=cluster.isr_scan_step_partitions,
+        help="a cluster's brokers visit at most this many partitions led per step of their "
+        f"periodic ISR scan (default {cluster.isr_scan_step_partitions}, the shipped step; "
+        "smaller: a scan goes on over several pumps, messages delivered between its steps)",
+    )
+    parser.add_argument(
         "--model-machines", default=",".join(cluster.model_machines),
         help="a cluster's machines replayed in their models besides replica_move "
         "(comma-separated: replication,controller; default both; none: end-to-end checks only)",
@@ -185,6 +191,8 @@ def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
         raise CliError("need --brokers >= 1, --log-dirs >= 2 and --steps >= 0")
     if arguments.partitions < 1 or not 0.0 <= arguments.fault_probability <= 1.0:
         raise CliError("need --partitions >= 1 and --fault-probability in [0, 1]")
+    if arguments.isr_scan_step < 1:
+        raise CliError("need --isr-scan-step >= 1")
     if not 0 <= arguments.compacted <= arguments.partitions:
         raise CliError("need 0 <= --compacted <= --partitions")
     if arguments.compacted and arguments.brokers > 1:
@@ -231,6 +239,7 @@ def _config(arguments: argparse.Namespace, seed: int) -> AnyConfig:
             admin=not arguments.no_admin,
             delayed_fetches=not arguments.no_delayed_fetches,
             fetch_rounds=not arguments.no_fetch_rounds,
+            isr_scan_step_partitions=arguments.isr_scan_step,
         )
     return SimConfig(
         brokers=arguments.brokers,

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import pickle
+from collections import Counter
 
 import pytest
 
@@ -15,7 +18,8 @@ from conformance.cluster_sim import (
     plan_faults,
     simulate,
 )
-from conformance.runner import replay, run_seed, swarm_config
+from conformance.runner import SWARM_ISR_SCAN_STEPS, replay, run_seed, swarm_config
+from impl.broker.node import BrokerNode, Effect, FetchReply, IsrScan, Produce, Tick
 
 CONFIG = ClusterConfig(steps=200)
 
@@ -142,3 +146,54 @@ def test_a_follower_fetch_that_finds_nothing_waits_and_is_asked_again() -> None:
     assert delivered > 10
     # (each answered after waiting: every read of one is traced, answered or parked again)
     assert 100 < outcome.delayed_fetches <= asked_again
+
+
+def test_an_isr_scan_in_steps_goes_on_between_messages(monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one partition a step, a broker's periodic ISR scan goes on over several pumps (the
+    trio broker's other tasks run between its steps; here messages arrive between them): the
+    run passes every check, some scans take several steps with other inputs stepped between
+    them, and the replay command names the step."""
+    inputs: list[tuple[int, str, bool]] = []
+    step = BrokerNode.step
+
+    def recording(node: BrokerNode, event: object) -> list[Effect]:
+        effects = step(node, event)
+        inputs.append((node.id, type(event).__name__, node.isr_scan_pending))
+        return effects
+
+    monkeypatch.setattr(BrokerNode, "step", recording)
+    config = ClusterConfig(steps=150, partitions=3, isr_scan_step_partitions=1)
+    outcome = simulate(2, config)
+    assert outcome.violation is None, outcome.violation
+    steps = Counter(name for _, name, _ in inputs)
+    assert steps[IsrScan.__name__] > 0
+    # what a broker stepped while its scan was open: messages from other nodes among them
+    # (a scan stepped to its end within one pump sees only what its own tick set off)
+    interleaved: Counter[str] = Counter()
+    for broker in {node for node, _, _ in inputs}:
+        own = [(name, pending) for node, name, pending in inputs if node == broker]
+        for (_, pending), (after, _) in itertools.pairwise(own):
+            if pending and after not in (IsrScan.__name__, Tick.__name__):
+                interleaved[after] += 1
+    assert interleaved[FetchReply.__name__] > 0
+    assert interleaved[Produce.__name__] > 0
+    result = run_seed(2, config)
+    assert "--isr-scan-step 1" in result.replay_command
+    assert "--isr-scan-step" not in run_seed(2, ClusterConfig(steps=20)).replay_command
+
+
+def test_the_isr_scan_step_is_drawn_from_a_stream_of_its_own() -> None:
+    """A swarm seed draws its ISR scan step apart: its other settings are the ones it had
+    before the step was drawn (seed 9, recorded then), and the seeds take every step."""
+    config = swarm_config(9, brokers=3, log_dirs=2, steps=120)
+    assert isinstance(config, ClusterConfig)
+    shipped_step = ClusterConfig().isr_scan_step_partitions
+    assert dataclasses.replace(config, isr_scan_step_partitions=shipped_step) == (
+        ClusterConfig(partitions=1, steps=120, fault_probability=0.0, segment_bytes=2048,
+                      chunk_bytes=150))
+    drawn = set()
+    for seed in range(30):
+        seeded = swarm_config(seed, brokers=3, log_dirs=2, steps=120)
+        assert isinstance(seeded, ClusterConfig)
+        drawn.add(seeded.isr_scan_step_partitions)
+    assert drawn == set(SWARM_ISR_SCAN_STEPS)
