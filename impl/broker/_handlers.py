@@ -999,8 +999,10 @@ class RequestHandlers:
     async def _apply_in_chunks(self, converted: Any) -> Any:
         """:meth:`handle_controller_request`, a large LeaderAndIsr or StopReplica in chunks of
         :data:`CONTROLLER_CHUNK_PARTITIONS` partitions with a checkpoint between them (creating
-        or deleting 2,000 logs at once stalled every client for tens of seconds). An INIT
-        LeaderAndIsr is applied whole: it drops local partitions it does not name."""
+        or deleting 2,000 logs at once stalled every client for tens of seconds). The node
+        applies each partition's state on its own, so the chunks decide what the whole request
+        would. A new controller's first LeaderAndIsr (the controller's INIT flag, which is not on
+        the wire) is chunked alike: it names every partition the broker hosts."""
         import dataclasses  # noqa: PLC0415
 
         from impl.controller.requests import (  # noqa: PLC0415 (types only used here)
@@ -1010,7 +1012,7 @@ class RequestHandlers:
         )
 
         items: Sequence[Any]
-        if isinstance(converted, LeaderAndIsrRequest) and not converted.is_init:
+        if isinstance(converted, LeaderAndIsrRequest):
             field, items = "partition_states", converted.partition_states
         elif isinstance(converted, StopReplicaRequest):
             field, items = "partitions", converted.partitions

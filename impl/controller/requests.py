@@ -87,8 +87,10 @@ class LeaderAndIsrRequest:
         broker_epoch: the target's epoch (czxid of its registration) or ``UNKNOWN_BROKER_EPOCH``.
         partition_states: the partitions this broker hosts that changed.
         live_leaders: endpoints of the leaders named in ``partition_states``.
-        is_init: the first request a new controller sends (design V3 ``isInit``): the broker may
-            drop local partitions not named in any INIT request.
+        is_init: the first request a new controller sends (design V3 ``isInit``). Not on the
+            wire (the LeaderAndIsr versions spoken have no such field): a broker applies it as
+            any other and keeps local partitions no request names (strays, as ZooKeeper-era
+            Kafka's broker keeps them).
     """
 
     controller_id: int
