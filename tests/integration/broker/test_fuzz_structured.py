@@ -402,11 +402,13 @@ def test_structured_fuzz(broker_process: BrokerProcess) -> None:
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(12 * 3600)  # about 4.5 hours at the default run's 2,000 cases in 33 s
 def test_structured_fuzz_long(broker_process: BrokerProcess) -> None:
     _fuzz(broker_process, CASES_SLOW)
 
 
 @pytest.mark.slow
+@pytest.mark.timeout(3600)  # the project's 300 s would stop it a third of the way
 def test_structured_fuzz_tens_of_thousands_of_partitions(broker_process: BrokerProcess) -> None:
     """Seed 20261129 grows a topic to 32,767 partitions at case 10,438 and then asks for all of
     them again and again (DescribeLogDirs, ElectLeaders, Metadata): it found a request raising
