@@ -85,7 +85,7 @@ async def create_partitions(
     ``assignment`` lists the new partitions' replicas in order (as CreatePartitions sends them).
     """
     try:
-        current = await zk_admin.read_topic(coordinator, topic)
+        current = await zk_admin.read_topic(coordinator, topic, offload=trio.to_thread.run_sync)
     except (zk_admin.UnknownTopicError, NoNodeError):
         return UNKNOWN_TOPIC_OR_PARTITION, f"unknown topic {topic!r}"
     start = len(current.partitions)
@@ -120,6 +120,7 @@ async def create_partitions(
                 start + index: replicas for index, replicas in enumerate(assignment.values())},
             placer=None if assignment is not None else placer,
             rng=None if assignment is not None else rng,
+            offload=trio.to_thread.run_sync,
         )
     except zk_admin.ReassignmentInProgressError as error:
         return REASSIGNMENT_IN_PROGRESS, str(error)

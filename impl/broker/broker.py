@@ -165,7 +165,8 @@ class _ZooKeeperTopicAdmin:
                                lambda current: dict(topic_configs or {}))
             seed = self._broker.rng.getrandbits(63)
             if assignment is not None:
-                await zk_admin.create_topic(coordinator, topic, assignment=assignment)
+                await zk_admin.create_topic(coordinator, topic, assignment=assignment,
+                                            offload=trio.to_thread.run_sync)
             else:
                 await zk_admin.create_topic(
                     coordinator,
@@ -175,6 +176,7 @@ class _ZooKeeperTopicAdmin:
                     placer=load_replica_placer(self._broker.config.replica_placer,
                                                SeededRng(seed)),
                     rng=SeededRng(seed),
+                    offload=trio.to_thread.run_sync,
                 )
         except zk_admin.TopicExistsError as error:
             return TOPIC_ALREADY_EXISTS, str(error)
