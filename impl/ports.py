@@ -1,4 +1,4 @@
-"""The clock and randomness ports shared by every core.
+"""The clock, randomness and CPU-offload ports shared by every core.
 
 The disk port lives in :mod:`impl.storage` and the coordinator (ZooKeeper) port in
 :mod:`impl.controller`, next to the code that owns their semantics. The real runtime implements
@@ -10,10 +10,15 @@ from __future__ import annotations
 
 import random
 import time
-from collections.abc import Sequence
-from typing import Protocol, TypeVar
+from collections.abc import Awaitable, Callable, Sequence
+from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+
+#: ``offload(function, *args)``: runs ``function(*args)`` away from the caller's event loop
+#: (the trio runtime lends ``trio.to_thread.run_sync``; the simulator, with one thread, runs
+#: the work where it is).
+CpuOffload = Callable[..., Awaitable[Any]]
 
 
 class Clock(Protocol):

@@ -12,10 +12,10 @@ simulated.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Awaitable, Callable, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
-from impl.ports import Rng
+from impl.ports import CpuOffload, Rng
 
 from .coordinator import (
     BadVersionError,
@@ -181,9 +181,6 @@ async def read_live_brokers(coordinator: Coordinator) -> dict[int, BrokerRegistr
     return brokers
 
 
-#: ``offload(function, *args)``: runs ``function(*args)`` away from the caller's event loop (a
-#: trio shell passes ``trio.to_thread.run_sync``); :func:`run_inline` runs it where it is.
-Offload = Callable[..., Awaitable[Any]]
 #: A topic znode larger than this is decoded through the caller's offload; one naming more
 #: partitions than :data:`OFFLOAD_TOPIC_PARTITIONS` is encoded through it. The JSON of 100,000
 #: assignments (1.6 MB) took 0.51 s to decode and 0.31 s to encode on the event loop.
@@ -192,18 +189,19 @@ OFFLOAD_TOPIC_PARTITIONS: Final = 2_000
 
 
 async def run_inline(function: Callable[..., Any], *args: Any) -> Any:
-    """The default offload: ``function(*args)`` here (the simulator's, which has one thread)."""
+    """The default :data:`~impl.ports.CpuOffload`: ``function(*args)`` here (the simulator's,
+    which has one thread)."""
     return function(*args)
 
 
-async def _decode_topic(topic: str, data: bytes, offload: Offload) -> TopicAssignment:
+async def _decode_topic(topic: str, data: bytes, offload: CpuOffload) -> TopicAssignment:
     if len(data) > OFFLOAD_TOPIC_BYTES:
         decoded: TopicAssignment = await offload(decode_topic, topic, data)
         return decoded
     return decode_topic(topic, data)
 
 
-async def _encode_topic(assignment: TopicAssignment, offload: Offload) -> bytes:
+async def _encode_topic(assignment: TopicAssignment, offload: CpuOffload) -> bytes:
     if len(assignment.partitions) > OFFLOAD_TOPIC_PARTITIONS:
         encoded: bytes = await offload(encode_topic, assignment)
         return encoded
@@ -211,7 +209,7 @@ async def _encode_topic(assignment: TopicAssignment, offload: Offload) -> bytes:
 
 
 async def read_topic(coordinator: Coordinator, topic: str, *,
-                     offload: Offload = run_inline) -> TopicAssignment:
+                     offload: CpuOffload = run_inline) -> TopicAssignment:
     """A topic's replica assignment (a large znode decoded through ``offload``).
 
     Raises:
@@ -235,7 +233,7 @@ async def read_partition_state(
     return decode_partition_state(topic, partition, data, stat.version)
 
 
-async def _cluster_view(coordinator: Coordinator, offload: Offload) -> ClusterView:
+async def _cluster_view(coordinator: Coordinator, offload: CpuOffload) -> ClusterView:
     brokers = await read_live_brokers(coordinator)
     assignments: dict[TopicPartition, tuple[int, ...]] = {}
     for topic in await coordinator.children(TOPICS_PATH):
@@ -269,7 +267,7 @@ async def create_topic(
     replication_factor: int | None = None,
     placer: ReplicaPlacer | None = None,
     rng: Rng | None = None,
-    offload: Offload = run_inline,
+    offload: CpuOffload = run_inline,
 ) -> dict[int, tuple[int, ...]]:
     """Create a topic by writing ``/brokers/topics/<t>``; the controller then elects leaders.
 
@@ -320,7 +318,7 @@ async def add_partitions(
     assignment: Mapping[int, Sequence[int]] | None = None,
     placer: ReplicaPlacer | None = None,
     rng: Rng | None = None,
-    offload: Offload = run_inline,
+    offload: CpuOffload = run_inline,
 ) -> dict[int, tuple[int, ...]]:
     """Grow a topic to ``partition_count`` partitions (design V3 ``on_partitions_add``).
 
@@ -506,7 +504,6 @@ __all__ = [
     "AdminError",
     "BrokerIdInUseError",
     "IsrUpdateFencedError",
-    "Offload",
     "ReassignmentInProgressError",
     "TopicExistsError",
     "UnknownTopicError",

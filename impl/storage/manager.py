@@ -23,12 +23,12 @@ import dataclasses
 import errno
 import hashlib
 import logging
-from collections.abc import Awaitable, Callable, Generator, Iterable, Iterator, Mapping
+from collections.abc import Callable, Generator, Iterable, Iterator, Mapping
 from dataclasses import dataclass
 from types import TracebackType
 from typing import Any, NamedTuple, Protocol, TypeVar
 
-from impl.ports import Clock, SystemClock
+from impl.ports import Clock, CpuOffload, SystemClock
 from impl.storage import clean_shutdown, mover, record_walk
 from impl.storage import log_dir_failure as ldf
 from impl.storage import record_batch as rb
@@ -79,8 +79,6 @@ CLEAN_FLUSHES_PER_STEP = 256
 DESCRIBE_PARTITIONS_PER_STEP = 512
 
 _T = TypeVar("_T")
-#: ``offload(function, *args)``: runs ``function(*args)`` away from the event loop.
-CpuOffload = Callable[..., Awaitable[Any]]
 
 
 class AppendInfo(NamedTuple):
