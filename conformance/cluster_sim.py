@@ -1083,10 +1083,18 @@ class ClusterWorld:
         self.resync(broker, tp)
 
     def replica_created(self, broker: SimBroker, tp: TopicPartition, is_new: bool) -> None:
-        """DIR_FAILURE_ISOLATION: a replica lost with a failed dir is never recreated empty."""
-        if (broker.id, tp) in self.lost_with_dir and not is_new:
-            self.violation("DIR_FAILURE_ISOLATION", (
-                f"broker {broker.id} recreated {tp}, lost with a failed dir, without is_new"))
+        """DIR_FAILURE_ISOLATION: a replica lost with a failed dir is never recreated empty.
+
+        Recreated with ``is_new`` (a reassignment that added the broker back, a topic of the
+        same name created again), the broker serves a new replica on a good dir: it is no
+        longer lost, so it counts among the partition's online replicas again (the cluster's
+        health, FOLLOWER_PROGRESS)."""
+        if (broker.id, tp) in self.lost_with_dir:
+            if not is_new:
+                self.violation("DIR_FAILURE_ISOLATION", (
+                    f"broker {broker.id} recreated {tp}, lost with a failed dir, without "
+                    f"is_new"))
+            self.lost_with_dir.discard((broker.id, tp))
         self.resync(broker, tp)
 
     def replica_deleted(self, broker: SimBroker, tp: TopicPartition) -> None:

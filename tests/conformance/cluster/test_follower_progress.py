@@ -57,3 +57,33 @@ def test_a_failed_follower_of_an_older_epoch_waits_for_its_leader_and_isr() -> N
     followed.failed = True
     followed.leader_epoch -= 1
     world.final_check()
+
+
+def test_a_replica_recreated_new_after_its_dir_failed_is_online_and_judged_again() -> None:
+    """A replica lost with a failed dir and created again with ``is_new`` (a reassignment that
+    added its broker back: swarm seeds 160 and 168) is served from a good dir: it counts among
+    the online replicas again, so the run can settle healthy and FOLLOWER_PROGRESS judges it.
+    Before, it stayed "lost" to the end: those runs spent all 600 settle steps unhealthy, and a
+    failed follower on that broker would have passed unjudged."""
+    world = _settled_world()
+    broker_id, followed = _a_follower(world)
+    world.lost_with_dir.add((broker_id, TP))
+    assert broker_id not in world.online_replicas(TP)
+    assert not world.healthy()
+    world.replica_created(world.brokers[broker_id], TP, True)
+    assert broker_id in world.online_replicas(TP)
+    assert world.healthy()
+    followed.failed = True
+    with pytest.raises(ViolationFound, match=f"broker {broker_id} follows leader") as found:
+        world.final_check()
+    assert found.value.invariant == "FOLLOWER_PROGRESS"
+
+
+def test_a_lost_replica_recreated_without_is_new_is_reported_and_stays_lost() -> None:
+    world = _settled_world()
+    broker_id, _ = _a_follower(world)
+    world.lost_with_dir.add((broker_id, TP))
+    with pytest.raises(ViolationFound, match="without is_new") as found:
+        world.replica_created(world.brokers[broker_id], TP, False)
+    assert found.value.invariant == "DIR_FAILURE_ISOLATION"
+    assert broker_id not in world.online_replicas(TP)
