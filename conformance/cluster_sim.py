@@ -119,7 +119,9 @@ a broker assigned one of its replicas has a failed dir: it answers StopReplica
 KAFKA_STORAGE_ERROR until it restarts, as Kafka's), no broker serves a replica of it (but a
 stray, outside the assignment when the deletion was asked and untouched since but by a
 LeaderAndIsr then in flight, that Kafka leaves hosted too) and the brokers assigned one when
-the deletion was asked hold no log of it. With
+the deletion was asked hold no log of it; FOLLOWER_PROGRESS (no live follower of the current
+epoch left marked failed) and CLUSTER_HEALS (every broker up and every partition healthy, but
+one that cannot heal in Kafka either: :meth:`ClusterWorld._cannot_heal`). With
 ``groups`` (the default), the brokers host group coordinators over ``__consumer_offsets`` and
 simulated members run consumer groups (:mod:`conformance._cluster_groups`):
 GROUP_ASSIGNMENT_EXCLUSIVE, COORDINATOR_LOADED and OFFSETS_DURABLE are checked end to end.
@@ -1810,6 +1812,7 @@ class ClusterWorld:
         self._final_deletion_check()
         self._final_group_check()
         self._final_follower_check()
+        self._final_heal_check()
 
     def _final_follower_check(self) -> None:
         """FOLLOWER_PROGRESS after the run: no running broker is left with a follower marked
@@ -1839,6 +1842,56 @@ class ClusterWorld:
                     f"{tp}: broker {broker.id} follows leader {leader} in its current epoch "
                     f"{leader_epoch} but has marked the partition failed: it will not fetch "
                     f"again (no newer LeaderAndIsr is coming)"))
+
+    def _final_heal_check(self) -> None:
+        """CLUSTER_HEALS after the run: once the faults stopped and the healing steps ran, every
+        broker is up and every checked partition healthy (:meth:`healthy`: a live leader, the
+        ISR its online replicas, the leader agreeing), but one that cannot heal in Kafka either
+        (:meth:`_cannot_heal`). A partition left under-replicated, or without a leader, while
+        nothing stands in its way is a liveness failure no safety invariant sees: a follower
+        that never fetches again without being marked failed, an ISR expansion never sent, a
+        reassignment that never completes."""
+        down = [broker.id for broker in self.brokers if not broker.alive]
+        if down:
+            self.violation("CLUSTER_HEALS", (
+                f"brokers {down} still down after {self.config.settle_steps_max} healing steps"))
+        for tp in self.checked_tps:
+            if self.healthy([tp]) or self._cannot_heal(tp):
+                continue
+            state = self._state(tp)
+            leader = -1 if state is None else state[0]
+            mine = (self.brokers[leader].states.get(tp)
+                    if 0 <= leader < len(self.brokers) else None)
+            self.violation("CLUSTER_HEALS", (
+                f"{tp}: not healed after {self.config.settle_steps_max} healing steps: "
+                f"ZooKeeper's leader and ISR {None if state is None else (state[0], state[2])}, "
+                f"online replicas {self.online_replicas(tp)}, the leader's own ISR "
+                f"{None if mine is None else sorted(mine.isr)}"))
+
+    def _cannot_heal(self, tp: TopicPartition) -> bool:
+        """``tp`` stays unhealthy in Kafka too: fewer than two online replicas; no leader while
+        every member of its ISR was lost with a failed dir (no unclean election); or a replica
+        assigned to a broker with a failed dir that does not serve it: the broker cannot tell
+        whether the replica is on that dir, so without ``is_new`` it answers
+        KAFKA_STORAGE_ERROR instead of creating it (KAFKA-10314) and the controller holds it
+        offline (a reassignment that added the broker back while it was down: seed 335)."""
+        online = self.online_replicas(tp)
+        if len(online) < min(2, self.config.replication_factor):
+            return True
+        state = self._state(tp)
+        if state is None:
+            return False
+        leader, _, isr = state
+        if leader < 0 and not self.config.unclean_leader_election and isr and all(
+                (broker, tp) in self.lost_with_dir for broker in isr):
+            return True
+        for broker_id in online:
+            manager = self.brokers[broker_id].manager
+            if manager is not None and manager.offline_dirs:
+                partition = manager.get(tp)
+                if partition is None or partition.offline:
+                    return True
+        return False
 
     def _final_deletion_check(self) -> None:
         """TOPIC_DELETED after the run: a topic asked to be deleted is gone from ZooKeeper

@@ -308,6 +308,21 @@ PLANTS: tuple[Plant, ...] = (
         "that stalled a reassignment in the integration tests; a gap, none of seeds 0-149 "
         "failing, until the run checked FOLLOWER_PROGRESS)", 16, (7, "FOLLOWER_PROGRESS"),
     ),
+    Plant(
+        "isr_expansion_only_when_the_follower_advances", "replication", "impl.broker.node",
+        "            self.advance_hw(tp, partition, out)\n"
+        "            self._complete(tp, out)\n"
+        "        self.maybe_change_isr(tp, out, fetched=replica)\n",
+        "            self.advance_hw(tp, partition, out)\n"
+        "            self._complete(tp, out)\n"
+        "            self.maybe_change_isr(tp, out, fetched=replica)\n",
+        "the leader reconsiders a follower's ISR membership only on a fetch that moved the "
+        "follower's offset: a follower whose catch-up fetch came while an ISR write was in "
+        "flight, or before the HW reached the start of the leader's epoch, fetches on at the "
+        "leader's end and never joins; the partition stays under-replicated with no safety "
+        "invariant broken (none of seeds 0-59 failing until the run checked CLUSTER_HEALS)", 4,
+        (1, "CLUSTER_HEALS"),
+    ),
 )
 
 #: Plants the default run does not catch within their budget (seeds run, no failure): gaps
