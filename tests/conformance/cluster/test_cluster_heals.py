@@ -13,31 +13,21 @@ import dataclasses
 
 import pytest
 
-from conformance.cluster_sim import ClusterConfig, ClusterWorld
 from conformance.move_sim import ViolationFound
 from conformance.runner import replay, swarm_config
 from impl.storage.names import TopicPartition
 
+from ._settled import settled_world
+
 TP = TopicPartition("t", 0)
 
 
-def _settled_world() -> ClusterWorld:
-    world = ClusterWorld(0, ClusterConfig(partitions=1, storage_broker=False, groups=False,
-                                          admin=False, delete_records=False), lambda _: None)
-    for _ in range(20):
-        world.clock.advance_ns(1_000_000)
-        world.pump()
-    world.settle(200, 0)
-    assert world.healthy()
-    return world
-
-
 def test_a_healed_cluster_passes() -> None:
-    _settled_world().final_check()
+    settled_world().final_check()
 
 
 def test_a_broker_left_down_is_reported() -> None:
-    world = _settled_world()
+    world = settled_world()
     world.brokers[1].alive = False
     with pytest.raises(ViolationFound, match=r"brokers \[1\] still down") as found:
         world.final_check()
@@ -47,7 +37,7 @@ def test_a_broker_left_down_is_reported() -> None:
 def test_a_leader_whose_isr_disagrees_with_zookeeper_is_reported() -> None:
     """The leader's own ISR lost a member ZooKeeper's holds (an ISR write never sent): no
     safety invariant breaks, the partition stays under-replicated."""
-    world = _settled_world()
+    world = settled_world()
     leader = world.current_leader(TP)
     assert leader is not None
     state = leader.states[TP]
@@ -59,7 +49,7 @@ def test_a_leader_whose_isr_disagrees_with_zookeeper_is_reported() -> None:
 
 
 def test_a_partition_left_with_one_online_replica_is_excused() -> None:
-    world = _settled_world()
+    world = settled_world()
     leader = world.current_leader(TP)
     assert leader is not None
     for broker in world.brokers:

@@ -8,23 +8,14 @@ from __future__ import annotations
 
 import pytest
 
-from conformance.cluster_sim import ClusterConfig, ClusterWorld
+from conformance.cluster_sim import ClusterWorld
 from conformance.move_sim import ViolationFound
 from impl.broker.node import Followed
 from impl.storage.names import TopicPartition
 
+from ._settled import settled_world
+
 TP = TopicPartition("t", 0)
-
-
-def _settled_world() -> ClusterWorld:
-    world = ClusterWorld(0, ClusterConfig(partitions=1, storage_broker=False, groups=False,
-                                          admin=False, delete_records=False), lambda _: None)
-    for _ in range(20):
-        world.clock.advance_ns(1_000_000)
-        world.pump()
-    world.settle(200, 0)
-    assert world.healthy()
-    return world
 
 
 def _a_follower(world: ClusterWorld) -> tuple[int, Followed]:
@@ -37,22 +28,27 @@ def _a_follower(world: ClusterWorld) -> tuple[int, Followed]:
     raise AssertionError("no follower of t-0")
 
 
-def test_a_settled_cluster_passes() -> None:
-    world = _settled_world()
-    world.final_check()
-
-
-def test_a_failed_follower_of_the_current_epoch_is_reported() -> None:
-    world = _settled_world()
-    broker_id, followed = _a_follower(world)
-    followed.failed = True
+def _reported_as_failed(world: ClusterWorld, broker_id: int) -> None:
+    """The end-of-run checks report ``broker_id``'s failed follower (FOLLOWER_PROGRESS)."""
     with pytest.raises(ViolationFound, match=f"broker {broker_id} follows leader") as found:
         world.final_check()
     assert found.value.invariant == "FOLLOWER_PROGRESS"
 
 
+def test_a_settled_cluster_passes() -> None:
+    world = settled_world()
+    world.final_check()
+
+
+def test_a_failed_follower_of_the_current_epoch_is_reported() -> None:
+    world = settled_world()
+    broker_id, followed = _a_follower(world)
+    followed.failed = True
+    _reported_as_failed(world, broker_id)
+
+
 def test_a_failed_follower_of_an_older_epoch_waits_for_its_leader_and_isr() -> None:
-    world = _settled_world()
+    world = settled_world()
     _, followed = _a_follower(world)
     followed.failed = True
     followed.leader_epoch -= 1
@@ -65,7 +61,7 @@ def test_a_replica_recreated_new_after_its_dir_failed_is_online_and_judged_again
     the online replicas again, so the run can settle healthy and FOLLOWER_PROGRESS judges it.
     Before, it stayed "lost" to the end: those runs spent all 600 settle steps unhealthy, and a
     failed follower on that broker would have passed unjudged."""
-    world = _settled_world()
+    world = settled_world()
     broker_id, followed = _a_follower(world)
     world.lost_with_dir.add((broker_id, TP))
     assert broker_id not in world.online_replicas(TP)
@@ -74,13 +70,11 @@ def test_a_replica_recreated_new_after_its_dir_failed_is_online_and_judged_again
     assert broker_id in world.online_replicas(TP)
     assert world.healthy()
     followed.failed = True
-    with pytest.raises(ViolationFound, match=f"broker {broker_id} follows leader") as found:
-        world.final_check()
-    assert found.value.invariant == "FOLLOWER_PROGRESS"
+    _reported_as_failed(world, broker_id)
 
 
 def test_a_lost_replica_recreated_without_is_new_is_reported_and_stays_lost() -> None:
-    world = _settled_world()
+    world = settled_world()
     broker_id, _ = _a_follower(world)
     world.lost_with_dir.add((broker_id, TP))
     with pytest.raises(ViolationFound, match="without is_new") as found:
