@@ -573,12 +573,20 @@ class Followed:
     ask_epoch: int | None = None
     first_end: int | None = None
     rounds: int = 0
+    #: the first of the fetches sent in a row from the log end offset ``fetch_offset`` (no
+    #: OffsetForLeaderEpoch, truncation or append in between): an answer to any of them is
+    #: what an answer to the latest would be, as Kafka's fetcher checks a response against the
+    #: partition's fetch offset and epoch, not against the request (``None``: no such run;
+    #: :meth:`BrokerNode._on_fetch_reply`)
+    fetch_floor: int | None = None
+    fetch_offset: int = -1
 
     def __init__(  # noqa: PLR0917 (the generated constructor's signature)
         self, leader: int, leader_epoch: int, truncated: bool = False,
         in_flight: int | None = None, sent_ms: int = 0, retry_ms: int = 0, failed: bool = False,
         truncate_at: int | None = None, ask_epoch: int | None = None,
-        first_end: int | None = None, rounds: int = 0
+        first_end: int | None = None, rounds: int = 0, fetch_floor: int | None = None,
+        fetch_offset: int = -1
     ) -> None:
         # (written out: CONTRIBUTING.md, "Dataclasses on hot paths")
         self.leader = leader
@@ -592,6 +600,8 @@ class Followed:
         self.ask_epoch = ask_epoch
         self.first_end = first_end
         self.rounds = rounds
+        self.fetch_floor = fetch_floor
+        self.fetch_offset = fetch_offset
 
 
 @dataclass
@@ -1428,6 +1438,7 @@ class BrokerNode:
                 if self.config.truncation_policy.asks_leader:
                     asked = (partition.latest_epoch if followed.ask_epoch is None
                              else followed.ask_epoch)
+                    followed.fetch_floor = None
                     out.append(Send(followed.leader, EpochCall(
                         request_id, self.id, tp, followed.leader_epoch, asked)))
                     continue
@@ -1448,6 +1459,10 @@ class BrokerNode:
                 # follower.replication.throttled.rate is used up (an in-sync one never does)
                 followed.in_flight = None
                 continue
+            if followed.fetch_floor is None or (
+                    followed.fetch_offset != partition.log_end_offset):
+                followed.fetch_floor, followed.fetch_offset = (
+                    request_id, partition.log_end_offset)
             out.append(Send(followed.leader, FetchCall(
                 request_id, self.id, self.incarnation, tp, partition.log_end_offset,
                 followed.leader_epoch, self.config.fetch_max_bytes,
@@ -1554,14 +1569,37 @@ class BrokerNode:
             followed.failed = True
 
     def _on_fetch_reply(self, reply: FetchReply, out: list[Effect]) -> None:
-        """Append what the leader sent; the follower's HW is min(leader's HW, own LEO)."""
+        """Append what the leader sent; the follower's HW is min(leader's HW, own LEO).
+
+        The answer to the fetch in flight, or to an earlier one of the same run of fetches from
+        this log end offset (:attr:`Followed.fetch_floor`): a fetch sent again after
+        ``request_retry_ms`` while the first was still on its way (queued behind a round of
+        delayed fetches to the same leader) would otherwise turn away every answer that came
+        later than the retry interval, and the follower fetch from the same offset forever
+        (simulated cluster seed 11608: a retry interval of 4 ms against answers 4-5 ms away).
+        Kafka's fetcher applies a response while the partition's fetch offset and epoch are
+        still the ones the request carried (a new epoch is a new :class:`Followed`), and
+        drops one whose fetch offset is no longer the partition's: so does this node, for
+        the fetch in flight too (sent again while the append of an earlier answer was under
+        way, in a shell whose append completes later: it would append its records again,
+        below the log end)."""
         tp = reply.tp
         followed = self.followed.get(tp)
-        if followed is None or followed.in_flight != reply.request_id:
-            return  # answers a request of an earlier state
+        if followed is None:
+            return
+        if followed.in_flight != reply.request_id:
+            in_flight, floor = followed.in_flight, followed.fetch_floor
+            if in_flight is None or in_flight < 0 or floor is None or not (
+                    floor <= reply.request_id < in_flight):
+                return  # answers a request of an earlier state
         partition = self.store.log(tp)
         if partition is None:
             followed.in_flight = None
+            return
+        if partition.log_end_offset != followed.fetch_offset:
+            # (every fetch from fetch_floor on was sent from fetch_offset)
+            if followed.in_flight == reply.request_id:
+                followed.in_flight = None  # the next tick fetches from the log end
             return
         if reply.error == OFFSET_OUT_OF_RANGE:
             # Kafka's handleOutOfRangeError, from what a Fetch answer carries (the leader's log
@@ -1610,6 +1648,7 @@ class BrokerNode:
         followed.truncated = False
         followed.truncate_at = followed.ask_epoch = followed.first_end = None
         followed.rounds = 0
+        followed.fetch_floor = None
 
     def _follower_appended(self, done: Appended, out: list[Effect]) -> None:
         """A follower append completed: the HW follows the leader's."""

@@ -506,6 +506,105 @@ def test_offset_out_of_range_without_the_leaders_leo_truncates_again() -> None:
     assert isinstance(again, EpochCall)  # Kafka truncates/resets; never a retry loop
 
 
+def _following_from(h: Harness, offset: int) -> FetchCall:
+    """Broker 1 follows broker 0 in epoch 2, truncated (nothing to cut) and fetching from
+    ``offset``, its log end: the fetch sent."""
+    h.leader_and_isr(0, 2, (0, 1))
+    ask = sent(h)
+    assert isinstance(ask, EpochCall)
+    h.step(EpochReply(ask.request_id, TP, 0, 2, offset))
+    fetch = sent(h)
+    assert isinstance(fetch, FetchCall)
+    assert fetch.offset == offset
+    return fetch
+
+
+def _leader_records(count: int) -> bytes:
+    leader = MemLog()
+    leader.append(batch(0, count), 2)
+    return b"".join(leader.batches)
+
+
+def test_a_late_answer_to_an_earlier_fetch_from_the_same_offset_is_applied() -> None:
+    """A fetch sent again after ``request_retry_ms`` while the first is still on its way: the
+    first's answer, arriving after the second was sent, is what the second's would be (same
+    offset, same epoch) and is applied, as Kafka's fetcher checks a response against the
+    partition's fetch offset and epoch; the second's answer, after the append, moves nothing.
+    Turned away, a follower whose answers always came later than the retry interval fetched
+    from the same offset forever (simulated cluster seed 11608)."""
+    h = Harness(broker_id=1, request_retry_ms=4)
+    first = _following_from(h, 0)
+    h.now += 4
+    again = sent(h)
+    assert isinstance(again, FetchCall)
+    assert (again.offset, again.request_id) == (0, first.request_id + 1)
+    records = _leader_records(2)
+    h.step(FetchReply(first.request_id, TP, 0, records, 2, 0))
+    log = h.store.logs[TP]
+    assert (log.log_end_offset, log.high_watermark) == (2, 2)
+    h.step(FetchReply(again.request_id, TP, 0, records, 2, 0))
+    assert log.log_end_offset == 2  # (not appended twice)
+    after = sent(h)
+    assert isinstance(after, FetchCall)
+    assert after.offset == 2
+
+
+def test_an_answer_to_a_fetch_sent_again_while_an_append_was_under_way_is_dropped() -> None:
+    """A shell whose append completes later (the trio broker's, on a slow disk): the fetch
+    sent again after ``request_retry_ms`` while the first answer's append was under way went
+    from the old log end; its answer, arriving after the append, would append the same records
+    again below the log end. It is dropped, as Kafka's fetcher drops a response whose fetch
+    offset is no longer the partition's, and the next tick fetches from the log end at once."""
+    h = Harness(broker_id=1, request_retry_ms=4)
+    first = _following_from(h, 0)
+    records = _leader_records(2)
+    (append,) = [e for e in h.node.step(FetchReply(first.request_id, TP, 0, records, 2, 0))
+                 if isinstance(e, Append)]
+    h.now += 4
+    (again,) = [e.message for e in h.node.step(Tick()) if isinstance(e, Send)]
+    assert isinstance(again, FetchCall)
+    assert again.offset == 0  # (the append not done: the log still ends at 0)
+    log = h.store.logs[TP]
+    base, last = log.append(append.records, append.leader_epoch)
+    h.step(Appended(TP, append.token, 0, base, last))
+    assert log.log_end_offset == 2
+    late = h.node.step(FetchReply(again.request_id, TP, 0, records, 2, 0))
+    assert [e for e in late if isinstance(e, Append)] == []
+    after = sent(h)  # (not after the retry interval)
+    assert isinstance(after, FetchCall)
+    assert after.offset == 2
+
+
+def test_a_late_answer_to_a_fetch_from_another_offset_or_truncation_is_turned_away() -> None:
+    """An answer to a fetch of an earlier log end (the log grew since), or to one sent before
+    the follower asked OffsetForLeaderEpoch again, answers a request of an earlier state."""
+    h = Harness(broker_id=1, request_retry_ms=4)
+    first = _following_from(h, 0)
+    h.step(FetchReply(first.request_id, TP, 0, _leader_records(1), 1, 0))
+    log = h.store.logs[TP]
+    assert log.log_end_offset == 1
+    h.now += 4
+    second = sent(h)
+    assert isinstance(second, FetchCall)
+    assert second.offset == 1
+    h.now += 4
+    third = sent(h)
+    assert isinstance(third, FetchCall)
+    # the first fetch's records again (a duplicate on the network): from offset 0, not 1
+    h.step(FetchReply(first.request_id, TP, 0, _leader_records(1), 1, 0))
+    assert log.log_end_offset == 1
+    # a fetch from 1, then an OFFSET_OUT_OF_RANGE answer restarts the truncation
+    h.step(FetchReply(third.request_id, TP, 1))
+    h.now += 1_000
+    ask = sent(h)
+    assert isinstance(ask, EpochCall)
+    leader = MemLog()
+    leader.append(batch(0, 1), 2)
+    leader.append(batch(1, 1), 2)
+    h.step(FetchReply(second.request_id, TP, 0, leader.batches[1], 2, 0))
+    assert log.log_end_offset == 1  # (sent before the truncation restarted)
+
+
 def test_fenced_follower_waits_for_leader_and_isr() -> None:
     h = Harness(broker_id=1)
     h.leader_and_isr(0, 2, (0, 1))
