@@ -151,7 +151,7 @@ from conformance.rng import SimRng
 from conformance.trace_check import Abstraction, TraceChecker, TraceVerdict
 from impl.broker import group_coordinator as gc
 from impl.broker import group_records
-from impl.broker.node import ISR_SCAN_STEP_PARTITIONS
+from impl.broker.node import ISR_SCAN_STEP_PARTITIONS, MAX_TIMESTAMP
 from impl.broker.replication import ReplicaRole, ReplicaState
 from impl.controller.coordinator import CreateOp, DeleteOp, NoNodeError, SetOp
 from impl.controller.requests import LeaderAndIsrRequest
@@ -778,7 +778,8 @@ class SimConsumer:
             times[header.base_offset] = (header.next_offset, header.max_timestamp)
 
     def list_offsets(self, tp: TopicPartition, choice: int) -> None:
-        """ListOffsets from the leader: latest, earliest, or the time of a batch already read
+        """ListOffsets from the leader: latest, earliest, the time of a batch already read, or,
+        once batches were read, max timestamp (KIP-734) in a quarter of the asks by time
         (``choice`` picks which)."""
         leader = self.world.leader_of(tp)
         if leader < 0:
@@ -787,7 +788,8 @@ class SimConsumer:
         times = self.timestamps.get(tp)
         if choice % 3 == 2 and times:
             bases = sorted(times)
-            timestamp = times[bases[(choice // 3) % len(bases)]][1]
+            timestamp = (MAX_TIMESTAMP if (choice // 3) % 4 == 3
+                         else times[bases[(choice // 3) % len(bases)]][1])
         self._request_ids += 1
         self.offsets_asked[self._request_ids] = timestamp, self.position.get(tp, 0)
         self.world.network.send(CONSUMER_NODE, leader, ListOffsetsCall(
@@ -796,9 +798,13 @@ class SimConsumer:
     def on_list_offsets(self, reply: ListOffsetsReply) -> None:
         """READ_CONSISTENT for a search by time: the answer is the first record at or after
         the time among the batches read, and its timestamp reaches it (timestamps grow with
-        offsets: one batch in flight per partition, stamped when built). For latest: the end
-        offset is never below what the consumer had read when it asked (everything read was
-        committed, and a leader answers latest only once its HW reached its epoch's start)."""
+        offsets: one batch in flight per partition, stamped when built). For max timestamp:
+        the answer's timestamp reaches every batch read (still above the log start), and no
+        batch read before it reaches that timestamp (it is the first record with the largest;
+        none is an answer too: Kafka's answer for a consumer when that record is not below
+        the HW). For latest: the end offset is never below what the consumer had read when it
+        asked (everything read was committed, and a leader answers latest only once its HW
+        reached its epoch's start)."""
         entry = self.offsets_asked.pop(reply.request_id, None)
         if entry is None or reply.error != 0:
             return
@@ -807,17 +813,28 @@ class SimConsumer:
             self.world.violation("READ_CONSISTENT", (
                 f"{reply.tp}: ListOffsets latest answered {reply.offset}, below offset "
                 f"{position} the consumer had already read"))
+        if asked == MAX_TIMESTAMP and reply.offset >= 0:
+            deleted = self.world.records_admin.mark(reply.tp)
+            for base, (_, max_timestamp) in self.timestamps.get(reply.tp, {}).items():
+                if base >= deleted and max_timestamp > reply.timestamp:
+                    self.world.violation("READ_CONSISTENT", (
+                        f"{reply.tp}: ListOffsets max timestamp answered offset {reply.offset} "
+                        f"stamped {reply.timestamp}, below the batch at {base} stamped "
+                        f"{max_timestamp}"))
+            asked = reply.timestamp
         if asked < 0 or reply.offset < 0:
             return
+        what = ("max timestamp" if entry[0] == MAX_TIMESTAMP
+                else f"for time {asked}")
         if reply.timestamp < asked:
             self.world.violation("READ_CONSISTENT", (
-                f"{reply.tp}: ListOffsets for time {asked} answered offset {reply.offset} with "
+                f"{reply.tp}: ListOffsets {what} answered offset {reply.offset} with "
                 f"the earlier time {reply.timestamp}"))
         deleted = self.world.records_admin.mark(reply.tp)  # (DeleteRecords: gone below it)
         for base, (end, max_timestamp) in self.timestamps.get(reply.tp, {}).items():
             if deleted <= base < reply.offset and max_timestamp >= asked and end <= reply.offset:
                 self.world.violation("READ_CONSISTENT", (
-                    f"{reply.tp}: ListOffsets for time {asked} answered offset {reply.offset}, "
+                    f"{reply.tp}: ListOffsets {what} answered offset {reply.offset}, "
                     f"past the batch at {base} stamped {max_timestamp}"))
 
     def accept(self, tp: TopicPartition, keys: list[BatchKey]) -> None:

@@ -323,6 +323,15 @@ PLANTS: tuple[Plant, ...] = (
         "invariant broken (none of seeds 0-59 failing until the run checked CLUSTER_HEALS)", 4,
         (1, "CLUSTER_HEALS"),
     ),
+    Plant(
+        "max_timestamp_searched_as_a_time", "replication", "impl.broker.node",
+        "                found = (self.store.max_timestamp_record(tp) if call.timestamp == "
+        "MAX_TIMESTAMP\n",
+        "                found = (self.store.max_timestamp_record(tp) if False\n",
+        "ListOffsets' max timestamp (-3, KIP-734) answered as a search by time for -3, the "
+        "first record of the log, as a broker before Kafka 3.0 does (logproof did until it "
+        "advertised ListOffsets v7)", 4, (0, "READ_CONSISTENT"),
+    ),
 )
 
 #: Plants the default run does not catch within their budget (seeds run, no failure): gaps

@@ -640,7 +640,8 @@ class RequestHandlers:
     # --- ListOffsets -----------------------------------------------------------------------
 
     async def list_offsets(self, request: DecodedRequest) -> Response:
-        """ListOffsets v1-v5: earliest (-2), latest (-1) or by timestamp."""
+        """ListOffsets v1-v7: earliest (-2), latest (-1), max timestamp (-3, KIP-734; v7 is
+        the version a client asks it with) or by timestamp."""
         replicas = self.context.replicas
         replica_id = int(getattr(request.body, "replica_id", -1))
         topics = []

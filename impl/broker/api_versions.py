@@ -6,7 +6,8 @@ ListOffsets 3, Metadata 5, CreateTopics 3, InitProducerId 0, FindCoordinator 1, 
 SyncGroup 3, Heartbeat 1, LeaveGroup 1, OffsetCommit 3, OffsetFetch 3; OffsetCommit starts at
 v2, kafka-python's lowest) and every maximum at a version whose
 semantics the handlers implement: Fetch stops at 11 (v12 is flexible and v13 switches to topic
-ids), Produce at 8. The admin APIs go to the newest version kio 0.6.2 has a schema for
+ids), Produce at 8, ListOffsets at 7 (max timestamp, KIP-734; v8 asks for tiered storage's
+local log start). The admin APIs go to the newest version kio 0.6.2 has a schema for
 (DescribeConfigs 4, AlterConfigs 2, IncrementalAlterConfigs 1 ...); kio encodes the tagged
 fields of the flexible ones.
 
@@ -35,7 +36,7 @@ ADVERTISED: Final[Mapping[int, tuple[int, int]]] = MappingProxyType(
     {
         PRODUCE: (3, 8),
         FETCH: (4, 11),
-        LIST_OFFSETS: (1, 5),
+        LIST_OFFSETS: (1, 7),
         METADATA: (0, 8),
         API_VERSIONS: (0, 3),
         CREATE_TOPICS: (2, 4),

@@ -95,6 +95,8 @@ OFFSET_NOT_AVAILABLE: Final = 78
 #: ListOffsets' special timestamps
 LATEST_TIMESTAMP: Final = -1
 EARLIEST_TIMESTAMP: Final = -2
+#: ListOffsets v7 (KIP-734): the record with the largest timestamp
+MAX_TIMESTAMP: Final = -3
 #: Bytes per read when the producer state is rebuilt from the log.
 REPLAY_READ_BYTES: Final = 1 << 20
 
@@ -181,6 +183,10 @@ class NodeStore(Protocol):
                              ) -> tuple[int, int] | None:
         """The first record of ``tp`` with a timestamp at least ``timestamp_ms``, as
         ``(offset, timestamp)``; None if there is none."""
+
+    def max_timestamp_record(self, tp: TopicPartition) -> tuple[int, int] | None:
+        """The first record of ``tp`` (from its log start) stamped with the largest timestamp,
+        as ``(offset, timestamp)``; None if no record has one."""
 
     def read_bytes(self, tp: TopicPartition, offset: int, max_bytes: int) -> bytes:
         """Whole batches of ``tp`` from ``offset`` (producer-state replay)."""
@@ -1363,7 +1369,9 @@ class BrokerNode:
     def _on_list_offsets(self, call: ListOffsetsCall, out: list[Effect]) -> None:
         """ListOffsets: latest is the HW for a consumer (it reads below it) and the LEO for a
         follower, earliest the log start offset; a timestamp finds the first record at or
-        after it, below the HW for a consumer (Kafka's ``fetchOffsetForTimestamp``).
+        after it, and max timestamp (KIP-734) the first record stamped with the largest
+        timestamp, either below the HW for a consumer or none (Kafka's
+        ``fetchOffsetForTimestamp``).
 
         While a leader's HW is still below the start of its own epoch (just elected: the HW
         it inherited lags the one its predecessor had exposed), a consumer's latest, and a
@@ -1390,7 +1398,8 @@ class BrokerNode:
                 answer = ListOffsetsReply(call.request_id, tp, NONE, offset, -1,
                                           self._epoch_of(tp, offset))
             else:
-                found = self.store.offset_for_timestamp(tp, call.timestamp)
+                found = (self.store.max_timestamp_record(tp) if call.timestamp == MAX_TIMESTAMP
+                         else self.store.offset_for_timestamp(tp, call.timestamp))
                 if found is not None and consumer and found[0] >= partition.high_watermark:
                     found = None
                 if found is not None:

@@ -99,6 +99,12 @@ class LogManagerStore:
         assert partition is not None
         return partition.offset_for_timestamp(timestamp_ms)
 
+    def max_timestamp_record(self, tp: TopicPartition) -> tuple[int, int] | None:
+        """The first record of ``tp`` stamped with its largest timestamp."""
+        partition = self.manager.get(tp)
+        assert partition is not None
+        return partition.max_timestamp_record()
+
     def epoch_entries(self, tp: TopicPartition) -> list[tuple[int, int]]:
         """``tp``'s leader-epoch cache as ``(epoch, start offset)``."""
         partition = self.manager.get(tp)

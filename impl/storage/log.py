@@ -879,6 +879,58 @@ class Log:
                 position += batch.size
         return None
 
+    def max_timestamp_record(self, start_offset: int) -> tuple[int, int] | None:
+        """The first record at or after ``start_offset`` stamped with the largest timestamp
+        from there on: ``(offset, timestamp)``, ``None`` if no record there has one
+        (ListOffsets' MAX_TIMESTAMP, KIP-734: Kafka's segment ``offsetOfMaxTimestampSoFar``,
+        the record's own offset since KAFKA-16310).
+
+        Segments wholly at or after ``start_offset`` answer from their max timestamp (kept
+        with the segment); the one holding ``start_offset`` from the headers of its batches
+        from there (the records of a batch holding it, whose header may name a record below
+        it); then the first batch reaching the largest has its records decoded. A batch
+        whose records no longer reach its max timestamp (a cleaned batch keeps its max) is
+        answered with its last offset, as Kafka did before KAFKA-16310.
+        """
+        best, where = -1, None
+        for segment in self.segments:
+            if segment.next_offset <= start_offset:
+                continue
+            if segment.base_offset >= start_offset:
+                newest = self._segment_max_timestamp(segment)
+            else:
+                newest = -1
+                position = segment.lookup(start_offset)[1]
+                while position < segment.size:
+                    batch = self._peek(segment, position)
+                    if batch.base_offset >= start_offset:
+                        newest = max(newest, batch.max_timestamp)
+                    elif batch.next_offset > start_offset:  # (its max may be a deleted record)
+                        raw = self.disk.read(segment.log_path, position, batch.size)
+                        newest = max([newest, *(record.timestamp
+                                                for record in rec.iter_records(raw)
+                                                if record.offset >= start_offset)])
+                    position += batch.size
+            if newest > best:
+                best, where = newest, segment
+        if where is None:
+            return None
+        # (from the time index's entry below the largest; read from the start offset's entry
+        # again if that found nothing: an index that disagreed with the batches)
+        for skip in (where.time_lookup(best), start_offset):
+            position = where.lookup(max(start_offset, skip))[1]
+            while position < where.size:
+                batch = self._peek(where, position)
+                if batch.next_offset > start_offset and batch.max_timestamp >= best:
+                    raw = self.disk.read(where.log_path, position, batch.size)
+                    for record in rec.iter_records(raw):
+                        if record.offset >= start_offset and record.timestamp >= best:
+                            return record.offset, record.timestamp
+                    if batch.base_offset >= start_offset:
+                        return batch.next_offset - 1, batch.max_timestamp
+                position += batch.size
+        return None
+
     def _segment_max_timestamp(self, segment: Segment) -> int:
         if segment.max_timestamp is None:
             newest = -1

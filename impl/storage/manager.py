@@ -607,6 +607,14 @@ class PartitionLog:
             return self.log_start_offset_floor, found[1]
         return found
 
+    def max_timestamp_record(self) -> tuple[int, int] | None:
+        """The first record from the log start stamped with the largest timestamp, as
+        ``(offset, timestamp)``; ``None`` if no record has one (ListOffsets' MAX_TIMESTAMP;
+        the broker node decides whether a client may see it)."""
+        self._check_online()
+        with self._manager.io(self._log.log_dir):
+            return self._log.max_timestamp_record(self.log_start_offset)
+
 
 DirFailureCallback = Callable[[str], None]
 

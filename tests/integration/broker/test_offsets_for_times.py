@@ -103,3 +103,37 @@ def test_aiokafka_offsets_for_times_inside_one_batch(broker: RunningBroker) -> N
 
     assert asyncio.run(main()) == (7, BASE_MS + 7)
     assert _batches_in_log(broker, "ta") == 1
+
+
+def test_confluent_kafka_admin_lists_the_max_timestamp_record(broker: RunningBroker) -> None:
+    """ListOffsets v7 (KIP-734) from librdkafka's AdminClient: max timestamp answers the first
+    record stamped with the largest timestamp (not the batch's base, not the last of equals),
+    earliest and latest at the same version."""
+    from confluent_kafka import Producer, TopicPartition
+    from confluent_kafka.admin import AdminClient
+    from confluent_kafka.admin._listoffsets import OffsetSpec
+
+    assert broker.become_leader("tm")[0].error_code == 0
+    producer = Producer({"bootstrap.servers": broker.bootstrap, "acks": "all",
+                         "linger.ms": 2000})
+    # one batch (offsets 0-2), then another (3-4) with a record as new as offset 1's
+    for stamp in (3, 9, 1):
+        producer.produce("tm", value=b"v", partition=0, timestamp=BASE_MS + stamp)
+    assert producer.flush(30) == 0
+    for stamp in (9, 2):
+        producer.produce("tm", value=b"w", partition=0, timestamp=BASE_MS + stamp)
+    assert producer.flush(30) == 0
+    assert _batches_in_log(broker, "tm") == 2
+    admin = AdminClient({"bootstrap.servers": broker.bootstrap})
+    tp = TopicPartition("tm", 0)
+    answers = {}
+    specs = (("max", OffsetSpec.max_timestamp()),  # type: ignore[no-untyped-call]
+             ("earliest", OffsetSpec.earliest()),  # type: ignore[no-untyped-call]
+             ("latest", OffsetSpec.latest()))  # type: ignore[no-untyped-call]
+    for name, spec in specs:
+        (future,) = admin.list_offsets({tp: spec}, request_timeout=20).values()
+        info = future.result(timeout=30)
+        answers[name] = (info.offset, info.timestamp)
+    assert answers["max"] == (1, BASE_MS + 9)
+    assert answers["earliest"][0] == 0
+    assert answers["latest"][0] == 5

@@ -43,6 +43,7 @@ from impl.controller.requests import (
     StopReplicaRequest,
 )
 from impl.storage import record_batch as rb
+from impl.storage import records as rec
 from impl.storage.names import TopicPartition
 from impl.trace import ListTraceSink
 
@@ -156,6 +157,16 @@ class MemStore:
             if header.max_timestamp >= timestamp_ms:
                 return header.base_offset, header.max_timestamp
         return None
+
+    def max_timestamp_record(self, tp: TopicPartition) -> tuple[int, int] | None:
+        log = self.logs[tp]
+        stamped = [(record.timestamp, record.offset) for data in log.batches
+                   for record in rec.iter_records(data)
+                   if record.offset >= log.log_start_offset and record.timestamp >= 0]
+        if not stamped:
+            return None
+        newest = max(timestamp for timestamp, _ in stamped)
+        return min(offset for timestamp, offset in stamped if timestamp == newest), newest
 
     def epoch_entries(self, tp: TopicPartition) -> list[tuple[int, int]]:
         return list(self.logs[tp].epochs)
@@ -716,6 +727,26 @@ def test_list_offsets_latest_earliest_and_by_time_are_the_nodes_answers() -> Non
     assert list_offsets(h, -1, epoch=2).error == 75  # UNKNOWN_LEADER_EPOCH
     h.leader_and_isr(1, 2, (0, 1), zk_version=1)
     assert list_offsets(h, -1).error == 6  # NOT_LEADER_OR_FOLLOWER
+
+
+def test_list_offsets_max_timestamp_is_the_first_record_with_the_largest_below_the_hw() -> None:
+    """ListOffsets v7's max timestamp (KIP-734): the first record stamped with the largest
+    timestamp; for a consumer only if it is below the HW (none otherwise, as Kafka filters
+    every answer found in the log by the last fetchable offset), for a follower wherever it
+    is."""
+    h = Harness()
+    h.leader_and_isr(0, 1, (0, 1))
+    for sequence, stamp in enumerate((1000, 3000, 3000, 2000, 5000)):  # offsets 0..4
+        h.step(Produce(50, sequence, TP, batch(sequence, timestamp_ms=stamp), 1, 1_000,
+                       now_wall_ms=6000))
+    h.step(FetchCall(5, 1, 1, TP, 4, 1))  # the follower holds 0..3: HW 4
+    newest = list_offsets(h, -3)
+    assert (newest.error, newest.offset, newest.timestamp) == (0, -1, -1)  # 5000 is at 4
+    follower = list_offsets(h, -3, replica=1)
+    assert (follower.offset, follower.timestamp, follower.leader_epoch) == (4, 5000, 1)
+    h.store.logs[TP].batches.pop()  # (offset 4 gone: the largest below the HW is 3000)
+    found = list_offsets(h, -3)
+    assert (found.error, found.offset, found.timestamp, found.leader_epoch) == (0, 1, 3000, 1)
 
 
 def test_offset_out_of_range_below_the_leaders_log_start_starts_afresh_there() -> None:
