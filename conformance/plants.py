@@ -72,7 +72,7 @@ PLANTS: tuple[Plant, ...] = (
         "            high_watermark, leader_epoch_start_offset\n        ):",
         "elif follower_log_end_offsets.get(replica, -1) >= high_watermark:",
         "ISR expansion once the follower reaches the HW, before the start of the leader's epoch "
-        "(KIP-320 rule 4)", 34, (3, "NOT_ENABLED"),
+        "(KIP-320 rule 4)", 34, (4, "NOT_ENABLED"),
     ),
     Plant(
         "hw_from_the_leader_alone", "replication", "impl.broker.replication",
@@ -189,7 +189,7 @@ PLANTS: tuple[Plant, ...] = (
         "                return answer(REBALANCE_IN_PROGRESS)\n"
         "            self._heartbeat(group.members[request.member_id])",
         "OffsetCommit is accepted from a member of any generation (a revoked owner's late "
-        "auto-commit overwrites the new owner's offsets)", 8, (0, "NOT_ENABLED"),
+        "auto-commit overwrites the new owner's offsets)", 8, (1, "NOT_ENABLED"),
     ),
     Plant(
         "serve_while_loading", "groups", "impl.broker.group_coordinator",
@@ -254,7 +254,7 @@ PLANTS: tuple[Plant, ...] = (
         "        if True:\n            return frozenset()",
         "the controller ignores how an ISR member last shut down and elects it over a member "
         "that kept its log (ZooKeeper-era Kafka; KIP-966, cluster seed 595)", 40,
-        (9, "COMMITTED_DURABLE"),
+        (9, "NO_COMMITTED_LOSS"),
     ),
     Plant(
         "follower_log_start_from_the_hw", "replication", "impl.broker.node",
@@ -269,14 +269,15 @@ PLANTS: tuple[Plant, ...] = (
         "self.segments[0].next_offset <= offset",
         "self.segments[0].base_offset < offset",
         "DeleteRecords (or retention) also deletes the segment that holds the new log start "
-        "offset: the records at and above it in that segment are lost", 15, (14, "READ_CONSISTENT"),
+        "offset: the records at and above it in that segment are lost", 15,
+        (14, "NO_COMMITTED_LOSS"),
     ),
     Plant(
         "preferred_election_ignores_the_isr", "controller", "impl.controller.controller",
         "if (tp in self._preferred and current.leader != preferred and preferred in isr_usable",
         "if (tp in self._preferred and current.leader != preferred and preferred in eligible",
         "a preferred replica election elects the preferred replica when it is live but out of "
-        "the ISR (a lagging copy leads: acknowledged records lost)", 4, (0, "NOT_ENABLED"),
+        "the ISR (a lagging copy leads: acknowledged records lost)", 4, (3, "NOT_ENABLED"),
     ),
     Plant(
         "deleted_topic_replicas_kept", "controller", "impl.controller.controller",
@@ -284,18 +285,6 @@ PLANTS: tuple[Plant, ...] = (
         "topic, partition, EPOCH_DURING_DELETE, False",
         "topic deletion sends StopReplica without delete: the replicas stop but their logs stay "
         "on the brokers after the topic is gone", 4, (0, "TOPIC_DELETED"),
-    ),
-    Plant(
-        "latest_offset_from_a_lagging_hw", "replication", "impl.broker.node",
-        "            lagging = consumer and (",
-        "            lagging = False and (",
-        "a new leader answers a consumer's ListOffsets latest with the HW it inherited while that "
-        "HW is still below the start of its epoch (Kafka answers OFFSET_NOT_AVAILABLE): the "
-        "end offset moves backwards below what the consumer read. A gap until the simulator "
-        "parked followers' delayed fetches (a follower's HW then comes with records or at the "
-        "deadline, so a new leader's inherited HW lags longer): 3 lagging answers in 30 seeds "
-        "before, none past the consumer's position; none of seeds 0-149 failed",
-        110, (12, "READ_CONSISTENT"),
     ),
     Plant(
         "round_names_a_partition_twice", "replication", "impl.broker.fetch_rounds",
@@ -306,7 +295,7 @@ PLANTS: tuple[Plant, ...] = (
         "meant for the stale call (FENCED_LEADER_EPOCH for the old epoch) is applied to the new "
         "one: the partition stays failed until a newer LeaderAndIsr (the trio fetcher's bug "
         "that stalled a reassignment in the integration tests; a gap, none of seeds 0-149 "
-        "failing, until the run checked FOLLOWER_PROGRESS)", 16, (7, "FOLLOWER_PROGRESS"),
+        "failing, until the run checked FOLLOWER_PROGRESS)", 16, (9, "FOLLOWER_PROGRESS"),
     ),
     Plant(
         "isr_expansion_only_when_the_follower_advances", "replication", "impl.broker.node",
@@ -337,6 +326,21 @@ PLANTS: tuple[Plant, ...] = (
 #: Plants the default run does not catch within their budget (seeds run, no failure): gaps
 #: of the run's reach, kept so that a harsher run can be measured against them.
 GAPS: tuple[Plant, ...] = (
+    Plant(
+        "latest_offset_from_a_lagging_hw", "replication", "impl.broker.node",
+        "            lagging = consumer and (",
+        "            lagging = False and (",
+        "a new leader answers a consumer's ListOffsets latest with the HW it inherited while that "
+        "HW is still below the start of its epoch (Kafka answers OFFSET_NOT_AVAILABLE): the "
+        "end offset moves backwards below what the consumer read. A gap until the simulator "
+        "parked followers' delayed fetches (a follower's HW then comes with records or at the "
+        "deadline, so a new leader's inherited HW lags longer): 3 lagging answers in 30 seeds "
+        "before, none past the consumer's position; none of seeds 0-149 failed. Caught at seed "
+        "12 until a follower applied a late answer to an earlier fetch from its log end "
+        "(inferred: a follower's HW is then fresher when it is elected): 3 lagging answers in "
+        "30 seeds still; seeds 0-400 pass, seed 401 catches it (too far for the plants' run)",
+        401, (-1, ""),
+    ),
     Plant(
         "deletion_with_the_cached_leader_epoch", "controller", "impl.controller.controller",
         "topic, partition, EPOCH_DURING_DELETE, True",
