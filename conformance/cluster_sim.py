@@ -809,12 +809,13 @@ class SimConsumer:
         if entry is None or reply.error != 0:
             return
         asked, position = entry
+        what = "max timestamp" if asked == MAX_TIMESTAMP else f"for time {asked}"
         if asked == -1 and reply.offset < position:
             self.world.violation("READ_CONSISTENT", (
                 f"{reply.tp}: ListOffsets latest answered {reply.offset}, below offset "
                 f"{position} the consumer had already read"))
+        deleted = self.world.records_admin.mark(reply.tp)  # (DeleteRecords: gone below it)
         if asked == MAX_TIMESTAMP and reply.offset >= 0:
-            deleted = self.world.records_admin.mark(reply.tp)
             for base, (_, max_timestamp) in self.timestamps.get(reply.tp, {}).items():
                 if base >= deleted and max_timestamp > reply.timestamp:
                     self.world.violation("READ_CONSISTENT", (
@@ -824,13 +825,10 @@ class SimConsumer:
             asked = reply.timestamp
         if asked < 0 or reply.offset < 0:
             return
-        what = ("max timestamp" if entry[0] == MAX_TIMESTAMP
-                else f"for time {asked}")
         if reply.timestamp < asked:
             self.world.violation("READ_CONSISTENT", (
                 f"{reply.tp}: ListOffsets {what} answered offset {reply.offset} with "
                 f"the earlier time {reply.timestamp}"))
-        deleted = self.world.records_admin.mark(reply.tp)  # (DeleteRecords: gone below it)
         for base, (end, max_timestamp) in self.timestamps.get(reply.tp, {}).items():
             if deleted <= base < reply.offset and max_timestamp >= asked and end <= reply.offset:
                 self.world.violation("READ_CONSISTENT", (

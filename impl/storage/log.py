@@ -915,20 +915,18 @@ class Log:
                 best, where = newest, segment
         if where is None:
             return None
-        # (from the time index's entry below the largest; read from the start offset's entry
-        # again if that found nothing: an index that disagreed with the batches)
-        for skip in (where.time_lookup(best), start_offset):
-            position = where.lookup(max(start_offset, skip))[1]
-            while position < where.size:
-                batch = self._peek(where, position)
-                if batch.next_offset > start_offset and batch.max_timestamp >= best:
-                    raw = self.disk.read(where.log_path, position, batch.size)
-                    for record in rec.iter_records(raw):
-                        if record.offset >= start_offset and record.timestamp >= best:
-                            return record.offset, record.timestamp
-                    if batch.base_offset >= start_offset:
-                        return batch.next_offset - 1, batch.max_timestamp
-                position += batch.size
+        # (from the time index's entry below the largest, as offset_for_timestamp)
+        position = where.lookup(max(start_offset, where.time_lookup(best)))[1]
+        while position < where.size:
+            batch = self._peek(where, position)
+            if batch.next_offset > start_offset and batch.max_timestamp >= best:
+                raw = self.disk.read(where.log_path, position, batch.size)
+                for record in rec.iter_records(raw):
+                    if record.offset >= start_offset and record.timestamp >= best:
+                        return record.offset, record.timestamp
+                if batch.base_offset >= start_offset:
+                    return batch.next_offset - 1, batch.max_timestamp
+            position += batch.size
         return None
 
     def _segment_max_timestamp(self, segment: Segment) -> int:

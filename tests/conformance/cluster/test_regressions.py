@@ -1346,10 +1346,8 @@ def test_seed_4036_a_follower_that_keeps_nothing_is_built_at_its_first_record() 
     Held to the trace the seed produced until a follower applied a late answer to an earlier
     fetch from its log end (``traces/seed4036.jsonl.gz``, 2,000 events): the seed now runs
     otherwise and no longer reaches the case."""
-    from conformance import replication_abstraction
-
     trace = _saved_trace("seed4036", 2000)
-    verdict = check_trace(trace, replication_abstraction.abstractions())
+    verdict = check_trace(trace, abstractions())
     assert verdict.violation is None, verdict.violation
     subject = "__consumer_offsets-1@0"
     index = next((i for i, e in enumerate(trace)
